@@ -1,0 +1,90 @@
+"""The cluster spec and each task's TF_CONFIG: built here and nowhere else.
+
+    spec = cluster_spec(settings)                 # {"worker": ["worker-0:2222", "worker-1:2222"]}
+    tf_config_for(spec, "worker-1")               # {"cluster": spec, "task": {"type": "worker", "index": 1}}
+
+Compose gives every task a stable hostname, `<job>-<index>`, and every task listens on port 2222
+(the Kubeflow TFJob convention), so the spec needs nothing but the job sizes. The local backend
+runs the same tasks as processes on loopback and passes `local_addresses(...)` instead: the same
+generator, the same JSON shape, only the addresses differ (one host cannot give every process
+port 2222).
+
+Shared by the host side and the trainer: imports neither TensorFlow nor any Docker code.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping, Sequence
+
+from tflab.settings import Settings
+
+PORT = 2222
+
+
+def job_sizes(settings: Settings) -> dict[str, int]:
+    """Tasks per TF job. Single-process strategies have no cluster at all."""
+    if settings.strategy == "multiworker":
+        return {"worker": settings.workers}
+    return {}
+
+
+def task_names(settings: Settings) -> list[str]:
+    """Every task the run starts, in start order; also its container service and log file name."""
+    jobs = job_sizes(settings)
+    if not jobs:
+        return [settings.strategy]  # "single" or "mirrored"
+    return [f"{job}-{index}" for job, size in jobs.items() for index in range(size)]
+
+
+def compose_address(job: str, index: int) -> str:
+    return f"{job}-{index}:{PORT}"
+
+
+def local_addresses(ports: Sequence[int]):
+    """An address function for the local backend: the i-th task overall gets localhost:ports[i]."""
+    ports = iter(ports)
+    assigned: dict[tuple[str, int], str] = {}
+
+    def address(job: str, index: int) -> str:
+        if (job, index) not in assigned:
+            assigned[(job, index)] = f"localhost:{next(ports)}"
+        return assigned[(job, index)]
+
+    return address
+
+
+def cluster_spec(settings: Settings, address=compose_address) -> dict[str, list[str]]:
+    """TF's cluster spec: job name -> the address of each of its tasks, in index order."""
+    return {job: [address(job, index) for index in range(size)]
+            for job, size in job_sizes(settings).items()}
+
+
+def parse_task(task: str) -> tuple[str, int]:
+    """'worker-3' -> ('worker', 3)."""
+    job, _, index = task.rpartition("-")
+    if not job or not index.isdigit():
+        raise ValueError(f"task {task!r} is not of the form <job>-<index>")
+    return job, int(index)
+
+
+def tf_config_for(spec: Mapping[str, Sequence[str]], task: str) -> dict:
+    """The TF_CONFIG dict for one task of `spec`."""
+    job, index = parse_task(task)
+    if job not in spec or index >= len(spec[job]):
+        raise ValueError(f"task {task!r} is not in the cluster {dict(spec)}")
+    return {"cluster": {name: list(addresses) for name, addresses in spec.items()},
+            "task": {"type": job, "index": index}}
+
+
+def tf_config_env(spec: Mapping[str, Sequence[str]], task: str) -> dict[str, str]:
+    """Environment entries for one task: TF_CONFIG (only where there is a cluster) and TFLAB_TASK."""
+    env = {"TFLAB_TASK": task}
+    if spec:
+        env["TF_CONFIG"] = json.dumps(tf_config_for(spec, task), separators=(",", ":"))
+    return env
+
+
+def chief_task(settings: Settings) -> str:
+    """The task that writes the final model: worker-0 (TF's default chief), or the only task."""
+    return task_names(settings)[0]

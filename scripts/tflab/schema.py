@@ -1,0 +1,118 @@
+"""The timing log contract: one JSON object per line in runs/<RUN>/<task>.jsonl.
+
+Every line has `event`, `task` and `time` (unix seconds); each event adds the fields below. The
+trainer writes through `EventLog`, which refuses an event that does not match, so a log that
+exists is a log that validates. Tests, the summary and reports read logs with `read_events`.
+
+Shared by the host side and the trainer: imports neither TensorFlow nor any Docker code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Iterable
+
+NUMBER = (int, float)
+COMMON = {"event": str, "task": str, "time": NUMBER}
+EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    # What the task is and with what it runs.
+    "start": {"strategy": str, "cluster": dict, "versions": dict, "settings": dict,
+              "baseline_loss": NUMBER},
+    # Seconds from the trainer's start until its strategy was built (imports and rendezvous).
+    "cluster_ready": {"seconds": NUMBER, "replicas": int, "devices": list},
+    # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
+    "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int,
+              "examples_per_second": NUMBER},
+    # The run's result for this task.
+    "end": {"final_loss": NUMBER, "total_seconds": NUMBER, "first_step_seconds": NUMBER,
+            "steady_step_seconds": NUMBER, "peak_rss_bytes": int, "weights_sha256": str},
+    # Any failure; the task exits non-zero after writing it.
+    "error": {"message": str},
+}
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def problems(record: dict) -> list[str]:
+    """What is wrong with one log record (empty when it is valid)."""
+    if not isinstance(record, dict):
+        return [f"not a JSON object: {record!r}"]
+    event = record.get("event")
+    if event not in EVENTS:
+        return [f"unknown event {event!r}; expected one of {', '.join(EVENTS)}"]
+    found = []
+    for name, kind in {**COMMON, **EVENTS[event]}.items():
+        if name not in record:
+            found.append(f"{event}: missing {name}")
+        elif isinstance(record[name], bool) or not isinstance(record[name], kind):
+            found.append(f"{event}: {name}={record[name]!r} is not {_kind_name(kind)}")
+        elif isinstance(record[name], float) and not math.isfinite(record[name]):
+            found.append(f"{event}: {name}={record[name]!r} is not finite")
+    return found
+
+
+def _kind_name(kind) -> str:
+    return "a number" if kind == NUMBER else f"a {kind.__name__}"
+
+
+def completeness(records: list[dict], epochs: int) -> list[str]:
+    """What a finished, successful task's log lacks: start, cluster_ready, epochs 1..N, end."""
+    found = [p for record in records for p in problems(record)]
+    kinds = [r.get("event") for r in records]
+    if "error" in kinds:
+        found.append(f"error: {next(r for r in records if r.get('event') == 'error')['message']}")
+    expected = ["start", "cluster_ready"] + ["epoch"] * epochs + ["end"]
+    if kinds != expected:
+        found.append(f"events {kinds} are not {expected}")
+    epoch_numbers = [r.get("epoch") for r in records if r.get("event") == "epoch"]
+    if epoch_numbers != list(range(1, epochs + 1)):
+        found.append(f"epochs {epoch_numbers} are not 1..{epochs}")
+    return found
+
+
+def read_events(path: Path) -> list[dict]:
+    """Every record of a log; a missing file reads as no records, a torn last line is skipped."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in text.splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line still being written by a task that was killed mid-write
+    return records
+
+
+class EventLog:
+    """Appends validated events to one task's JSONL file, flushed line by line."""
+
+    def __init__(self, path: Path, task: str):
+        self.path = Path(path)
+        self.task = task
+        self._file = open(self.path, "a", buffering=1)
+
+    def emit(self, event: str, **fields) -> dict:
+        record = {"event": event, "task": self.task, "time": time.time(), **fields}
+        found = problems(record)
+        if found:
+            raise SchemaError("; ".join(found))
+        self._file.write(json.dumps(record, sort_keys=False) + "\n")
+        self._file.flush()
+        return record
+
+    def close(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+
+def by_event(records: Iterable[dict], event: str) -> list[dict]:
+    return [r for r in records if r.get("event") == event]
