@@ -1,0 +1,5 @@
+import sys
+
+from tflab.cli import main
+
+sys.exit(main())

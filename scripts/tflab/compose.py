@@ -1,0 +1,189 @@
+"""Docker and Compose from the host side: finding them, rendering the worker services, running them.
+
+Both Compose CLIs are supported: v2 (`docker compose`, what laptops have) and v1
+(`docker-compose` 1.29, what Debian bookworm ships). They differ in ways that matter here, so the
+lab leans only on what both do the same: `up -d` with named services, `logs`, `stop`, `down`,
+profiles, `extends`; and it reads container state from Docker itself, by the labels Compose puts
+on every container, since v1 has no JSON `ps` and the two name containers differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tflab import cluster
+from tflab.errors import LabError
+from tflab.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "docker-compose.yml"
+WORKERS_FILE = "compose.workers.json"  # written into each multiworker run folder
+PROFILES = ("single", "mirrored", "multiworker")
+PROJECT_PREFIX = "tflab-"
+
+
+def run_quiet(command: list[str], timeout: float = 60, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def check_docker() -> str:
+    """The engine's version; LabError if docker is missing or its engine does not answer."""
+    if shutil.which("docker") is None:
+        raise LabError("docker is not installed (no `docker` on PATH); install Docker Engine or "
+                       "Docker Desktop, or run without containers with BACKEND=local")
+    try:
+        info = run_quiet(["docker", "info", "--format", "{{.ServerVersion}}"], timeout=30)
+    except subprocess.TimeoutExpired:
+        raise LabError("Docker is not running: `docker info` did not answer in 30 s") from None
+    if info.returncode != 0 or not info.stdout.strip():
+        reason = (info.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise LabError(f"Docker is not running ({reason}); start the Docker daemon or Docker Desktop")
+    return info.stdout.strip()
+
+
+@dataclass(frozen=True)
+class ComposeCli:
+    command: tuple[str, ...]  # ("docker", "compose") or ("docker-compose",)
+    version: str
+
+    @property
+    def major(self) -> int:
+        return int(self.version.lstrip("v").split(".")[0])
+
+    def __str__(self) -> str:
+        return f"{' '.join(self.command)} {self.version}"
+
+
+def _compose_version(command: tuple[str, ...]) -> str | None:
+    if shutil.which(command[0]) is None:
+        return None
+    try:
+        result = run_quiet([*command, "version", "--short"], timeout=30)
+    except subprocess.TimeoutExpired:
+        return None
+    version = result.stdout.strip()
+    return version if result.returncode == 0 and version[:1].lstrip("v").isdigit() else None
+
+
+def find_compose(choice: str = "auto") -> ComposeCli:
+    """The Compose CLI to use: `choice` is auto, v2 or v1 (the COMPOSE setting)."""
+    candidates = {"v2": ("docker", "compose"), "v1": ("docker-compose",)}
+    wanted = ["v2", "v1"] if choice == "auto" else [choice]
+    for name in wanted:
+        version = _compose_version(candidates[name])
+        if version:
+            return ComposeCli(candidates[name], version)
+    if choice == "auto":
+        raise LabError("no Compose CLI found: neither `docker compose` (v2) nor `docker-compose` (v1) "
+                       "works; install the Docker Compose plugin")
+    raise LabError(f"COMPOSE={choice} but `{' '.join(candidates[choice])}` does not work; "
+                   "install it, or use COMPOSE=auto")
+
+
+def render_workers(settings: Settings, spec: dict) -> dict:
+    """The Compose override with one service per worker, each extending the `worker` template."""
+    services = {}
+    for task in cluster.task_names(settings):
+        services[task] = {
+            "extends": {"file": str(COMPOSE_FILE), "service": "worker"},
+            "hostname": task,
+            "environment": cluster.tf_config_env(spec, task),
+        }
+    return {"services": services}
+
+
+def container_user() -> tuple[int, int]:
+    """The uid:gid trainers run as: the host user's, so the run folder stays theirs; never root."""
+    uid, gid = os.getuid(), os.getgid()
+    return (uid, gid) if uid != 0 else (1000, 1000)
+
+
+class ComposeStack:
+    """The Backend for BACKEND=compose (see runner.py): one Compose project per run."""
+
+    def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str):
+        self.cli = cli
+        self.run_dir = run_dir
+        self.settings = settings
+        self.project = PROJECT_PREFIX + run_dir.name
+        self.tasks = cluster.task_names(settings)
+        self.address = cluster.compose_address
+        self.description = f"compose ({cli}), project {self.project}, image {image}"
+        self.files = [COMPOSE_FILE]
+        if settings.strategy == "multiworker":
+            self.files.append(run_dir / WORKERS_FILE)
+        uid, gid = container_user()
+        self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir),
+                    "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
+                    "COMPOSE_PROFILES": ",".join(PROFILES)}
+
+    def command(self, *args: str) -> list[str]:
+        files = [arg for path in self.files for arg in ("-f", str(path))]
+        return [*self.cli.command, "--project-name", self.project,
+                "--project-directory", str(REPO), *files, *args]
+
+    def compose(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return run_quiet(self.command(*args), timeout=timeout, env=self.env)
+
+    def start(self, spec: dict) -> None:
+        if self.settings.strategy == "multiworker":
+            write_json(self.run_dir / WORKERS_FILE, render_workers(self.settings, spec))
+        result = self.compose("up", "--detach", "--no-build", *self.tasks, timeout=300)
+        if result.returncode != 0:
+            raise LabError(f"compose up failed: {_last_line(result)}")
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """task -> exit code, or None while its container is not (yet) finished."""
+        ids = run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
+                         f"label=com.docker.compose.project={self.project}"]).stdout.split()
+        codes: dict[str, int | None] = {task: None for task in self.tasks}
+        if not ids:
+            return codes
+        template = '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}}'
+        for line in run_quiet(["docker", "inspect", "--format", template, *ids]).stdout.splitlines():
+            service, status, code = line.split()
+            if service in codes and status in ("exited", "dead"):
+                codes[service] = int(code)
+        return codes
+
+    def stop(self, tasks: list[str]) -> None:
+        if tasks:
+            self.compose("kill", *tasks, timeout=60)
+
+    def save_output(self) -> None:
+        result = self.compose("logs", "--no-color", "--timestamps", timeout=120)
+        (self.run_dir / "output.log").write_text(result.stdout + result.stderr)
+
+    def close(self) -> None:
+        self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
+
+
+def _last_line(result: subprocess.CompletedProcess) -> str:
+    lines = (result.stderr + result.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit code {result.returncode}"
+
+
+def lab_projects() -> list[str]:
+    """Compose projects of the lab that still have containers, running or not."""
+    found = run_quiet(["docker", "ps", "--all", "--format", '{{.Label "com.docker.compose.project"}}'])
+    return sorted({p for p in found.stdout.split() if p.startswith(PROJECT_PREFIX)})
+
+
+def remove_project(project: str) -> None:
+    """Removes a project's containers and networks by label, without needing its Compose files."""
+    label = f"label=com.docker.compose.project={project}"
+    ids = run_quiet(["docker", "ps", "--all", "--quiet", "--filter", label]).stdout.split()
+    if ids:
+        run_quiet(["docker", "rm", "--force", "--volumes", *ids], timeout=120)
+    networks = run_quiet(["docker", "network", "ls", "--quiet", "--filter", label]).stdout.split()
+    if networks:
+        run_quiet(["docker", "network", "rm", *networks], timeout=60)
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")

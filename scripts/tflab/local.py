@@ -1,0 +1,106 @@
+"""BACKEND=local: every task as a process on this host, talking over loopback.
+
+This is how TensorFlow's multi-worker tutorial runs its workers, and the lab's native baseline:
+the same training script, the same TF_CONFIG generator (cluster.py) with localhost addresses in
+place of container hostnames, the same JSONL logs. It needs TensorFlow on the host (make venv).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tflab import cluster
+from tflab.compose import REPO
+from tflab.errors import LabError
+from tflab.settings import Settings
+
+
+def find_python() -> str:
+    """An interpreter that has TensorFlow: $TFLAB_PYTHON, else the repository's .venv."""
+    python = os.environ.get("TFLAB_PYTHON") or str(REPO / ".venv/bin/python")
+    try:
+        probe = subprocess.run([python, "-c", "import importlib.util, sys; "
+                                "sys.exit(importlib.util.find_spec('tensorflow') is None)"],
+                               capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        probe = None
+    if probe is None or probe.returncode != 0:
+        raise LabError(f"BACKEND=local needs TensorFlow on the host, and {python} has none; "
+                       "run `make venv` (or set TFLAB_PYTHON to a Python that has it)")
+    return python
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel has just handed out, all held at once so they differ."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+class LocalProcesses:
+    """The Backend for BACKEND=local (see runner.py for what a backend does)."""
+
+    def __init__(self, settings: Settings, run_dir: Path, python: str):
+        self.settings, self.run_dir, self.python = settings, run_dir, python
+        self.tasks = cluster.task_names(settings)
+        self.address = cluster.local_addresses(free_ports(len(self.tasks)))
+        self.description = f"local processes ({python})"
+        self._processes: dict[str, subprocess.Popen] = {}
+        self._readers: list[threading.Thread] = []
+        self._output_lock = threading.Lock()
+        self._output = None
+
+    def start(self, spec: dict) -> None:
+        self._output = open(self.run_dir / "output.log", "a", buffering=1)
+        for task in self.tasks:
+            env = {**os.environ, **cluster.tf_config_env(spec, task),
+                   "PYTHONPATH": str(REPO / "scripts"), "PYTHONUNBUFFERED": "1",
+                   "TF_USE_LEGACY_KERAS": "1"}
+            if not spec:
+                env.pop("TF_CONFIG", None)
+            process = subprocess.Popen(
+                [self.python, "-m", "tflab.train", "--config", str(self.run_dir / "config.json"),
+                 "--task", task],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True)  # Ctrl-C reaches the lab, which ends the tasks itself
+            self._processes[task] = process
+            reader = threading.Thread(target=self._copy_output, args=(task, process), daemon=True)
+            reader.start()
+            self._readers.append(reader)
+
+    def _copy_output(self, task: str, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+            with self._output_lock:
+                self._output.write(f"{task} | {stamp} {line}")
+
+    def exit_codes(self) -> dict[str, int | None]:
+        return {task: process.poll() for task, process in self._processes.items()}
+
+    def stop(self, tasks: list[str]) -> None:
+        # SIGKILL: TensorFlow installs its own SIGTERM handler in multi-worker processes.
+        for task in tasks:
+            if self._processes[task].poll() is None:
+                self._processes[task].kill()
+        for task in tasks:
+            self._processes[task].wait()
+
+    def save_output(self) -> None:
+        for reader in self._readers:
+            reader.join(timeout=10)
+
+    def close(self) -> None:
+        self.stop(list(self._processes))
+        self.save_output()
+        if self._output:
+            self._output.close()

@@ -1,0 +1,175 @@
+"""One run from start to end: check everything, write its folder, start its tasks, follow them,
+stop what is left, summarise.
+
+Data flows one way: Settings -> cluster spec -> TF_CONFIG per task -> tasks (containers or
+processes) -> <task>.jsonl -> summary.json and the table. Nothing is started until every check
+has passed, and nothing a run wrote is ever overwritten or deleted.
+
+A backend (compose.ComposeStack, local.LocalProcesses) offers: `tasks`, `address` (job, index ->
+host:port for the cluster spec), `description`, `start(spec)`, `exit_codes()` (task -> code or
+None while running), `stop(tasks)`, `save_output()` (into output.log) and `close()`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tflab import cluster, compose, images, local, summary
+from tflab.errors import LabError
+from tflab.schema import read_events
+from tflab.settings import Settings
+
+FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
+POLL_SECONDS = 0.5
+
+
+def say(message: str) -> None:
+    print(f"tflab: {message}", flush=True)
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def runs_dir(settings: Settings) -> Path:
+    path = Path(settings.runs_dir)
+    return path if path.is_absolute() else compose.REPO / path
+
+
+def planned_run_dir(settings: Settings) -> Path:
+    run_dir = runs_dir(settings) / (settings.run or new_run_id())
+    if run_dir.exists() or run_dir.is_symlink():
+        raise LabError(f"RUN={run_dir.name} already exists ({run_dir}); a run's outputs are never "
+                       "overwritten: choose another RUN, or leave it empty for a fresh id")
+    return run_dir
+
+
+def make_backend(settings: Settings, run_dir: Path):
+    """Every check a backend needs, done before anything is written or started."""
+    if settings.backend == "local":
+        return local.LocalProcesses(settings, run_dir, local.find_python())
+    compose.check_docker()
+    cli = compose.find_compose(settings.compose)
+    image = images.ensure_image(settings.base_image)
+    return compose.ComposeStack(cli, run_dir, settings, image)
+
+
+def write_run_folder(settings: Settings, run_dir: Path, spec: dict) -> None:
+    run_dir.mkdir(parents=True)
+    uid, gid = compose.container_user()
+    if os.getuid() == 0:
+        os.chown(run_dir, uid, gid)  # the trainers run as a non-root user and write here
+    tasks = cluster.task_names(settings)
+    config = {
+        "run": run_dir.name,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings.replace(run=run_dir.name).to_dict(),
+        "cluster": spec,
+        "tasks": tasks,
+        "tf_config": {task: cluster.tf_config_for(spec, task) if spec else None for task in tasks},
+    }
+    compose.write_json(run_dir / "config.json", config)
+    latest = run_dir.parent / "latest"
+    temporary = run_dir.parent / f".latest-{run_dir.name}"
+    temporary.symlink_to(run_dir.name)
+    temporary.replace(latest)
+
+
+def up(settings: Settings) -> int:
+    """`make up`: a whole run. Returns the exit status: 0 only if every task succeeded."""
+    run_dir = planned_run_dir(settings)
+    backend = make_backend(settings, run_dir)
+    spec = cluster.cluster_spec(settings, backend.address)
+    write_run_folder(settings, run_dir, spec)
+    say(f"run {run_dir.name}: {describe(settings)} on {backend.description}")
+    say(f"outputs in {display_path(run_dir)}/")
+    started = time.time()
+    outcome, stopped = "failed", []
+    try:
+        backend.start(spec)
+        outcome, stopped = follow(backend, settings, run_dir)
+    except KeyboardInterrupt:
+        outcome, stopped = "interrupted", [t for t, c in backend.exit_codes().items() if c is None]
+        say("interrupted: stopping every task")
+        backend.stop(stopped)
+    except LabError as error:
+        say(str(error))
+    finally:
+        codes = backend.exit_codes()
+        backend.save_output()
+        backend.close()
+    result = summary.summarise(settings, run_dir, codes, stopped, outcome, time.time() - started)
+    compose.write_json(run_dir / "summary.json", result)
+    print(summary.table(result))
+    return 0 if result["ok"] else 1
+
+
+def follow(backend, settings: Settings, run_dir: Path) -> tuple[str, list[str]]:
+    """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
+    printer = summary.ProgressPrinter(settings, run_dir)
+    deadline = time.monotonic() + settings.timeout
+    failed_at = None
+    while True:
+        printer.print_new()
+        codes = backend.exit_codes()
+        running = [task for task, code in codes.items() if code is None]
+        if not running:
+            printer.print_new()
+            return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
+        failed = [task for task, code in codes.items() if code not in (None, 0)]
+        if failed and failed_at is None:
+            failed_at = time.monotonic()
+            say(f"{failed[0]} exited with code {codes[failed[0]]}; the other tasks get "
+                f"{FAILURE_GRACE_SECONDS} s to end by themselves")
+        if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_SECONDS:
+            say(f"stopping {', '.join(running)}")
+            backend.stop(running)
+            printer.print_new()
+            return "failed", running
+        if time.monotonic() > deadline:
+            say(f"TIMEOUT={settings.timeout:g} s passed; stopping {', '.join(running)}")
+            backend.stop(running)
+            printer.print_new()
+            return "timed out", running
+        time.sleep(POLL_SECONDS)
+
+
+def describe(settings: Settings) -> str:
+    if settings.strategy == "multiworker":
+        shape = f"{settings.workers} worker{'s' * (settings.workers != 1)}"
+    elif settings.strategy == "mirrored":
+        shape = f"{settings.replicas} replica{'s' * (settings.replicas != 1)}"
+    else:
+        shape = "1 replica"
+    return (f"{settings.strategy}, {shape}, {settings.epochs} epochs of {settings.examples} examples, "
+            f"global batch {settings.global_batch}, seed {settings.seed}")
+
+
+def display_path(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def existing_run_dir(settings: Settings) -> Path:
+    """The run a command refers to: RUN, else the newest (runs/latest)."""
+    run_dir = runs_dir(settings) / (settings.run or "latest")
+    if not (run_dir / "config.json").exists():
+        if settings.run:
+            raise LabError(f"RUN={settings.run} does not exist in {runs_dir(settings)}")
+        raise LabError(f"no runs yet in {runs_dir(settings)}; start one with `make up`")
+    return run_dir.resolve()
+
+
+def load_config(run_dir: Path) -> dict:
+    return json.loads((run_dir / "config.json").read_text())
+
+
+def events_of(run_dir: Path, task: str) -> list[dict]:
+    return read_events(run_dir / f"{task}.jsonl")

@@ -1,0 +1,146 @@
+"""From the tasks' JSONL logs to what a person reads: live progress lines, summary.json, the table.
+
+Everything here is computed from the logs and the exit codes; a task that wrote nothing, or
+failed, is shown as such, never left out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tflab import cluster
+from tflab.schema import by_event, read_events
+from tflab.settings import Settings
+
+
+def task_row(task: str, records: list[dict], exit_code: int | None, stopped: bool,
+             settings: Settings) -> dict:
+    end = (by_event(records, "end") or [{}])[-1]
+    ready = (by_event(records, "cluster_ready") or [{}])[-1]
+    errors = by_event(records, "error")
+    epochs = by_event(records, "epoch")
+    if stopped:
+        status = "stopped"  # still running when the lab ended the run
+    elif exit_code is None:
+        status = "missing"  # never started, or vanished
+    elif exit_code == 0 and end and not errors:
+        status = "ok"
+    else:
+        status = "failed"
+    steady = end.get("steady_step_seconds")
+    return {
+        "task": task,
+        "status": status,
+        "exit_code": exit_code,
+        "epochs_done": len(epochs),
+        "losses": [e["loss"] for e in epochs],
+        "final_loss": end.get("final_loss"),
+        "cluster_ready_seconds": ready.get("seconds"),
+        "first_step_seconds": end.get("first_step_seconds"),
+        "steady_step_seconds": steady,
+        "examples_per_second": settings.global_batch / steady if steady else None,
+        "total_seconds": end.get("total_seconds"),
+        "peak_rss_bytes": end.get("peak_rss_bytes"),
+        "weights_sha256": end.get("weights_sha256"),
+        "error": errors[0]["message"] if errors else None,
+    }
+
+
+def summarise(settings: Settings, run_dir: Path, exit_codes: dict, stopped: list[str],
+              outcome: str, wall_seconds: float) -> dict:
+    rows = [task_row(task, read_events(run_dir / f"{task}.jsonl"), exit_codes.get(task),
+                     task in stopped, settings)
+            for task in cluster.task_names(settings)]
+    digests = {row["weights_sha256"] for row in rows}
+    ok = outcome == "ok" and all(row["status"] == "ok" for row in rows)
+    return {
+        "run": run_dir.name,
+        "strategy": settings.strategy,
+        "backend": settings.backend,
+        "outcome": "ok" if ok else ("failed" if outcome == "ok" else outcome),
+        "ok": ok,
+        "wall_seconds": wall_seconds,
+        "weights_agree": len(digests) == 1 and None not in digests,
+        "tasks": rows,
+    }
+
+
+COLUMNS = [  # header, row key, format
+    ("task", "task", "{}"),
+    ("status", "status", "{}"),
+    ("exit", "exit_code", "{}"),
+    ("ready s", "cluster_ready_seconds", "{:.1f}"),
+    ("first step s", "first_step_seconds", "{:.2f}"),
+    ("steady ms", "steady_step_seconds", "{:.2f}", 1000),
+    ("examples/s", "examples_per_second", "{:.0f}"),
+    ("final loss", "final_loss", "{:.4f}"),
+    ("peak RSS MB", "peak_rss_bytes", "{:.0f}", 1e-6),
+    ("weights", "weights_sha256", "{:.12}"),
+]
+
+
+def table(result: dict) -> str:
+    def cell(row, column):
+        header, key, fmt, *scale = column
+        value = row.get(key)
+        if value is None:
+            return "-"
+        return fmt.format(value * scale[0] if scale else value)
+
+    cells = [[column[0] for column in COLUMNS]] + [[cell(row, c) for c in COLUMNS] for row in result["tasks"]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    for row in result["tasks"]:
+        if row["error"]:
+            lines.append(f"{row['task']}: {row['error'].splitlines()[0][:300]}")
+    agree = "" if len(result["tasks"]) < 2 else (
+        "; every task ended with the same weights" if result["weights_agree"] else "; weights differ")
+    lines.append(f"run {result['run']}: {result['outcome']} in {result['wall_seconds']:.1f} s{agree}")
+    return "\n".join(lines)
+
+
+class ProgressPrinter:
+    """Prints each new event of every task's log once: the chief's epochs, everyone's milestones."""
+
+    def __init__(self, settings: Settings, run_dir: Path):
+        self.settings = settings
+        self.run_dir = run_dir
+        self.chief = cluster.chief_task(settings)
+        self.offsets = {task: 0 for task in cluster.task_names(settings)}
+
+    def print_new(self) -> None:
+        for task in self.offsets:
+            for record in self._new_records(task):
+                line = self.describe(record)
+                if line:
+                    print(f"[{task}] {line}", flush=True)
+
+    def _new_records(self, task: str) -> list[dict]:
+        path = self.run_dir / f"{task}.jsonl"
+        try:
+            with open(path, "rb") as f:
+                f.seek(self.offsets[task])
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
+        self.offsets[task] += len(complete)
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+
+    def describe(self, record: dict) -> str | None:
+        event = record.get("event")
+        if event == "start" and record["task"] == self.chief:
+            versions = record["versions"]
+            return f"started: tensorflow {versions['tensorflow']}, {versions['keras']}"
+        if event == "cluster_ready":
+            return f"ready after {record['seconds']:.1f} s: {record['replicas']} replicas in sync"
+        if event == "epoch" and record["task"] == self.chief:
+            return (f"epoch {record['epoch']}/{self.settings.epochs}  loss {record['loss']:.4f}  "
+                    f"{record['seconds']:.2f} s  {record['examples_per_second']:.0f} examples/s")
+        if event == "end":
+            return f"done in {record['total_seconds']:.1f} s: final loss {record['final_loss']:.4f}"
+        if event == "error":
+            return f"error: {record['message'].splitlines()[0][:300]}"
+        return None
