@@ -1,0 +1,76 @@
+# tflab: TensorFlow multi-node training reproduced on one host with Docker Compose.
+#
+#   make up STRATEGY=multiworker WORKERS=3    # build what is needed, train, print a summary
+#   make test                                 # every test, real Compose included
+#
+# The lab's settings (STRATEGY, WORKERS, EPOCHS, ...) are not Makefile variables: make hands
+# command-line variables to its recipes as environment variables, and scripts/tflab/settings.py,
+# the one place they are defined, reads and checks them. `make help` lists them with defaults.
+
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+# The host's Python, for the lab's own commands: it needs no TensorFlow.
+PYTHON ?= python3
+# TensorFlow, pytest and Compose v2, for the tests and for BACKEND=local.
+VENV ?= .venv
+# Extra pytest arguments, e.g. PYTEST_ARGS="-m unit -x".
+PYTEST_ARGS ?=
+
+LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
+VENV_PYTHON = $(abspath $(VENV))/bin/python
+
+.PHONY: help up config summary logs down
+.PHONY: images wheels venv test test-unit test-integration clean
+
+help: ## list the targets and the settings
+	@echo "Targets:"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "Settings, as make variables (make up WORKERS=3) or environment variables:"
+	@$(LAB) settings
+
+up: $(if $(filter local,$(BACKEND)),venv) ## train on the lab and print a summary: make up STRATEGY=mirrored
+	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB) up
+
+config: ## print the cluster spec and every task's TF_CONFIG: make config WORKERS=4
+	@$(LAB) config
+
+summary: ## print a run's summary table (RUN=<id>, default the newest)
+	@$(LAB) summary
+
+logs: ## print a run's merged, timestamped task output (RUN=<id>, default the newest)
+	@$(LAB) logs
+
+down: ## remove every container and network a lab run left behind (runs/ stays)
+	@$(LAB) down
+
+images: ## build the trainer image (and its base, where no registry is reachable)
+	@$(LAB) images
+
+wheels: ## download the trainer's pinned wheels into images/trainer/wheels/
+	@$(LAB) wheels
+
+venv: $(VENV)/.installed ## create .venv with TensorFlow, pytest and Compose v2 for the tests
+
+$(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-compose-v2.sh
+	@$(LAB) wheels
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-index \
+		--find-links images/trainer/wheels -r requirements/trainer.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps -r requirements/test.txt
+	bash scripts/get-compose-v2.sh $(VENV)
+	@touch $@
+
+test: venv ## run every test: unit, then integration on real Compose (both CLIs)
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv ## run the fast unit tests only
+	$(VENV_PYTHON) -m pytest -m unit $(PYTEST_ARGS)
+
+test-integration: venv ## run the integration tests only (Docker required)
+	$(VENV_PYTHON) -m pytest -m integration $(PYTEST_ARGS)
+
+clean: ## remove the lab's containers, images, wheels and .venv; never runs/
+	@$(LAB) clean
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""Helpers the lab's own tests share: running the host CLI and reading what a run left."""

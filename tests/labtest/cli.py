@@ -1,0 +1,38 @@
+"""Running the lab's host CLI (`python -m tflab`) the way the Makefile does, with a clean environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SETTING_NAMES = ("STRATEGY", "WORKERS", "REPLICAS", "EPOCHS", "GLOBAL_BATCH", "EXAMPLES", "SEED", "RUN",
+                 "BACKEND", "PEER_TIMEOUT", "TIMEOUT", "RUNS_DIR", "COMPOSE", "BASE_IMAGE")
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def lab_env(**changes: str) -> dict[str, str]:
+    """os.environ without any lab setting a developer may have exported, plus `changes`."""
+    env = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
+    env.update({"PYTHONPATH": str(REPO / "scripts"), "TFLAB_PYTHON": sys.executable})
+    env.update(changes)
+    return env
+
+
+def run_lab(*arguments: str, env: dict[str, str] | None = None, timeout: float = 900) -> Finished:
+    result = subprocess.run([sys.executable, "-m", "tflab", *arguments], cwd=REPO, env=env or lab_env(),
+                            capture_output=True, text=True, timeout=timeout)
+    return Finished(result.returncode, result.stdout, result.stderr)

@@ -1,0 +1,135 @@
+"""Bad input to the host CLI: one line naming the bad value and what is allowed, exit status 2,
+no traceback, and nothing written or started. (That no container starts either is checked against
+a real engine in tests/integration/test_refusals.py.)"""
+
+import json
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from labtest.cli import REPO, lab_env, run_lab
+from tflab import cluster
+from tflab.settings import Settings
+
+
+def assert_refused(result, expected: str, runs_dir: Path):
+    assert result.returncode == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"tflab: {expected}"), lines[0]
+    assert "Traceback" not in result.stderr
+    assert not runs_dir.exists() or [p.name for p in runs_dir.iterdir()] == []
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["STRATEGY=bogus"], "STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker"),
+    (["WORKERS=0"], "WORKERS=0 is not allowed: expected an integer from 1 to 16"),
+    (["WORKERS=abc"], "WORKERS=abc is not allowed"),
+    (["WORKERS=100"], "WORKERS=100 is not allowed"),
+    (["EPOCHS=-1"], "EPOCHS=-1 is not allowed"),
+    (["GLOBAL_BATCH=65"], "GLOBAL_BATCH=65 is not divisible by the 2 replicas of STRATEGY=multiworker"),
+    (["STRATEGY=mirrored", "REPLICAS=3"], "GLOBAL_BATCH=64 is not divisible by the 3 replicas of STRATEGY=mirrored"),
+    (["BACKEND=k8s"], "BACKEND=k8s is not allowed: expected one of compose, local"),
+    (["WORKRES=3"], "unknown setting WORKRES"),
+    (["fast"], "unexpected argument 'fast'; settings are given as NAME=value"),
+])
+def test_bad_settings_are_refused_before_anything_starts(arguments, expected, tmp_path):
+    runs = tmp_path / "runs"
+    assert_refused(run_lab("up", f"RUNS_DIR={runs}", *arguments), expected, runs)
+
+
+def test_settings_from_the_environment_are_checked_too(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", env=lab_env(STRATEGY="bogus", RUNS_DIR=str(runs)))
+    assert_refused(result, "STRATEGY=bogus is not allowed", runs)
+
+
+def test_an_existing_run_is_never_overwritten(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "mine").mkdir(parents=True)
+    (runs / "mine" / "worker-0.jsonl").write_text("precious\n")
+    result = run_lab("up", f"RUNS_DIR={runs}", "RUN=mine")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("tflab: RUN=mine already exists")
+    assert (runs / "mine" / "worker-0.jsonl").read_text() == "precious\n"
+    assert [p.name for p in runs.iterdir()] == ["mine"]
+
+
+def shim_path(tmp_path: Path, docker_script: str | None) -> str:
+    """A PATH holding only a `docker` made of `docker_script` (or no docker at all)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if docker_script is not None:
+        docker = bin_dir / "docker"
+        docker.write_text("#!/bin/sh\n" + docker_script)
+        docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    return str(bin_dir)
+
+
+def test_docker_not_installed(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", env=lab_env(PATH=shim_path(tmp_path, None)))
+    assert_refused(result, "docker is not installed (no `docker` on PATH)", runs)
+
+
+def test_docker_not_running(tmp_path):
+    if shutil.which("docker") is None:
+        pytest.fail("these tests need the docker CLI (the engine itself is not used here)")
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", env=lab_env(DOCKER_HOST=f"unix://{tmp_path}/no-such.sock"))
+    assert_refused(result, "Docker is not running (", runs)
+
+
+ENGINE_UP_NO_COMPOSE = """case "$1" in
+  info) echo 20.10.24 ;;
+  compose) echo "docker: unknown command: docker compose" >&2; exit 1 ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+def test_no_compose_cli(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", env=lab_env(PATH=shim_path(tmp_path, ENGINE_UP_NO_COMPOSE)))
+    assert_refused(result, "no Compose CLI found: neither `docker compose` (v2) nor `docker-compose` (v1)", runs)
+
+
+def test_the_asked_for_compose_cli_is_missing(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", "COMPOSE=v1",
+                     env=lab_env(PATH=shim_path(tmp_path, ENGINE_UP_NO_COMPOSE)))
+    assert_refused(result, "COMPOSE=v1 but `docker-compose` does not work", runs)
+
+
+def test_local_backend_without_tensorflow(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", "BACKEND=local", env=lab_env(TFLAB_PYTHON=str(tmp_path / "nopython")))
+    assert_refused(result, "BACKEND=local needs TensorFlow on the host", runs)
+
+
+def test_make_up_refuses_with_the_same_line(tmp_path):
+    """Through make, the lab's one line comes first; make adds its own `Error 2` after it."""
+    if shutil.which("make") is None:
+        pytest.fail("make is required")
+    runs = tmp_path / "runs"
+    result = subprocess.run(["make", "--no-print-directory", "up", "STRATEGY=bogus", f"RUNS_DIR={runs}"],
+                            cwd=REPO, env=lab_env(PYTHON=sys.executable),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[0] == "tflab: STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker"
+    assert all(line.startswith("make: ***") for line in lines[1:]) and "Traceback" not in result.stderr
+    assert not runs.exists()
+
+
+def test_config_prints_the_generators_tf_config():
+    result = run_lab("config", "WORKERS=3", "GLOBAL_BATCH=96")
+    assert result.returncode == 0, result.output
+    spec = cluster.cluster_spec(Settings(workers=3, global_batch=96))
+    for task in ("worker-0", "worker-1", "worker-2"):
+        line = next(out for out in result.stdout.splitlines() if out.startswith(f"{task}: TF_CONFIG="))
+        assert json.loads(line.split("=", 1)[1]) == cluster.tf_config_for(spec, task)

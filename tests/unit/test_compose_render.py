@@ -1,0 +1,72 @@
+"""The Compose files as the lab renders them, read as YAML (the CLIs' own view is an integration test)."""
+
+import json
+import re
+
+import pytest
+import yaml
+from tflab import cluster, compose
+from tflab.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def base():
+    return yaml.safe_load(compose.COMPOSE_FILE.read_text())
+
+
+def test_every_trainer_service_comes_from_one_block(base):
+    trainer = base["x-trainer"]
+    for name in ("single", "mirrored", "worker"):
+        service = base["services"][name]
+        for key, value in trainer.items():
+            if key != "environment":
+                assert service[key] == value, (name, key)
+        assert trainer["environment"].items() <= service["environment"].items()
+    assert base["services"]["single"]["environment"]["TFLAB_TASK"] == "single"
+    assert base["services"]["mirrored"]["environment"]["TFLAB_TASK"] == "mirrored"
+    assert "version" not in base
+
+
+def test_trainers_are_hardened_and_unreachable_from_outside(base):
+    trainer = base["x-trainer"]
+    assert trainer["user"] == "${TFLAB_UID:-1000}:${TFLAB_GID:-1000}"
+    assert trainer["read_only"] is True and trainer["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in trainer["security_opt"]
+    assert base["networks"]["cluster"]["internal"] is True
+    assert all("ports" not in service for service in base["services"].values())
+
+
+def test_the_header_lists_every_variable_the_file_reads():
+    text = compose.COMPOSE_FILE.read_text()
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    used = set(re.findall(r"\$\{(\w+)", text))
+    assert used == {"TFLAB_IMAGE", "TFLAB_BASE_IMAGE", "TFLAB_RUN_DIR", "TFLAB_UID", "TFLAB_GID"}
+    for variable in used:
+        assert variable in header
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 16])
+def test_worker_services_extend_the_template_with_their_tf_config(workers):
+    settings = Settings(strategy="multiworker", workers=workers, global_batch=48 * workers)
+    spec = cluster.cluster_spec(settings)
+    rendered = compose.render_workers(settings, spec)
+    assert list(rendered["services"]) == [f"worker-{i}" for i in range(workers)]
+    for index, (name, service) in enumerate(rendered["services"].items()):
+        assert service == {
+            "extends": {"file": str(compose.COMPOSE_FILE), "service": "worker"},
+            "hostname": name,
+            "environment": {"TFLAB_TASK": name, "TF_CONFIG": json.dumps(
+                {"cluster": spec, "task": {"type": "worker", "index": index}}, separators=(",", ":"))},
+        }
+
+
+def test_a_stack_uses_the_worker_file_only_for_multiworker(tmp_path):
+    cli = compose.ComposeCli(("docker-compose",), "1.29.2")
+    single = compose.ComposeStack(cli, tmp_path / "r1", Settings(strategy="single"), "img")
+    multi = compose.ComposeStack(cli, tmp_path / "r2", Settings(), "img")
+    assert single.files == [compose.COMPOSE_FILE]
+    assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.WORKERS_FILE]
+    assert multi.project == "tflab-r2" and multi.tasks == ["worker-0", "worker-1"]
+    assert multi.env["TFLAB_RUN_DIR"] == str(tmp_path / "r2")
+    assert multi.env["COMPOSE_PROFILES"] == "single,mirrored,multiworker"
+    assert multi.command("up")[:3] == ["docker-compose", "--project-name", "tflab-r2"]

@@ -1,0 +1,67 @@
+import json
+
+import pytest
+from tflab.schema import EVENTS, EventLog, SchemaError, completeness, problems, read_events
+
+GOOD = {
+    "start": {"strategy": "single", "cluster": {}, "versions": {"tensorflow": "2.21.0"}, "settings": {},
+              "baseline_loss": 21.0},
+    "cluster_ready": {"seconds": 3.5, "replicas": 1, "devices": ["/device:CPU:0"]},
+    "epoch": {"epoch": 1, "loss": 20.0, "seconds": 0.4, "steps": 64, "examples_per_second": 10240.0},
+    "end": {"final_loss": 1.0, "total_seconds": 5.0, "first_step_seconds": 0.3, "steady_step_seconds": 0.001,
+            "peak_rss_bytes": 500_000_000, "weights_sha256": "ab" * 32},
+    "error": {"message": "boom"},
+}
+
+
+def record(event, **changes):
+    return {"event": event, "task": "single", "time": 1.0, **GOOD[event], **changes}
+
+
+def test_the_examples_cover_every_event():
+    assert GOOD.keys() == EVENTS.keys()
+
+
+@pytest.mark.parametrize("event", EVENTS)
+def test_good_records_have_no_problems(event):
+    assert problems(record(event)) == []
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ({"event": "epoch", "task": "single", "time": 1.0}, "epoch: missing epoch"),
+    (record("epoch", loss="low"), "epoch: loss='low' is not a number"),
+    (record("epoch", epoch=True), "epoch: epoch=True is not a int"),
+    (record("epoch", loss=float("nan")), "epoch: loss=nan is not finite"),
+    (record("end", peak_rss_bytes=1.5), "end: peak_rss_bytes=1.5 is not a int"),
+    ({**record("error"), "event": "oops"}, "unknown event 'oops'"),
+    ("a string", "not a JSON object"),
+])
+def test_bad_records_are_named(bad, expected):
+    assert any(expected in p for p in problems(bad)), problems(bad)
+
+
+def test_event_log_writes_valid_lines_and_refuses_bad_ones(tmp_path):
+    log = EventLog(tmp_path / "single.jsonl", "single")
+    log.emit("error", message="boom")
+    with pytest.raises(SchemaError, match="missing message"):
+        log.emit("error")
+    log.close()
+    lines = (tmp_path / "single.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["message"] == "boom"
+
+
+def test_read_events_skips_a_torn_last_line_and_a_missing_file(tmp_path):
+    path = tmp_path / "worker-0.jsonl"
+    path.write_text(json.dumps(record("error")) + "\n" + '{"event": "epo')
+    assert [r["event"] for r in read_events(path)] == ["error"]
+    assert read_events(tmp_path / "absent.jsonl") == []
+
+
+def test_completeness_wants_every_epoch_in_order_and_no_error():
+    complete = [record("start"), record("cluster_ready"), record("epoch", epoch=1), record("epoch", epoch=2),
+                record("end")]
+    assert completeness(complete, epochs=2) == []
+    assert completeness(complete, epochs=3) != []
+    swapped = complete[:2] + [record("epoch", epoch=2), record("epoch", epoch=1)] + complete[4:]
+    assert any("epochs [2, 1]" in p for p in completeness(swapped, epochs=2))
+    assert any("error: boom" in p for p in completeness(complete + [record("error")], epochs=2))
