@@ -1,0 +1,104 @@
+"""The integration tests' fixtures: a working engine (or a loud failure), the trainer image built
+once, both Compose CLIs, and `lab`, which runs `python -m tflab up` once per distinct setting set
+and hands every test the same run."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from labtest.cli import REPO, lab_env, run_lab
+from labtest.runs import LabRun, lab_containers
+from tflab import compose
+from tflab.errors import LabError
+
+log = logging.getLogger("tflab.tests")
+V2_PLUGIN_CONFIG = REPO / ".venv" / "docker-config"  # where scripts/get-compose-v2.sh puts v2
+
+
+def require(condition: bool, why: str) -> None:
+    """Integration tests never skip for want of a tool: they fail, saying what is missing."""
+    if not condition:
+        pytest.fail(why, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def engine() -> str:
+    try:
+        return compose.check_docker()
+    except LabError as error:
+        pytest.fail(f"integration tests need a working Docker engine: {error}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def compose_env(engine) -> dict[str, dict[str, str]]:
+    """Environment changes that select each Compose CLI: {"v1": {...}, "v2": {...}}."""
+    clis = {}
+    if shutil.which("docker-compose") and compose._compose_version(("docker-compose",)):
+        clis["v1"] = {"COMPOSE": "v1"}
+    if compose._compose_version(("docker", "compose")):
+        clis["v2"] = {"COMPOSE": "v2"}
+    elif (V2_PLUGIN_CONFIG / "cli-plugins" / "docker-compose").exists():
+        clis["v2"] = {"COMPOSE": "v2", "DOCKER_CONFIG": str(V2_PLUGIN_CONFIG)}
+    require("v2" in clis, "no Compose v2: run `make venv` (scripts/get-compose-v2.sh) or install the plugin")
+    if "v1" not in clis and os.environ.get("CI") != "true":
+        clis["v1"] = None  # a laptop without Compose v1: its tests say so instead of passing
+    require(os.environ.get("CI") != "true" or clis.get("v1"), "CI needs Compose v1 (docker-compose) too")
+    return clis
+
+
+@pytest.fixture(scope="session")
+def trainer_image(engine) -> str:
+    started = time.monotonic()
+    result = run_lab("images", timeout=3600)
+    require(result.returncode == 0, f"could not build the trainer image:\n{result.output[-4000:]}")
+    log.info("trainer image ready in %.1f s: %s", time.monotonic() - started, result.stdout.strip().splitlines()[-1])
+    return result.stdout
+
+
+class Lab:
+    """Runs the lab with given settings, once per distinct settings, in a runs folder of its own."""
+
+    def __init__(self, runs_dir: Path, compose_env: dict):
+        self.runs_dir = runs_dir
+        self.compose_env = compose_env
+        self.cache: dict[tuple, LabRun] = {}
+
+    def run(self, name: str, cli: str | None = None, **settings) -> LabRun:
+        """cli: None lets the lab choose (COMPOSE=auto), "v1" or "v2" forces that Compose CLI."""
+        key = (name, cli, tuple(sorted(settings.items())))
+        if key not in self.cache:
+            self.cache[key] = self._run(name, cli, {k: str(v) for k, v in settings.items()})
+        return self.cache[key]
+
+    def _run(self, name: str, cli: str, settings: dict[str, str]) -> LabRun:
+        if settings.get("BACKEND") == "local" or cli is None:
+            extra = {}
+        else:
+            if self.compose_env.get(cli) is None:
+                pytest.skip(f"Compose {cli} is not installed here (CI requires it)")
+            extra = self.compose_env[cli]
+        run_id = f"test-{name}"
+        env = lab_env(RUNS_DIR=str(self.runs_dir), RUN=run_id, **extra, **settings)
+        started = time.monotonic()
+        finished = run_lab("up", env=env, timeout=float(settings.get("TIMEOUT", 900)) + 300)
+        run = LabRun(name, settings, finished, self.runs_dir / run_id, time.monotonic() - started)
+        log.info("run %s took %.1f s, exit %d", name, run.seconds, finished.returncode)
+        leftovers = [c for c in lab_containers() if c.startswith(f"tflab-{run_id}")]
+        assert leftovers == [], f"run {name} left containers behind: {leftovers}"
+        return run
+
+
+@pytest.fixture(scope="session")
+def lab(trainer_image, compose_env, tmp_path_factory) -> Lab:
+    return Lab(tmp_path_factory.mktemp("runs"), compose_env)
+
+
+def docker_kill(container: str) -> None:
+    subprocess.run(["docker", "kill", container], capture_output=True, check=True)

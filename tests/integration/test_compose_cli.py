@@ -1,0 +1,75 @@
+"""The rendered Compose files as both real CLIs read them (`config`), and what no bad input starts."""
+
+import json
+
+import pytest
+import yaml
+
+from labtest.cli import lab_env, run_lab
+from labtest.runs import lab_containers
+from tflab import cluster, compose, runner
+from tflab.settings import Settings
+
+
+@pytest.fixture(params=["v1", "v2"])
+def cli_env(request, compose_env):
+    if compose_env.get(request.param) is None:
+        pytest.skip(f"Compose {request.param} is not installed here (CI requires it)")
+    return compose_env[request.param]
+
+
+@pytest.mark.parametrize("workers", [1, 3, 16])
+def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_path, monkeypatch):
+    for name, value in cli_env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(workers=workers, global_batch=48 * workers)
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:latest")
+    spec = cluster.cluster_spec(settings)
+    compose.write_json(run_dir / compose.WORKERS_FILE, compose.render_workers(settings, spec))
+    result = stack.compose("config")
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(result.stdout)
+    workers_seen = sorted(name for name in config["services"] if name.startswith("worker-"))
+    assert workers_seen == sorted(cluster.task_names(settings))
+    for task in cluster.task_names(settings):
+        service = config["services"][task]
+        assert service["hostname"] == task
+        assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(spec, task)
+        assert service["environment"]["TFLAB_TASK"] == task
+        assert service["environment"]["TF_USE_LEGACY_KERAS"] == "1"
+        assert service["image"] == "tflab-trainer:latest"
+        assert service["read_only"] is True and service["cap_drop"] == ["ALL"]
+        assert service["user"] != "0:0" and not service["user"].startswith("0:")
+        assert "ports" not in service
+        assert any(str(run_dir) in str(volume) for volume in service["volumes"])
+    network = next(iter(config["networks"].values()))
+    assert network["internal"] is True
+
+
+def test_bad_input_starts_no_container(engine, tmp_path):
+    before = lab_containers()
+    for arguments in (["STRATEGY=bogus"], ["WORKERS=0"], ["GLOBAL_BATCH=7"], ["RUN=Bad_Id"]):
+        result = run_lab("up", f"RUNS_DIR={tmp_path}", *arguments)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.output
+    (tmp_path / "taken").mkdir()
+    assert run_lab("up", f"RUNS_DIR={tmp_path}", "RUN=taken").returncode == 2
+    assert lab_containers() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_down_removes_what_a_killed_lab_left_behind(engine, trainer_image, tmp_path):
+    """If the lab itself is killed, its containers stay; `make down` removes them."""
+    settings = Settings(strategy="single", runs_dir=str(tmp_path))
+    run_dir = tmp_path / "orphan"
+    stack = compose.ComposeStack(compose.find_compose("auto"), run_dir, settings, "tflab-trainer:latest")
+    runner.write_run_folder(settings, run_dir, {})
+    stack.start({})
+    assert [c for c in lab_containers() if c.startswith("tflab-orphan")]
+    result = run_lab("down", env=lab_env())
+    assert result.returncode == 0 and "removed tflab-orphan" in result.stdout, result.output
+    assert not [c for c in lab_containers() if c.startswith("tflab-orphan")]
+    networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+    assert not [n for n in networks if n.startswith("tflab-orphan")]
+    assert (run_dir / "config.json").exists()  # outputs stay
