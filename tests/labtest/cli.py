@@ -25,8 +25,10 @@ class Finished:
 
 
 def lab_env(**changes: str) -> dict[str, str]:
-    """os.environ without any lab setting a developer may have exported, plus `changes`."""
-    env = {k: v for k, v in os.environ.items() if k not in SETTING_NAMES}
+    """os.environ without any lab setting a developer may have exported (nor an outer make's
+    variables, as under `make test`), plus `changes`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in SETTING_NAMES and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     env.update({"PYTHONPATH": str(REPO / "scripts"), "TFLAB_PYTHON": sys.executable})
     env.update(changes)
     return env
