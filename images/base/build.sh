@@ -30,7 +30,7 @@ mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
 rootfs=$(mktemp -d /tmp/tflab-base.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 
-echo "tflab: no registry reachable for the base image; bootstrapping $tag from $mirror ($suite, minbase + python3)"
+echo "tflab: bootstrapping $tag from $mirror ($suite, minbase + python3)"
 debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
     || { tail -n 20 "$rootfs.log" >&2; die "debootstrap failed (log above)"; }
 rm -f "$rootfs.log"
