@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
 
-.PHONY: help up config summary logs down
+.PHONY: help up compare report bench config summary logs down
 .PHONY: images wheels venv test test-unit test-integration clean
 
 help: ## list the targets and the settings
@@ -32,6 +32,15 @@ help: ## list the targets and the settings
 
 up: $(if $(filter local,$(BACKEND)),venv) ## train on the lab and print a summary: make up STRATEGY=mirrored
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB) up
+
+compare: venv ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
+	@TFLAB_PYTHON=$(VENV_PYTHON) PYTHONPATH=scripts $(VENV_PYTHON) -m tflab compare
+
+report: venv ## rebuild the report of a compare folder or a run from its logs (RUN=<id>)
+	@PYTHONPATH=scripts $(VENV_PYTHON) -m tflab report
+
+bench: venv ## measure the lab's overhead and the multi-worker step; prints one line per figure
+	@TFLAB_PYTHON=$(VENV_PYTHON) PYTHONPATH=scripts $(VENV_PYTHON) -m tflab bench
 
 config: ## print the cluster spec and every task's TF_CONFIG: make config WORKERS=4
 	@$(LAB) config

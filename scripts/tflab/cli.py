@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-from tflab import cluster, compose, images, local, runner, summary
+from tflab import cluster, compose, images, local, report, runner, summary
 from tflab.errors import LabError
 from tflab.settings import Settings, settings_table
 
@@ -39,6 +39,26 @@ def load_settings(arguments: list[str]) -> Settings:
 
 def command_up(settings: Settings) -> int:
     return runner.up(settings)
+
+
+def command_compare(settings: Settings) -> int:
+    return runner.compare(settings)
+
+
+def command_report(settings: Settings) -> int:
+    folder = runner.existing_run_dir(settings)
+    found, written = report.write(folder)
+    print(report.table(found))
+    print("tflab: wrote " + ", ".join(runner.display_path(path) for path in written))
+    if not any(path.suffix == ".png" for path in written):
+        print("tflab: report.png skipped: matplotlib is not installed for this Python (`make report` uses .venv's)")
+    return 0
+
+
+def command_bench(settings: Settings) -> int:
+    from tflab import bench
+
+    return bench.bench(settings)
 
 
 def command_config(settings: Settings) -> int:
@@ -128,6 +148,9 @@ def command_settings(settings: Settings) -> int:
 
 COMMANDS = {
     "up": (command_up, "run a training on the lab and wait for its end"),
+    "compare": (command_compare, "run every COMPARE entry side by side and write their report"),
+    "report": (command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
+    "bench": (command_bench, "measure the lab's overhead and the multi-worker step, side by side"),
     "config": (command_config, "print the cluster spec and every task's TF_CONFIG"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),

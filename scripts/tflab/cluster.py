@@ -26,6 +26,9 @@ def job_sizes(settings: Settings) -> dict[str, int]:
     """Tasks per TF job. Single-process strategies have no cluster at all."""
     if settings.strategy == "multiworker":
         return {"worker": settings.workers}
+    if settings.strategy == "parameter_server":
+        # The chief coordinates (it runs fit); workers run the steps it schedules; ps hold the variables.
+        return {"chief": 1, "worker": settings.workers, "ps": settings.ps}
     return {}
 
 
@@ -86,5 +89,13 @@ def tf_config_env(spec: Mapping[str, Sequence[str]], task: str) -> dict[str, str
 
 
 def chief_task(settings: Settings) -> str:
-    """The task that writes the final model: worker-0 (TF's default chief), or the only task."""
+    """The task that writes the final model: worker-0 (TF's default chief), chief-0, or the only task."""
     return task_names(settings)[0]
+
+
+def server_tasks(settings: Settings) -> list[str]:
+    """Tasks that serve until they are ended (parameter_server's workers and ps): they never exit
+    by themselves, so the lab ends them once the chief is done, and that is no failure."""
+    if settings.strategy != "parameter_server":
+        return []
+    return [task for task in task_names(settings) if parse_task(task)[0] in ("worker", "ps")]

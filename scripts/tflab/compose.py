@@ -22,8 +22,8 @@ from tflab.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
-WORKERS_FILE = "compose.workers.json"  # written into each multiworker run folder
-PROFILES = ("single", "mirrored", "multiworker")
+TASKS_FILE = "compose.tasks.json"  # the generated cluster services, in each such run's folder
+PROFILES = ("single", "mirrored", "cluster")
 PROJECT_PREFIX = "tflab-"
 
 
@@ -85,12 +85,12 @@ def find_compose(choice: str = "auto") -> ComposeCli:
                    "install it, or use COMPOSE=auto")
 
 
-def render_workers(settings: Settings, spec: dict) -> dict:
-    """The Compose override with one service per worker, each extending the `worker` template."""
+def render_tasks(settings: Settings, spec: dict) -> dict:
+    """The Compose override with one service per cluster task, each extending the `task` template."""
     services = {}
     for task in cluster.task_names(settings):
         services[task] = {
-            "extends": {"file": str(COMPOSE_FILE), "service": "worker"},
+            "extends": {"file": str(COMPOSE_FILE), "service": "task"},
             "hostname": task,
             "environment": cluster.tf_config_env(spec, task),
         }
@@ -115,8 +115,8 @@ class ComposeStack:
         self.address = cluster.compose_address
         self.description = f"compose ({cli}), project {self.project}, image {image}"
         self.files = [COMPOSE_FILE]
-        if settings.strategy == "multiworker":
-            self.files.append(run_dir / WORKERS_FILE)
+        if cluster.job_sizes(settings):
+            self.files.append(run_dir / TASKS_FILE)
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir),
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -131,8 +131,8 @@ class ComposeStack:
         return run_quiet(self.command(*args), timeout=timeout, env=self.env)
 
     def start(self, spec: dict) -> None:
-        if self.settings.strategy == "multiworker":
-            write_json(self.run_dir / WORKERS_FILE, render_workers(self.settings, spec))
+        if spec:
+            write_json(self.run_dir / TASKS_FILE, render_tasks(self.settings, spec))
         result = self.compose("up", "--detach", "--no-build", *self.tasks, timeout=300)
         if result.returncode != 0:
             raise LabError(f"compose up failed: {_last_line(result)}")
@@ -150,6 +150,10 @@ class ComposeStack:
             if service in codes and status in ("exited", "dead"):
                 codes[service] = int(code)
         return codes
+
+    def terminate(self, tasks: list[str]) -> None:
+        if tasks:
+            self.compose("kill", "-s", "SIGTERM", *tasks, timeout=60)
 
     def stop(self, tasks: list[str]) -> None:
         if tasks:

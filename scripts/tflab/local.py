@@ -87,6 +87,11 @@ class LocalProcesses:
     def exit_codes(self) -> dict[str, int | None]:
         return {task: process.poll() for task, process in self._processes.items()}
 
+    def terminate(self, tasks: list[str]) -> None:
+        for task in tasks:
+            if self._processes[task].poll() is None:
+                self._processes[task].terminate()
+
     def stop(self, tasks: list[str]) -> None:
         # SIGKILL: TensorFlow installs its own SIGTERM handler in multi-worker processes.
         for task in tasks:

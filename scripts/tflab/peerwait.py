@@ -9,6 +9,9 @@ trainer's log, and SIGKILLs the trainer.
 
     with PeerWait(60, {"worker-1": "worker-1:2222"}, log_path, "worker-0"):
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
+
+or, where the wait ends somewhere else (parameter_server connects at its first step),
+`wait = PeerWait(...).start()` and later `wait.done()`.
 """
 
 from __future__ import annotations
@@ -31,14 +34,22 @@ class PeerWait:
                       "trainer_pid": os.getpid()}
         self._watchdog: subprocess.Popen | None = None
 
-    def __enter__(self):
+    def start(self) -> "PeerWait":
         self._watchdog = subprocess.Popen([sys.executable, "-m", "tflab.peerwait", json.dumps(self.order)],
                                           stdin=subprocess.PIPE)
         return self
 
+    def done(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.stdin.close()  # EOF: the wait is over, one way or the other
+            self._watchdog.wait()
+            self._watchdog = None
+
+    def __enter__(self):
+        return self.start()
+
     def __exit__(self, *exc):
-        self._watchdog.stdin.close()  # EOF: the wait is over, one way or the other
-        self._watchdog.wait()
+        self.done()
 
 
 def unreachable_because(address: str, timeout: float = 2.0) -> str:

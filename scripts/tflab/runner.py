@@ -7,7 +7,8 @@ has passed, and nothing a run wrote is ever overwritten or deleted.
 
 A backend (compose.ComposeStack, local.LocalProcesses) offers: `tasks`, `address` (job, index ->
 host:port for the cluster spec), `description`, `start(spec)`, `exit_codes()` (task -> code or
-None while running), `stop(tasks)`, `save_output()` (into output.log) and `close()`.
+None while running), `terminate(tasks)` (SIGTERM), `stop(tasks)` (SIGKILL), `save_output()` (into
+output.log) and `close()`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster, compose, images, local, summary
+from tflab import cluster, compose, images, local, report, summary
 from tflab.errors import LabError
 from tflab.schema import read_events
 from tflab.settings import Settings
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
+SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
 POLL_SECONDS = 0.5
 
 
@@ -59,11 +61,19 @@ def make_backend(settings: Settings, run_dir: Path):
     return compose.ComposeStack(cli, run_dir, settings, image)
 
 
-def write_run_folder(settings: Settings, run_dir: Path, spec: dict) -> None:
-    run_dir.mkdir(parents=True)
+def make_folder(path: Path, link_latest: bool) -> None:
+    path.mkdir(parents=True)
     uid, gid = compose.container_user()
     if os.getuid() == 0:
-        os.chown(run_dir, uid, gid)  # the trainers run as a non-root user and write here
+        os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
+    if link_latest:
+        temporary = path.parent / f".latest-{path.name}"
+        temporary.symlink_to(path.name)
+        temporary.replace(path.parent / "latest")
+
+
+def write_run_folder(settings: Settings, run_dir: Path, spec: dict, link_latest: bool = True) -> None:
+    make_folder(run_dir, link_latest)
     tasks = cluster.task_names(settings)
     config = {
         "run": run_dir.name,
@@ -74,18 +84,14 @@ def write_run_folder(settings: Settings, run_dir: Path, spec: dict) -> None:
         "tf_config": {task: cluster.tf_config_for(spec, task) if spec else None for task in tasks},
     }
     compose.write_json(run_dir / "config.json", config)
-    latest = run_dir.parent / "latest"
-    temporary = run_dir.parent / f".latest-{run_dir.name}"
-    temporary.symlink_to(run_dir.name)
-    temporary.replace(latest)
 
 
-def up(settings: Settings) -> int:
+def up(settings: Settings, link_latest: bool = True) -> int:
     """`make up`: a whole run. Returns the exit status: 0 only if every task succeeded."""
     run_dir = planned_run_dir(settings)
     backend = make_backend(settings, run_dir)
     spec = cluster.cluster_spec(settings, backend.address)
-    write_run_folder(settings, run_dir, spec)
+    write_run_folder(settings, run_dir, spec, link_latest)
     say(f"run {run_dir.name}: {describe(settings)} on {backend.description}")
     say(f"outputs in {display_path(run_dir)}/")
     started = time.time()
@@ -103,7 +109,7 @@ def up(settings: Settings) -> int:
         codes = backend.exit_codes()
         backend.save_output()
         backend.close()
-    result = summary.summarise(settings, run_dir, codes, stopped, outcome, time.time() - started)
+    result = summary.summarise(settings, run_dir, codes, stopped, outcome, started, time.time())
     compose.write_json(run_dir / "summary.json", result)
     print(summary.table(result))
     return 0 if result["ok"] else 1
@@ -112,12 +118,18 @@ def up(settings: Settings) -> int:
 def follow(backend, settings: Settings, run_dir: Path) -> tuple[str, list[str]]:
     """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
     printer = summary.ProgressPrinter(settings, run_dir)
+    servers = cluster.server_tasks(settings)
     deadline = time.monotonic() + settings.timeout
     failed_at = None
     while True:
         printer.print_new()
         codes = backend.exit_codes()
         running = [task for task, code in codes.items() if code is None]
+        if running and set(running) <= set(servers):
+            say(f"the chief is done; ending {', '.join(running)}")
+            codes, stopped = end_servers(backend, running)
+            printer.print_new()
+            return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
         if not running:
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
@@ -139,15 +151,34 @@ def follow(backend, settings: Settings, run_dir: Path) -> tuple[str, list[str]]:
         time.sleep(POLL_SECONDS)
 
 
+def end_servers(backend, servers: list[str]) -> tuple[dict, list[str]]:
+    """SIGTERM to servers that never exit by themselves; SIGKILL to any that ignore it."""
+    backend.terminate(servers)
+    deadline = time.monotonic() + SERVER_END_SECONDS
+    while True:
+        codes = backend.exit_codes()
+        left = [task for task in servers if codes[task] is None]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(POLL_SECONDS)
+    if left:
+        say(f"{', '.join(left)} did not end in {SERVER_END_SECONDS} s; killing them")
+        backend.stop(left)
+        codes = backend.exit_codes()
+    return codes, left
+
+
 def describe(settings: Settings) -> str:
     if settings.strategy == "multiworker":
         shape = f"{settings.workers} worker{'s' * (settings.workers != 1)}"
+    elif settings.strategy == "parameter_server":
+        shape = f"a chief, {settings.workers} worker{'s' * (settings.workers != 1)}, {settings.ps} ps"
     elif settings.strategy == "mirrored":
         shape = f"{settings.replicas} replica{'s' * (settings.replicas != 1)}"
     else:
         shape = "1 replica"
-    return (f"{settings.strategy}, {shape}, {settings.epochs} epochs of {settings.examples} examples, "
-            f"global batch {settings.global_batch}, seed {settings.seed}")
+    return (f"{settings.strategy}, {shape}, {settings.model}, {settings.epochs} epochs of "
+            f"{settings.examples} examples, global batch {settings.global_batch}, seed {settings.seed}")
 
 
 def display_path(path: Path) -> str:
@@ -157,10 +188,35 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def compare(settings: Settings) -> int:
+    """`make compare`: one run per COMPARE entry, in one folder, then the report of them all."""
+    entries = settings.compare_runs()
+    folder = planned_run_dir(settings)
+    if settings.backend == "compose":  # check once, before anything is written
+        compose.check_docker()
+        compose.find_compose(settings.compose)
+        images.ensure_image(settings.base_image)
+    else:
+        local.find_python()
+    make_folder(folder, link_latest=True)
+    labels = [label for label, _ in entries]
+    compose.write_json(folder / "compare.json", {"settings": settings.to_dict(), "runs": labels})
+    codes = []
+    for label, entry in entries:
+        say(f"--- compare {folder.name}: {label} ({len(codes) + 1} of {len(entries)})")
+        codes.append(up(entry.replace(runs_dir=str(folder)), link_latest=False))
+    found, written = report.write(folder)
+    print(report.table(found))
+    say("wrote " + ", ".join(display_path(path) for path in written))
+    if not any(path.suffix == ".png" for path in written):
+        say("report.png skipped: matplotlib is not installed for this Python (`make compare` uses .venv's)")
+    return 0 if all(code == 0 for code in codes) else 1
+
+
 def existing_run_dir(settings: Settings) -> Path:
     """The run a command refers to: RUN, else the newest (runs/latest)."""
     run_dir = runs_dir(settings) / (settings.run or "latest")
-    if not (run_dir / "config.json").exists():
+    if not (run_dir / "config.json").exists() and not (run_dir / "compare.json").exists():
         if settings.run:
             raise LabError(f"RUN={settings.run} does not exist in {runs_dir(settings)}")
         raise LabError(f"no runs yet in {runs_dir(settings)}; start one with `make up`")

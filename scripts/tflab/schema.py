@@ -18,21 +18,27 @@ from typing import Iterable
 
 NUMBER = (int, float)
 COMMON = {"event": str, "task": str, "time": NUMBER}
+ROLES = ("trainer", "server")  # server: parameter_server's workers and ps, which only serve
 EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # What the task is and with what it runs.
-    "start": {"strategy": str, "cluster": dict, "versions": dict, "settings": dict,
+    "start": {"role": str, "strategy": str, "cluster": dict, "versions": dict, "settings": dict,
               "baseline_loss": NUMBER},
-    # Seconds from the trainer's start until its strategy was built (imports and rendezvous).
+    # Seconds from the task's start until its strategy (a server: its gRPC server) was up,
+    # imports and rendezvous included.
     "cluster_ready": {"seconds": NUMBER, "replicas": int, "devices": list},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
     "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int,
               "examples_per_second": NUMBER},
-    # The run's result for this task.
-    "end": {"final_loss": NUMBER, "total_seconds": NUMBER, "first_step_seconds": NUMBER,
-            "steady_step_seconds": NUMBER, "peak_rss_bytes": int, "weights_sha256": str},
+    # Only with ALLREDUCE_PROBE: bare all-reduces of `floats` float32s, timed after training.
+    "allreduce": {"floats": int, "calls": int, "median_seconds": NUMBER},
+    # The task's result; a trainer adds TRAINER_END.
+    "end": {"role": str, "total_seconds": NUMBER, "peak_rss_bytes": int},
     # Any failure; the task exits non-zero after writing it.
     "error": {"message": str},
 }
+TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
+               "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
+OPTIONAL_EVENTS = ("allreduce",)
 
 
 class SchemaError(ValueError):
@@ -47,7 +53,12 @@ def problems(record: dict) -> list[str]:
     if event not in EVENTS:
         return [f"unknown event {event!r}; expected one of {', '.join(EVENTS)}"]
     found = []
-    for name, kind in {**COMMON, **EVENTS[event]}.items():
+    fields = {**COMMON, **EVENTS[event]}
+    if event in ("start", "end") and record.get("role") not in ROLES:
+        found.append(f"{event}: role={record.get('role')!r} is not one of {', '.join(ROLES)}")
+    if event == "end" and record.get("role") == "trainer":
+        fields.update(TRAINER_END)
+    for name, kind in fields.items():
         if name not in record:
             found.append(f"{event}: missing {name}")
         elif isinstance(record[name], bool) or not isinstance(record[name], kind):
@@ -61,15 +72,21 @@ def _kind_name(kind) -> str:
     return "a number" if kind == NUMBER else f"a {kind.__name__}"
 
 
-def completeness(records: list[dict], epochs: int) -> list[str]:
-    """What a finished, successful task's log lacks: start, cluster_ready, epochs 1..N, end."""
+def completeness(records: list[dict], epochs: int, role: str = "trainer") -> list[str]:
+    """What a finished, successful task's log lacks: start, cluster_ready, epochs 1..N, end (a
+    server: start, cluster_ready, end), with optional events anywhere before the end."""
     found = [p for record in records for p in problems(record)]
-    kinds = [r.get("event") for r in records]
+    kinds = [r.get("event") for r in records if r.get("event") not in OPTIONAL_EVENTS]
     if "error" in kinds:
         found.append(f"error: {next(r for r in records if r.get('event') == 'error')['message']}")
+    if role == "server":
+        epochs = 0
     expected = ["start", "cluster_ready"] + ["epoch"] * epochs + ["end"]
     if kinds != expected:
         found.append(f"events {kinds} are not {expected}")
+    roles = {r.get("role") for r in records if r.get("event") in ("start", "end")}
+    if roles != {role}:
+        found.append(f"roles {sorted(map(str, roles))} are not [{role!r}]")
     epoch_numbers = [r.get("epoch") for r in records if r.get("event") == "epoch"]
     if epoch_numbers != list(range(1, epochs + 1)):
         found.append(f"epochs {epoch_numbers} are not 1..{epochs}")

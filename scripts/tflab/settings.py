@@ -19,11 +19,18 @@ from typing import Callable, Mapping
 
 from tflab.errors import LabError
 
-STRATEGIES = ("single", "mirrored", "multiworker")
+STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
+MODELS = ("mlp", "cnn")
+LOOPS = ("fit", "custom")
+COLLECTIVES = ("auto", "ring", "nccl")
 BACKENDS = ("compose", "local")
 COMPOSE_CLIS = ("auto", "v2", "v1")
 MAX_TASKS = 16
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+
+
+DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
+COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-(\d+)")
 
 
 class SettingsError(LabError, ValueError):
@@ -32,13 +39,20 @@ class SettingsError(LabError, ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    strategy: str = "multiworker"  # single | mirrored | multiworker
-    workers: int = 2  # worker containers (processes) for multiworker
+    strategy: str = "multiworker"  # single | mirrored | multiworker | parameter_server
+    workers: int = 2  # worker containers (processes) for multiworker and parameter_server
     replicas: int = 2  # mirrored: every GPU if any are visible, else this many logical CPUs
+    ps: int = 1  # parameter servers for parameter_server
     epochs: int = 10  # passes over the data set
     global_batch: int = 64  # examples per step summed over all replicas, whatever the strategy
     examples: int = 4096  # synthetic examples, y = xW + 0.1 noise, generated from SEED
     seed: int = 0  # seeds the data, the initial weights and TensorFlow's ops
+    model: str = "mlp"  # mlp: the article's tiny MLP; cnn: a small convnet, compute-dominated
+    loop: str = "fit"  # fit: Keras model.fit; custom: the lab's loop, one packed all-reduce a step
+    steps_per_execution: int = 1  # training steps per call into the compiled step function
+    collective: str = "auto"  # multiworker all-reduce implementation: auto | ring | nccl
+    bytes_per_pack: int = 0  # multiworker gradient packing hint; 0 lets TensorFlow decide
+    allreduce_probe: int = 0  # after training, time this many bare all-reduces of the gradient
     run: str = ""  # run id, outputs in RUNS_DIR/<RUN>/; empty means a fresh timestamped id
     backend: str = "compose"  # compose: one container per task; local: one process per task
     peer_timeout: float = 60.0  # seconds a trainer waits for its peers before it gives up
@@ -46,6 +60,7 @@ class Settings:
     runs_dir: str = "runs"  # where run folders go (relative to the repository root)
     compose: str = "auto"  # auto (v2 plugin, else docker-compose), v2 or v1
     base_image: str = ""  # trainer base image; empty: python:3.11-slim, else a local build
+    compare: str = DEFAULT_COMPARE  # the runs `make compare` makes, as strategy-count entries
 
     @property
     def replicas_in_sync(self) -> int:
@@ -54,7 +69,7 @@ class Settings:
             return self.workers
         if self.strategy == "mirrored":
             return self.replicas
-        return 1
+        return 1  # single; parameter_server: each step is one worker's, on a whole global batch
 
     @property
     def steps_per_epoch(self) -> int:
@@ -83,6 +98,21 @@ class Settings:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known}).validated()
 
+    def compare_runs(self) -> list[tuple[str, "Settings"]]:
+        """(label, settings) for each COMPARE entry, each checked: `mirrored-4` is STRATEGY=mirrored
+        REPLICAS=4, `parameter-server-2` is STRATEGY=parameter_server WORKERS=2 (and PS)."""
+        runs = []
+        for label in self.compare.split():
+            match = COMPARE_ENTRY.fullmatch(label)
+            strategy = (match.group(1) or match.group(2)).replace("-", "_")
+            count = int(match.group(3) or 1)
+            size = {"mirrored": {"replicas": count}, "single": {}}.get(strategy, {"workers": count})
+            try:
+                runs.append((label, self.replace(strategy=strategy, run=label, **size)))
+            except SettingsError as error:
+                raise SettingsError(f"COMPARE entry {label}: {error}") from None
+        return runs
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -99,6 +129,12 @@ class Settings:
                 f"GLOBAL_BATCH={self.global_batch} is not divisible by the {replicas} replicas of "
                 f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}"
             )
+        if self.strategy == "parameter_server" and self.ps < 1:
+            raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
+                                f"expected 1..{MAX_TASKS} parameter servers")
+        if self.loop == "custom" and self.strategy == "parameter_server":
+            raise SettingsError("LOOP=custom is not allowed with STRATEGY=parameter_server: "
+                                "expected LOOP=fit (the custom loop is for the synchronous strategies)")
         if self.examples < self.global_batch:
             raise SettingsError(
                 f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
@@ -155,6 +191,16 @@ def _run_id(name: str, raw: str) -> str:
     return raw
 
 
+def _compare(name: str, raw: str) -> str:
+    entries = raw.split()
+    bad = [entry for entry in entries if not COMPARE_ENTRY.fullmatch(entry)]
+    if bad or not entries or len(set(entries)) != len(entries):
+        what = f"entry {bad[0]}" if bad else "a repeated entry" if entries else "nothing"
+        raise SettingsError(f"{name}={raw!r} is not allowed ({what}): expected distinct entries such as "
+                            "single mirrored-2 multiworker-4 parameter-server-2")
+    return " ".join(entries)
+
+
 def _text(name: str, raw: str) -> str:
     if any(c.isspace() for c in raw):
         raise SettingsError(f"{name}={raw!r} is not allowed: expected a value without spaces")
@@ -168,9 +214,11 @@ SPECS: dict[str, Spec] = {
                      "single: one process, one replica; mirrored: one process, REPLICAS replicas; "
                      "multiworker: WORKERS processes, one replica each"),
     "WORKERS": Spec("workers", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
-                    "worker containers (or local processes) for multiworker"),
+                    "worker containers (or local processes) for multiworker and parameter_server"),
     "REPLICAS": Spec("replicas", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
                      "mirrored replicas: every GPU if any are visible, else this many logical CPUs"),
+    "PS": Spec("ps", _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
+               "parameter servers for parameter_server (its chief and workers are the other tasks)"),
     "EPOCHS": Spec("epochs", _integer(1, 10_000), "1..10000", "passes over the data set"),
     "GLOBAL_BATCH": Spec("global_batch", _integer(1, 1 << 20), "1..1048576, a multiple of the replicas",
                          "examples per step summed over every replica, the same for every strategy"),
@@ -178,6 +226,19 @@ SPECS: dict[str, Spec] = {
                      "synthetic examples y = xW + 0.1 noise, generated from SEED"),
     "SEED": Spec("seed", _integer(0, 2**31 - 1), f"0..{2**31 - 1}",
                  "seeds the data, the initial weights and TensorFlow's ops"),
+    "MODEL": Spec("model", _choice(MODELS), " | ".join(MODELS),
+                  "mlp: the article's Dense(10)-Dense(1), communication-dominated; "
+                  "cnn: a small convnet on 32x32x3 images, compute-dominated"),
+    "LOOP": Spec("loop", _choice(LOOPS), " | ".join(LOOPS),
+                 "fit: Keras model.fit; custom: the lab's own step, one packed all-reduce per step"),
+    "STEPS_PER_EXECUTION": Spec("steps_per_execution", _integer(1, 1000), "1..1000",
+                                "training steps per call into the compiled step function"),
+    "COLLECTIVE": Spec("collective", _choice(COLLECTIVES), " | ".join(COLLECTIVES),
+                       "multiworker all-reduce implementation (nccl needs GPUs)"),
+    "BYTES_PER_PACK": Spec("bytes_per_pack", _integer(0, 1 << 30), "0..1073741824",
+                           "multiworker gradient packing hint in bytes; 0 lets TensorFlow decide"),
+    "ALLREDUCE_PROBE": Spec("allreduce_probe", _integer(0, 100_000), "0..100000",
+                            "after training, time this many bare all-reduces of the gradient's size"),
     "RUN": Spec("run", _run_id, "[a-z0-9][a-z0-9-]*, not an existing run",
                 "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest"),
     "BACKEND": Spec("backend", _choice(BACKENDS), " | ".join(BACKENDS),
@@ -192,6 +253,8 @@ SPECS: dict[str, Spec] = {
     "BASE_IMAGE": Spec("base_image", _text, "an image reference",
                        "base of the trainer image; empty: python:3.11-slim if it can be had, "
                        "else a Debian base built locally with debootstrap"),
+    "COMPARE": Spec("compare", _compare, "entries single, mirrored-N, multiworker-N, parameter-server-N",
+                    "the runs `make compare` makes, side by side, with every other setting shared"),
 }
 
 

@@ -31,6 +31,7 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
     steady = end.get("steady_step_seconds")
     return {
         "task": task,
+        "role": "server" if task in cluster.server_tasks(settings) else "trainer",
         "status": status,
         "exit_code": exit_code,
         "epochs_done": len(epochs),
@@ -43,16 +44,19 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         "total_seconds": end.get("total_seconds"),
         "peak_rss_bytes": end.get("peak_rss_bytes"),
         "weights_sha256": end.get("weights_sha256"),
+        "parameters": end.get("parameters"),
+        "first_step_at": end.get("first_step_at"),
         "error": errors[0]["message"] if errors else None,
     }
 
 
 def summarise(settings: Settings, run_dir: Path, exit_codes: dict, stopped: list[str],
-              outcome: str, wall_seconds: float) -> dict:
+              outcome: str, launched_at: float, ended_at: float) -> dict:
+    """The run's summary.json: one row per task, from its log and its exit code."""
     rows = [task_row(task, read_events(run_dir / f"{task}.jsonl"), exit_codes.get(task),
                      task in stopped, settings)
             for task in cluster.task_names(settings)]
-    digests = {row["weights_sha256"] for row in rows}
+    digests = {row["weights_sha256"] for row in rows if row["role"] == "trainer"}
     ok = outcome == "ok" and all(row["status"] == "ok" for row in rows)
     return {
         "run": run_dir.name,
@@ -60,7 +64,9 @@ def summarise(settings: Settings, run_dir: Path, exit_codes: dict, stopped: list
         "backend": settings.backend,
         "outcome": "ok" if ok else ("failed" if outcome == "ok" else outcome),
         "ok": ok,
-        "wall_seconds": wall_seconds,
+        "launched_at": launched_at,  # unix time the tasks were started
+        "wall_seconds": ended_at - launched_at,
+        "settings": settings.to_dict(),
         "weights_agree": len(digests) == 1 and None not in digests,
         "tasks": rows,
     }
@@ -95,7 +101,8 @@ def table(result: dict) -> str:
     for row in result["tasks"]:
         if row["error"]:
             lines.append(f"{row['task']}: {row['error'].splitlines()[0][:300]}")
-    agree = "" if len(result["tasks"]) < 2 else (
+    trainers = [row for row in result["tasks"] if row.get("role", "trainer") == "trainer"]
+    agree = "" if len(trainers) < 2 else (
         "; every task ended with the same weights" if result["weights_agree"] else "; weights differ")
     lines.append(f"run {result['run']}: {result['outcome']} in {result['wall_seconds']:.1f} s{agree}")
     return "\n".join(lines)
@@ -134,11 +141,15 @@ class ProgressPrinter:
         if event == "start" and record["task"] == self.chief:
             versions = record["versions"]
             return f"started: tensorflow {versions['tensorflow']}, {versions['keras']}"
+        if event == "cluster_ready" and record["replicas"] == 0:
+            return f"serving after {record['seconds']:.1f} s"
         if event == "cluster_ready":
             return f"ready after {record['seconds']:.1f} s: {record['replicas']} replicas in sync"
         if event == "epoch" and record["task"] == self.chief:
             return (f"epoch {record['epoch']}/{self.settings.epochs}  loss {record['loss']:.4f}  "
                     f"{record['seconds']:.2f} s  {record['examples_per_second']:.0f} examples/s")
+        if event == "end" and record["role"] == "server":
+            return f"ended after serving for {record['total_seconds']:.1f} s"
         if event == "end":
             return f"done in {record['total_seconds']:.1f} s: final loss {record['final_loss']:.4f}"
         if event == "error":

@@ -3,14 +3,15 @@
     python -m tflab.train --config runs/<RUN>/config.json --task worker-0
 
 The settings come from config.json (written by the host side from STRATEGY, WORKERS, ...), the
-task name from --task (or TFLAB_TASK), and for multiworker the cluster from TF_CONFIG, exactly as
-TensorFlow's own multi-worker tutorial reads it. It trains the source article's model,
-Dense(10, relu) on 32 features -> Dense(1) with Adam and MSE, on a synthetic regression set
-y = xW + 0.1 noise generated from SEED (the article trains on pure noise, which cannot converge),
-and writes one JSON line per event to <run>/<task>.jsonl (see tflab/schema.py).
+task name from --task (or TFLAB_TASK), and the cluster from TF_CONFIG, exactly as TensorFlow's own
+multi-worker tutorial reads it. MODEL=mlp (the default) is the source article's model,
+Dense(10, relu) on 32 features -> Dense(1) with Adam and MSE, trained on a synthetic regression
+set y = xW + 0.1 noise generated from SEED (the article trains on pure noise, which cannot
+converge); MODEL=cnn is a small convnet on 32x32x3 images, for the compute-dominated regime.
+Every event goes to <run>/<task>.jsonl as one JSON line (see tflab/schema.py).
 
-Expected result at the defaults (SEED=0, EXAMPLES=4096, GLOBAL_BATCH=64, EPOCHS=5): the loss falls
-from about 31 to about 5, identically (to float rounding) for single, mirrored and multiworker.
+Expected result at the defaults (SEED=0, EXAMPLES=4096, GLOBAL_BATCH=64, EPOCHS=10): the loss falls
+from 22.1 to 0.84, identically (to float rounding) for single, mirrored and multiworker.
 """
 
 import os
@@ -29,8 +30,10 @@ import importlib.metadata
 import json
 import resource
 import shutil
+import signal
 import statistics
 import tempfile
+import threading
 import traceback
 from pathlib import Path
 
@@ -42,8 +45,10 @@ from tflab.peerwait import PeerWait
 from tflab.schema import EventLog
 from tflab.settings import Settings
 
-FEATURES = 32  # the article's input width
+FEATURES = 32  # the MLP's input width, the article's
+IMAGE = (32, 32, 3)  # the CNN's input
 NOISE = 0.1  # standard deviation of the target's noise: the lowest loss reachable is NOISE**2
+COLLECTIVES = {"auto": "AUTO", "ring": "RING", "nccl": "NCCL"}
 
 
 def main(argv=None) -> int:
@@ -63,7 +68,7 @@ def main(argv=None) -> int:
     log = EventLog(run_dir / f"{args.task}.jsonl", args.task)
     print(f"[{args.task}] settings {json.dumps(settings.to_dict(), sort_keys=True)}", flush=True)
     try:
-        train(settings, args.task, config["cluster"], run_dir, log)
+        run_task(settings, args.task, config["cluster"], run_dir, log)
         return 0
     except BaseException as error:  # noqa: BLE001 - every failure is logged, then reported by exit code
         message = f"{type(error).__name__}: {error}".strip()
@@ -74,19 +79,32 @@ def main(argv=None) -> int:
         log.close()
 
 
-def train(settings: Settings, task: str, expected_cluster: dict, run_dir: Path, log: EventLog) -> None:
+def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Path, log: EventLog) -> None:
     spec = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
     if spec != expected_cluster:
         raise RuntimeError(f"TF_CONFIG's cluster {spec} is not the run's cluster {expected_cluster}")
-    x, y = synthetic_data(settings.seed, settings.examples)
-    log.emit("start", strategy=settings.strategy, cluster=spec, versions=versions(),
+    role = "server" if task in cluster.server_tasks(settings) else "trainer"
+    x, y = synthetic_data(settings.model, settings.seed, settings.examples)
+    log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
+    if role == "server":
+        serve(task, spec, log)
+    else:
+        train(settings, task, spec, run_dir, log, x, y)
 
+
+def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLog, x, y) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     tf.config.experimental.enable_op_determinism()
-    strategy = build_strategy(settings, task, spec, log)
+    peers = {name: address for job, addresses in spec.items() for i, address in enumerate(addresses)
+             if (name := f"{job}-{i}") != task}
+    # TensorFlow itself would wait forever for a peer that never comes (see tflab/peerwait.py).
+    wait = PeerWait(settings.peer_timeout, peers, log.path, task).start() if peers else None
+    strategy = build_strategy(settings)
+    if settings.strategy != "parameter_server" and wait:
+        wait.done()  # multiworker: the constructor returns once every worker has registered
     replicas = strategy.num_replicas_in_sync
-    if settings.global_batch % replicas:
+    if settings.strategy != "parameter_server" and settings.global_batch % replicas:  # GPUs may differ
         raise ValueError(f"GLOBAL_BATCH={settings.global_batch} is not divisible by the "
                          f"{replicas} replicas this host has for {settings.strategy}")
     log.emit("cluster_ready", seconds=time.time() - STARTED, replicas=replicas,
@@ -94,41 +112,58 @@ def train(settings: Settings, task: str, expected_cluster: dict, run_dir: Path, 
     print(f"[{task}] cluster ready: {replicas} replicas in sync", flush=True)
 
     with strategy.scope():
-        model = tf.keras.Sequential([
-            tf.keras.layers.Dense(10, activation="relu", input_shape=(FEATURES,)),
-            tf.keras.layers.Dense(1),
-        ])
-        model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse")
+        model = build_model(settings.model)
+        model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse",
+                      steps_per_execution=settings.steps_per_execution)
+    timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None)
+    if settings.strategy == "parameter_server":
+        losses = fit_parameter_server(model, settings, x, y, timing)
+    elif settings.loop == "custom":
+        losses = custom_fit(model, strategy, sync_dataset(settings, x, y), settings, timing)
+    else:
+        history = model.fit(sync_dataset(settings, x, y), epochs=settings.epochs, callbacks=[timing], verbose=0)
+        losses = history.history["loss"]
 
-    # The whole data set is batched with the global batch; tf.distribute splits every global
-    # batch over the replicas (and, with DATA sharding, over the workers), so each step sees the
-    # same examples whatever the strategy, which is what makes the strategies' losses comparable.
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(settings.global_batch, drop_remainder=True)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    dataset = dataset.with_options(options)
-
-    timing = StepTiming(task, settings, log)
-    history = model.fit(dataset, epochs=settings.epochs, callbacks=[timing], verbose=0)
-
+    parameters = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+    if settings.allreduce_probe and settings.strategy != "parameter_server":
+        probe_allreduce(strategy, parameters, settings.allreduce_probe, log)
     weights_sha256 = weights_digest(model.get_weights())
     save_model(model, task, settings, run_dir)
-    log.emit("end", final_loss=float(history.history["loss"][-1]), total_seconds=time.time() - STARTED,
-             first_step_seconds=timing.first_step_seconds,
-             steady_step_seconds=timing.steady_step_seconds(),
-             peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-             weights_sha256=weights_sha256)
-    print(f"[{task}] done: final loss {history.history['loss'][-1]:.4f}, weights {weights_sha256[:12]}",
-          flush=True)
+    log.emit("end", role="trainer", final_loss=float(losses[-1]), total_seconds=time.time() - STARTED,
+             first_step_seconds=timing.first_step_seconds, first_step_at=timing.first_step_at,
+             steady_step_seconds=timing.steady_step_seconds(), peak_rss_bytes=peak_rss_bytes(),
+             weights_sha256=weights_sha256, parameters=parameters)
+    print(f"[{task}] done: final loss {losses[-1]:.4f}, weights {weights_sha256[:12]}", flush=True)
 
 
-def synthetic_data(seed: int, examples: int):
-    """x ~ N(0, 1)^32, y = xW + NOISE * N(0, 1), W ~ N(0, 1): learnable, identical for every task."""
+def synthetic_data(model: str, seed: int, examples: int):
+    """A learnable target, identical for every task. mlp: x ~ N(0, 1)^32, y = xW + NOISE * N(0, 1);
+    cnn: x ~ N(0, 1)^(32x32x3), y = 32 * (the image's mean colour) W + NOISE * N(0, 1)."""
     rng = np.random.default_rng(seed)
-    w = rng.normal(size=(FEATURES, 1))
-    x = rng.normal(size=(examples, FEATURES)).astype(np.float32)
-    y = (x @ w + NOISE * rng.normal(size=(examples, 1))).astype(np.float32)
+    if model == "cnn":
+        w = rng.normal(size=(IMAGE[-1], 1))
+        x = rng.normal(size=(examples, *IMAGE)).astype(np.float32)
+        clean = np.sqrt(IMAGE[0] * IMAGE[1]) * x.mean(axis=(1, 2)) @ w  # unit variance per colour
+    else:
+        w = rng.normal(size=(FEATURES, 1))
+        x = rng.normal(size=(examples, FEATURES)).astype(np.float32)
+        clean = x @ w
+    y = (clean + NOISE * rng.normal(size=(examples, 1))).astype(np.float32)
     return x, y
+
+
+def build_model(name: str):
+    if name == "cnn":
+        return tf.keras.Sequential([
+            tf.keras.layers.Conv2D(16, 3, activation="relu", input_shape=IMAGE),
+            tf.keras.layers.Conv2D(32, 3, activation="relu"),
+            tf.keras.layers.GlobalAveragePooling2D(),
+            tf.keras.layers.Dense(1),
+        ])
+    return tf.keras.Sequential([
+        tf.keras.layers.Dense(10, activation="relu", input_shape=(FEATURES,)),
+        tf.keras.layers.Dense(1),
+    ])
 
 
 def versions() -> dict:
@@ -139,8 +174,7 @@ def versions() -> dict:
             "python": sys.version.split()[0]}
 
 
-def build_strategy(settings: Settings, task: str, spec: dict, log: EventLog):
-    """The strategy, with its replicas; for multiworker, the rendezvous bounded by PEER_TIMEOUT."""
+def build_strategy(settings: Settings):
     if settings.strategy == "single":
         return tf.distribute.get_strategy()
     if settings.strategy == "mirrored":
@@ -150,12 +184,17 @@ def build_strategy(settings: Settings, task: str, spec: dict, log: EventLog):
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * settings.replicas)
         return tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices("CPU")])
-    peers = {name: address for job, addresses in spec.items() for i, address in enumerate(addresses)
-             if (name := f"{job}-{i}") != task}
-    with PeerWait(settings.peer_timeout, peers, log.path, task):
-        # Blocks until every task has registered with the coordination service on worker-0;
-        # TensorFlow itself would wait forever for a task that never comes (see tflab/peerwait.py).
-        return tf.distribute.MultiWorkerMirroredStrategy()
+    if settings.strategy == "parameter_server":
+        os.environ["GRPC_FAIL_FAST"] = "use_caller"  # TF's PS tutorial: fail RPCs fast, let the chief retry
+        return tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    if settings.collective == "nccl" and not tf.config.list_physical_devices("GPU"):
+        raise ValueError("COLLECTIVE=nccl needs GPUs and this host has none; use COLLECTIVE=auto or ring")
+    options = tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=settings.bytes_per_pack,
+        implementation=getattr(tf.distribute.experimental.CommunicationImplementation,
+                               COLLECTIVES[settings.collective]))
+    # Blocks until every task has registered with the coordination service on worker-0.
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
 def replica_devices(strategy) -> list[str]:
@@ -164,35 +203,159 @@ def replica_devices(strategy) -> list[str]:
     return list(strategy.extended.worker_devices)
 
 
-class StepTiming(tf.keras.callbacks.Callback):
-    """Times every step and logs each epoch: the `epoch` events and the `end` event's timings."""
+def sync_dataset(settings: Settings, x, y):
+    """The whole data set batched with the global batch. tf.distribute splits every global batch
+    over the replicas (and, with DATA sharding, over the workers), so each step sees the same
+    examples whatever the strategy, which is what makes the strategies' losses comparable."""
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(settings.global_batch, drop_remainder=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
 
-    def __init__(self, task: str, settings: Settings, log: EventLog):
+
+def fit_parameter_server(model, settings: Settings, x, y, timing) -> list[float]:
+    """ParameterServerStrategy: the chief's fit schedules each step, a whole global batch, on
+    whichever worker is free; the workers read their own shard of the data, repeated."""
+
+    def dataset_fn(input_context):
+        dataset = tf.data.Dataset.from_tensor_slices((x, y))
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return dataset.repeat().batch(settings.global_batch, drop_remainder=True)
+
+    history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=settings.epochs,
+                        steps_per_epoch=settings.steps_per_epoch, callbacks=[timing], verbose=0)
+    return history.history["loss"]
+
+
+def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[float]:
+    """The synchronous strategies' step without Keras's fit: the same loss, gradients and Adam
+    update, but one all-reduce per step (every gradient and the loss packed in one flat tensor,
+    where fit reduces each gradient and its metrics apart), and up to STEPS_PER_EXECUTION steps
+    per call. The losses equal fit's to float rounding."""
+    variables = model.trainable_variables
+    shapes = [v.shape for v in variables]
+    sizes = [int(np.prod(v.shape)) for v in variables]
+    optimizer = model.optimizer
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)  # Keras's mse
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
+        # Every gradient and the loss itself in one flat tensor: the step's only collective.
+        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
+        flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
+        grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
+        optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+        return flat[-1]  # the global batch's mean loss, the same on every replica
+
+    @tf.function
+    def run_steps(iterator, steps):
+        total = tf.constant(0.0)
+        for _ in tf.range(steps):
+            total += strategy.experimental_local_results(strategy.run(step, args=next(iterator)))[0]
+        return total
+
+    distributed = strategy.experimental_distribute_dataset(dataset)
+    steps_per_epoch, losses = settings.steps_per_epoch, []
+    timing.on_train_begin()
+    for epoch in range(settings.epochs):
+        timing.on_epoch_begin(epoch)
+        iterator, done, total = iter(distributed), 0, 0.0
+        while done < steps_per_epoch:
+            # The very first call is one step, so that its time is tracing plus one step, as in fit.
+            steps = 1 if epoch == 0 and done == 0 else min(settings.steps_per_execution, steps_per_epoch - done)
+            timing.on_train_batch_begin(done)
+            total += float(run_steps(iterator, tf.constant(steps)))
+            done += steps
+            timing.on_train_batch_end(done - 1)
+        losses.append(total / steps_per_epoch)
+        timing.on_epoch_end(epoch, {"loss": losses[-1]})
+    return losses
+
+
+def probe_allreduce(strategy, floats: int, calls: int, log: EventLog) -> None:
+    """The floor under a synchronous step: one bare all-reduce of the gradient's size, timed."""
+    value = tf.ones([floats])
+
+    @tf.function
+    def all_reduce():
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value))
+
+    def once() -> float:
+        started = time.perf_counter()
+        for result in strategy.experimental_local_results(all_reduce()):
+            result.numpy()
+        return time.perf_counter() - started
+
+    once()  # tracing
+    seconds = [once() for _ in range(calls)]
+    log.emit("allreduce", floats=floats, calls=calls, median_seconds=statistics.median(seconds))
+
+
+def serve(task: str, spec: dict, log: EventLog) -> None:
+    """A parameter_server worker or ps: a gRPC server the chief uses, until SIGTERM ends it."""
+    os.environ["GRPC_FAIL_FAST"] = "use_caller"
+    job, index = cluster.parse_task(task)
+    ended = threading.Event()
+    # Python runs this between bytecodes, so the main thread waits in Event.wait, not in join().
+    signal.signal(signal.SIGTERM, lambda *_: ended.set())
+    tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job, task_index=index, protocol="grpc", start=True)
+    log.emit("cluster_ready", seconds=time.time() - STARTED, replicas=0, devices=[f"/job:{job}/task:{index}"])
+    print(f"[{task}] serving as /job:{job}/task:{index}", flush=True)
+    while not ended.wait(0.5):
+        pass
+    log.emit("end", role="server", total_seconds=time.time() - STARTED, peak_rss_bytes=peak_rss_bytes())
+    print(f"[{task}] ended by the lab", flush=True)
+
+
+class StepTiming(tf.keras.callbacks.Callback):
+    """Times every call of the step function and logs each epoch: the `epoch` events and the
+    `end` event's timings. With STEPS_PER_EXECUTION > 1 a call runs several steps, and each of
+    them is counted at the call's time divided by its steps. Under ParameterServerStrategy batch
+    hooks run when a step is scheduled, not when it is done, so there a step counts at its epoch's
+    average (and the first step's time is real: its result is fetched)."""
+
+    def __init__(self, task: str, settings: Settings, log: EventLog, on_first_step=None):
         super().__init__()
         self.task, self.settings, self.log = task, settings, log
+        self.on_first_step = on_first_step
         self.first_step_seconds = 0.0
-        self.steps_by_epoch: list[list[float]] = []
+        self.first_step_at = 0.0
+        self.per_step_by_epoch: list[list[float]] = []
+        self.asynchronous = settings.strategy == "parameter_server"
+        self._supports_tf_logs = self.asynchronous  # logs are RemoteValues there, to be fetched
 
     def on_train_begin(self, logs=None):
         self._fit_started = time.perf_counter()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_started = time.perf_counter()
-        self.steps_by_epoch.append([])
+        self._last_batch = -1
+        self.per_step_by_epoch.append([])
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._step_started = time.perf_counter()
+        self._call_started = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
-        now = time.perf_counter()
-        self.steps_by_epoch[-1].append(now - self._step_started)
-        if len(self.steps_by_epoch) == 1 and batch == 0:
-            self.first_step_seconds = now - self._fit_started  # tracing included
+        if not self.first_step_at:
+            if hasattr(logs, "fetch"):
+                logs.fetch()
+            self.first_step_seconds = time.perf_counter() - self._fit_started  # tracing included
+            self.first_step_at = time.time()
+            if self.on_first_step:
+                self.on_first_step()
+        steps = batch - self._last_batch
+        self._last_batch = batch
+        if not self.asynchronous:
+            self.per_step_by_epoch[-1].extend([(time.perf_counter() - self._call_started) / steps] * steps)
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._epoch_started
-        steps = len(self.steps_by_epoch[-1])
-        loss = float(logs["loss"])
+        steps = self._last_batch + 1
+        if self.asynchronous:
+            self.per_step_by_epoch[-1] = [seconds / steps] * steps
+        loss = logs["loss"]
+        loss = float(loss.fetch() if hasattr(loss, "fetch") else loss)
         self.log.emit("epoch", epoch=epoch + 1, loss=loss, seconds=seconds, steps=steps,
                       examples_per_second=steps * self.settings.global_batch / seconds)
         print(f"[{self.task}] epoch {epoch + 1}/{self.settings.epochs} loss {loss:.4f} {seconds:.2f} s",
@@ -200,9 +363,9 @@ class StepTiming(tf.keras.callbacks.Callback):
 
     def steady_step_seconds(self) -> float:
         """Median step time after the first epoch (tracing and warm-up excluded)."""
-        later = [s for steps in self.steps_by_epoch[1:] for s in steps]
+        later = [s for steps in self.per_step_by_epoch[1:] for s in steps]
         if not later:
-            later = self.steps_by_epoch[0][1:] or self.steps_by_epoch[0]
+            later = self.per_step_by_epoch[0][1:] or self.per_step_by_epoch[0]
         return statistics.median(later)
 
 
@@ -212,6 +375,10 @@ def weights_digest(weights) -> str:
     for w in weights:
         digest.update(np.ascontiguousarray(w, dtype="<f4").tobytes())
     return digest.hexdigest()
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
 def save_model(model, task: str, settings: Settings, run_dir: Path) -> None:

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from labtest.cli import REPO, lab_env, run_lab
 from labtest.runs import LabRun, lab_containers
 from tflab import compose

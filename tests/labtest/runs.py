@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from labtest.cli import Finished
 from tflab.schema import read_events
+
+from labtest.cli import Finished
 
 
 @dataclass

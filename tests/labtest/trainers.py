@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from labtest.cli import REPO
 from tflab import cluster, local
 from tflab.settings import Settings
+
+from labtest.cli import REPO
 
 
 def write_config(run_dir: Path, settings: Settings, spec: dict) -> Path:

@@ -27,7 +27,8 @@ def assert_refused(result, expected: str, runs_dir: Path):
 
 
 @pytest.mark.parametrize("arguments, expected", [
-    (["STRATEGY=bogus"], "STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker"),
+    (["STRATEGY=bogus"],
+     "STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker, parameter_server"),
     (["WORKERS=0"], "WORKERS=0 is not allowed: expected an integer from 1 to 16"),
     (["WORKERS=abc"], "WORKERS=abc is not allowed"),
     (["WORKERS=100"], "WORKERS=100 is not allowed"),
@@ -35,12 +36,27 @@ def assert_refused(result, expected: str, runs_dir: Path):
     (["GLOBAL_BATCH=65"], "GLOBAL_BATCH=65 is not divisible by the 2 replicas of STRATEGY=multiworker"),
     (["STRATEGY=mirrored", "REPLICAS=3"], "GLOBAL_BATCH=64 is not divisible by the 3 replicas of STRATEGY=mirrored"),
     (["BACKEND=k8s"], "BACKEND=k8s is not allowed: expected one of compose, local"),
+    (["STRATEGY=parameter_server", "PS=0"], "PS=0 is not allowed with STRATEGY=parameter_server: expected 1..16"),
+    (["STRATEGY=parameter_server", "LOOP=custom"], "LOOP=custom is not allowed with STRATEGY=parameter_server"),
+    (["MODEL=resnet"], "MODEL=resnet is not allowed: expected one of mlp, cnn"),
+    (["COLLECTIVE=mpi"], "COLLECTIVE=mpi is not allowed: expected one of auto, ring, nccl"),
+    (["STEPS_PER_EXECUTION=0"], "STEPS_PER_EXECUTION=0 is not allowed: expected an integer from 1 to 1000"),
     (["WORKRES=3"], "unknown setting WORKRES"),
     (["fast"], "unexpected argument 'fast'; settings are given as NAME=value"),
 ])
 def test_bad_settings_are_refused_before_anything_starts(arguments, expected, tmp_path):
     runs = tmp_path / "runs"
     assert_refused(run_lab("up", f"RUNS_DIR={runs}", *arguments), expected, runs)
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["COMPARE=single mirrored-3"], "COMPARE entry mirrored-3: GLOBAL_BATCH=64 is not divisible by the 3 replicas"),
+    (["COMPARE=single warp-2"], "COMPARE='single warp-2' is not allowed (entry warp-2)"),
+    (["COMPARE=single single"], "COMPARE='single single' is not allowed (a repeated entry)"),
+])
+def test_bad_compare_entries_are_refused_before_any_run(arguments, expected, tmp_path):
+    runs = tmp_path / "runs"
+    assert_refused(run_lab("compare", f"RUNS_DIR={runs}", *arguments), expected, runs)
 
 
 def test_settings_from_the_environment_are_checked_too(tmp_path):
@@ -122,7 +138,8 @@ def test_make_up_refuses_with_the_same_line(tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.splitlines()
-    assert lines[0] == "tflab: STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker"
+    assert lines[0] == ("tflab: STRATEGY=bogus is not allowed: "
+                        "expected one of single, mirrored, multiworker, parameter_server")
     assert all(re.match(r"make(\[\d+\])?: \*\*\* ", line) for line in lines[1:]), lines
     assert "Traceback" not in result.stderr
     assert not runs.exists()

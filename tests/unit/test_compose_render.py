@@ -16,7 +16,7 @@ def base():
 
 def test_every_trainer_service_comes_from_one_block(base):
     trainer = base["x-trainer"]
-    for name in ("single", "mirrored", "worker"):
+    for name in ("single", "mirrored", "task"):
         service = base["services"][name]
         for key, value in trainer.items():
             if key != "environment":
@@ -49,24 +49,24 @@ def test_the_header_lists_every_variable_the_file_reads():
 def test_worker_services_extend_the_template_with_their_tf_config(workers):
     settings = Settings(strategy="multiworker", workers=workers, global_batch=48 * workers)
     spec = cluster.cluster_spec(settings)
-    rendered = compose.render_workers(settings, spec)
+    rendered = compose.render_tasks(settings, spec)
     assert list(rendered["services"]) == [f"worker-{i}" for i in range(workers)]
     for index, (name, service) in enumerate(rendered["services"].items()):
         assert service == {
-            "extends": {"file": str(compose.COMPOSE_FILE), "service": "worker"},
+            "extends": {"file": str(compose.COMPOSE_FILE), "service": "task"},
             "hostname": name,
             "environment": {"TFLAB_TASK": name, "TF_CONFIG": json.dumps(
                 {"cluster": spec, "task": {"type": "worker", "index": index}}, separators=(",", ":"))},
         }
 
 
-def test_a_stack_uses_the_worker_file_only_for_multiworker(tmp_path):
+def test_a_stack_uses_the_tasks_file_only_for_a_cluster(tmp_path):
     cli = compose.ComposeCli(("docker-compose",), "1.29.2")
     single = compose.ComposeStack(cli, tmp_path / "r1", Settings(strategy="single"), "img")
     multi = compose.ComposeStack(cli, tmp_path / "r2", Settings(), "img")
     assert single.files == [compose.COMPOSE_FILE]
-    assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.WORKERS_FILE]
+    assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.TASKS_FILE]
     assert multi.project == "tflab-r2" and multi.tasks == ["worker-0", "worker-1"]
     assert multi.env["TFLAB_RUN_DIR"] == str(tmp_path / "r2")
-    assert multi.env["COMPOSE_PROFILES"] == "single,mirrored,multiworker"
+    assert multi.env["COMPOSE_PROFILES"] == "single,mirrored,cluster"
     assert multi.command("up")[:3] == ["docker-compose", "--project-name", "tflab-r2"]

@@ -4,14 +4,18 @@ import pytest
 from tflab.schema import EVENTS, EventLog, SchemaError, completeness, problems, read_events
 
 GOOD = {
-    "start": {"strategy": "single", "cluster": {}, "versions": {"tensorflow": "2.21.0"}, "settings": {},
-              "baseline_loss": 21.0},
+    "start": {"role": "trainer", "strategy": "single", "cluster": {}, "versions": {"tensorflow": "2.21.0"},
+              "settings": {}, "baseline_loss": 21.0},
     "cluster_ready": {"seconds": 3.5, "replicas": 1, "devices": ["/device:CPU:0"]},
     "epoch": {"epoch": 1, "loss": 20.0, "seconds": 0.4, "steps": 64, "examples_per_second": 10240.0},
-    "end": {"final_loss": 1.0, "total_seconds": 5.0, "first_step_seconds": 0.3, "steady_step_seconds": 0.001,
-            "peak_rss_bytes": 500_000_000, "weights_sha256": "ab" * 32},
+    "allreduce": {"floats": 341, "calls": 100, "median_seconds": 0.0015},
+    "end": {"role": "trainer", "final_loss": 1.0, "total_seconds": 5.0, "first_step_seconds": 0.3,
+            "first_step_at": 1.5, "steady_step_seconds": 0.001, "peak_rss_bytes": 500_000_000,
+            "weights_sha256": "ab" * 32, "parameters": 341},
     "error": {"message": "boom"},
 }
+SERVER_END = {"event": "end", "task": "ps-0", "time": 1.0, "role": "server", "total_seconds": 9.0,
+              "peak_rss_bytes": 400_000_000}
 
 
 def record(event, **changes):
@@ -34,10 +38,16 @@ def test_good_records_have_no_problems(event):
     (record("epoch", loss=float("nan")), "epoch: loss=nan is not finite"),
     (record("end", peak_rss_bytes=1.5), "end: peak_rss_bytes=1.5 is not a int"),
     ({**record("error"), "event": "oops"}, "unknown event 'oops'"),
+    (record("start", role="boss"), "start: role='boss' is not one of trainer, server"),
+    ({**SERVER_END, "role": "trainer"}, "end: missing final_loss"),
     ("a string", "not a JSON object"),
 ])
 def test_bad_records_are_named(bad, expected):
     assert any(expected in p for p in problems(bad)), problems(bad)
+
+
+def test_a_server_ends_without_training_figures():
+    assert problems(SERVER_END) == []
 
 
 def test_event_log_writes_valid_lines_and_refuses_bad_ones(tmp_path):
@@ -65,3 +75,11 @@ def test_completeness_wants_every_epoch_in_order_and_no_error():
     swapped = complete[:2] + [record("epoch", epoch=2), record("epoch", epoch=1)] + complete[4:]
     assert any("epochs [2, 1]" in p for p in completeness(swapped, epochs=2))
     assert any("error: boom" in p for p in completeness(complete + [record("error")], epochs=2))
+    probed = complete[:4] + [record("allreduce")] + complete[4:]
+    assert completeness(probed, epochs=2) == []
+
+
+def test_completeness_of_a_server_is_start_ready_end():
+    server = [record("start", role="server"), record("cluster_ready", replicas=0), SERVER_END]
+    assert completeness(server, epochs=5, role="server") == []
+    assert completeness(server, epochs=5) != []  # not a trainer's log

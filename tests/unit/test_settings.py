@@ -23,7 +23,8 @@ def test_empty_values_mean_the_default():
 
 
 @pytest.mark.parametrize("name, value, expected", [
-    ("STRATEGY", "bogus", "STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker"),
+    ("STRATEGY", "bogus",
+     "STRATEGY=bogus is not allowed: expected one of single, mirrored, multiworker, parameter_server"),
     ("STRATEGY", "Mirrored", "STRATEGY=Mirrored is not allowed"),
     ("WORKERS", "0", "WORKERS=0 is not allowed: expected an integer from 1 to 16"),
     ("WORKERS", "abc", "WORKERS=abc is not allowed: expected an integer from 1 to 16"),

@@ -1,0 +1,149 @@
+"""`make bench`: the lab's own overhead and the multi-worker step, measured side by side in one go.
+
+Prints one line per figure, ratios first, and keeps them in runs/<RUN>/bench.txt and bench.json
+beside the runs they come from. Figures, not assertions: the machines are shared and noisy, so
+a ratio of two runs made minutes apart on the same machine is the figure worth reading.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tflab import compose, images, runner
+from tflab.schema import by_event, read_events
+from tflab.settings import Settings
+
+ALLREDUCE_CALLS = 200
+
+
+def chief_end(run_dir: Path) -> dict:
+    config = json.loads((run_dir / "config.json").read_text())
+    records = read_events(run_dir / f"{config['tasks'][0]}.jsonl")
+    end = (by_event(records, "end") or [{}])[-1]
+    probe = (by_event(records, "allreduce") or [{}])[-1]
+    return {**end, "allreduce_seconds": probe.get("median_seconds"), "allreduce_floats": probe.get("floats")}
+
+
+def run(folder: Path, label: str, settings: Settings) -> dict:
+    runner.say(f"--- bench: {label}")
+    code = runner.up(settings.replace(runs_dir=str(folder), run=label), link_latest=False)
+    run_dir = folder / label
+    summary = json.loads((run_dir / "summary.json").read_text())
+    end = chief_end(run_dir)
+    if code != 0:
+        return {"ok": False, **end}
+    ends = [r for task in summary["tasks"] for r in by_event(read_events(run_dir / f"{task['task']}.jsonl"), "end")]
+    return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary["launched_at"],
+            "wall_seconds": summary["wall_seconds"], "rss": [r["peak_rss_bytes"] for r in ends],
+            "examples_per_second": settings.global_batch / end["steady_step_seconds"]}
+
+
+def code_only_rebuild_seconds(base: str) -> float:
+    """Builds the trainer image from a copy of the build context with one comment added to the
+    code, so exactly the code layers are new, and times it; the copy's tag is removed after."""
+    with tempfile.TemporaryDirectory(dir=compose.REPO / "images") as scratch:
+        context = Path(scratch)
+        for relative in ("images/trainer/Dockerfile", ".dockerignore", "requirements/trainer.txt"):
+            (context / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(compose.REPO / relative, context / relative)
+        wheels = context / "images/trainer/wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        for wheel in images.WHEELS.iterdir():  # the same files, so the package layers stay cached
+            (wheels / wheel.name).hardlink_to(wheel)  # hard links: no copying of 322 MB
+        shutil.copytree(compose.REPO / "scripts/tflab", context / "scripts/tflab",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        with open(context / "scripts/tflab/__init__.py", "a") as module:
+            module.write(f"# bench rebuild {time.time()}\n")
+        tag = "tflab-trainer:bench-rebuild"
+        started = time.monotonic()
+        built = subprocess.run(["docker", "build", "--file", str(context / "images/trainer/Dockerfile"),
+                                "--build-arg", f"BASE_IMAGE={base}", "--tag", tag, str(context)],
+                               capture_output=True, text=True)
+        seconds = time.monotonic() - started
+        subprocess.run(["docker", "image", "rm", tag], capture_output=True)
+        if built.returncode != 0:
+            raise RuntimeError(built.stdout[-2000:] + built.stderr[-2000:])
+        return seconds
+
+
+def best_of(results: list[dict]) -> dict:
+    """The run that reached its first step soonest, with the best steady throughput of them all."""
+    done = [result for result in results if result["ok"]] or results
+    best = dict(min(done, key=lambda result: result.get("to_first_step", float("inf"))))
+    best["examples_per_second"] = max(result.get("examples_per_second", 0) for result in done)
+    best["steady_step_seconds"] = min(result.get("steady_step_seconds", float("inf")) for result in done)
+    best["ok"] = all(result["ok"] for result in results)
+    return best
+
+
+def ms(seconds) -> str:
+    return f"{seconds * 1000:.2f} ms" if seconds else "-"
+
+
+def ratio(a, b) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def bench(settings: Settings) -> int:
+    folder = runner.planned_run_dir(settings)
+    compose.check_docker()
+    compose.find_compose(settings.compose)
+    image = images.ensure_image(settings.base_image)
+    runner.make_folder(folder, link_latest=True)
+    two = settings.replace(strategy="multiworker", workers=2, backend="compose")
+    fast = dict(loop="custom", steps_per_execution=16)
+    # The backends alternate, twice, and each keeps its better run: one cold start (a page cache
+    # flushed by a build, say) should not decide the lab's overhead.
+    pairs = [(run(folder, f"multiworker-2-compose-{i}", two),
+              run(folder, f"multiworker-2-local-{i}", two.replace(backend="local"))) for i in (1, 2)]
+    r = {
+        "compose": best_of([compose_run for compose_run, _ in pairs]),
+        "local": best_of([local_run for _, local_run in pairs]),
+        "single": run(folder, "single", two.replace(strategy="single")),
+        "fit-spe16": run(folder, "multiworker-2-fit-spe16", two.replace(steps_per_execution=16)),
+        "custom": run(folder, "multiworker-2-custom", two.replace(loop="custom")),
+        "best": run(folder, "multiworker-2-custom-spe16", two.replace(**fast, allreduce_probe=ALLREDUCE_CALLS)),
+        "single-best": run(folder, "single-custom-spe16", two.replace(strategy="single", **fast)),
+        "eight": run(folder, "multiworker-8", two.replace(workers=8)),
+    }
+    step = {name: result.get("steady_step_seconds") for name, result in r.items()}
+    floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
+    size = int(compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", image]).stdout)
+    rebuild = code_only_rebuild_seconds(images.ensure_base(settings.base_image))
+    eight = r["eight"]
+    eps = {name: result.get("examples_per_second") for name, result in r.items()}
+    first = {name: result.get("to_first_step") for name, result in r.items()}
+    losses = sorted({round(result.get("final_loss") or -1, 4) for result in r.values()})
+    rss = eight.get("rss") or [0]
+    lines = [
+        f"compose / local steady examples/s, multiworker 2: {ratio(eps['compose'], eps['local'])}"
+        f"  ({eps['compose'] or 0:.0f} vs {eps['local'] or 0:.0f} examples/s; each the better of 2 runs)",
+        f"compose / local time to first step, multiworker 2: {ratio(first['compose'], first['local'])}"
+        f"  ({first['compose'] or 0:.1f} vs {first['local'] or 0:.1f} s, image built; each the better of 2)",
+        f"multiworker 2 / single steady step, Keras fit: {ratio(step['compose'], step['single'])}"
+        f"  ({ms(step['compose'])} vs {ms(step['single'])})",
+        f"multiworker 2 / single steady step, custom loop + STEPS_PER_EXECUTION=16: "
+        f"{ratio(step['best'], step['single-best'])}  ({ms(step['best'])} vs {ms(step['single-best'])})",
+        f"multiworker 2 step / its floor (one bare all-reduce + one single-replica step): "
+        f"fit {ratio(step['compose'], floor)}, fit + STEPS_PER_EXECUTION=16 {ratio(step['fit-spe16'], floor)}, "
+        f"custom {ratio(step['custom'], floor)}, custom + STEPS_PER_EXECUTION=16 {ratio(step['best'], floor)}"
+        f"  (floor {ms(floor)})",
+        f"multiworker 2 steady step: fit {ms(step['compose'])}, fit + STEPS_PER_EXECUTION=16 "
+        f"{ms(step['fit-spe16'])}, custom {ms(step['custom'])}, custom + STEPS_PER_EXECUTION=16 {ms(step['best'])}",
+        f"bare all-reduce of {r['best'].get('allreduce_floats')} float32s, multiworker 2: "
+        f"{ms(r['best']['allreduce_seconds'])} (median of {ALLREDUCE_CALLS})",
+        f"final losses equal across these runs: {len(losses) == 1}  ({losses})",
+        f"trainer image: {size / 1e9:.2f} GB; rebuild after a code-only change: {rebuild:.1f} s",
+        f"WORKERS=8: {'ok' if eight['ok'] else 'FAILED'} in {eight.get('wall_seconds', 0):.1f} s, peak RSS per worker "
+        f"{min(rss) / 1e6:.0f}-{max(rss) / 1e6:.0f} MB ({sum(rss) / 1e9:.2f} GB together)",
+    ]
+    print("\n".join(["", f"bench {folder.name} ({time.strftime('%Y-%m-%d')}):", *lines]))
+    (folder / "bench.txt").write_text("\n".join(lines) + "\n")
+    compose.write_json(folder / "bench.json", {"runs": r, "floor_seconds": floor, "image_bytes": size,
+                                               "code_only_rebuild_seconds": rebuild})
+    return 0 if all(result["ok"] for result in r.values()) else 1

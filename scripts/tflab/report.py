@@ -1,0 +1,230 @@
+"""Reports: one row per run, computed from the runs' own logs, side by side.
+
+    python3 -m tflab report RUN=<id>     # a `make compare` folder (one row per run in it) or one run
+
+Writes <folder>/report.md (the table and what it means), report.csv (the same numbers, raw) and
+report.png (loss per epoch, examples/s against replicas, first step against steady step, peak
+memory). Nothing here trains: `make report` rebuilds a report from runs made any time before.
+A run that failed, or a task that wrote nothing, is a row that says so, never a missing row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from tflab.schema import by_event, read_events
+
+FLOAT32_BYTES = 4
+
+
+def run_folders(folder: Path) -> list[Path]:
+    """The runs a report covers: every run inside a compare folder, in COMPARE order, or the run itself."""
+    compare = folder / "compare.json"
+    if compare.exists():
+        return [folder / label for label in json.loads(compare.read_text())["runs"]]
+    return [folder]
+
+
+def run_row(run_dir: Path) -> dict:
+    """One report row from a run's config.json, summary.json and task logs."""
+    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    settings = config.get("settings", {})
+    tasks = config.get("tasks", [])
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    logs = {task: read_events(run_dir / f"{task}.jsonl") for task in tasks}
+    chief = tasks[0] if tasks else None
+    chief_log = logs.get(chief, [])
+    end = (by_event(chief_log, "end") or [{}])[-1]
+    ready = (by_event(chief_log, "cluster_ready") or [{}])[-1]
+    probes = by_event(chief_log, "allreduce")
+    peaks = [r["peak_rss_bytes"] for log in logs.values() for r in by_event(log, "end")]
+    steady = end.get("steady_step_seconds")
+    strategy = settings.get("strategy")
+    replicas = settings.get("workers") if strategy == "parameter_server" else ready.get("replicas")
+    parameters = end.get("parameters")
+    moves_gradients = strategy == "parameter_server" or (replicas or 1) > 1
+    return {
+        "run": run_dir.name,
+        "strategy": strategy,
+        "status": status_of(summary, logs),
+        "processes": len(tasks),
+        "replicas": replicas,
+        "final_loss": end.get("final_loss"),
+        "wall_seconds": summary["wall_seconds"] if summary else None,
+        "time_to_first_step_seconds": (end["first_step_at"] - summary["launched_at"])
+        if summary and "first_step_at" in end else None,
+        "first_step_seconds": end.get("first_step_seconds"),
+        "steady_step_seconds": steady,
+        "examples_per_second": settings["global_batch"] / steady if steady else None,
+        "speedup": None,  # filled against the single run by `rows`
+        "efficiency": None,
+        "peak_rss_per_process_bytes": max(peaks) if peaks else None,
+        "peak_rss_total_bytes": sum(peaks) if len(peaks) == len(tasks) and peaks else None,
+        "gradient_bytes_per_step": parameters * FLOAT32_BYTES if parameters and moves_gradients else (
+            0 if parameters else None),
+        "allreduce_seconds": probes[-1]["median_seconds"] if probes else None,
+        "losses": [r["loss"] for r in by_event(chief_log, "epoch")],
+        **{key: settings.get(key) for key in ("model", "loop", "steps_per_execution", "collective",
+                                              "bytes_per_pack", "backend", "global_batch", "epochs",
+                                              "examples", "seed")},
+    }
+
+
+def status_of(summary: dict | None, logs: dict[str, list[dict]]) -> str:
+    if summary is None:
+        return "incomplete: no summary.json (still running, or the lab was killed)"
+    if summary["ok"]:
+        return "ok"
+    bad = [row for row in summary["tasks"] if row["status"] != "ok"]
+    first = bad[0] if bad else {"task": "?", "status": summary["outcome"], "exit_code": None, "error": None}
+    why = f"{first['task']} {first['status']} (exit {first['exit_code']})"
+    if first.get("error"):
+        why += f": {first['error'].splitlines()[0][:120]}"
+    return f"{summary['outcome']}: {why}"
+
+
+def rows(folder: Path) -> list[dict]:
+    found = [run_row(run_dir) for run_dir in run_folders(folder)]
+    single = next((r for r in found if r["strategy"] == "single" and r["examples_per_second"]), None)
+    for row in found:
+        if single and row["examples_per_second"]:
+            row["speedup"] = row["examples_per_second"] / single["examples_per_second"]
+            row["efficiency"] = row["speedup"] / row["replicas"] if row["replicas"] else None
+    return found
+
+
+COLUMNS = [  # header, key, format, scale
+    ("run", "run", "{}", 1),
+    ("strategy", "strategy", "{}", 1),
+    ("processes", "processes", "{}", 1),
+    ("replicas", "replicas", "{}", 1),
+    ("final loss", "final_loss", "{:.4f}", 1),
+    ("wall s", "wall_seconds", "{:.1f}", 1),
+    ("to first step s", "time_to_first_step_seconds", "{:.1f}", 1),
+    ("first step s", "first_step_seconds", "{:.2f}", 1),
+    ("steady step ms", "steady_step_seconds", "{:.2f}", 1000),
+    ("examples/s", "examples_per_second", "{:.0f}", 1),
+    ("speed-up", "speedup", "{:.2f}", 1),
+    ("efficiency", "efficiency", "{:.2f}", 1),
+    ("peak RSS/process MB", "peak_rss_per_process_bytes", "{:.0f}", 1e-6),
+    ("peak RSS total MB", "peak_rss_total_bytes", "{:.0f}", 1e-6),
+    ("gradient bytes/step", "gradient_bytes_per_step", "{}", 1),
+    ("status", "status", "{}", 1),
+]
+SHARED = ("model", "loop", "steps_per_execution", "collective", "bytes_per_pack", "backend", "global_batch",
+          "epochs", "examples", "seed")
+
+
+def cell(row: dict, key: str, fmt: str, scale: float) -> str:
+    value = row.get(key)
+    if value is None:
+        return "-"
+    return fmt.format(value * scale if scale != 1 else value)
+
+
+def markdown(folder: Path, found: list[dict]) -> str:
+    lines = [f"# tflab report: {folder.name}", ""]
+    shared = {key: sorted({str(r[key]) for r in found if r[key] is not None}) for key in SHARED}
+    lines.append("Shared by every run: " + ", ".join(f"{key} {'/'.join(values)}" for key, values in shared.items()))
+    lines += ["", "| " + " | ".join(c[0] for c in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in found:
+        lines.append("| " + " | ".join(cell(row, key, fmt, scale).replace("|", "\\|")
+                                      for _, key, fmt, scale in COLUMNS) + " |")
+    lines += ["", *NOTES]
+    return "\n".join(lines) + "\n"
+
+
+NOTES = [
+    "- steady step: the chief's median step time after the first epoch; examples/s is the global batch over it.",
+    "- speed-up: examples/s over the `single` run's; efficiency: speed-up over the replicas (1.0 is linear).",
+    "- to first step: from the lab starting the tasks to the chief's first finished step (imports, "
+    "rendezvous and tracing); first step: from fit's start, tracing included.",
+    "- gradient bytes/step: the float32 gradient each replica all-reduces per step (parameter_server: each "
+    "worker pushes it to the ps and reads the variables back); 0 where one replica has nobody to reduce with.",
+    "- peak RSS: each process's peak resident memory; total sums every process of the run.",
+]
+
+
+def csv_text(found: list[dict]) -> str:
+    keys = [key for _, key, _, _ in COLUMNS] + ["allreduce_seconds", *SHARED, "losses"]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in found:
+        writer.writerow({**row, "losses": " ".join(f"{loss:.6g}" for loss in row["losses"])})
+    return out.getvalue()
+
+
+def plot(found: list[dict], path: Path) -> bool:
+    """report.png; False (and no file) where matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, axes = plt.subplots(2, 2, figsize=(13, 9))
+    loss_axes, speed_axes, step_axes, memory_axes = axes.flat
+    for row in found:
+        if row["losses"]:
+            loss_axes.plot(range(1, len(row["losses"]) + 1), row["losses"], marker="o", label=row["run"])
+    loss_axes.set(title="training loss per epoch (equal losses draw one line)", xlabel="epoch",
+                  ylabel="loss (MSE)", yscale="log")
+    loss_axes.legend(fontsize=8)
+
+    for strategy in dict.fromkeys(r["strategy"] for r in found):
+        points = sorted((r["replicas"], r["examples_per_second"]) for r in found
+                        if r["strategy"] == strategy and r["examples_per_second"] and r["replicas"])
+        if points:
+            speed_axes.plot(*zip(*points), marker="o", label=strategy)
+    speed_axes.set(title="steady-state throughput", xlabel="replicas (parameter_server: workers)",
+                   ylabel="examples/s", yscale="log")
+    speed_axes.legend(fontsize=8)
+
+    labels = [r["run"] for r in found]
+    positions = range(len(found))
+    first = [r["first_step_seconds"] or 0 for r in found]
+    steady = [r["steady_step_seconds"] or 0 for r in found]
+    step_axes.bar([p - 0.2 for p in positions], first, width=0.4, label="first step (tracing included)")
+    step_axes.bar([p + 0.2 for p in positions], steady, width=0.4, label="steady step (median)")
+    step_axes.set(title="step time: first step vs steady state", ylabel="seconds", yscale="log")
+    step_axes.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
+    step_axes.legend(fontsize=8)
+
+    per_process = [(r["peak_rss_per_process_bytes"] or 0) / 1e6 for r in found]
+    total = [(r["peak_rss_total_bytes"] or 0) / 1e6 for r in found]
+    memory_axes.bar([p - 0.2 for p in positions], per_process, width=0.4, label="largest process")
+    memory_axes.bar([p + 0.2 for p in positions], total, width=0.4, label="all processes")
+    memory_axes.set(title="peak resident memory", ylabel="MB")
+    memory_axes.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
+    memory_axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def table(found: list[dict]) -> str:
+    cells = [[c[0] for c in COLUMNS[:-1]]] + [[cell(r, key, fmt, scale) for _, key, fmt, scale in COLUMNS[:-1]]
+                                             for r in found]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    lines = ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines += [f"{r['run']}: {r['status']}" for r in found if r["status"] != "ok"]
+    return "\n".join(lines)
+
+
+def write(folder: Path) -> tuple[list[dict], list[Path]]:
+    """Builds and writes the report for a folder; returns its rows and the files written."""
+    found = rows(folder)
+    written = [folder / "report.md", folder / "report.csv"]
+    written[0].write_text(markdown(folder, found))
+    written[1].write_text(csv_text(found))
+    if plot(found, folder / "report.png"):
+        written.append(folder / "report.png")
+    return found, written

@@ -1,0 +1,127 @@
+"""Reports built from recorded logs: the numbers are the logs' numbers, and a failed or missing
+task is a row that says so."""
+
+import csv
+import io
+import json
+
+import pytest
+from tflab import report
+from tflab.schema import EventLog
+
+GB = 64
+
+
+def record_run(folder, label, strategy, tasks, steady=None, loss=1.0, replicas=1, exit_codes=None,
+               summary=True, silent=(), error=None, parameters=341, rss=500_000_000, workers=None):
+    """Writes a run folder as the lab leaves one: config.json, summary.json and each task's JSONL."""
+    run_dir = folder / label
+    run_dir.mkdir(parents=True)
+    settings = {"strategy": strategy, "global_batch": GB, "workers": workers or len(tasks), "model": "mlp",
+                "loop": "fit", "steps_per_execution": 1, "collective": "auto", "bytes_per_pack": 0,
+                "backend": "compose", "epochs": 2, "examples": 1024, "seed": 0}
+    (run_dir / "config.json").write_text(json.dumps({"settings": settings, "tasks": tasks}))
+    codes = exit_codes or {task: 0 for task in tasks}
+    for i, task in enumerate(tasks):
+        if task in silent:
+            continue
+        log = EventLog(run_dir / f"{task}.jsonl", task)
+        log.emit("cluster_ready", seconds=3.0, replicas=replicas, devices=[])
+        for epoch, value in enumerate([loss * 2, loss], start=1):
+            log.emit("epoch", epoch=epoch, loss=value, seconds=0.5, steps=16, examples_per_second=2048.0)
+        if task == error:
+            log.emit("error", message="UnavailableError: worker-1 went away\nmore")
+        elif i == 0 and steady:
+            log.emit("end", role="trainer", final_loss=loss, total_seconds=9.0, first_step_seconds=0.8,
+                     first_step_at=1005.0, steady_step_seconds=steady, peak_rss_bytes=rss,
+                     weights_sha256="ab" * 32, parameters=parameters)
+        else:
+            log.emit("end", role="server", total_seconds=9.0, peak_rss_bytes=rss)
+        log.close()
+    if summary:
+        rows = [{"task": t, "status": "ok" if codes[t] == 0 and t != error else "failed", "exit_code": codes[t],
+                 "error": "UnavailableError: worker-1 went away" if t == error else None} for t in tasks]
+        ok = all(row["status"] == "ok" for row in rows)
+        (run_dir / "summary.json").write_text(json.dumps({
+            "ok": ok, "outcome": "ok" if ok else "failed", "launched_at": 1000.0, "wall_seconds": 12.5,
+            "tasks": rows}))
+    return run_dir
+
+
+@pytest.fixture
+def compare_folder(tmp_path):
+    folder = tmp_path / "cmp"
+    record_run(folder, "single", "single", ["single"], steady=0.001, replicas=1, loss=0.84)
+    record_run(folder, "mirrored-2", "mirrored", ["mirrored"], steady=0.002, replicas=2, loss=0.84)
+    record_run(folder, "multiworker-2", "multiworker", ["worker-0", "worker-1"], steady=0.010, replicas=2,
+               loss=0.84, rss=600_000_000)
+    record_run(folder, "multiworker-4", "multiworker", ["worker-0", "worker-1", "worker-2", "worker-3"],
+               replicas=4, exit_codes={"worker-0": 1, "worker-1": 137, "worker-2": 1, "worker-3": 1},
+               error="worker-0", silent=("worker-3",))
+    record_run(folder, "parameter-server-2", "parameter_server", ["chief-0", "worker-0", "worker-1", "ps-0"],
+               steady=0.008, replicas=2, workers=2, loss=0.9)
+    record_run(folder, "unfinished", "multiworker", ["worker-0"], steady=0.01, summary=False)
+    labels = ["single", "mirrored-2", "multiworker-2", "multiworker-4", "parameter-server-2", "unfinished"]
+    (folder / "compare.json").write_text(json.dumps({"runs": labels}))
+    return folder
+
+
+def test_rows_are_the_logs_numbers(compare_folder):
+    rows = {row["run"]: row for row in report.rows(compare_folder)}
+    assert list(rows) == ["single", "mirrored-2", "multiworker-2", "multiworker-4", "parameter-server-2", "unfinished"]
+    mw = rows["multiworker-2"]
+    assert mw["final_loss"] == 0.84 and mw["steady_step_seconds"] == 0.010
+    assert mw["examples_per_second"] == pytest.approx(GB / 0.010)
+    assert mw["time_to_first_step_seconds"] == pytest.approx(5.0)  # first_step_at 1005 - launched_at 1000
+    assert mw["wall_seconds"] == 12.5 and mw["processes"] == 2 and mw["replicas"] == 2
+    assert mw["peak_rss_per_process_bytes"] == 600_000_000 and mw["peak_rss_total_bytes"] == 1_200_000_000
+    assert mw["gradient_bytes_per_step"] == 341 * 4
+    assert rows["single"]["gradient_bytes_per_step"] == 0  # one replica has nobody to reduce with
+    assert mw["losses"] == [1.68, 0.84]
+
+
+def test_speedup_and_efficiency_are_against_single(compare_folder):
+    rows = {row["run"]: row for row in report.rows(compare_folder)}
+    assert rows["single"]["speedup"] == pytest.approx(1.0) and rows["single"]["efficiency"] == pytest.approx(1.0)
+    assert rows["mirrored-2"]["speedup"] == pytest.approx(0.5)
+    assert rows["mirrored-2"]["efficiency"] == pytest.approx(0.25)
+    assert rows["multiworker-2"]["speedup"] == pytest.approx(0.1)
+    assert rows["multiworker-2"]["efficiency"] == pytest.approx(0.05)
+    # parameter_server: its replicas are its workers; its servers count among its processes.
+    ps = rows["parameter-server-2"]
+    assert (ps["replicas"], ps["processes"]) == (2, 4)
+    assert ps["speedup"] == pytest.approx(0.125) and ps["efficiency"] == pytest.approx(0.0625)
+    assert ps["peak_rss_total_bytes"] == 4 * 500_000_000
+
+
+def test_failed_and_unfinished_runs_are_rows_that_say_so(compare_folder):
+    rows = {row["run"]: row for row in report.rows(compare_folder)}
+    failed = rows["multiworker-4"]
+    assert failed["status"] == "failed: worker-0 failed (exit 1): UnavailableError: worker-1 went away"
+    assert failed["final_loss"] is None and failed["speedup"] is None
+    assert failed["peak_rss_total_bytes"] is None  # worker-3 wrote nothing: no sum pretends otherwise
+    assert rows["unfinished"]["status"].startswith("incomplete: no summary.json")
+    table = report.table(report.rows(compare_folder))
+    assert "multiworker-4: failed: worker-0 failed (exit 1)" in table
+    assert "unfinished: incomplete" in table
+
+
+def test_markdown_csv_and_png_hold_every_row(compare_folder):
+    found, written = report.write(compare_folder)
+    assert [p.name for p in written] == ["report.md", "report.csv", "report.png"]
+    markdown = (compare_folder / "report.md").read_text()
+    for row in found:
+        assert f"| {row['run']} | " in markdown
+    assert ("| multiworker-2 | multiworker | 2 | 2 | 0.8400 | 12.5 | 5.0 | 0.80 | 10.00 | 6400 | 0.10 | 0.05 "
+            "| 600 | 1200 | 1364 | ok |") in markdown
+    parsed = list(csv.DictReader(io.StringIO((compare_folder / "report.csv").read_text())))
+    assert [r["run"] for r in parsed] == [row["run"] for row in found]
+    assert float(parsed[2]["examples_per_second"]) == pytest.approx(6400)
+    assert parsed[3]["final_loss"] == ""  # failed: empty, not zero
+    assert (compare_folder / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_single_run_folder_is_a_one_row_report(tmp_path):
+    run_dir = record_run(tmp_path, "alone", "single", ["single"], steady=0.002)
+    found = report.rows(run_dir)
+    assert [row["run"] for row in found] == ["alone"] and found[0]["speedup"] == pytest.approx(1.0)
