@@ -212,7 +212,8 @@ _DEFAULTS = Settings()
 SPECS: dict[str, Spec] = {
     "STRATEGY": Spec("strategy", _choice(STRATEGIES), " | ".join(STRATEGIES),
                      "single: one process, one replica; mirrored: one process, REPLICAS replicas; "
-                     "multiworker: WORKERS processes, one replica each"),
+                     "multiworker: WORKERS processes, one replica each; parameter_server: a chief, "
+                     "WORKERS workers and PS parameter servers, asynchronous"),
     "WORKERS": Spec("workers", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
                     "worker containers (or local processes) for multiworker and parameter_server"),
     "REPLICAS": Spec("replicas", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
