@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
 
-.PHONY: help up compare report bench config summary logs down
+.PHONY: help up chaos soak compare report bench config summary logs down
 .PHONY: images wheels venv test test-unit test-integration clean
 
 help: ## list the targets and the settings
@@ -32,6 +32,12 @@ help: ## list the targets and the settings
 
 up: $(if $(filter local,$(BACKEND)),venv) ## train on the lab and print a summary: make up STRATEGY=mirrored
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB) up
+
+chaos: ## a run with one fault on purpose: make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
+	@$(LAB) chaos
+
+soak: ## SOAK runs with random faults: make soak SOAK=20; prints what survived, ended cleanly, hung
+	@$(LAB) soak
 
 compare: venv ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
 	@TFLAB_PYTHON=$(VENV_PYTHON) PYTHONPATH=scripts $(VENV_PYTHON) -m tflab compare

@@ -61,6 +61,18 @@ def command_bench(settings: Settings) -> int:
     return bench.bench(settings)
 
 
+def command_chaos(settings: Settings) -> int:
+    from tflab import chaos
+
+    return chaos.chaos(settings)
+
+
+def command_soak(settings: Settings) -> int:
+    from tflab import chaos
+
+    return chaos.soak(settings)
+
+
 def command_config(settings: Settings) -> int:
     """Prints the resolved settings, the cluster spec and each task's TF_CONFIG, as JSON."""
     if settings.backend == "local":
@@ -151,6 +163,8 @@ COMMANDS = {
     "compare": (command_compare, "run every COMPARE entry side by side and write their report"),
     "report": (command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
     "bench": (command_bench, "measure the lab's overhead and the multi-worker step, side by side"),
+    "chaos": (command_chaos, "a run with one fault injected: SCENARIO, TARGET, AT, HEAL"),
+    "soak": (command_soak, "SOAK runs with random faults; prints survived/ended-cleanly/hung counts"),
     "config": (command_config, "print the cluster spec and every task's TF_CONFIG"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),

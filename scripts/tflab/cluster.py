@@ -44,6 +44,17 @@ def compose_address(job: str, index: int) -> str:
     return f"{job}-{index}:{PORT}"
 
 
+def linked_address(proxied: frozenset[str] = frozenset()):
+    """An address function for Compose where the tasks in `proxied` are reached through their
+    delay proxy, `<task>-link` (LINK, make chaos SCENARIO=slow-link). The task itself still
+    listens on its own port 2222: TensorFlow binds the port of its address on every interface."""
+    def address(job: str, index: int) -> str:
+        task = f"{job}-{index}"
+        return f"{task}-link:{PORT}" if task in proxied else compose_address(job, index)
+
+    return address
+
+
 def local_addresses(ports: Sequence[int]):
     """An address function for the local backend: the i-th task overall gets localhost:ports[i]."""
     ports = iter(ports)

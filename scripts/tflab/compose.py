@@ -22,7 +22,7 @@ from tflab.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
-TASKS_FILE = "compose.tasks.json"  # the generated cluster services, in each such run's folder
+RUN_FILE = "compose.run.json"  # the run's generated services and overrides, in its folder
 PROFILES = ("single", "mirrored", "cluster")
 PROJECT_PREFIX = "tflab-"
 
@@ -85,16 +85,41 @@ def find_compose(choice: str = "auto") -> ComposeCli:
                    "install it, or use COMPOSE=auto")
 
 
-def render_tasks(settings: Settings, spec: dict) -> dict:
-    """The Compose override with one service per cluster task, each extending the `task` template."""
-    services = {}
+def link_service(task: str) -> str:
+    return f"{task}-link"
+
+
+def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozenset()) -> dict:
+    """The run's Compose override: one service per cluster task, each extending the `task`
+    template with its TF_CONFIG; a delay proxy in front of each task in `proxied`; every task's
+    resource limits; and the network's mode."""
+    services: dict[str, dict] = {}
+    limits = {}
+    if settings.cpus:
+        limits["cpus"] = settings.cpus
+    if settings.memory != "0":
+        limits["mem_limit"] = settings.memory
     for task in cluster.task_names(settings):
-        services[task] = {
-            "extends": {"file": str(COMPOSE_FILE), "service": "task"},
-            "hostname": task,
-            "environment": cluster.tf_config_env(spec, task),
-        }
-    return {"services": services}
+        if spec:
+            services[task] = {
+                "extends": {"file": str(COMPOSE_FILE), "service": "task"},
+                "hostname": task,
+                "environment": cluster.tf_config_env(spec, task),
+            }
+        services.setdefault(task, {}).update(limits)
+        if task in proxied:
+            services[link_service(task)] = {
+                "extends": {"file": str(COMPOSE_FILE), "service": "task"},
+                "hostname": link_service(task),
+                "command": ["python", "-m", "tflab.linkproxy"],
+                "environment": {"TFLAB_LINK_TO": f"{task}:{cluster.PORT}",
+                                "TFLAB_LINK_CONTROL": f"/lab/run/links/{task}.json"},
+            }
+    override: dict = {"services": services}
+    if settings.network == "bridge":
+        override["networks"] = {"cluster": {"internal": False,
+                                            "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "false"}}}
+    return override
 
 
 def container_user() -> tuple[int, int]:
@@ -106,17 +131,17 @@ def container_user() -> tuple[int, int]:
 class ComposeStack:
     """The Backend for BACKEND=compose (see runner.py): one Compose project per run."""
 
-    def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str):
+    def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str,
+                 proxied: frozenset[str] = frozenset()):
         self.cli = cli
         self.run_dir = run_dir
         self.settings = settings
         self.project = PROJECT_PREFIX + run_dir.name
         self.tasks = cluster.task_names(settings)
-        self.address = cluster.compose_address
+        self.proxied = proxied if cluster.job_sizes(settings) else frozenset()
+        self.address = cluster.linked_address(self.proxied)
         self.description = f"compose ({cli}), project {self.project}, image {image}"
-        self.files = [COMPOSE_FILE]
-        if cluster.job_sizes(settings):
-            self.files.append(run_dir / TASKS_FILE)
+        self.files = [COMPOSE_FILE, run_dir / RUN_FILE]
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir),
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -131,11 +156,29 @@ class ComposeStack:
         return run_quiet(self.command(*args), timeout=timeout, env=self.env)
 
     def start(self, spec: dict) -> None:
-        if spec:
-            write_json(self.run_dir / TASKS_FILE, render_tasks(self.settings, spec))
-        result = self.compose("up", "--detach", "--no-build", *self.tasks, timeout=300)
+        write_json(self.run_dir / RUN_FILE, render_run(self.settings, spec, self.proxied))
+        self._up(*[link_service(task) for task in sorted(self.proxied)], *self.tasks)
+
+    def restart(self) -> None:
+        """Starts every task's container again (after all have exited): same config, same logs."""
+        self._up(*self.tasks)
+
+    def _up(self, *services: str) -> None:
+        result = self.compose("up", "--detach", "--no-build", *services, timeout=300)
         if result.returncode != 0:
             raise LabError(f"compose up failed: {_last_line(result)}")
+
+    def container(self, task: str) -> str:
+        """The id of a task's container."""
+        found = run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
+                           f"label=com.docker.compose.project={self.project}",
+                           "--filter", f"label=com.docker.compose.service={task}"]).stdout.split()
+        if not found:
+            raise LabError(f"task {task} has no container in project {self.project}")
+        return found[0]
+
+    def network(self) -> str:
+        return f"{self.project}_cluster"
 
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, or None while its container is not (yet) finished."""

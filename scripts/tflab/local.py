@@ -61,7 +61,15 @@ class LocalProcesses:
         self._output = None
 
     def start(self, spec: dict) -> None:
+        self._spec = spec
         self._output = open(self.run_dir / "output.log", "a", buffering=1)
+        self._launch()
+
+    def restart(self) -> None:
+        self._launch()
+
+    def _launch(self) -> None:
+        spec = self._spec
         for task in self.tasks:
             env = {**os.environ, **cluster.tf_config_env(spec, task),
                    "PYTHONPATH": str(REPO / "scripts"), "PYTHONUNBUFFERED": "1",

@@ -67,7 +67,7 @@ def run_row(run_dir: Path) -> dict:
         "gradient_bytes_per_step": parameters * FLOAT32_BYTES if parameters and moves_gradients else (
             0 if parameters else None),
         "allreduce_seconds": probes[-1]["median_seconds"] if probes else None,
-        "losses": [r["loss"] for r in by_event(chief_log, "epoch")],
+        "losses": list({r["epoch"]: r["loss"] for r in by_event(chief_log, "epoch")}.values()),
         **{key: settings.get(key) for key in ("model", "loop", "steps_per_execution", "collective",
                                               "bytes_per_pack", "backend", "global_batch", "epochs",
                                               "examples", "seed")},

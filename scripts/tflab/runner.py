@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from tflab import cluster, compose, images, local, report, summary
 from tflab.errors import LabError
+from tflab.linkproxy import Profile
 from tflab.schema import read_events
 from tflab.settings import Settings
 
@@ -51,14 +53,33 @@ def planned_run_dir(settings: Settings) -> Path:
     return run_dir
 
 
-def make_backend(settings: Settings, run_dir: Path):
+def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = frozenset()):
     """Every check a backend needs, done before anything is written or started."""
     if settings.backend == "local":
+        if settings.link:
+            raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies run as containers")
         return local.LocalProcesses(settings, run_dir, local.find_python())
     compose.check_docker()
     cli = compose.find_compose(settings.compose)
     image = images.ensure_image(settings.base_image)
-    return compose.ComposeStack(cli, run_dir, settings, image)
+    if settings.link:
+        proxied = frozenset(cluster.task_names(settings))
+    return compose.ComposeStack(cli, run_dir, settings, image, proxied)
+
+
+def write_links(settings: Settings, run_dir: Path, backend) -> None:
+    """LINK: every proxied task's profile, in place before anything starts."""
+    if settings.link:
+        for task in getattr(backend, "proxied", ()):
+            set_link(run_dir, task, settings.link)
+
+
+def set_link(run_dir: Path, task: str, link: str) -> None:
+    links = run_dir / "links"
+    links.mkdir(exist_ok=True)
+    temporary = links / f".{task}.json"
+    temporary.write_text(json.dumps(Profile.parse(link).to_dict()))  # the proxy polls for it
+    temporary.replace(links / f"{task}.json")
 
 
 def make_folder(path: Path, link_latest: bool) -> None:
@@ -86,19 +107,25 @@ def write_run_folder(settings: Settings, run_dir: Path, spec: dict, link_latest:
     compose.write_json(run_dir / "config.json", config)
 
 
-def up(settings: Settings, link_latest: bool = True) -> int:
-    """`make up`: a whole run. Returns the exit status: 0 only if every task succeeded."""
+def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
+    """`make up` (and `make chaos`, with `chaos`): a whole run, restarts included. Returns the
+    exit status: 0 only if every task succeeded in the end."""
     run_dir = planned_run_dir(settings)
-    backend = make_backend(settings, run_dir)
+    if chaos:
+        chaos.check(settings)
+    backend = make_backend(settings, run_dir, chaos.proxied() if chaos else frozenset())
     spec = cluster.cluster_spec(settings, backend.address)
     write_run_folder(settings, run_dir, spec, link_latest)
+    write_links(settings, run_dir, backend)
     say(f"run {run_dir.name}: {describe(settings)} on {backend.description}")
     say(f"outputs in {display_path(run_dir)}/")
+    if chaos:
+        say(f"chaos: {chaos.describe()}")
     started = time.time()
-    outcome, stopped = "failed", []
+    outcome, stopped, restarts = "failed", [], []
     try:
         backend.start(spec)
-        outcome, stopped = follow(backend, settings, run_dir)
+        outcome, stopped = supervise(backend, settings, run_dir, chaos, restarts)
     except KeyboardInterrupt:
         outcome, stopped = "interrupted", [t for t, c in backend.exit_codes().items() if c is None]
         say("interrupted: stopping every task")
@@ -107,23 +134,71 @@ def up(settings: Settings, link_latest: bool = True) -> int:
         say(str(error))
     finally:
         codes = backend.exit_codes()
+        if chaos:
+            chaos.finish(backend)
         backend.save_output()
         backend.close()
     result = summary.summarise(settings, run_dir, codes, stopped, outcome, started, time.time())
+    result["restarts"] = restarts
+    if chaos:
+        result["chaos"] = chaos.result(run_dir, result)
     compose.write_json(run_dir / "summary.json", result)
     print(summary.table(result))
     return 0 if result["ok"] else 1
 
 
-def follow(backend, settings: Settings, run_dir: Path) -> tuple[str, list[str]]:
-    """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
+def supervise(backend, settings: Settings, run_dir: Path, chaos, restarts: list) -> tuple[str, list[str]]:
+    """Follows the run; after a failure, restarts every task, up to RESTARTS times. The whole
+    cluster restarts, not the one task: a MultiWorkerMirroredStrategy worker cannot rejoin a
+    running cluster (its peers abort as soon as it goes), and Docker's own restart policy is off
+    after a `docker kill` or `docker stop` anyway."""
     printer = summary.ProgressPrinter(settings, run_dir)
-    servers = cluster.server_tasks(settings)
     deadline = time.monotonic() + settings.timeout
+    while True:
+        outcome, stopped = follow(backend, settings, printer, deadline, chaos)
+        if outcome != "failed" or len(restarts) >= settings.restarts:
+            if outcome == "failed" and settings.restarts:
+                say(f"not restarting: all {settings.restarts} restarts (RESTARTS) are spent")
+            return outcome, stopped
+        left = [task for task, code in backend.exit_codes().items() if code is None]
+        backend.stop(left)
+        restarts.append(time.time())
+        resume = "from the last backup" if settings.backup != "off" and settings.loop == "fit" else "from the start"
+        say(f"restarting every task ({len(restarts)} of {settings.restarts}): training resumes {resume}")
+        share_backup(run_dir, settings)
+        backend.restart()
+        if chaos:
+            chaos.after_restart(backend)
+
+
+def share_backup(run_dir: Path, settings: Settings) -> None:
+    """Before a restart, gives every worker the chief's backup. Keras restores the model from
+    backup/chief on every worker, but TensorFlow's preemption handler reads each worker's own
+    backup/workertemp_<i>, which Keras empties after each save: measured here, one worker then
+    restored its step counter and the other initialised it, their collectives no longer matched
+    ("Collective instance ... expected type 1 ... but got type 0"), and every restart failed."""
+    chief = run_dir / "backup" / "chief"
+    if settings.strategy != "multiworker" or not chief.is_dir():
+        return
+    for index in range(1, settings.workers):
+        own = run_dir / "backup" / f"workertemp_{index}"
+        shutil.rmtree(own, ignore_errors=True)
+        shutil.copytree(chief, own)
+        if os.getuid() == 0:
+            uid, gid = compose.container_user()
+            for path in [own, *own.iterdir()]:
+                os.chown(path, uid, gid)
+
+
+def follow(backend, settings: Settings, printer, deadline: float, chaos=None) -> tuple[str, list[str]]:
+    """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
+    servers = cluster.server_tasks(settings)
     failed_at = None
     while True:
         printer.print_new()
         codes = backend.exit_codes()
+        if chaos:
+            chaos.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
         if running and set(running) <= set(servers):
             say(f"the chief is done; ending {', '.join(running)}")

@@ -26,6 +26,8 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # Seconds from the task's start until its strategy (a server: its gRPC server) was up,
     # imports and rendezvous included.
     "cluster_ready": {"seconds": NUMBER, "replicas": int, "devices": list},
+    # After a restart: training resumed from the backup at this epoch (1-based) and step in it.
+    "restored": {"epoch": int, "step": int},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
     "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int,
               "examples_per_second": NUMBER},
@@ -72,24 +74,47 @@ def _kind_name(kind) -> str:
     return "a number" if kind == NUMBER else f"a {kind.__name__}"
 
 
+def attempts(records: list[dict]) -> list[list[dict]]:
+    """A log split at each `start`: the lab appends one attempt per (re)start of the task."""
+    found: list[list[dict]] = []
+    for record in records:
+        if record.get("event") == "start" or not found:
+            found.append([])
+        found[-1].append(record)
+    return found
+
+
 def completeness(records: list[dict], epochs: int, role: str = "trainer") -> list[str]:
-    """What a finished, successful task's log lacks: start, cluster_ready, epochs 1..N, end (a
-    server: start, cluster_ready, end), with optional events anywhere before the end."""
+    """What a finished, successful task's log lacks. Its last attempt must be start,
+    cluster_ready, (restored,) the remaining epochs up to N, end (a server: start, cluster_ready,
+    end); optional events may come anywhere before the end, and earlier attempts must have
+    ended without an `end`."""
     found = [p for record in records for p in problems(record)]
-    kinds = [r.get("event") for r in records if r.get("event") not in OPTIONAL_EVENTS]
+    tries = attempts(records)
+    if not tries:
+        return found + ["no events at all"]
+    for earlier in tries[:-1]:
+        if any(r.get("event") == "end" for r in earlier):
+            found.append("an attempt before the last one has an end event")
+    last = tries[-1]
+    kinds = [r.get("event") for r in last if r.get("event") not in OPTIONAL_EVENTS]
     if "error" in kinds:
-        found.append(f"error: {next(r for r in records if r.get('event') == 'error')['message']}")
+        found.append(f"error: {next(r for r in last if r.get('event') == 'error')['message']}")
+    restored = next((r for r in last if r.get("event") == "restored"), None)
+    first_epoch = restored["epoch"] if restored else 1
     if role == "server":
-        epochs = 0
-    expected = ["start", "cluster_ready"] + ["epoch"] * epochs + ["end"]
+        expected = ["start", "cluster_ready", "end"]
+    else:
+        expected = (["start", "cluster_ready"] + ["restored"] * bool(restored)
+                    + ["epoch"] * (epochs - first_epoch + 1) + ["end"])
     if kinds != expected:
         found.append(f"events {kinds} are not {expected}")
-    roles = {r.get("role") for r in records if r.get("event") in ("start", "end")}
+    epoch_numbers = [r.get("epoch") for r in last if r.get("event") == "epoch"]
+    if role == "trainer" and epoch_numbers != list(range(first_epoch, epochs + 1)):
+        found.append(f"epochs {epoch_numbers} are not {first_epoch}..{epochs}")
+    roles = {r.get("role") for r in last if r.get("event") in ("start", "end")}
     if roles != {role}:
         found.append(f"roles {sorted(map(str, roles))} are not [{role!r}]")
-    epoch_numbers = [r.get("epoch") for r in records if r.get("event") == "epoch"]
-    if epoch_numbers != list(range(1, epochs + 1)):
-        found.append(f"epochs {epoch_numbers} are not 1..{epochs}")
     return found
 
 

@@ -23,6 +23,9 @@ STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
 MODELS = ("mlp", "cnn")
 LOOPS = ("fit", "custom")
 COLLECTIVES = ("auto", "ring", "nccl")
+NETWORKS = ("internal", "bridge")
+SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
+LINK_PATTERN = re.compile(r"(\d+(?:\.\d+)?)ms,(\d+(?:\.\d+)?)mbit")
 BACKENDS = ("compose", "local")
 COMPOSE_CLIS = ("auto", "v2", "v1")
 MAX_TASKS = 16
@@ -61,6 +64,19 @@ class Settings:
     compose: str = "auto"  # auto (v2 plugin, else docker-compose), v2 or v1
     base_image: str = ""  # trainer base image; empty: python:3.11-slim, else a local build
     compare: str = DEFAULT_COMPARE  # the runs `make compare` makes, as strategy-count entries
+    restarts: int = 2  # times the lab restarts the whole cluster after a task fails
+    backup: str = "epoch"  # BackupAndRestore: every epoch, every N steps, or off
+    cpus: float = 0.0  # CPU limit of every task's container; 0: none
+    memory: str = "0"  # memory limit of every task's container (512m, 2g); 0: none
+    network: str = "internal"  # internal: no route out; bridge: Docker's default bridge rules
+    link: str = ""  # every task's inbound link, "<latency>ms,<rate>mbit", through a proxy; empty: direct
+    scenario: str = "kill"  # make chaos: kill | stop | pause | partition | slow-link | slow-node
+    target: str = ""  # make chaos: the task hit; empty: the last worker
+    at: str = "epoch:2"  # make chaos: when, "epoch:N" (after N epochs) or "seconds:S" (after ready)
+    heal: str = "5"  # make chaos: seconds until pause/partition is undone, or "never" (partition)
+    slow_link: str = "10ms,100mbit"  # make chaos SCENARIO=slow-link: the target's inbound link
+    slow_cpus: float = 0.25  # make chaos SCENARIO=slow-node: the target's CPU limit
+    soak: int = 20  # make soak: how many random scenarios
 
     @property
     def replicas_in_sync(self) -> int:
@@ -135,6 +151,9 @@ class Settings:
         if self.loop == "custom" and self.strategy == "parameter_server":
             raise SettingsError("LOOP=custom is not allowed with STRATEGY=parameter_server: "
                                 "expected LOOP=fit (the custom loop is for the synchronous strategies)")
+        if self.heal == "never" and self.scenario != "partition":
+            raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
+                                "expected seconds (only a partition may stay)")
         if self.examples < self.global_batch:
             raise SettingsError(
                 f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
@@ -160,14 +179,14 @@ def _integer(low: int, high: int) -> Callable[[str, str], int]:
     return parse
 
 
-def _seconds(low: float, high: float) -> Callable[[str, str], float]:
+def _number(low: float, high: float, what: str = "seconds") -> Callable[[str, str], float]:
     def parse(name: str, raw: str) -> float:
         try:
             value = float(raw)
         except ValueError:
             value = float("nan")
         if not low <= value <= high:  # also false for nan
-            raise SettingsError(f"{name}={raw} is not allowed: expected seconds from {low:g} to {high:g}")
+            raise SettingsError(f"{name}={raw} is not allowed: expected {what} from {low:g} to {high:g}")
         return value
 
     return parse
@@ -199,6 +218,38 @@ def _compare(name: str, raw: str) -> str:
         raise SettingsError(f"{name}={raw!r} is not allowed ({what}): expected distinct entries such as "
                             "single mirrored-2 multiworker-4 parameter-server-2")
     return " ".join(entries)
+
+
+def _backup(name: str, raw: str) -> str:
+    if raw in ("epoch", "off") or (raw.isdigit() and int(raw) > 0):
+        return raw
+    raise SettingsError(f"{name}={raw} is not allowed: expected epoch, off, or a number of steps")
+
+
+def _memory(name: str, raw: str) -> str:
+    if re.fullmatch(r"0|\d+[kmg]", raw):
+        return raw
+    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size such as 512m or 2g")
+
+
+def _link(name: str, raw: str) -> str:
+    match = LINK_PATTERN.fullmatch(raw)
+    if match and float(match.group(2)) > 0:
+        return raw
+    raise SettingsError(f"{name}={raw} is not allowed: expected <latency>ms,<rate>mbit such as 1ms,1000mbit")
+
+
+def _moment(name: str, raw: str) -> str:
+    kind, _, value = raw.partition(":")
+    if kind in ("epoch", "seconds") and re.fullmatch(r"\d+(\.\d+)?", value) and (kind != "epoch" or value.isdigit()):
+        return raw
+    raise SettingsError(f"{name}={raw} is not allowed: expected epoch:N (after N epochs) or seconds:S")
+
+
+def _heal(name: str, raw: str) -> str:
+    if raw == "never" or re.fullmatch(r"\d+(\.\d+)?", raw):
+        return raw
+    raise SettingsError(f"{name}={raw} is not allowed: expected seconds, or never")
 
 
 def _text(name: str, raw: str) -> str:
@@ -244,9 +295,9 @@ SPECS: dict[str, Spec] = {
                 "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest"),
     "BACKEND": Spec("backend", _choice(BACKENDS), " | ".join(BACKENDS),
                     "compose: a container per task; local: a process per task on loopback, same script"),
-    "PEER_TIMEOUT": Spec("peer_timeout", _seconds(1, 3600), "1..3600 seconds",
+    "PEER_TIMEOUT": Spec("peer_timeout", _number(1, 3600), "1..3600 seconds",
                          "how long a trainer waits for its peers before it exits naming the missing ones"),
-    "TIMEOUT": Spec("timeout", _seconds(10, 86_400), "10..86400 seconds",
+    "TIMEOUT": Spec("timeout", _number(10, 86_400), "10..86400 seconds",
                     "how long a whole run may take before the lab stops it and reports it failed"),
     "RUNS_DIR": Spec("runs_dir", _text, "a folder", "where run folders are written"),
     "COMPOSE": Spec("compose", _choice(COMPOSE_CLIS), " | ".join(COMPOSE_CLIS),
@@ -256,6 +307,29 @@ SPECS: dict[str, Spec] = {
                        "else a Debian base built locally with debootstrap"),
     "COMPARE": Spec("compare", _compare, "entries single, mirrored-N, multiworker-N, parameter-server-N",
                     "the runs `make compare` makes, side by side, with every other setting shared"),
+    "RESTARTS": Spec("restarts", _integer(0, 10), "0..10",
+                     "times the lab restarts the whole cluster after a task fails; each resumes from the backup"),
+    "BACKUP": Spec("backup", _backup, "epoch | off | N steps",
+                   "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup"),
+    "CPUS": Spec("cpus", _number(0, 64, "CPUs"), "0..64",
+                 "CPU limit of every task's container, to imitate small nodes; 0: none"),
+    "MEMORY": Spec("memory", _memory, "0 | <n>k | <n>m | <n>g", "memory limit of every task's container; 0: none"),
+    "NETWORK": Spec("network", _choice(NETWORKS), " | ".join(NETWORKS),
+                    "internal: the tasks' network has no route out and the host has no address on it; "
+                    "bridge: Docker's usual bridge"),
+    "LINK": Spec("link", _link, "empty | <latency>ms,<rate>mbit",
+                 "every task's inbound link through a delay proxy, e.g. 1ms,1000mbit; empty: direct"),
+    "SCENARIO": Spec("scenario", _choice(SCENARIOS), " | ".join(SCENARIOS), "make chaos: the fault to inject"),
+    "TARGET": Spec("target", _text, "a task of the run; empty: the last worker", "make chaos: the task it hits"),
+    "AT": Spec("at", _moment, "epoch:N | seconds:S",
+               "make chaos: after the target's Nth epoch, or S seconds after it is ready"),
+    "HEAL": Spec("heal", _heal, "seconds | never (partition only)",
+                 "make chaos: when a pause or partition is undone"),
+    "SLOW_LINK": Spec("slow_link", _link, "<latency>ms,<rate>mbit",
+                      "make chaos SCENARIO=slow-link: the link the target gets from AT on"),
+    "SLOW_CPUS": Spec("slow_cpus", _number(0.01, 64, "CPUs"), "0.01..64",
+                      "make chaos SCENARIO=slow-node: the target's CPUs"),
+    "SOAK": Spec("soak", _integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs"),
 }
 
 

@@ -10,16 +10,18 @@ import json
 from pathlib import Path
 
 from tflab import cluster
-from tflab.schema import by_event, read_events
+from tflab.schema import attempts, by_event, read_events
 from tflab.settings import Settings
 
 
 def task_row(task: str, records: list[dict], exit_code: int | None, stopped: bool,
              settings: Settings) -> dict:
-    end = (by_event(records, "end") or [{}])[-1]
-    ready = (by_event(records, "cluster_ready") or [{}])[-1]
-    errors = by_event(records, "error")
-    epochs = by_event(records, "epoch")
+    tries = attempts(records)
+    last = tries[-1] if tries else []  # after restarts, the task's last attempt is its result
+    end = (by_event(last, "end") or [{}])[-1]
+    ready = (by_event(last, "cluster_ready") or [{}])[-1]
+    errors = by_event(last, "error")
+    epochs = {e["epoch"]: e for e in by_event(records, "epoch")}  # an epoch redone after a restore: its last
     if stopped:
         status = "stopped"  # still running when the lab ended the run
     elif exit_code is None:
@@ -35,7 +37,11 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         "status": status,
         "exit_code": exit_code,
         "epochs_done": len(epochs),
-        "losses": [e["loss"] for e in epochs],
+        "losses": [epochs[n]["loss"] for n in sorted(epochs)],
+        "attempts": len(tries),
+        "restored": [{"epoch": r["epoch"], "step": r["step"]} for r in by_event(records, "restored")],
+        "earlier_errors": [r["message"].splitlines()[0][:300] for attempt in tries[:-1]
+                           for r in by_event(attempt, "error")],
         "final_loss": end.get("final_loss"),
         "cluster_ready_seconds": ready.get("seconds"),
         "first_step_seconds": end.get("first_step_seconds"),
@@ -102,10 +108,22 @@ def table(result: dict) -> str:
         if row["error"]:
             lines.append(f"{row['task']}: {row['error'].splitlines()[0][:300]}")
     trainers = [row for row in result["tasks"] if row.get("role", "trainer") == "trainer"]
-    agree = "" if len(trainers) < 2 else (
+    agree = "" if len(trainers) < 2 or any(row["weights_sha256"] is None for row in trainers) else (
         "; every task ended with the same weights" if result["weights_agree"] else "; weights differ")
+    restarts = len(result.get("restarts", []))
+    if restarts:
+        agree += f"; {restarts} restart{'s' * (restarts > 1)}"
+    chaos = result.get("chaos")
+    if chaos:
+        lines.append(f"chaos: {chaos['scenario']} on {chaos['target']} at {chaos['at']}: {chaos['outcome']}; "
+                     f"detected after {_seconds(chaos['detection_seconds'])}, "
+                     f"training again after {_seconds(chaos['recovery_seconds'])}")
     lines.append(f"run {result['run']}: {result['outcome']} in {result['wall_seconds']:.1f} s{agree}")
     return "\n".join(lines)
+
+
+def _seconds(value) -> str:
+    return "-" if value is None else f"{value:.1f} s"
 
 
 class ProgressPrinter:
@@ -152,6 +170,8 @@ class ProgressPrinter:
             return f"ended after serving for {record['total_seconds']:.1f} s"
         if event == "end":
             return f"done in {record['total_seconds']:.1f} s: final loss {record['final_loss']:.4f}"
+        if event == "restored":
+            return f"restored from the backup: resuming at epoch {record['epoch']}, step {record['step']}"
         if event == "error":
             return f"error: {record['message'].splitlines()[0][:300]}"
         return None

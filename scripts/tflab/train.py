@@ -23,6 +23,10 @@ STARTED = time.time()  # cluster_ready and total_seconds count from here, import
 # (tensorflow#72388, keras#20585); tf-keras is selected this way, and only before TF loads.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ info and warnings drown the progress
+# TF's preemption handling (BackupAndRestore's save_before_preemption) asks GCE's metadata server
+# whether it runs on Google Cloud: on the lab's private network that was 10 s of DNS timeouts per
+# start, and elsewhere a request off the machine. A closed loopback port answers "no" at once.
+os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 
 import argparse
 import hashlib
@@ -49,6 +53,7 @@ FEATURES = 32  # the MLP's input width, the article's
 IMAGE = (32, 32, 3)  # the CNN's input
 NOISE = 0.1  # standard deviation of the target's noise: the lowest loss reachable is NOISE**2
 COLLECTIVES = {"auto": "AUTO", "ring": "RING", "nccl": "NCCL"}
+PREEMPTED = 42  # TF's PreemptionCheckpointHandler exits with this after its preemption backup
 
 
 def main(argv=None) -> int:
@@ -70,6 +75,12 @@ def main(argv=None) -> int:
     try:
         run_task(settings, args.task, config["cluster"], run_dir, log)
         return 0
+    except SystemExit as exit_:
+        if exit_.code != PREEMPTED:
+            raise
+        log.emit("error", message=f"preempted (SIGTERM): every worker saved the backup at the same step, "
+                                  f"then exited with code {PREEMPTED} to be restarted")
+        return PREEMPTED
     except BaseException as error:  # noqa: BLE001 - every failure is logged, then reported by exit code
         message = f"{type(error).__name__}: {error}".strip()
         log.emit("error", message=message[:4000])
@@ -116,12 +127,13 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
         model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse",
                       steps_per_execution=settings.steps_per_execution)
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None)
+    callbacks = backup_callbacks(settings, run_dir) + [timing]  # the backup restores before timing starts
     if settings.strategy == "parameter_server":
-        losses = fit_parameter_server(model, settings, x, y, timing)
+        losses = fit_parameter_server(model, settings, x, y, callbacks)
     elif settings.loop == "custom":
         losses = custom_fit(model, strategy, sync_dataset(settings, x, y), settings, timing)
     else:
-        history = model.fit(sync_dataset(settings, x, y), epochs=settings.epochs, callbacks=[timing], verbose=0)
+        history = model.fit(sync_dataset(settings, x, y), epochs=settings.epochs, callbacks=callbacks, verbose=0)
         losses = history.history["loss"]
 
     parameters = int(sum(np.prod(v.shape) for v in model.trainable_variables))
@@ -213,7 +225,37 @@ def sync_dataset(settings: Settings, x, y):
     return dataset.with_options(options)
 
 
-def fit_parameter_server(model, settings: Settings, x, y, timing) -> list[float]:
+def backup_callbacks(settings: Settings, run_dir: Path) -> list:
+    """tf-keras BackupAndRestore in <run>/backup, which every task sees (the run folder is shared):
+    after the lab restarts a failed cluster, fit resumes where the last backup left it. Under
+    multiworker it also saves on SIGTERM (TF's preemption handling). LOOP=custom has no backup:
+    a restarted custom loop starts over."""
+    if settings.backup == "off" or settings.loop == "custom":
+        return []
+    if settings.strategy == "multiworker":
+        enable_preemption_checkpoints()
+    return [tf.keras.callbacks.BackupAndRestore(
+        backup_dir=str(run_dir / "backup"),
+        save_freq="epoch" if settings.backup == "epoch" else int(settings.backup),
+        save_before_preemption=settings.strategy == "multiworker",
+    )]
+
+
+def enable_preemption_checkpoints() -> None:
+    """tf-keras turns `save_before_preemption` on only when it finds itself on Google Cloud, and
+    ignores it everywhere else, while TensorFlow's own handler (PreemptionCheckpointHandler) works
+    on any MultiWorkerMirroredStrategy cluster. Measured here: without this, a SIGTERM is caught by
+    TF's C++ preemption notifier and then ignored, and the worker trains on as if nothing
+    happened. With it, the signalled worker tells its peers, every worker saves the backup at the
+    same step, and all of them exit (code 42) for the lab to restart them. This replaces a private
+    tf-keras check; the `stop` chaos test notices the day it stops working."""
+    from tf_keras.src.distribute import worker_training_state
+
+    worker_training_state.support_on_demand_checkpoint_callback = (
+        lambda strategy: isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
+
+
+def fit_parameter_server(model, settings: Settings, x, y, callbacks) -> list[float]:
     """ParameterServerStrategy: the chief's fit schedules each step, a whole global batch, on
     whichever worker is free; the workers read their own shard of the data, repeated."""
 
@@ -223,7 +265,7 @@ def fit_parameter_server(model, settings: Settings, x, y, timing) -> list[float]
         return dataset.repeat().batch(settings.global_batch, drop_remainder=True)
 
     history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=settings.epochs,
-                        steps_per_epoch=settings.steps_per_epoch, callbacks=[timing], verbose=0)
+                        steps_per_epoch=settings.steps_per_epoch, callbacks=callbacks, verbose=0)
     return history.history["loss"]
 
 
@@ -322,6 +364,7 @@ class StepTiming(tf.keras.callbacks.Callback):
         self.first_step_seconds = 0.0
         self.first_step_at = 0.0
         self.per_step_by_epoch: list[list[float]] = []
+        self._started_any, self._resumed_epoch = False, 0
         self.asynchronous = settings.strategy == "parameter_server"
         self._supports_tf_logs = self.asynchronous  # logs are RemoteValues there, to be fetched
 
@@ -329,11 +372,20 @@ class StepTiming(tf.keras.callbacks.Callback):
         self._fit_started = time.perf_counter()
 
     def on_epoch_begin(self, epoch, logs=None):
+        if not self._started_any:
+            self._resumed_epoch = epoch
         self._epoch_started = time.perf_counter()
-        self._last_batch = -1
+        self._last_batch = self._first_batch = None
         self.per_step_by_epoch.append([])
 
     def on_train_batch_begin(self, batch, logs=None):
+        if not self._started_any:
+            self._started_any = True
+            if self._resumed_epoch or batch:  # BackupAndRestore moved fit past the start
+                self.log.emit("restored", epoch=int(self._resumed_epoch) + 1, step=int(batch))
+                print(f"[{self.task}] restored from the backup: epoch {self._resumed_epoch + 1}, step {batch}",
+                      flush=True)
+        self._call_first_batch = int(batch)
         self._call_started = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
@@ -344,14 +396,16 @@ class StepTiming(tf.keras.callbacks.Callback):
             self.first_step_at = time.time()
             if self.on_first_step:
                 self.on_first_step()
-        steps = batch - self._last_batch
-        self._last_batch = batch
+        if self._first_batch is None:
+            self._first_batch = self._call_first_batch
+        steps = int(batch) - (self._call_first_batch - 1)
+        self._last_batch = int(batch)
         if not self.asynchronous:
             self.per_step_by_epoch[-1].extend([(time.perf_counter() - self._call_started) / steps] * steps)
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._epoch_started
-        steps = self._last_batch + 1
+        steps = self._last_batch - self._first_batch + 1  # after a mid-epoch restore: fewer than an epoch
         if self.asynchronous:
             self.per_step_by_epoch[-1] = [seconds / steps] * steps
         loss = logs["loss"]

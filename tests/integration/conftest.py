@@ -69,14 +69,15 @@ class Lab:
         self.compose_env = compose_env
         self.cache: dict[tuple, LabRun] = {}
 
-    def run(self, name: str, cli: str | None = None, **settings) -> LabRun:
-        """cli: None lets the lab choose (COMPOSE=auto), "v1" or "v2" forces that Compose CLI."""
-        key = (name, cli, tuple(sorted(settings.items())))
+    def run(self, name: str, cli: str | None = None, command: str = "up", **settings) -> LabRun:
+        """cli: None lets the lab choose (COMPOSE=auto), "v1" or "v2" forces that Compose CLI;
+        command: the lab's command, `up` or `chaos`."""
+        key = (name, cli, command, tuple(sorted(settings.items())))
         if key not in self.cache:
-            self.cache[key] = self._run(name, cli, {k: str(v) for k, v in settings.items()})
+            self.cache[key] = self._run(name, cli, command, {k: str(v) for k, v in settings.items()})
         return self.cache[key]
 
-    def _run(self, name: str, cli: str, settings: dict[str, str]) -> LabRun:
+    def _run(self, name: str, cli: str, command: str, settings: dict[str, str]) -> LabRun:
         if settings.get("BACKEND") == "local" or cli is None:
             extra = {}
         else:
@@ -86,7 +87,7 @@ class Lab:
         run_id = f"test-{name}"
         env = lab_env(RUNS_DIR=str(self.runs_dir), RUN=run_id, **extra, **settings)
         started = time.monotonic()
-        finished = run_lab("up", env=env, timeout=float(settings.get("TIMEOUT", 900)) + 300)
+        finished = run_lab(command, env=env, timeout=float(settings.get("TIMEOUT", 900)) + 300)
         run = LabRun(name, settings, finished, self.runs_dir / run_id, time.monotonic() - started)
         log.info("run %s took %.1f s, exit %d", name, run.seconds, finished.returncode)
         leftovers = [c for c in lab_containers() if c.startswith(f"tflab-{run_id}")]

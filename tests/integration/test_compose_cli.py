@@ -26,7 +26,7 @@ def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_pa
     run_dir.mkdir()
     stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:latest")
     spec = cluster.cluster_spec(settings)
-    compose.write_json(run_dir / compose.TASKS_FILE, compose.render_tasks(settings, spec))
+    compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, spec))
     result = stack.compose("config")
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)

@@ -63,7 +63,8 @@ def test_killing_a_worker_fails_the_run_quickly_and_leaves_nothing_running(tmp_p
     """SIGKILL of worker-1 mid-training: its peer aborts (UNAVAILABLE), the lab exits 1, the
     summary says what happened to each task, and no container is left."""
     run_dir = tmp_path / "test-kill"
-    env = lab_env(RUNS_DIR=str(tmp_path), RUN="test-kill", WORKERS="2", EPOCHS="200", EXAMPLES="4096")
+    env = lab_env(RUNS_DIR=str(tmp_path), RUN="test-kill", WORKERS="2", EPOCHS="200", EXAMPLES="4096",
+                  RESTARTS="0")
     up = subprocess.Popen([sys.executable, "-m", "tflab", "up"], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

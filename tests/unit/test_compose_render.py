@@ -49,7 +49,7 @@ def test_the_header_lists_every_variable_the_file_reads():
 def test_worker_services_extend_the_template_with_their_tf_config(workers):
     settings = Settings(strategy="multiworker", workers=workers, global_batch=48 * workers)
     spec = cluster.cluster_spec(settings)
-    rendered = compose.render_tasks(settings, spec)
+    rendered = compose.render_run(settings, spec)
     assert list(rendered["services"]) == [f"worker-{i}" for i in range(workers)]
     for index, (name, service) in enumerate(rendered["services"].items()):
         assert service == {
@@ -60,12 +60,12 @@ def test_worker_services_extend_the_template_with_their_tf_config(workers):
         }
 
 
-def test_a_stack_uses_the_tasks_file_only_for_a_cluster(tmp_path):
+def test_a_stack_adds_the_runs_own_file(tmp_path):
     cli = compose.ComposeCli(("docker-compose",), "1.29.2")
     single = compose.ComposeStack(cli, tmp_path / "r1", Settings(strategy="single"), "img")
     multi = compose.ComposeStack(cli, tmp_path / "r2", Settings(), "img")
-    assert single.files == [compose.COMPOSE_FILE]
-    assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.TASKS_FILE]
+    assert single.files == [compose.COMPOSE_FILE, tmp_path / "r1" / compose.RUN_FILE]
+    assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.RUN_FILE]
     assert multi.project == "tflab-r2" and multi.tasks == ["worker-0", "worker-1"]
     assert multi.env["TFLAB_RUN_DIR"] == str(tmp_path / "r2")
     assert multi.env["COMPOSE_PROFILES"] == "single,mirrored,cluster"

@@ -7,6 +7,7 @@ GOOD = {
     "start": {"role": "trainer", "strategy": "single", "cluster": {}, "versions": {"tensorflow": "2.21.0"},
               "settings": {}, "baseline_loss": 21.0},
     "cluster_ready": {"seconds": 3.5, "replicas": 1, "devices": ["/device:CPU:0"]},
+    "restored": {"epoch": 3, "step": 0},
     "epoch": {"epoch": 1, "loss": 20.0, "seconds": 0.4, "steps": 64, "examples_per_second": 10240.0},
     "allreduce": {"floats": 341, "calls": 100, "median_seconds": 0.0015},
     "end": {"role": "trainer", "final_loss": 1.0, "total_seconds": 5.0, "first_step_seconds": 0.3,
@@ -77,6 +78,20 @@ def test_completeness_wants_every_epoch_in_order_and_no_error():
     assert any("error: boom" in p for p in completeness(complete + [record("error")], epochs=2))
     probed = complete[:4] + [record("allreduce")] + complete[4:]
     assert completeness(probed, epochs=2) == []
+
+
+def test_a_restarted_task_is_complete_when_its_last_attempt_resumes_and_ends():
+    first = [record("start"), record("cluster_ready"), record("epoch", epoch=1), record("epoch", epoch=2),
+             record("error")]
+    resumed = [record("start"), record("cluster_ready"), record("restored", epoch=3, step=0),
+               record("epoch", epoch=3), record("epoch", epoch=4), record("end")]
+    assert completeness(first + resumed, epochs=4) == []
+    # The last attempt must carry on from where the backup was, and end.
+    gap = resumed[:3] + [record("epoch", epoch=4), record("end")]
+    assert any("epochs [4] are not 3..4" in p for p in completeness(first + gap, epochs=4))
+    assert completeness(first + resumed[:-1], epochs=4) != []
+    # An attempt that ended (`end`) and was started again is not a restart the lab makes.
+    assert any("before the last one has an end" in p for p in completeness(resumed + resumed, epochs=4))
 
 
 def test_completeness_of_a_server_is_start_ready_end():

@@ -1,0 +1,226 @@
+"""`make chaos` and `make soak`: cluster faults on purpose, each recorded, each with a bound.
+
+    make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
+    make chaos SCENARIO=pause AT=seconds:3 HEAL=20
+    make soak SOAK=20
+
+A scenario hits one task (TARGET, default the last worker) at one moment (AT: after its Nth
+epoch, or S seconds after it is ready) with one fault:
+
+| SCENARIO   | what the lab does                                   | undone                      |
+|------------|-----------------------------------------------------|-----------------------------|
+| kill       | SIGKILL (`docker kill`)                             | -                           |
+| stop       | SIGTERM (`docker kill -s SIGTERM`): a preemption    | -                           |
+| pause      | freezes it (`docker pause`)                         | `docker unpause` after HEAL |
+| partition  | cuts it off the network (`docker network disconnect`)| reconnected after HEAL, or never |
+| slow-link  | its inbound link through a delay proxy gets SLOW_LINK | -                         |
+| slow-node  | caps its CPUs at SLOW_CPUS (`docker update --cpus`) | -                           |
+
+Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
+it was injected and undone, how long until a task failed (detection) and until the chief logged
+an epoch again (recovery). The run itself restarts after a failure (RESTARTS, runner.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+
+from tflab import cluster, compose, runner
+from tflab.errors import LabError
+from tflab.schema import by_event, read_events
+from tflab.settings import Settings
+
+
+def docker(*args: str) -> subprocess.CompletedProcess:
+    return compose.run_quiet(["docker", *args], timeout=60)
+
+
+class Chaos:
+    def __init__(self, settings: Settings):
+        self.scenario = settings.scenario
+        self.kind, _, value = settings.at.partition(":")
+        self.at = float(value)
+        self.heal = None if settings.heal == "never" or settings.scenario not in ("pause", "partition") \
+            else float(settings.heal)
+        self.link = settings.slow_link
+        self.slow_cpus = settings.slow_cpus
+        workers = [t for t in cluster.task_names(settings) if t.startswith("worker-")]
+        self.target = settings.target or (workers[-1] if workers else cluster.chief_task(settings))
+        self.settings = settings
+        self.run_dir: Path | None = None
+        self.injected_at = self.healed_at = self.detected_at = self.recovered_at = None
+
+    def check(self, settings: Settings) -> None:
+        """Refuses what cannot be done, before anything starts."""
+        tasks = cluster.task_names(settings)
+        if settings.backend != "compose":
+            raise LabError(f"make chaos needs BACKEND=compose, not BACKEND={settings.backend}: "
+                           "its faults act on containers")
+        if self.target not in tasks:
+            raise LabError(f"TARGET={self.target} is not a task of this run; expected one of {', '.join(tasks)}")
+        if self.kind == "epoch" and not 1 <= self.at < settings.epochs:
+            raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs}: "
+                           f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
+        if self.scenario == "slow-link" and not cluster.job_sizes(settings):
+            raise LabError(f"SCENARIO=slow-link needs a cluster: STRATEGY={settings.strategy} has no network link")
+
+    def proxied(self) -> frozenset[str]:
+        return frozenset([self.target]) if self.scenario == "slow-link" else frozenset()
+
+    def describe(self) -> str:
+        what = {"slow-link": f"slow-link ({self.link})", "slow-node": f"slow-node ({self.slow_cpus:g} CPUs)"}
+        heal = "" if self.scenario not in ("pause", "partition") else (
+            f", undone {self.heal:g} s later" if self.heal is not None else ", never undone")
+        moment = f"after epoch {self.at:g}" if self.kind == "epoch" else f"{self.at:g} s after it is ready"
+        return f"{what.get(self.scenario, self.scenario)} on {self.target} {moment}{heal}"
+
+    # -- during the run --------------------------------------------------------------------
+
+    def record(self, event: str, **fields) -> None:
+        line = {"event": event, "time": time.time(), "scenario": self.scenario, "target": self.target, **fields}
+        with open(self.run_dir / "chaos.jsonl", "a") as log:
+            log.write(json.dumps(line) + "\n")
+        runner.say(f"chaos: {event} {json.dumps(fields) if fields else ''}".rstrip())
+
+    def tick(self, backend, codes: dict) -> None:
+        self.run_dir = backend.run_dir
+        now = time.time()
+        if self.injected_at is None:
+            if self._due(backend.run_dir):
+                self.inject(backend)
+            return
+        if self.heal is not None and self.healed_at is None and now >= self.injected_at + self.heal:
+            self.undo(backend)
+        if self.detected_at is None:
+            errors = [r["time"] for task in backend.tasks for r in self._events(task, "error")
+                      if r["time"] >= self.injected_at]
+            if errors or any(code not in (None, 0) for code in codes.values()):
+                self.detected_at = min(errors + [now])
+                self.record("detected", seconds=self.detected_at - self.injected_at)
+        since = self.detected_at or self.healed_at
+        if since and self.recovered_at is None:
+            chief = cluster.chief_task(self.settings)
+            later = [r["time"] for r in self._events(chief, "epoch") if r["time"] > since]
+            if later:
+                self.recovered_at = min(later)
+                self.record("recovered", seconds=self.recovered_at - self.injected_at)
+
+    def _events(self, task: str, event: str) -> list[dict]:
+        return by_event(read_events(self.run_dir / f"{task}.jsonl"), event)
+
+    def _due(self, run_dir: Path) -> bool:
+        if self.kind == "epoch":
+            return len(self._events(self.target, "epoch")) >= self.at
+        ready = self._events(self.target, "cluster_ready")
+        return bool(ready) and time.time() >= ready[0]["time"] + self.at
+
+    def inject(self, backend) -> None:
+        container = backend.container(self.target)
+        self.injected_at = time.time()
+        if self.scenario == "kill":
+            result = docker("kill", container)
+        elif self.scenario == "stop":
+            result = docker("kill", "--signal", "SIGTERM", container)
+        elif self.scenario == "pause":
+            result = docker("pause", container)
+        elif self.scenario == "partition":
+            result = docker("network", "disconnect", backend.network(), container)
+        elif self.scenario == "slow-node":
+            result = docker("update", "--cpus", f"{self.slow_cpus:g}", container)
+        else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
+            runner.set_link(backend.run_dir, self.target, self.link)
+            result = subprocess.CompletedProcess([], 0, "", "")
+        self.record("injected", at=self.settings.at, ok=result.returncode == 0,
+                    **({"error": result.stderr.strip()} if result.returncode else {}))
+
+    def undo(self, backend) -> None:
+        container = backend.container(self.target)
+        if self.scenario == "pause":
+            result = docker("unpause", container)
+        else:
+            result = docker("network", "connect", "--alias", self.target, backend.network(), container)
+        self.healed_at = time.time()
+        self.record("undone", ok=result.returncode == 0)
+
+    def after_restart(self, backend) -> None:
+        """A restart recreates what the fault took: a paused container comes back running, a
+        cut-off one reconnected by Compose. A partition that is never undone is cut again, as a
+        node that stays unreachable would be."""
+        if self.injected_at is None or self.healed_at is not None:
+            return
+        if self.scenario == "pause":
+            self.healed_at = time.time()
+            self.record("undone", by="the restart")
+        elif self.scenario == "partition" and self.heal is None:
+            result = docker("network", "disconnect", backend.network(), backend.container(self.target))
+            self.record("cut again after the restart", ok=result.returncode == 0)
+
+    def finish(self, backend) -> None:
+        """Never leaves a container frozen or cut off behind it (so `down` can remove it cleanly)."""
+        if self.injected_at is not None and self.healed_at is None and self.scenario == "pause":
+            self.undo(backend)
+
+    def result(self, run_dir: Path, summary: dict) -> dict:
+        def since(moment):
+            return moment - self.injected_at if moment and self.injected_at else None
+
+        return {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
+                "heal": self.settings.heal, "injected": self.injected_at is not None,
+                "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
+                "restarts": len(summary.get("restarts", [])), "outcome": outcome_of(summary)}
+
+
+def outcome_of(summary: dict) -> str:
+    """survived: finished ok (restarts or not); ended cleanly: failed, every task ended, with an
+    error saying why; hung: stopped by TIMEOUT, or failed without a word."""
+    if summary["ok"]:
+        return "survived"
+    if summary["outcome"] == "timed out":
+        return "hung"
+    said = any(row["error"] for row in summary["tasks"]) or any(row["exit_code"] for row in summary["tasks"])
+    return "ended cleanly" if said else "hung"
+
+
+def chaos(settings: Settings) -> int:
+    return runner.up(settings, chaos=Chaos(settings))
+
+
+def soak(settings: Settings) -> int:
+    """SOAK random scenarios, one run each, in runs/<RUN>/; prints the counts and worst times."""
+    folder = runner.planned_run_dir(settings)
+    runner.make_folder(folder, link_latest=True)
+    rng = random.Random(settings.seed)
+    workers = [t for t in cluster.task_names(settings) if t.startswith("worker-")] or cluster.task_names(settings)
+    results = []
+    for index in range(settings.soak):
+        scenario = rng.choice(["kill", "stop", "pause", "partition", "slow-link", "slow-node"])
+        heal = "never" if scenario == "partition" and rng.random() < 0.25 else str(rng.choice([2, 5, 15, 30]))
+        trial = settings.replace(runs_dir=str(folder), run=f"{index + 1:03d}-{scenario}", scenario=scenario,
+                                 target=rng.choice(workers), at=f"epoch:{rng.randint(1, settings.epochs - 1)}",
+                                 heal=heal if scenario in ("pause", "partition") else "5")
+        runner.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).describe()}")
+        runner.up(trial, link_latest=False, chaos=Chaos(trial))
+        results.append(json.loads((folder / trial.run / "summary.json").read_text())["chaos"])
+    outcomes = ("survived", "ended cleanly", "hung")
+    counts = {outcome: sum(r["outcome"] == outcome for r in results) for outcome in outcomes}
+    detection = [r["detection_seconds"] for r in results if r["detection_seconds"] is not None]
+    recovery = [r["recovery_seconds"] for r in results if r["recovery_seconds"] is not None]
+    lines = [f"soak of {len(results)}: survived {counts['survived']}, ended cleanly {counts['ended cleanly']}, "
+             f"hung {counts['hung']}",
+             f"max detection {max(detection):.1f} s over {len(detection)} failures" if detection else "no failures",
+             f"max recovery {max(recovery):.1f} s over {len(recovery)} recoveries" if recovery else "no recoveries"]
+    lines += [f"  {r['scenario']:<10} {r['target']:<9} {r['at']:<8} heal {r['heal']:<6} -> {r['outcome']}"
+              f" (restarts {r['restarts']}, detection {fmt(r['detection_seconds'])}, "
+              f"recovery {fmt(r['recovery_seconds'])})" for r in results]
+    print("\n".join(lines))
+    (folder / "soak.txt").write_text("\n".join(lines) + "\n")
+    compose.write_json(folder / "soak.json", {"counts": counts, "runs": results})
+    return 0 if counts["hung"] == 0 else 1
+
+
+def fmt(seconds) -> str:
+    return f"{seconds:.1f} s" if seconds is not None else "-"

@@ -1,0 +1,146 @@
+"""The pieces of fault injection that need no Docker: the run's Compose override with limits,
+proxies and network mode; the delay proxy itself, on loopback; and what make chaos refuses."""
+
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+
+from tflab import chaos, cluster, compose, linkproxy
+from tflab.errors import LabError
+from tflab.settings import Settings, SettingsError
+
+
+def test_limits_apply_to_every_task_and_proxies_sit_in_front_of_the_proxied():
+    settings = Settings(workers=2, cpus=1.5, memory="2g")
+    proxied = frozenset({"worker-1"})
+    spec = cluster.cluster_spec(settings, cluster.linked_address(proxied))
+    assert spec == {"worker": ["worker-0:2222", "worker-1-link:2222"]}
+    services = compose.render_run(settings, spec, proxied)["services"]
+    assert set(services) == {"worker-0", "worker-1", "worker-1-link"}
+    for task in ("worker-0", "worker-1"):
+        assert services[task]["cpus"] == 1.5 and services[task]["mem_limit"] == "2g"
+    link = services["worker-1-link"]
+    assert link["command"] == ["python", "-m", "tflab.linkproxy"]
+    assert link["environment"] == {"TFLAB_LINK_TO": "worker-1:2222",
+                                   "TFLAB_LINK_CONTROL": "/lab/run/links/worker-1.json"}
+    assert link["extends"]["service"] == "task"  # as hardened as a trainer
+
+
+def test_single_process_runs_get_limits_but_no_cluster_services():
+    services = compose.render_run(Settings(strategy="mirrored", cpus=2), {})["services"]
+    assert services == {"mirrored": {"cpus": 2.0}}
+
+
+def test_network_bridge_undoes_internal():
+    assert "networks" not in compose.render_run(Settings(), {})
+    bridge = compose.render_run(Settings(network="bridge"), {})["networks"]["cluster"]
+    assert bridge["internal"] is False
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("LINK", "fast", "LINK=fast is not allowed: expected <latency>ms,<rate>mbit such as 1ms,1000mbit"),
+    ("LINK", "1ms,0mbit", "LINK=1ms,0mbit is not allowed"),
+    ("MEMORY", "lots", "MEMORY=lots is not allowed: expected 0 (no limit) or a size such as 512m or 2g"),
+    ("CPUS", "-1", "CPUS=-1 is not allowed: expected CPUs from 0 to 64"),
+    ("BACKUP", "sometimes", "BACKUP=sometimes is not allowed: expected epoch, off, or a number of steps"),
+    ("AT", "epoch:1.5", "AT=epoch:1.5 is not allowed: expected epoch:N (after N epochs) or seconds:S"),
+    ("AT", "step:3", "AT=step:3 is not allowed"),
+    ("HEAL", "soon", "HEAL=soon is not allowed: expected seconds, or never"),
+    ("SCENARIO", "meteor", "SCENARIO=meteor is not allowed: expected one of kill, stop, pause, partition"),
+    ("RESTARTS", "11", "RESTARTS=11 is not allowed: expected an integer from 0 to 10"),
+])
+def test_fault_settings_refuse_bad_values(name, value, expected):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({}, {name: value})
+    assert str(refused.value).startswith(expected)
+
+
+def test_heal_never_is_for_partitions_only():
+    with pytest.raises(SettingsError, match="HEAL=never is not allowed with SCENARIO=pause"):
+        Settings.from_env({}, {"SCENARIO": "pause", "HEAL": "never"})
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"backend": "local"}, "make chaos needs BACKEND=compose, not BACKEND=local"),
+    ({"target": "worker-7"}, "TARGET=worker-7 is not a task of this run; expected one of worker-0, worker-1"),
+    ({"at": "epoch:10"}, "AT=epoch:10 is not allowed with EPOCHS=10: expected epoch:1 to epoch:9"),
+    ({"scenario": "slow-link", "strategy": "single"}, "SCENARIO=slow-link needs a cluster"),
+])
+def test_chaos_refuses_what_it_cannot_do(changes, expected):
+    settings = Settings().replace(**changes)
+    with pytest.raises(LabError, match=expected):
+        chaos.Chaos(settings).check(settings)
+
+
+def test_the_default_target_is_the_last_worker():
+    assert chaos.Chaos(Settings(workers=3, global_batch=63)).target == "worker-2"
+    assert chaos.Chaos(Settings(strategy="parameter_server")).target == "worker-1"
+
+
+def test_outcomes():
+    ok = {"ok": True, "outcome": "ok", "tasks": []}
+    assert chaos.outcome_of(ok) == "survived"
+    said = {"ok": False, "outcome": "failed", "tasks": [{"error": "gave up after 10 s", "exit_code": 137}]}
+    assert chaos.outcome_of(said) == "ended cleanly"
+    assert chaos.outcome_of({**said, "outcome": "timed out"}) == "hung"
+
+
+def echo_server() -> int:
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            connection, _ = server.accept()
+            threading.Thread(target=lambda c=connection: [c.sendall(d) for d in iter(lambda: c.recv(65536), b"")],
+                             daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def test_the_proxy_delays_each_direction_and_follows_its_control_file(tmp_path, monkeypatch):
+    """On loopback only: an echo server behind the proxy, a round trip timed before and after
+    the control file asks for 40 ms."""
+    port = echo_server()
+    listen = socket.create_server(("127.0.0.1", 0))
+    proxy_port = listen.getsockname()[1]
+    listen.close()
+    monkeypatch.setattr(linkproxy, "LISTEN_PORT", proxy_port)
+    control = tmp_path / "links" / "worker-1.json"
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_until_complete,
+                     args=(linkproxy.serve(f"127.0.0.1:{port}", control),), daemon=True).start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client = socket.create_connection(("127.0.0.1", proxy_port), timeout=5)
+            break
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    def round_trip() -> float:
+        started = time.perf_counter()
+        client.sendall(b"x" * 100)
+        received = b""
+        while len(received) < 100:
+            received += client.recv(100)
+        return time.perf_counter() - started
+
+    direct = min(round_trip() for _ in range(5))
+    control.parent.mkdir()
+    control.write_text('{"latency_ms": 40, "mbit": 100}')
+    time.sleep(linkproxy.POLL_SECONDS * 3)
+    slowed = min(round_trip() for _ in range(3))
+    client.close()
+    loop.call_soon_threadsafe(loop.stop)
+    assert direct < 0.03
+    assert 0.08 <= slowed < 0.5  # 40 ms each way, plus scheduling
+
+
+def test_profiles_parse_from_the_link_setting():
+    assert linkproxy.Profile.parse("1ms,1000mbit") == linkproxy.Profile(1.0, 1000.0)
+    assert linkproxy.Profile.parse("12.5ms,10mbit").to_dict() == {"latency_ms": 12.5, "mbit": 10.0}
