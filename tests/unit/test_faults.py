@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-
 from tflab import chaos, cluster, compose, linkproxy
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
