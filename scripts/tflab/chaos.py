@@ -213,7 +213,8 @@ def soak(settings: Settings) -> int:
              f"hung {counts['hung']}",
              f"max detection {max(detection):.1f} s over {len(detection)} failures" if detection else "no failures",
              f"max recovery {max(recovery):.1f} s over {len(recovery)} recoveries" if recovery else "no recoveries"]
-    lines += [f"  {r['scenario']:<10} {r['target']:<9} {r['at']:<8} heal {r['heal']:<6} -> {r['outcome']}"
+    lines += [f"  {r['scenario']:<10} {r['target']:<9} {r['at']:<8} "
+              f"heal {r['heal'] if r['scenario'] in ('pause', 'partition') else '-':<6} -> {r['outcome']}"
               f" (restarts {r['restarts']}, detection {fmt(r['detection_seconds'])}, "
               f"recovery {fmt(r['recovery_seconds'])})" for r in results]
     print("\n".join(lines))

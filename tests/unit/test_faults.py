@@ -110,8 +110,9 @@ def test_the_proxy_delays_each_direction_and_follows_its_control_file(tmp_path, 
     monkeypatch.setattr(linkproxy, "LISTEN_PORT", proxy_port)
     control = tmp_path / "links" / "worker-1.json"
     loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_until_complete,
-                     args=(linkproxy.serve(f"127.0.0.1:{port}", control),), daemon=True).start()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    served = asyncio.run_coroutine_threadsafe(linkproxy.serve(f"127.0.0.1:{port}", control), loop)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -135,7 +136,11 @@ def test_the_proxy_delays_each_direction_and_follows_its_control_file(tmp_path, 
     time.sleep(linkproxy.POLL_SECONDS * 3)
     slowed = min(round_trip() for _ in range(3))
     client.close()
+    time.sleep(0.1)  # the proxy sees the close and ends that connection's pipes
+    served.cancel()
+    time.sleep(0.1)
     loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
     assert direct < 0.03
     assert 0.08 <= slowed < 0.5  # 40 ms each way, plus scheduling
 
