@@ -97,7 +97,7 @@ def test_killing_a_worker_fails_the_run_quickly_and_leaves_nothing_running(tmp_p
 def test_keras_3_still_fails_under_multiworker_mirrored_strategy(tmp_path):
     """TF 2.21's own Keras 3 cannot fit under MWMS (tensorflow#72388, keras#20585), which is why the
     lab pins tf-keras. When this test fails because Keras 3 trained, the workaround can go."""
-    settings = Settings(workers=2, epochs=1, examples=256)
+    settings = Settings(workers=2, epochs=1, examples=256, backup="off")  # fit alone, no tf-keras callbacks
     spec = local_cluster(settings)
     write_config(tmp_path, settings, spec)
     trainers = [start_trainer(tmp_path, spec, task, TF_USE_LEGACY_KERAS="0")
