@@ -5,7 +5,7 @@ are stated where they are used; times are generous because the machine is shared
 asserted is the outcome and its order of magnitude, not a speed."""
 
 import pytest
-from tflab.schema import completeness
+from tflab.schema import attempts, by_event, completeness
 
 SIZE = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=5, EXAMPLES=2048, GLOBAL_BATCH=64, SEED=0)
 STEPS = 2048 // 64
@@ -30,6 +30,11 @@ def epochs_after(run, task, epoch):
     return [e for e in run.of(task, "epoch") if e["epoch"] > epoch]
 
 
+def first_attempt(run, task, event):
+    """The task's `event` records from before the lab's first restart."""
+    return by_event(attempts(run.events(task))[0], event)
+
+
 def assert_survived(run, restarts):
     assert run.finished.returncode == 0, run.why()
     assert run.summary["ok"] and run.summary["chaos"]["outcome"] == "survived", run.why()
@@ -46,8 +51,13 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     result = run.summary["chaos"]
     assert result["detection_seconds"] < 10  # the lab sees the container die within a poll or two
     assert result["recovery_seconds"] < 120  # restart, imports, rendezvous, restore, one epoch
+    # The kill lands once the lab has seen epoch 2, but epochs take well under a second, so a
+    # third may be done (and backed up) by then: the resume point is the epoch after the last
+    # one the chief reported before it died, which is never earlier than 3.
+    reported = len(first_attempt(run, "worker-0", "epoch"))
+    assert reported >= 2
     for task in run.tasks:
-        assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(3, 0)]
+        assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(reported + 1, 0)]
     assert run.losses("worker-0") == pytest.approx(reference.losses("worker-0"), rel=1e-6)
     assert run.of("worker-0", "end")[-1]["weights_sha256"] == reference.of("worker-0", "end")[0]["weights_sha256"]
 
@@ -58,7 +68,8 @@ def test_stop_is_a_preemption_saved_at_the_same_step_on_every_worker(lab, refere
     for task in run.tasks:
         errors = [r["message"] for r in run.of(task, "error")]
         assert errors and errors[0].startswith("preempted (SIGTERM): every worker saved the backup"), errors
-        assert [r["epoch"] for r in run.of(task, "restored")] == [3]
+        # Saved mid-epoch: resumed inside the epoch that was running when the signal came.
+        assert [r["epoch"] for r in run.of(task, "restored")] == [len(first_attempt(run, task, "epoch")) + 1]
     assert run.summary["chaos"]["detection_seconds"] < 10
     assert run.losses("worker-0")[-1] == pytest.approx(reference.losses("worker-0")[-1], rel=MID_EPOCH_RTOL)
 
@@ -90,8 +101,11 @@ def test_a_partition_never_undone_ends_cleanly_naming_the_unreachable_peer(lab):
     assert run.summary["wall_seconds"] < 300
 
 
+# How much a CPU cap slows the tiny MLP depends on how busy the rest of the machine is: measured
+# here, 0.25 CPUs made epochs 1.35 to 3.2 times slower (a CI run once saw 1.35, under a 1.5
+# bound), 0.05 CPUs 17 times. 0.1 leaves no doubt and costs about 10 s.
 @pytest.mark.parametrize("scenario, extra", [("slow-link", {"SLOW_LINK": "10ms,100mbit"}),
-                                             ("slow-node", {"SLOW_CPUS": 0.25})])
+                                             ("slow-node", {"SLOW_CPUS": 0.1})])
 def test_a_slow_link_or_node_slows_the_steps_after_it(lab, reference, scenario, extra):
     run = chaos(lab, scenario, SCENARIO=scenario, TARGET="worker-1", AT="epoch:2", **extra)
     assert_survived(run, restarts=0)
