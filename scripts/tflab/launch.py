@@ -29,7 +29,7 @@ from pathlib import Path
 from tflab.schema import EventLog
 from tflab.settings import Settings
 
-ERROR_TAIL_LINES = 20  # the script's last stderr lines kept for the `error` event
+ERROR_TAIL_LINES = 20  # the script's last stderr lines kept, for the `error` event's last words
 
 
 def versions() -> dict:
@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         # TFLAB_OUTPUT: where a script's own outputs outlive the task (its folder is read-only).
         code, tail = run(command, {**os.environ, "TFLAB_LOG": str(log_path), "TFLAB_OUTPUT": str(log_path.parent)})
         if code != 0:
-            last = "; ".join(line.strip() for line in tail if line.strip())[-1500:]
+            # The last line a failing Python script writes is its exception; what came before is
+            # in output.log (make logs).
+            last = next((line.strip() for line in reversed(tail) if line.strip()), "")[:1500]
             name = next((Path(part).name for part in command if part.endswith(".py")), command[0])
             log.emit("error", message=f"{name} exited with code {code}" + (f": {last}" if last else ""))
         else:

@@ -14,6 +14,7 @@ EPOCHS = 3
 def served(lab):
     run = lab.run("tensorboard", STRATEGY="multiworker", WORKERS=2, EPOCHS=EPOCHS, EXAMPLES=2048)
     assert run.finished.returncode == 0, run.why()
+    lab.runs_dir.chmod(0o755)  # pytest keeps its folders to root alone; runs/ is readable, as here
     port = free_ports(1)[0]
     try:
         started = run_lab("tensorboard", env=lab_env(RUNS_DIR=str(lab.runs_dir), TENSORBOARD_PORT=str(port)))

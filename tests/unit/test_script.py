@@ -83,7 +83,7 @@ def test_a_failing_script_is_an_error_naming_its_code_and_last_words(tmp_path):
     assert result.returncode == 1
     assert "no data in /data/train" in result.stderr  # the script's stderr still reaches the output
     assert [e["event"] for e in events] == ["start", "error"]
-    assert events[1]["message"] == "script.py exited with code 1: loading; no data in /data/train"
+    assert events[1]["message"] == "script.py exited with code 1: no data in /data/train"
 
 
 def test_a_script_killed_by_a_signal_exits_as_a_shell_would_say(tmp_path):
