@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
 
-.PHONY: help up chaos soak compare report bench config summary logs down
+.PHONY: help up chaos soak compare report bench config summary logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration clean
 
 help: ## list the targets and the settings
@@ -56,6 +56,9 @@ summary: ## print a run's summary table (RUN=<id>, default the newest)
 
 logs: ## print a run's merged, timestamped task output (RUN=<id>, default the newest)
 	@$(LAB) logs
+
+tensorboard: ## serve every run's loss and examples/s on 127.0.0.1:6006 (TENSORBOARD_PORT)
+	@$(LAB) tensorboard
 
 down: ## remove every container and network a lab run left behind (runs/ stays)
 	@$(LAB) down

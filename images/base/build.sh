@@ -5,7 +5,8 @@
 #
 #   images/base/build.sh [TAG]        # default tag: tflab-base:bookworm
 #
-# Needs root (debootstrap) and a reachable Debian mirror: DEBIAN_MIRROR, else the one apt uses.
+# Needs root (debootstrap, which it installs with apt-get where missing) and a reachable Debian
+# mirror: DEBIAN_MIRROR, else the one apt uses.
 set -euo pipefail
 
 tag=${1:-tflab-base:bookworm}
@@ -23,7 +24,14 @@ apt_mirror() {
 }
 
 [ "$(id -u)" -eq 0 ] || die "building the local base image needs root (debootstrap); run: sudo $0 $tag"
-command -v debootstrap >/dev/null || die "debootstrap is not installed; install it (apt-get install debootstrap) or set BASE_IMAGE to an image you have"
+if ! command -v debootstrap >/dev/null; then
+    # Debian's own package: what a fresh Debian host needs to build the base, fetched from the
+    # same mirror the base itself comes from.
+    command -v apt-get >/dev/null || die "debootstrap is not installed and there is no apt-get to install it; install debootstrap, or set BASE_IMAGE to an image you have"
+    echo "tflab: installing debootstrap (apt-get install debootstrap)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } >/dev/null \
+        || die "could not install debootstrap with apt-get; install it, or set BASE_IMAGE to an image you have"
+fi
 command -v docker >/dev/null || die "docker is not installed"
 
 mirror=${DEBIAN_MIRROR:-$(apt_mirror)}

@@ -2,7 +2,7 @@
 
     python3 -m tflab up STRATEGY=multiworker WORKERS=3     # or the same names as environment variables
     python3 -m tflab config WORKERS=3                      # the cluster spec and every TF_CONFIG
-    python3 -m tflab summary [RUN=<id>] | logs [RUN=<id>] | down | images | wheels | clean | settings
+    python3 -m tflab summary [RUN=<id>] | logs [RUN=<id>] | tensorboard | down | images | wheels | clean | settings
 
 The host side needs nothing but Python 3.9+ and Docker: it never imports TensorFlow.
 A user's mistake is one line on stderr and exit status 2, never a traceback.
@@ -150,6 +150,17 @@ def command_clean(settings: Settings) -> int:
     return 0
 
 
+def command_tensorboard(settings: Settings) -> int:
+    compose.check_docker()
+    cli = compose.find_compose(settings.compose)
+    runs = runner.runs_dir(settings)
+    runs.mkdir(parents=True, exist_ok=True)
+    url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image))
+    print(f"tflab: TensorBoard shows every run in {runner.display_path(runs)}/ at {url} "
+          "(127.0.0.1 only; `make down` stops it)")
+    return 0
+
+
 def command_settings(settings: Settings) -> int:
     rows = [("setting", "default", "allowed", "meaning")] + settings_table()
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -172,6 +183,7 @@ COMMANDS = {
     "images": (command_images, "build the trainer image if its inputs changed"),
     "wheels": (command_wheels, "download the trainer's pinned wheels"),
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),
+    "tensorboard": (command_tensorboard, "serve every run's TensorBoard scalars on 127.0.0.1 (TENSORBOARD_PORT)"),
     "settings": (command_settings, "list every setting with its default"),
 }
 

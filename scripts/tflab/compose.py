@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +28,8 @@ COMPOSE_FILE = REPO / "docker-compose.yml"
 RUN_FILE = "compose.run.json"  # the run's generated services and overrides, in its folder
 PROFILES = ("single", "mirrored", "cluster")
 PROJECT_PREFIX = "tflab-"
+TENSORBOARD_PROJECT = PROJECT_PREFIX + "tensorboard"
+TENSORBOARD_WAIT_SECONDS = 60  # until it answers HTTP: its first scan of the runs folder included
 
 
 def run_quiet(command: list[str], timeout: float = 60, env=None) -> subprocess.CompletedProcess:
@@ -107,6 +112,8 @@ def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozens
                 "environment": cluster.tf_config_env(spec, task),
             }
         services.setdefault(task, {}).update(limits)
+        if settings.script:
+            services[task].update(script_service(settings))
         if task in proxied:
             services[link_service(task)] = {
                 "extends": {"file": str(COMPOSE_FILE), "service": "task"},
@@ -120,6 +127,22 @@ def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozens
         override["networks"] = {"cluster": {"internal": False,
                                             "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "false"}}}
     return override
+
+
+SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only
+
+
+def script_command(settings: Settings, script_path: str, python: str = "python") -> list[str]:
+    """The command of every task under SCRIPT: the launcher, which runs the script unmodified."""
+    return [python, "-m", "tflab.launch", "--", python, script_path, *shlex.split(settings.args)]
+
+
+def script_service(settings: Settings) -> dict:
+    """SCRIPT: the script's folder mounted read-only, and the launcher as the command."""
+    script = Path(settings.script)
+    return {"volumes": [f"{script.parent}:{SCRIPT_DIR}:ro"],
+            "command": script_command(settings, f"{SCRIPT_DIR}/{script.name}"),
+            "working_dir": SCRIPT_DIR}
 
 
 def container_user() -> tuple[int, int]:
@@ -208,6 +231,31 @@ class ComposeStack:
 
     def close(self) -> None:
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
+
+
+def serve_tensorboard(cli: ComposeCli, runs_dir: Path, port: int, image: str) -> str:
+    """`make tensorboard`: starts (or keeps) the tensorboard service on 127.0.0.1:port, serving
+    every run under runs_dir, and returns its URL once it answers; `make down` removes it."""
+    uid, gid = container_user()
+    env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUNS_DIR": str(runs_dir), "TFLAB_UID": str(uid),
+           "TFLAB_GID": str(gid), "TFLAB_TENSORBOARD_PORT": str(port), "COMPOSE_PROFILES": "tensorboard"}
+    command = [*cli.command, "--project-name", TENSORBOARD_PROJECT, "--project-directory", str(REPO),
+               "-f", str(COMPOSE_FILE)]
+    result = run_quiet([*command, "up", "--detach", "--no-build", "tensorboard"], timeout=300, env=env)
+    if result.returncode != 0:
+        raise LabError(f"could not start TensorBoard on 127.0.0.1:{port}: {_last_line(result)}")
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + TENSORBOARD_WAIT_SECONDS
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/data/runs", timeout=5):
+                return url
+        except OSError as error:
+            if time.monotonic() > deadline:
+                logs = run_quiet([*command, "logs", "--no-color", "--tail", "5", "tensorboard"], env=env)
+                raise LabError(f"TensorBoard did not answer at {url} in {TENSORBOARD_WAIT_SECONDS} s ({error}); "
+                               f"its last words: {_last_line(logs)}") from None
+            time.sleep(1)
 
 
 def _last_line(result: subprocess.CompletedProcess) -> str:

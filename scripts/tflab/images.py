@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from tflab.compose import REPO, run_quiet
 from tflab.errors import LabError
@@ -25,6 +28,8 @@ IMAGE = "tflab-trainer:latest"
 PUBLIC_BASE = "python:3.11-slim"
 LOCAL_BASE = "tflab-base:bookworm"
 DOCKERFILE = REPO / "images/trainer/Dockerfile"
+SCRIPT_DOCKERFILE = REPO / "images/script/Dockerfile"
+SCRIPT_IMAGE = "tflab-script"  # tagged with a digest of the requirements and the trainer image
 BASE_SCRIPT = REPO / "images/base/build.sh"
 REQUIREMENTS = REPO / "requirements/trainer.txt"
 WHEELS = REPO / "images/trainer/wheels"
@@ -118,4 +123,35 @@ def ensure_image(base_image: str = "", image: str = IMAGE) -> str:
         print(build.stdout[-6000:], file=sys.stderr)
         raise LabError(f"building {image} failed (docker build's output above)")
     BUILT.write_text(json.dumps({"image_id": image_id(image), "inputs": inputs}) + "\n")
+    return image
+
+
+def ensure_script_image(script: Path, trainer_image: str) -> str:
+    """SCRIPT: the trainer image, or where a requirements.txt sits next to the script, the trainer
+    image plus those packages (images/script/Dockerfile), built once per requirements."""
+    requirements = script.parent / "requirements.txt"
+    if not requirements.is_file():
+        return trainer_image
+    digest = hashlib.sha256(requirements.read_bytes() + (image_id(trainer_image) or "").encode()
+                            + SCRIPT_DOCKERFILE.read_bytes()).hexdigest()[:16]
+    image = f"{SCRIPT_IMAGE}:{digest}"
+    if image_id(image):
+        return image
+    with tempfile.TemporaryDirectory(prefix="tflab-script-") as context:
+        shutil.copy(requirements, Path(context) / "requirements.txt")
+        say(f"downloading the wheels {requirements} asks for")
+        # Constrained by the trainer's pins, so nothing the image has is replaced.
+        download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+                                   "--only-binary=:all:", *WHEEL_TARGET, "--dest", context,
+                                   "-r", str(requirements), "-c", str(REQUIREMENTS)])
+        if download.returncode != 0:
+            raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
+                           "every one must be on PyPI as a wheel for CPython 3.11 on manylinux x86_64")
+        say(f"building {image}: {trainer_image} plus {requirements}")
+        build = subprocess.run(["docker", "build", "--file", str(SCRIPT_DOCKERFILE),
+                                "--build-arg", f"TRAINER_IMAGE={trainer_image}", "--tag", image, context],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if build.returncode != 0:
+        print(build.stdout[-6000:], file=sys.stderr)
+        raise LabError(f"building {image} failed (docker build's output above)")
     return image

@@ -14,7 +14,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster
+from tflab import cluster, compose
 from tflab.compose import REPO
 from tflab.errors import LabError
 from tflab.settings import Settings
@@ -76,10 +76,14 @@ class LocalProcesses:
                    "TF_USE_LEGACY_KERAS": "1"}
             if not spec:
                 env.pop("TF_CONFIG", None)
+            env.update(TFLAB_CONFIG=str(self.run_dir / "config.json"), TFLAB_TASK=task)
+            if self.settings.script:  # the same launcher as in a container, the script in place
+                command = compose.script_command(self.settings, self.settings.script, self.python)
+                cwd = Path(self.settings.script).parent
+            else:
+                command, cwd = [self.python, "-m", "tflab.train"], None
             process = subprocess.Popen(
-                [self.python, "-m", "tflab.train", "--config", str(self.run_dir / "config.json"),
-                 "--task", task],
-                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)  # Ctrl-C reaches the lab, which ends the tasks itself
             self._processes[task] = process
             reader = threading.Thread(target=self._copy_output, args=(task, process), daemon=True)

@@ -62,6 +62,8 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
     compose.check_docker()
     cli = compose.find_compose(settings.compose)
     image = images.ensure_image(settings.base_image)
+    if settings.script:
+        image = images.ensure_script_image(Path(settings.script), image)
     if settings.link:
         proxied = frozenset(cluster.task_names(settings))
     return compose.ComposeStack(cli, run_dir, settings, image, proxied)
@@ -252,6 +254,8 @@ def describe(settings: Settings) -> str:
         shape = f"{settings.replicas} replica{'s' * (settings.replicas != 1)}"
     else:
         shape = "1 replica"
+    if settings.script:
+        return f"{settings.strategy}, {shape}, {' '.join([display_path(Path(settings.script)), settings.args])}".rstrip()
     return (f"{settings.strategy}, {shape}, {settings.model}, {settings.epochs} epochs of "
             f"{settings.examples} examples, global batch {settings.global_batch}, seed {settings.seed}")
 

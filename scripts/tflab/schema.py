@@ -18,11 +18,12 @@ from typing import Iterable
 
 NUMBER = (int, float)
 COMMON = {"event": str, "task": str, "time": NUMBER}
-ROLES = ("trainer", "server")  # server: parameter_server's workers and ps, which only serve
+# trainer: the lab's training script; server: parameter_server's workers and ps, which only
+# serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/launch.py.
+ROLES = ("trainer", "server", "script")
 EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # What the task is and with what it runs.
-    "start": {"role": str, "strategy": str, "cluster": dict, "versions": dict, "settings": dict,
-              "baseline_loss": NUMBER},
+    "start": {"role": str, "strategy": str, "cluster": dict, "versions": dict, "settings": dict},
     # Seconds from the task's start until its strategy (a server: its gRPC server) was up,
     # imports and rendezvous included.
     "cluster_ready": {"seconds": NUMBER, "replicas": int, "devices": list},
@@ -33,11 +34,13 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
               "examples_per_second": NUMBER},
     # Only with ALLREDUCE_PROBE: bare all-reduces of `floats` float32s, timed after training.
     "allreduce": {"floats": int, "calls": int, "median_seconds": NUMBER},
-    # The task's result; a trainer adds TRAINER_END.
+    # The task's result; a trainer adds TRAINER_END, a script SCRIPT_END.
     "end": {"role": str, "total_seconds": NUMBER, "peak_rss_bytes": int},
     # Any failure; the task exits non-zero after writing it.
     "error": {"message": str},
 }
+LAB_START = {"baseline_loss": NUMBER}  # what the lab's own data set scores predicting 0
+SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 OPTIONAL_EVENTS = ("allreduce",)
@@ -58,8 +61,11 @@ def problems(record: dict) -> list[str]:
     fields = {**COMMON, **EVENTS[event]}
     if event in ("start", "end") and record.get("role") not in ROLES:
         found.append(f"{event}: role={record.get('role')!r} is not one of {', '.join(ROLES)}")
-    if event == "end" and record.get("role") == "trainer":
-        fields.update(TRAINER_END)
+    role = record.get("role")
+    if event == "start" and role in ("trainer", "server"):
+        fields.update(LAB_START)
+    if event == "end":
+        fields.update({"trainer": TRAINER_END, "script": SCRIPT_END}.get(role, {}))
     for name, kind in fields.items():
         if name not in record:
             found.append(f"{event}: missing {name}")
@@ -104,6 +110,8 @@ def completeness(records: list[dict], epochs: int, role: str = "trainer") -> lis
     first_epoch = restored["epoch"] if restored else 1
     if role == "server":
         expected = ["start", "cluster_ready", "end"]
+    elif role == "script":  # epochs only where the script adds tflab's callback
+        expected = ["start"] + [k for k in kinds if k == "epoch"] + ["end"]
     else:
         expected = (["start", "cluster_ready"] + ["restored"] * bool(restored)
                     + ["epoch"] * (epochs - first_epoch + 1) + ["end"])

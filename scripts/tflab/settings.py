@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Mapping
 
 from tflab.errors import LabError
@@ -33,6 +35,7 @@ RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
+SCRIPT_STRATEGIES = ("single", "mirrored", "multiworker")
 COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-(\d+)")
 
 
@@ -77,6 +80,9 @@ class Settings:
     slow_link: str = "10ms,100mbit"  # make chaos SCENARIO=slow-link: the target's inbound link
     slow_cpus: float = 0.25  # make chaos SCENARIO=slow-node: the target's CPU limit
     soak: int = 20  # make soak: how many random scenarios
+    script: str = ""  # a user's own training script (absolute path) run in every task; empty: the lab's
+    args: str = ""  # arguments for SCRIPT, as a shell would split them
+    tensorboard_port: int = 6006  # make tensorboard: the port on 127.0.0.1
 
     @property
     def replicas_in_sync(self) -> int:
@@ -154,6 +160,10 @@ class Settings:
         if self.heal == "never" and self.scenario != "partition":
             raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
                                 "expected seconds (only a partition may stay)")
+        if self.script and self.strategy not in SCRIPT_STRATEGIES:
+            raise SettingsError(f"SCRIPT is not allowed with STRATEGY={self.strategy}: expected one of "
+                                f"{', '.join(SCRIPT_STRATEGIES)} (the lab cannot tell a script's servers "
+                                "from its trainers)")
         if self.examples < self.global_batch:
             raise SettingsError(
                 f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
@@ -258,6 +268,22 @@ def _text(name: str, raw: str) -> str:
     return raw
 
 
+def _script(name: str, raw: str) -> str:
+    path = Path(raw).expanduser()
+    if path.suffix != ".py" or not path.is_file():
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing Python file (*.py)")
+    return str(path.resolve())
+
+
+def _args(name: str, raw: str) -> str:
+    try:
+        shlex.split(raw)
+    except ValueError as error:
+        raise SettingsError(f"{name}={raw!r} is not allowed ({error}): expected arguments as a shell "
+                            "would split them") from None
+    return raw
+
+
 _DEFAULTS = Settings()
 
 SPECS: dict[str, Spec] = {
@@ -330,6 +356,12 @@ SPECS: dict[str, Spec] = {
     "SLOW_CPUS": Spec("slow_cpus", _number(0.01, 64, "CPUs"), "0.01..64",
                       "make chaos SCENARIO=slow-node: the target's CPUs"),
     "SOAK": Spec("soak", _integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs"),
+    "SCRIPT": Spec("script", _script, "empty | path/to/train.py",
+                   "your own training script, unmodified, in every task with the generated TF_CONFIG; "
+                   "empty: the lab's own"),
+    "ARGS": Spec("args", _args, "arguments", "arguments for SCRIPT, split as a shell would"),
+    "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
+                             "make tensorboard: the port it serves on, on 127.0.0.1 only"),
 }
 
 

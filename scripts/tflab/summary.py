@@ -31,18 +31,20 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
     else:
         status = "failed"
     steady = end.get("steady_step_seconds")
+    losses = [epochs[n]["loss"] for n in sorted(epochs)]
     return {
         "task": task,
-        "role": "server" if task in cluster.server_tasks(settings) else "trainer",
+        "role": task_role(settings, task),
         "status": status,
         "exit_code": exit_code,
         "epochs_done": len(epochs),
-        "losses": [epochs[n]["loss"] for n in sorted(epochs)],
+        "losses": losses,
         "attempts": len(tries),
         "restored": [{"epoch": r["epoch"], "step": r["step"]} for r in by_event(records, "restored")],
         "earlier_errors": [r["message"].splitlines()[0][:300] for attempt in tries[:-1]
                            for r in by_event(attempt, "error")],
-        "final_loss": end.get("final_loss"),
+        # A user's script (SCRIPT) has a loss only where it logs epochs with tflab's callback.
+        "final_loss": end.get("final_loss", losses[-1] if end and losses else None),
         "cluster_ready_seconds": ready.get("seconds"),
         "first_step_seconds": end.get("first_step_seconds"),
         "steady_step_seconds": steady,
@@ -54,6 +56,13 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         "first_step_at": end.get("first_step_at"),
         "error": errors[0]["message"] if errors else None,
     }
+
+
+def task_role(settings: Settings, task: str) -> str:
+    """The role its log's start and end events carry (schema.ROLES)."""
+    if settings.script:
+        return "script"
+    return "server" if task in cluster.server_tasks(settings) else "trainer"
 
 
 def summarise(settings: Settings, run_dir: Path, exit_codes: dict, stopped: list[str],
@@ -164,10 +173,13 @@ class ProgressPrinter:
         if event == "cluster_ready":
             return f"ready after {record['seconds']:.1f} s: {record['replicas']} replicas in sync"
         if event == "epoch" and record["task"] == self.chief:
-            return (f"epoch {record['epoch']}/{self.settings.epochs}  loss {record['loss']:.4f}  "
+            of = "" if self.settings.script else f"/{self.settings.epochs}"  # a script's epochs are its own
+            return (f"epoch {record['epoch']}{of}  loss {record['loss']:.4f}  "
                     f"{record['seconds']:.2f} s  {record['examples_per_second']:.0f} examples/s")
         if event == "end" and record["role"] == "server":
             return f"ended after serving for {record['total_seconds']:.1f} s"
+        if event == "end" and record["role"] == "script":
+            return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
         if event == "end":
             return f"done in {record['total_seconds']:.1f} s: final loss {record['final_loss']:.4f}"
         if event == "restored":

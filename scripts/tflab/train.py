@@ -126,7 +126,10 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
         model = build_model(settings.model)
         model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse",
                       steps_per_execution=settings.steps_per_execution)
-    timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None)
+    # TensorBoard scalars, written by the chief alone (make tensorboard serves every run's).
+    writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
+        if task == cluster.chief_task(settings) else None
+    timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
     callbacks = backup_callbacks(settings, run_dir) + [timing]  # the backup restores before timing starts
     if settings.strategy == "parameter_server":
         losses = fit_parameter_server(model, settings, x, y, callbacks)
@@ -357,9 +360,9 @@ class StepTiming(tf.keras.callbacks.Callback):
     hooks run when a step is scheduled, not when it is done, so there a step counts at its epoch's
     average (and the first step's time is real: its result is fetched)."""
 
-    def __init__(self, task: str, settings: Settings, log: EventLog, on_first_step=None):
+    def __init__(self, task: str, settings: Settings, log: EventLog, on_first_step=None, writer=None):
         super().__init__()
-        self.task, self.settings, self.log = task, settings, log
+        self.task, self.settings, self.log, self.writer = task, settings, log, writer
         self.on_first_step = on_first_step
         self.first_step_seconds = 0.0
         self.first_step_at = 0.0
@@ -410,8 +413,13 @@ class StepTiming(tf.keras.callbacks.Callback):
             self.per_step_by_epoch[-1] = [seconds / steps] * steps
         loss = logs["loss"]
         loss = float(loss.fetch() if hasattr(loss, "fetch") else loss)
-        self.log.emit("epoch", epoch=epoch + 1, loss=loss, seconds=seconds, steps=steps,
-                      examples_per_second=steps * self.settings.global_batch / seconds)
+        record = self.log.emit("epoch", epoch=epoch + 1, loss=loss, seconds=seconds, steps=steps,
+                               examples_per_second=steps * self.settings.global_batch / seconds)
+        if self.writer:
+            with self.writer.as_default(step=epoch + 1):
+                for name in ("loss", "examples_per_second", "seconds"):
+                    tf.summary.scalar(name, record[name])
+            self.writer.flush()
         print(f"[{self.task}] epoch {epoch + 1}/{self.settings.epochs} loss {loss:.4f} {seconds:.2f} s",
               flush=True)
 

@@ -16,6 +16,7 @@ from labtest.cli import REPO, lab_env, run_lab
 from labtest.runs import LabRun, lab_containers
 from tflab import compose
 from tflab.errors import LabError
+from tflab.pytest_plugin import tflab_cluster  # noqa: F401  - the fixture users import, tested on itself
 
 log = logging.getLogger("tflab.tests")
 V2_PLUGIN_CONFIG = REPO / ".venv" / "docker-config"  # where scripts/get-compose-v2.sh puts v2

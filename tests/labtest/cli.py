@@ -8,9 +8,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tflab.settings import SPECS
+
 REPO = Path(__file__).resolve().parents[2]
-SETTING_NAMES = ("STRATEGY", "WORKERS", "REPLICAS", "EPOCHS", "GLOBAL_BATCH", "EXAMPLES", "SEED", "RUN",
-                 "BACKEND", "PEER_TIMEOUT", "TIMEOUT", "RUNS_DIR", "COMPOSE", "BASE_IMAGE")
 
 
 @dataclass
@@ -28,7 +28,7 @@ def lab_env(**changes: str) -> dict[str, str]:
     """os.environ without any lab setting a developer may have exported (nor an outer make's
     variables, as under `make test`), plus `changes`."""
     env = {k: v for k, v in os.environ.items()
-           if k not in SETTING_NAMES and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+           if k not in SPECS and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     env.update({"PYTHONPATH": str(REPO / "scripts"), "TFLAB_PYTHON": sys.executable})
     env.update(changes)
     return env

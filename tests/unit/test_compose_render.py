@@ -33,14 +33,25 @@ def test_trainers_are_hardened_and_unreachable_from_outside(base):
     assert trainer["read_only"] is True and trainer["cap_drop"] == ["ALL"]
     assert "no-new-privileges:true" in trainer["security_opt"]
     assert base["networks"]["cluster"]["internal"] is True
-    assert all("ports" not in service for service in base["services"].values())
+    trainers = {name: service for name, service in base["services"].items() if name != "tensorboard"}
+    assert all("ports" not in service for service in trainers.values())
+
+
+def test_tensorboard_publishes_its_port_on_loopback_only_and_reads_runs_only(base):
+    service = base["services"]["tensorboard"]
+    assert service["profiles"] == ["tensorboard"]
+    assert service["ports"] == ["127.0.0.1:${TFLAB_TENSORBOARD_PORT:-6006}:6006"]
+    assert service["networks"] == ["tensorboard"] and "cluster" not in service["networks"]
+    assert service["volumes"] == ["${TFLAB_RUNS_DIR:-./runs}:/lab/runs:ro"]
+    assert service["read_only"] is True and service["cap_drop"] == ["ALL"]
 
 
 def test_the_header_lists_every_variable_the_file_reads():
     text = compose.COMPOSE_FILE.read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     used = set(re.findall(r"\$\{(\w+)", text))
-    assert used == {"TFLAB_IMAGE", "TFLAB_BASE_IMAGE", "TFLAB_RUN_DIR", "TFLAB_UID", "TFLAB_GID"}
+    assert used == {"TFLAB_IMAGE", "TFLAB_BASE_IMAGE", "TFLAB_RUN_DIR", "TFLAB_UID", "TFLAB_GID",
+                    "TFLAB_RUNS_DIR", "TFLAB_TENSORBOARD_PORT"}
     for variable in used:
         assert variable in header
 

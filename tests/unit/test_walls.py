@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
-TRAINER = {"train"}  # runs inside the containers
+TRAINER = {"train", "launch", "callback"}  # runs inside the containers
 SHARED = {"settings", "cluster", "schema", "errors", "peerwait", "linkproxy", "__init__"}  # both sides
 HOST = {p.stem for p in PACKAGE.glob("*.py")} - TRAINER - SHARED
 

@@ -1,0 +1,109 @@
+"""A pytest fixture that runs your training script on a lab cluster and hands back its parsed logs.
+
+    # conftest.py of your test suite, with this repository's scripts/ folder on PYTHONPATH
+    from tflab.pytest_plugin import tflab_cluster  # noqa: F401  (or: pytest -p tflab.pytest_plugin)
+
+    def test_training_converges(tflab_cluster):
+        lab = tflab_cluster(workers=2, script="train.py", args="--epochs 3")
+        assert lab.ok, lab.why()
+        assert lab.tasks["worker-0"].final_loss < 0.5
+
+`tflab_cluster(**settings)` takes the lab's settings in lower case (workers=2, strategy="mirrored",
+script=..., args=..., timeout=...; see `make help`), runs `python3 -m tflab up` with them in a
+runs folder of the test's own, waits for the end and returns a `LabRun`. A refused setting fails
+the test with the lab's one-line message. Host side: needs Docker (or backend="local" with
+TensorFlow installed), never TensorFlow itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tflab.schema import read_events
+from tflab.settings import SPECS
+
+SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
+USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
+
+
+@dataclass
+class Task:
+    """One task's result: its summary row's fields as attributes, and its log's events."""
+
+    name: str
+    row: dict
+    events: list[dict] = field(repr=False)
+
+    def __getattr__(self, key: str):
+        try:
+            return self.__dict__["row"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def of(self, event: str) -> list[dict]:
+        return [record for record in self.events if record.get("event") == event]
+
+
+@dataclass
+class LabRun:
+    returncode: int
+    output: str = field(repr=False)
+    run_dir: Path
+
+    @property
+    def summary(self) -> dict:
+        return json.loads((self.run_dir / "summary.json").read_text())
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.summary["ok"]
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        return {row["task"]: Task(row["task"], row, read_events(self.run_dir / f"{row['task']}.jsonl"))
+                for row in self.summary["tasks"]}
+
+    def why(self) -> str:
+        """What to read when an assertion about this run fails."""
+        return f"lab run in {self.run_dir} exited {self.returncode}:\n{self.output[-4000:]}"
+
+
+def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = None) -> LabRun:
+    """Runs `python -m tflab up` with `settings` (lower-case names) in runs_dir/run."""
+    names = {name.lower(): name for name in SPECS}
+    unknown = sorted(set(settings) - set(names))
+    if unknown:
+        raise ValueError(f"unknown lab setting {unknown[0]!r}; allowed: {', '.join(sorted(names))}")
+    env = {key: value for key, value in os.environ.items() if key not in SPECS}  # only what the test says
+    env.update({names[key]: str(value) for key, value in settings.items()})
+    env.update(RUNS_DIR=str(runs_dir), RUN=run, PYTHONPATH=os.pathsep.join(
+        [str(SCRIPTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    limit = timeout or float(settings.get("timeout", 900)) + 300  # the lab bounds itself; this bounds the lab
+    result = subprocess.run([sys.executable, "-m", "tflab", "up"], env=env, capture_output=True, text=True,
+                            timeout=limit)
+    output = result.stdout + result.stderr
+    if result.returncode == USAGE_ERROR and not (runs_dir / run).exists():
+        pytest.fail(f"the lab refused the settings: {output.strip().splitlines()[-1]}", pytrace=False)
+    return LabRun(result.returncode, output, runs_dir / run)
+
+
+@pytest.fixture
+def tflab_cluster(tmp_path):
+    """A function that runs the lab with the given settings and returns its LabRun."""
+    count, token = 0, secrets.token_hex(3)
+
+    def start(**settings) -> LabRun:
+        nonlocal count
+        count += 1
+        # Compose project names come from run ids, so they must differ across test sessions too.
+        return run_lab(tmp_path / "runs", f"cluster-{token}-{count}", settings)
+
+    return start
