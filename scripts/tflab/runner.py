@@ -255,7 +255,8 @@ def describe(settings: Settings) -> str:
     else:
         shape = "1 replica"
     if settings.script:
-        return f"{settings.strategy}, {shape}, {' '.join([display_path(Path(settings.script)), settings.args])}".rstrip()
+        command = " ".join([display_path(Path(settings.script)), settings.args]).rstrip()
+        return f"{settings.strategy}, {shape}, {command}"
     return (f"{settings.strategy}, {shape}, {settings.model}, {settings.epochs} epochs of "
             f"{settings.examples} examples, global batch {settings.global_batch}, seed {settings.seed}")
 
