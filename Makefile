@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
 
-.PHONY: help up chaos soak compare report bench config summary logs tensorboard down
+.PHONY: help up stack-up chaos soak compare report bench config summary logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration clean
 
 help: ## list the targets and the settings
@@ -32,6 +32,9 @@ help: ## list the targets and the settings
 
 up: $(if $(filter local,$(BACKEND)),venv) ## train on the lab and print a summary: make up STRATEGY=mirrored
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB) up
+
+stack-up: ## the same run as a Docker Swarm stack (needs `docker swarm init`): make stack-up WORKERS=3
+	@$(LAB) up BACKEND=swarm
 
 chaos: ## a run with one fault on purpose: make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
 	@$(LAB) chaos
@@ -60,7 +63,7 @@ logs: ## print a run's merged, timestamped task output (RUN=<id>, default the ne
 tensorboard: ## serve every run's loss and examples/s on 127.0.0.1:6006 (TENSORBOARD_PORT)
 	@$(LAB) tensorboard
 
-down: ## remove every container and network a lab run left behind (runs/ stays)
+down: ## remove every container, network and stack a lab run left behind, and TensorBoard (runs/ stays)
 	@$(LAB) down
 
 images: ## build the trainer image (and its base, where no registry is reachable)

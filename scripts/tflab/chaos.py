@@ -32,7 +32,9 @@ from pathlib import Path
 from tflab import cluster, compose, runner
 from tflab.errors import LabError
 from tflab.schema import by_event, read_events
-from tflab.settings import Settings
+from tflab.settings import SCENARIOS, Settings
+
+SWARM_SCENARIOS = ("kill", "stop")
 
 
 def docker(*args: str) -> subprocess.CompletedProcess:
@@ -57,9 +59,7 @@ class Chaos:
     def check(self, settings: Settings) -> None:
         """Refuses what cannot be done, before anything starts."""
         tasks = cluster.task_names(settings)
-        if settings.backend != "compose":
-            raise LabError(f"make chaos needs BACKEND=compose, not BACKEND={settings.backend}: "
-                           "its faults act on containers")
+        check_backend(settings, (self.scenario,))
         if self.target not in tasks:
             raise LabError(f"TARGET={self.target} is not a task of this run; expected one of {', '.join(tasks)}")
         if self.kind == "epoch" and not 1 <= self.at < settings.epochs:
@@ -174,6 +174,18 @@ class Chaos:
                 "restarts": len(summary.get("restarts", [])), "outcome": outcome_of(summary)}
 
 
+def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) -> None:
+    """Refuses a backend the scenarios cannot act on. A stack's tasks are containers on this node
+    too, so a kill or a SIGTERM is the same `docker kill` (both tried on a one-node swarm); the
+    other faults act on a Compose project's bridge network or proxies, or were not tried on a stack."""
+    if settings.backend == "local":
+        raise LabError("make chaos needs BACKEND=compose, not BACKEND=local: its faults act on containers")
+    refused = [scenario for scenario in scenarios if scenario not in SWARM_SCENARIOS]
+    if settings.backend == "swarm" and refused:
+        raise LabError(f"SCENARIO={refused[0]} needs BACKEND=compose; with BACKEND=swarm make chaos offers "
+                       f"{' and '.join(SWARM_SCENARIOS)} (make soak draws from every scenario, so it needs compose)")
+
+
 def outcome_of(summary: dict) -> str:
     """survived: finished ok (restarts or not); ended cleanly: failed, every task ended, with an
     error saying why; hung: stopped by TIMEOUT, or failed without a word."""
@@ -192,6 +204,7 @@ def chaos(settings: Settings) -> int:
 def soak(settings: Settings) -> int:
     """SOAK random scenarios, one run each, in runs/<RUN>/; prints the counts and worst times."""
     folder = runner.planned_run_dir(settings)
+    check_backend(settings)
     runner.make_folder(folder, link_latest=True)
     rng = random.Random(settings.seed)
     workers = [t for t in cluster.task_names(settings) if t.startswith("worker-")] or cluster.task_names(settings)

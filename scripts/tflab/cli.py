@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-from tflab import cluster, compose, images, local, report, runner, summary
+from tflab import cluster, compose, images, local, report, runner, summary, swarm
 from tflab.errors import LabError
 from tflab.settings import Settings, settings_table
 
@@ -78,6 +78,8 @@ def command_config(settings: Settings) -> int:
     if settings.backend == "local":
         address = cluster.local_addresses(local.free_ports(len(cluster.task_names(settings))))
         note = "local: ports are picked afresh when a run starts"
+    elif settings.backend == "swarm":
+        address, note = cluster.compose_address, "swarm: service names in the stack's network, port 2222"
     else:
         address, note = cluster.compose_address, "compose: stable hostnames, port 2222"
     spec = cluster.cluster_spec(settings, address)
@@ -113,7 +115,11 @@ def command_down(settings: Settings) -> int:
     for project in projects:
         compose.remove_project(project)
         print(f"tflab: removed {project}")
-    if not projects:
+    stacks = swarm.lab_stacks()
+    for stack in stacks:
+        removed = swarm.remove_stack(stack)
+        print(f"tflab: removed stack {stack}" if removed else f"tflab: stack {stack} is still being removed")
+    if not projects and not stacks:
         print("tflab: no lab containers to remove")
     return 0
 
@@ -179,7 +185,7 @@ COMMANDS = {
     "config": (command_config, "print the cluster spec and every task's TF_CONFIG"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),
-    "down": (command_down, "remove every container and network the lab left behind"),
+    "down": (command_down, "remove every container, network and swarm stack the lab left behind"),
     "images": (command_images, "build the trainer image if its inputs changed"),
     "wheels": (command_wheels, "download the trainer's pinned wheels"),
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),

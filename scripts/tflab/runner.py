@@ -5,10 +5,11 @@ Data flows one way: Settings -> cluster spec -> TF_CONFIG per task -> tasks (con
 processes) -> <task>.jsonl -> summary.json and the table. Nothing is started until every check
 has passed, and nothing a run wrote is ever overwritten or deleted.
 
-A backend (compose.ComposeStack, local.LocalProcesses) offers: `tasks`, `address` (job, index ->
-host:port for the cluster spec), `description`, `start(spec)`, `exit_codes()` (task -> code or
-None while running), `terminate(tasks)` (SIGTERM), `stop(tasks)` (SIGKILL), `save_output()` (into
-output.log) and `close()`.
+A backend (compose.ComposeStack, swarm.SwarmStack, local.LocalProcesses) offers: `tasks`,
+`address` (job, index -> host:port for the cluster spec), `description`, `start(spec)`,
+`restart()`, `exit_codes()` (task -> code or None while running), `terminate(tasks)` (SIGTERM),
+`stop(tasks)` (SIGKILL), `save_output()` (into output.log) and `close()`; the container backends
+also `container(task)`, `network()` and `proxied` (the tasks behind a delay proxy), for chaos.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster, compose, images, local, report, summary
+from tflab import cluster, compose, images, local, report, summary, swarm
 from tflab.errors import LabError
 from tflab.linkproxy import Profile
 from tflab.schema import read_events
@@ -55,11 +56,15 @@ def planned_run_dir(settings: Settings) -> Path:
 
 def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = frozenset()):
     """Every check a backend needs, done before anything is written or started."""
+    if settings.link and settings.backend != "compose":
+        raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies are Compose services")
     if settings.backend == "local":
-        if settings.link:
-            raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies run as containers")
         return local.LocalProcesses(settings, run_dir, local.find_python())
     compose.check_docker()
+    if settings.backend == "swarm":
+        node = swarm.check_swarm()
+        swarm.check_names(swarm.stack_name(run_dir), cluster.task_names(settings))
+        return swarm.SwarmStack(run_dir, settings, images.ensure_image(settings.base_image), node)
     cli = compose.find_compose(settings.compose)
     image = images.ensure_image(settings.base_image)
     if settings.script:
@@ -272,12 +277,15 @@ def compare(settings: Settings) -> int:
     """`make compare`: one run per COMPARE entry, in one folder, then the report of them all."""
     entries = settings.compare_runs()
     folder = planned_run_dir(settings)
-    if settings.backend == "compose":  # check once, before anything is written
-        compose.check_docker()
-        compose.find_compose(settings.compose)
-        images.ensure_image(settings.base_image)
-    else:
+    if settings.backend == "local":  # check once, before anything is written
         local.find_python()
+    else:
+        compose.check_docker()
+        if settings.backend == "swarm":
+            swarm.check_swarm()
+        else:
+            compose.find_compose(settings.compose)
+        images.ensure_image(settings.base_image)
     make_folder(folder, link_latest=True)
     labels = [label for label, _ in entries]
     compose.write_json(folder / "compare.json", {"settings": settings.to_dict(), "runs": labels})

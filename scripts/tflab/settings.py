@@ -28,7 +28,7 @@ COLLECTIVES = ("auto", "ring", "nccl")
 NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
 LINK_PATTERN = re.compile(r"(\d+(?:\.\d+)?)ms,(\d+(?:\.\d+)?)mbit")
-BACKENDS = ("compose", "local")
+BACKENDS = ("compose", "local", "swarm")
 COMPOSE_CLIS = ("auto", "v2", "v1")
 MAX_TASKS = 16
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -60,7 +60,7 @@ class Settings:
     bytes_per_pack: int = 0  # multiworker gradient packing hint; 0 lets TensorFlow decide
     allreduce_probe: int = 0  # after training, time this many bare all-reduces of the gradient
     run: str = ""  # run id, outputs in RUNS_DIR/<RUN>/; empty means a fresh timestamped id
-    backend: str = "compose"  # compose: one container per task; local: one process per task
+    backend: str = "compose"  # compose: one container per task; local: one process per task; swarm: a stack
     peer_timeout: float = 60.0  # seconds a trainer waits for its peers before it gives up
     timeout: float = 900.0  # seconds the whole run may take before the lab stops it
     runs_dir: str = "runs"  # where run folders go (relative to the repository root)
@@ -320,7 +320,8 @@ SPECS: dict[str, Spec] = {
     "RUN": Spec("run", _run_id, "[a-z0-9][a-z0-9-]*, not an existing run",
                 "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest"),
     "BACKEND": Spec("backend", _choice(BACKENDS), " | ".join(BACKENDS),
-                    "compose: a container per task; local: a process per task on loopback, same script"),
+                    "compose: a container per task; local: a process per task on loopback, same script; "
+                    "swarm: a Docker Swarm service per task (make stack-up)"),
     "PEER_TIMEOUT": Spec("peer_timeout", _number(1, 3600), "1..3600 seconds",
                          "how long a trainer waits for its peers before it exits naming the missing ones"),
     "TIMEOUT": Spec("timeout", _number(10, 86_400), "10..86400 seconds",

@@ -101,5 +101,11 @@ def lab(trainer_image, compose_env, tmp_path_factory) -> Lab:
     return Lab(tmp_path_factory.mktemp("runs"), compose_env)
 
 
+@pytest.fixture(scope="session")
+def engine_lab(trainer_image, tmp_path_factory) -> Lab:
+    """`lab` for runs that need the engine and the image but no Compose CLI (BACKEND=swarm)."""
+    return Lab(tmp_path_factory.mktemp("runs"), {})
+
+
 def docker_kill(container: str) -> None:
     subprocess.run(["docker", "kill", container], capture_output=True, check=True)

@@ -35,7 +35,7 @@ def assert_refused(result, expected: str, runs_dir: Path):
     (["EPOCHS=-1"], "EPOCHS=-1 is not allowed"),
     (["GLOBAL_BATCH=65"], "GLOBAL_BATCH=65 is not divisible by the 2 replicas of STRATEGY=multiworker"),
     (["STRATEGY=mirrored", "REPLICAS=3"], "GLOBAL_BATCH=64 is not divisible by the 3 replicas of STRATEGY=mirrored"),
-    (["BACKEND=k8s"], "BACKEND=k8s is not allowed: expected one of compose, local"),
+    (["BACKEND=k8s"], "BACKEND=k8s is not allowed: expected one of compose, local, swarm"),
     (["STRATEGY=parameter_server", "PS=0"], "PS=0 is not allowed with STRATEGY=parameter_server: expected 1..16"),
     (["STRATEGY=parameter_server", "LOOP=custom"], "LOOP=custom is not allowed with STRATEGY=parameter_server"),
     (["MODEL=resnet"], "MODEL=resnet is not allowed: expected one of mlp, cnn"),
@@ -120,6 +120,47 @@ def test_the_asked_for_compose_cli_is_missing(tmp_path):
     result = run_lab("up", f"RUNS_DIR={runs}", "COMPOSE=v1",
                      env=lab_env(PATH=shim_path(tmp_path, ENGINE_UP_NO_COMPOSE)))
     assert_refused(result, "COMPOSE=v1 but `docker-compose` does not work", runs)
+
+
+def engine_with_swarm(state: str, manager: str) -> str:
+    return f"""case "$1" in
+  info) case "$3" in *Swarm*) echo "{state} {manager} n0de" ;; *) echo 20.10.24 ;; esac ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("state, manager, expected", [
+    ("inactive", "false", "BACKEND=swarm needs an active Docker Swarm, and this engine's swarm is inactive: "
+                          "run `docker swarm init` first"),
+    ("active", "false", "BACKEND=swarm needs a swarm manager to deploy a stack, and this engine is a worker node"),
+])
+def test_swarm_backend_without_a_swarm_manager(tmp_path, state, manager, expected):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", "BACKEND=swarm",
+                     env=lab_env(PATH=shim_path(tmp_path, engine_with_swarm(state, manager))))
+    assert_refused(result, expected, runs)
+
+
+def test_make_stack_up_is_up_on_swarm(tmp_path):
+    """Without an active swarm, `make stack-up` is refused with BACKEND=swarm's line, so it is
+    `up BACKEND=swarm` and not the Compose run."""
+    if shutil.which("make") is None:
+        pytest.fail("make is required")
+    runs = tmp_path / "runs"
+    env = lab_env(PYTHON=sys.executable, PATH=shim_path(tmp_path, engine_with_swarm("inactive", "false")))
+    result = subprocess.run([shutil.which("make"), "--no-print-directory", "stack-up", f"RUNS_DIR={runs}"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[0].startswith("tflab: BACKEND=swarm needs an active Docker Swarm")
+    assert not runs.exists()
+
+
+@pytest.mark.parametrize("backend", ["local", "swarm"])
+def test_link_needs_compose(tmp_path, backend):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"RUNS_DIR={runs}", f"BACKEND={backend}", "LINK=1ms,100mbit")
+    assert_refused(result, "LINK=1ms,100mbit needs BACKEND=compose: the delay proxies are Compose services", runs)
 
 
 def test_local_backend_without_tensorflow(tmp_path):

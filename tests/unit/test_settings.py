@@ -39,7 +39,7 @@ def test_empty_values_mean_the_default():
     ("RUN", "My Run", "RUN=My Run is not allowed: expected lowercase letters, digits and '-'"),
     ("RUN", "../escape", "RUN=../escape is not allowed"),
     ("RUN", "-leading-dash", "RUN=-leading-dash is not allowed"),
-    ("BACKEND", "swarm", "BACKEND=swarm is not allowed: expected one of compose, local"),
+    ("BACKEND", "k8s", "BACKEND=k8s is not allowed: expected one of compose, local, swarm"),
     ("PEER_TIMEOUT", "0", "PEER_TIMEOUT=0 is not allowed: expected seconds from 1 to 3600"),
     ("PEER_TIMEOUT", "nan", "PEER_TIMEOUT=nan is not allowed"),
     ("TIMEOUT", "forever", "TIMEOUT=forever is not allowed: expected seconds from 10 to 86400"),

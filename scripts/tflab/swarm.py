@@ -1,0 +1,347 @@
+"""BACKEND=swarm (`make stack-up`): the same lab as a Docker Swarm stack, one service per task.
+
+Same image, same TF_CONFIG (cluster.compose_address: inside a stack's network every service
+answers to its short name, `worker-0`, as a Compose service does), same JSONL logs, the same
+supervisor in runner.py. The lab renders the whole stack file into the run folder,
+`runs/<RUN>/stack.run.json`, and deploys it with `docker stack deploy`: stack deploy supports
+neither `extends` nor profiles, so the Compose file's `task` template cannot be reused as it is,
+and the host side cannot read that YAML without a YAML library. `TRAINER` below is the same
+trainer block translated, and a unit test holds it to docker-compose.yml's `x-trainer` key by key.
+
+What a stack applies differently from Compose:
+- `tmpfs:` on a service is ignored by stack deploy (measured: the read-only workers died with "No
+  usable temporary directory"), so /tmp is a `type: tmpfs` mount instead.
+- `security_opt` (no-new-privileges) is ignored by stack deploy: swarm services have no such
+  option on engine 20.10, so a stack's trainers run without it.
+- `cap_drop` reaches a service only from engine API 1.41 (Docker 20.10) on; older engines get
+  a stack without it, and the run's first line says so.
+- Swarm's own restart policy is off (`condition: none`): the lab restarts the whole cluster
+  itself (RESTARTS), as with Compose.
+
+The lab never changes the engine's swarm state: it refuses to start unless this engine is an
+active swarm manager. Every task is placed on this node, where the image and the run folder are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tflab import cluster
+from tflab.compose import container_user, run_quiet, write_json
+from tflab.errors import LabError
+from tflab.settings import Settings
+
+STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
+STACK_PREFIX = "tflab-"
+STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7
+CAP_DROP_API = (1, 41)  # the engine API from which a service's cap_drop is applied (Docker 20.10)
+NOT_APPLIED = "no-new-privileges (stack deploy ignores security_opt)"
+MAX_SERVICE_NAME = 63  # swarm service names are DNS labels
+NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
+REMOVAL_SECONDS = 60
+RESTART_SECONDS = 60
+# Task states before a task ends; every other state (complete, failed, shutdown, rejected,
+# orphaned, remove) is an end.
+RUNNING_STATES = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready",
+                  "starting", "running"}
+
+# docker-compose.yml's x-trainer block, as a stack service (see the module docstring).
+TRAINER = {
+    "init": True,  # a real PID 1, so signals reach the trainer and its watchdog is reaped
+    "read_only": True,
+    "cap_drop": ["ALL"],
+    "environment": {"TFLAB_CONFIG": "/lab/run/config.json", "TF_USE_LEGACY_KERAS": "1"},
+    "command": ["python", "-m", "tflab.train"],
+}
+RUN_MOUNT = "/lab/run"
+TMPFS_MOUNT = "/tmp"  # HOME and scratch space; the run folder is the only other writable path
+
+
+@dataclass(frozen=True)
+class SwarmNode:
+    node_id: str
+    engine: str  # the engine's version, for the run's description
+    api: tuple[int, int]  # the engine's API version
+
+    @property
+    def applies_cap_drop(self) -> bool:
+        return self.api >= CAP_DROP_API
+
+
+def check_swarm() -> SwarmNode:
+    """This engine as a swarm manager; LabError (one line) if it is not one."""
+    info = run_quiet(["docker", "info", "--format",
+                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}}"], timeout=30)
+    state, manager, node_id = (info.stdout.split() + ["", "", ""])[:3]
+    if state != "active":
+        what = "run `docker swarm init` first" if state == "inactive" else "see `docker info`"
+        raise LabError(f"BACKEND=swarm needs an active Docker Swarm, and this engine's swarm is "
+                       f"{state or 'unknown'}: {what} (the lab never changes it itself)")
+    if manager != "true":
+        raise LabError("BACKEND=swarm needs a swarm manager to deploy a stack, and this engine is a "
+                       "worker node: run the lab on a manager")
+    version = run_quiet(["docker", "version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}"])
+    engine, api_text = (version.stdout.split() + ["unknown", "0.0"])[:2]
+    try:
+        api = tuple(int(part) for part in api_text.split(".")[:2])
+    except ValueError:
+        api = (0, 0)  # unknown: the stack leaves out what needs a newer engine
+    return SwarmNode(node_id, engine, api)
+
+
+def stack_name(run_dir: Path) -> str:
+    return STACK_PREFIX + run_dir.name
+
+
+def check_names(stack: str, tasks: list[str]) -> None:
+    longest = max(tasks, key=len)
+    if len(f"{stack}_{longest}") > MAX_SERVICE_NAME:
+        raise LabError(f"RUN={stack[len(STACK_PREFIX):]} is too long for BACKEND=swarm: service {stack}_{longest} "
+                       f"would exceed swarm's {MAX_SERVICE_NAME} characters; choose a shorter RUN")
+
+
+def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node: SwarmNode) -> dict:
+    """The run's whole stack file: one service per task, each the trainer block with its
+    TF_CONFIG, pinned to this node, limited by CPUS/MEMORY, on the stack's own network."""
+    uid, gid = container_user()
+    limits = {}
+    if settings.cpus:
+        limits["cpus"] = f"{settings.cpus:g}"
+    if settings.memory != "0":
+        limits["memory"] = settings.memory
+    services = {}
+    for task in cluster.task_names(settings):
+        service = {
+            "image": image,
+            "hostname": task,
+            "user": f"{uid}:{gid}",
+            **{key: value for key, value in TRAINER.items() if key != "environment"},
+            "networks": ["cluster"],
+            "volumes": [{"type": "bind", "source": str(run_dir), "target": RUN_MOUNT},
+                        {"type": "tmpfs", "target": TMPFS_MOUNT}],
+            "environment": {**TRAINER["environment"], **cluster.tf_config_env(spec, task)},
+            "deploy": {
+                "replicas": 1,  # one task per service: TF_CONFIG needs a stable index per task
+                "restart_policy": {"condition": "none"},  # the lab restarts the whole cluster itself
+                "placement": {"constraints": [f"node.id == {node.node_id}"]},  # the image and run folder are here
+                **({"resources": {"limits": limits}} if limits else {}),
+            },
+        }
+        if not node.applies_cap_drop:
+            del service["cap_drop"]
+        services[task] = service
+    # No route out and nothing published: TensorFlow's gRPC servers are unauthenticated.
+    network = {"driver": "overlay", "internal": settings.network == "internal"}
+    return {"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}}
+
+
+def created_key(timestamp: str) -> tuple[str, str]:
+    """A sort key for swarm's RFC 3339 times, whose fractions drop trailing zeros (.1Z, .12Z)."""
+    match = re.fullmatch(r"([^.]+?)(?:\.(\d+))?Z", timestamp)
+    if not match:
+        return (timestamp, "")
+    return (match.group(1), (match.group(2) or "").ljust(9, "0"))
+
+
+def newest_tasks(tasks: list[dict]) -> dict[str, dict]:
+    """service id -> its newest task (a restart leaves the older ones in the service's history)."""
+    newest: dict[str, dict] = {}
+    for task in tasks:
+        current = newest.get(task["ServiceID"])
+        if current is None or created_key(task["CreatedAt"]) > created_key(current["CreatedAt"]):
+            newest[task["ServiceID"]] = task
+    return newest
+
+
+def exit_code_of(task: dict) -> int | None:
+    """A swarm task's exit code, or None while it has not ended."""
+    status = task.get("Status", {})
+    if status.get("State") in RUNNING_STATES:
+        return None
+    if not container_of(task):
+        return NO_CONTAINER_EXIT
+    return int(status["ContainerStatus"].get("ExitCode", 0))
+
+
+def container_of(task: dict) -> str | None:
+    return (task.get("Status", {}).get("ContainerStatus") or {}).get("ContainerID") or None
+
+
+def lab_stacks() -> list[str]:
+    """The lab's stacks on this engine; none where it is no swarm manager."""
+    found = run_quiet(["docker", "stack", "ls", "--format", "{{.Name}}"])
+    if found.returncode != 0:
+        return []
+    return sorted(name for name in found.stdout.split() if name.startswith(STACK_PREFIX))
+
+
+def stack_containers(stack: str) -> list[str]:
+    return run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
+                      f"label=com.docker.stack.namespace={stack}"]).stdout.split()
+
+
+def stack_networks(stack: str) -> list[str]:
+    return run_quiet(["docker", "network", "ls", "--quiet", "--filter",
+                      f"label=com.docker.stack.namespace={stack}"]).stdout.split()
+
+
+def remove_stack(stack: str) -> bool:
+    """`docker stack rm`, then waits until its containers and network are gone (False if they are
+    not in time): stack rm returns before the engine has removed them, and a network can only go
+    once nothing uses it."""
+    run_quiet(["docker", "stack", "rm", stack], timeout=120)
+    deadline = time.monotonic() + REMOVAL_SECONDS
+    while time.monotonic() < deadline:
+        if not stack_containers(stack):
+            networks = stack_networks(stack)
+            if not networks:
+                return True
+            run_quiet(["docker", "network", "rm", *networks])  # stack rm gave up while tasks still used it
+        time.sleep(1)
+    return False
+
+
+class SwarmStack:
+    """The Backend for BACKEND=swarm (see runner.py): one stack per run, `tflab-<RUN>`."""
+
+    proxied: frozenset[str] = frozenset()  # LINK's delay proxies are Compose services only
+
+    def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode):
+        self.run_dir = run_dir
+        self.settings = settings
+        self.image = image
+        self.node = node
+        self.stack = stack_name(run_dir)
+        self.tasks = cluster.task_names(settings)
+        self.address = cluster.compose_address
+        missing = [NOT_APPLIED] + ([] if node.applies_cap_drop else ["cap_drop (needs engine API 1.41)"])
+        self.description = (f"swarm (engine {node.engine}), stack {self.stack}, image {image}; "
+                            f"not applied: {', '.join(missing)}")
+        self._service_ids: dict[str, str] = {}
+        self._reported: set[str] = set()
+
+    def service(self, task: str) -> str:
+        return f"{self.stack}_{task}"
+
+    def start(self, spec: dict) -> None:
+        path = self.run_dir / STACK_FILE
+        write_json(path, render_stack(self.settings, spec, self.image, self.run_dir, self.node))
+        # --resolve-image never: the image is local, and no registry need be asked for its digest.
+        result = run_quiet(["docker", "stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
+                            self.stack], timeout=300)
+        if result.returncode != 0:
+            raise LabError(f"docker stack deploy failed: {_last_line(result)}")
+
+    def restart(self) -> None:
+        """A new task for every service (after all have ended): same spec, same logs. Waits until
+        each has one, or the old tasks' exit codes would read as the new run's."""
+        before = {service: task["ID"] for service, task in self._newest().items()}
+        for task in self.tasks:
+            result = run_quiet(["docker", "service", "update", "--force", "--detach", "--quiet",
+                                self.service(task)], timeout=120)
+            if result.returncode != 0:
+                raise LabError(f"docker service update of {self.service(task)} failed: {_last_line(result)}")
+        deadline = time.monotonic() + RESTART_SECONDS
+        while time.monotonic() < deadline:
+            newest = self._newest()
+            if len(newest) == len(self.tasks) and not {t["ID"] for t in newest.values()} & set(before.values()):
+                return
+            time.sleep(0.5)
+        raise LabError(f"swarm did not start new tasks within {RESTART_SECONDS} s of `docker service update --force`")
+
+    def _service_names(self) -> dict[str, str]:
+        """service id -> task name, learnt once every service exists."""
+        if len(self._service_ids) < len(self.tasks):
+            found = run_quiet(["docker", "service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
+                               "--format", "{{.ID}} {{.Name}}"])
+            for line in found.stdout.splitlines():
+                short_id, name = line.split()
+                if name.startswith(f"{self.stack}_"):
+                    self._service_ids[short_id] = name[len(self.stack) + 1:]
+        return self._service_ids
+
+    def _all_tasks(self) -> list[dict]:
+        ids = run_quiet(["docker", "stack", "ps", "--no-trunc", "--quiet", self.stack]).stdout.split()
+        if not ids:
+            return []
+        found = run_quiet(["docker", "inspect", *ids])
+        return json.loads(found.stdout) if found.returncode == 0 and found.stdout.strip() else []
+
+    def _task_name(self, service_id: str) -> str | None:
+        # `service ls` prints short ids, tasks carry the full one.
+        return next((name for short, name in self._service_names().items() if service_id.startswith(short)), None)
+
+    def _newest(self) -> dict[str, dict]:
+        """task name -> its service's newest swarm task."""
+        newest = {}
+        for service_id, task in newest_tasks(self._all_tasks()).items():
+            name = self._task_name(service_id)
+            if name:
+                newest[name] = task
+        return newest
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """task -> exit code, or None while its swarm task has not ended."""
+        codes: dict[str, int | None] = {task: None for task in self.tasks}
+        for name, task in self._newest().items():
+            codes[name] = exit_code_of(task)
+            error = task.get("Status", {}).get("Err")
+            if codes[name] == NO_CONTAINER_EXIT and task["ID"] not in self._reported:
+                self._reported.add(task["ID"])  # say why once: a task that never ran has no log of its own
+                print(f"tflab: {name} never ran: {error or task['Status'].get('State')}", flush=True)
+        return codes
+
+    def container(self, task: str) -> str:
+        """The id of a task's container (its newest swarm task's)."""
+        container = container_of(self._newest().get(task, {}))
+        if not container:
+            raise LabError(f"task {task} has no container in stack {self.stack}")
+        return container
+
+    def network(self) -> str:
+        return f"{self.stack}_cluster"
+
+    def _kill(self, tasks: list[str], *signal: str) -> None:
+        newest = self._newest()
+        running = [newest[task] for task in tasks if task in newest and exit_code_of(newest[task]) is None]
+        containers = [container_of(task) for task in running if container_of(task)]
+        if containers:
+            run_quiet(["docker", "kill", *signal, *containers], timeout=60)
+
+    def terminate(self, tasks: list[str]) -> None:
+        self._kill(tasks, "--signal", "SIGTERM")
+
+    def stop(self, tasks: list[str]) -> None:
+        self._kill(tasks)
+
+    def save_output(self) -> None:
+        """Every container's output, each line prefixed with its task, merged by time (as
+        BACKEND=local writes it), then swarm's own account of every task, errors included."""
+        lines = []
+        for task in self._all_tasks():
+            name = self._task_name(task["ServiceID"]) or "?"
+            container = container_of(task)
+            if container:
+                logs = subprocess.run(["docker", "logs", "--timestamps", container], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+                lines += [f"{name} | {line}" for line in logs.splitlines()]
+        # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
+        lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
+        history = run_quiet(["docker", "stack", "ps", "--no-trunc", "--format",
+                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack]).stdout
+        (self.run_dir / "output.log").write_text("\n".join(lines + ["--- swarm tasks ---", history]))
+
+    def close(self) -> None:
+        if not remove_stack(self.stack):
+            print(f"tflab: stack {self.stack} was not gone {REMOVAL_SECONDS} s after `docker stack rm`; "
+                  "`make down` removes what is left", flush=True)
+
+
+def _last_line(result: subprocess.CompletedProcess) -> str:
+    lines = (result.stderr + result.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit code {result.returncode}"

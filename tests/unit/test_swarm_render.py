@@ -1,0 +1,162 @@
+"""BACKEND=swarm without an engine: the stack file the lab renders (its exact shape, TF_CONFIG from
+cluster.py, the same trainer block as docker-compose.yml), and how swarm tasks become exit codes."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tflab import cluster, compose, swarm
+from tflab.errors import LabError
+from tflab.settings import Settings
+
+NODE = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+RUN_DIR = Path("/runs/r1")
+
+
+def render(settings: Settings, node: swarm.SwarmNode = NODE) -> dict:
+    return swarm.render_stack(settings, cluster.cluster_spec(settings), "tflab-trainer:latest", RUN_DIR, node)
+
+
+def test_a_two_worker_stack_exactly():
+    uid, gid = compose.container_user()
+    stack = render(Settings(workers=2))
+    spec = {"worker": ["worker-0:2222", "worker-1:2222"]}
+    assert stack == {
+        "version": "3.9",
+        "services": {
+            f"worker-{index}": {
+                "image": "tflab-trainer:latest",
+                "hostname": f"worker-{index}",
+                "user": f"{uid}:{gid}",
+                "init": True,
+                "read_only": True,
+                "cap_drop": ["ALL"],
+                "command": ["python", "-m", "tflab.train"],
+                "networks": ["cluster"],
+                "volumes": [{"type": "bind", "source": "/runs/r1", "target": "/lab/run"},
+                            {"type": "tmpfs", "target": "/tmp"}],
+                "environment": {
+                    "TFLAB_CONFIG": "/lab/run/config.json",
+                    "TF_USE_LEGACY_KERAS": "1",
+                    "TFLAB_TASK": f"worker-{index}",
+                    "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": "worker", "index": index}},
+                                            separators=(",", ":")),
+                },
+                "deploy": {"replicas": 1, "restart_policy": {"condition": "none"},
+                           "placement": {"constraints": ["node.id == n0de"]}},
+            }
+            for index in range(2)
+        },
+        "networks": {"cluster": {"driver": "overlay", "internal": True}},
+    }
+    json.dumps(stack)  # written as JSON, which stack deploy reads as YAML
+
+
+@pytest.mark.parametrize("settings", [
+    Settings(workers=1, global_batch=64),
+    Settings(workers=3, global_batch=96),
+    Settings(workers=16, global_batch=64),
+    Settings(strategy="parameter_server", workers=2, ps=2),
+])
+def test_every_task_is_a_service_with_cluster_pys_tf_config(settings):
+    spec = cluster.cluster_spec(settings)
+    services = render(settings)["services"]
+    assert list(services) == cluster.task_names(settings)
+    for task, service in services.items():
+        assert service["environment"]["TFLAB_TASK"] == task
+        assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(spec, task)
+        assert service["hostname"] == task
+
+
+@pytest.mark.parametrize("strategy", ["single", "mirrored"])
+def test_a_one_process_strategy_is_one_service_without_tf_config(strategy):
+    services = render(Settings(strategy=strategy))["services"]
+    assert list(services) == [strategy]
+    assert services[strategy]["environment"] == {"TFLAB_CONFIG": "/lab/run/config.json",
+                                                 "TF_USE_LEGACY_KERAS": "1", "TFLAB_TASK": strategy}
+
+
+def test_the_stack_carries_compose_files_trainer_block():
+    """Stack deploy cannot `extends` the Compose file, so the block is translated; this holds the
+    translation to the original, key by key, so the two cannot drift apart unnoticed."""
+    trainer = yaml.safe_load(compose.COMPOSE_FILE.read_text())["x-trainer"]
+    service = render(Settings())["services"]["worker-0"]
+    for key in ("init", "read_only", "cap_drop", "command", "networks"):
+        assert service[key] == trainer[key], key
+    assert trainer["environment"].items() <= service["environment"].items()
+    assert [volume.rsplit(":", 1)[1] for volume in trainer["volumes"]] == [swarm.RUN_MOUNT]
+    # `tmpfs:` is what stack deploy ignores: the same path becomes a tmpfs mount.
+    assert trainer["tmpfs"] == [swarm.TMPFS_MOUNT]
+    assert {"type": "tmpfs", "target": "/tmp"} in service["volumes"]
+    assert trainer["user"] == "${TFLAB_UID:-1000}:${TFLAB_GID:-1000}"
+    assert service["user"] == "{}:{}".format(*compose.container_user())
+    # What a stack cannot apply is named in every swarm run's first line.
+    assert trainer["security_opt"] == ["no-new-privileges:true"] and "security_opt" not in service
+    assert "no-new-privileges" in swarm.NOT_APPLIED
+    assert "ports" not in service
+
+
+def test_limits_and_network_come_from_the_settings():
+    limited = render(Settings(cpus=1.5, memory="2g", network="bridge"))
+    for service in limited["services"].values():
+        assert service["deploy"]["resources"] == {"limits": {"cpus": "1.5", "memory": "2g"}}
+    assert limited["networks"]["cluster"] == {"driver": "overlay", "internal": False}
+    assert all("resources" not in s["deploy"] for s in render(Settings())["services"].values())
+
+
+def test_an_engine_older_than_api_1_41_gets_no_cap_drop_and_says_so():
+    old = swarm.SwarmNode("n0de", "19.03.15", (1, 40))
+    assert all("cap_drop" not in s for s in render(Settings(), old)["services"].values())
+    stack = swarm.SwarmStack(RUN_DIR, Settings(), "img", old)
+    assert "not applied: no-new-privileges (stack deploy ignores security_opt), cap_drop" in stack.description
+    assert "cap_drop" not in swarm.SwarmStack(RUN_DIR, Settings(), "img", NODE).description
+
+
+def test_names_and_addresses():
+    stack = swarm.SwarmStack(Path("/runs/20261202-182819-85f8"), Settings(), "img", NODE)
+    assert stack.stack == "tflab-20261202-182819-85f8"
+    assert stack.service("worker-1") == "tflab-20261202-182819-85f8_worker-1"
+    assert stack.network() == "tflab-20261202-182819-85f8_cluster"
+    assert cluster.cluster_spec(Settings(), stack.address) == {"worker": ["worker-0:2222", "worker-1:2222"]}
+    assert stack.proxied == frozenset()
+
+
+def test_a_run_id_too_long_for_a_service_name_is_refused():
+    tasks = cluster.task_names(Settings(workers=16, global_batch=64))
+    swarm.check_names("tflab-" + "r" * 47, tasks)  # tflab-rrr..._worker-15: 63 characters
+    refusal = r"^RUN=r{48} is too long for BACKEND=swarm: service tflab-r{48}_worker-1\d would exceed"
+    with pytest.raises(LabError, match=refusal):
+        swarm.check_names("tflab-" + "r" * 48, tasks)
+
+
+def task(service: str, created: str, state: str, container: str = "", exit_code: int = 0) -> dict:
+    status = {"State": state}
+    if container:
+        status["ContainerStatus"] = {"ContainerID": container, "ExitCode": exit_code}
+    return {"ID": f"{service}-{created}", "ServiceID": service, "CreatedAt": created, "Status": status}
+
+
+def test_the_newest_task_of_each_service_counts():
+    # Swarm drops trailing zeros from fractions: .9Z is later than .12Z, though it sorts before it as text.
+    history = [task("s1", "2026-12-02T18:28:19.9Z", "failed", "c2", 137),
+               task("s1", "2026-12-02T18:28:19.12Z", "failed", "c1", 1),
+               task("s1", "2026-12-02T18:28:18.999999999Z", "complete", "c0"),
+               task("s2", "2026-12-02T18:28:20Z", "running", "c3")]
+    newest = swarm.newest_tasks(history)
+    assert {service: t["ID"] for service, t in newest.items()} == {
+        "s1": "s1-2026-12-02T18:28:19.9Z", "s2": "s2-2026-12-02T18:28:20Z"}
+
+
+@pytest.mark.parametrize("state, container, exit_code, expected", [
+    ("pending", "", 0, None),
+    ("preparing", "", 0, None),
+    ("running", "c", 0, None),
+    ("complete", "c", 0, 0),
+    ("failed", "c", 1, 1),
+    ("failed", "c", 137, 137),  # docker kill
+    ("shutdown", "c", 143, 143),
+    ("rejected", "", 0, swarm.NO_CONTAINER_EXIT),  # e.g. a mount it could not make: never ran
+])
+def test_task_states_become_exit_codes(state, container, exit_code, expected):
+    assert swarm.exit_code_of(task("s", "2026-12-02T18:28:19Z", state, container, exit_code)) == expected
