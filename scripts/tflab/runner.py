@@ -64,14 +64,18 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
     if settings.backend == "swarm":
         node = swarm.check_swarm()
         swarm.check_names(swarm.stack_name(run_dir), cluster.task_names(settings))
-        return swarm.SwarmStack(run_dir, settings, images.ensure_image(settings.base_image), node)
+        return swarm.SwarmStack(run_dir, settings, task_image(settings), node)
     cli = compose.find_compose(settings.compose)
-    image = images.ensure_image(settings.base_image)
-    if settings.script:
-        image = images.ensure_script_image(Path(settings.script), image)
+    image = task_image(settings)
     if settings.link:
         proxied = frozenset(cluster.task_names(settings))
     return compose.ComposeStack(cli, run_dir, settings, image, proxied)
+
+
+def task_image(settings: Settings) -> str:
+    """The image every task runs: the trainer's, plus a user script's requirements where it has them."""
+    image = images.ensure_image(settings.base_image)
+    return images.ensure_script_image(Path(settings.script), image) if settings.script else image
 
 
 def write_links(settings: Settings, run_dir: Path, backend) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import cluster
-from tflab.compose import container_user, run_quiet, write_json
+from tflab.compose import container_user, run_quiet, script_service, write_json
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -132,6 +132,10 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
                 **({"resources": {"limits": limits}} if limits else {}),
             },
         }
+        if settings.script:  # the script's folder joins the run folder; its launcher is the command
+            script = script_service(settings)
+            service["volumes"] = service["volumes"] + script.pop("volumes")
+            service.update(script)
         if not node.applies_cap_drop:
             del service["cap_drop"]
         services[task] = service

@@ -105,6 +105,18 @@ def test_limits_and_network_come_from_the_settings():
     assert all("resources" not in s["deploy"] for s in render(Settings())["services"].values())
 
 
+def test_a_users_script_runs_in_every_service_as_under_compose():
+    script = Path(__file__).resolve().parents[1] / "integration/scripts/tutorial/train.py"
+    settings = Settings(workers=2, script=str(script), args="--epochs 2")
+    for task, service in render(settings)["services"].items():
+        assert service["volumes"] == [{"type": "bind", "source": str(RUN_DIR), "target": "/lab/run"},
+                                      {"type": "tmpfs", "target": "/tmp"}, f"{script.parent}:/lab/script:ro"]
+        assert service["command"] == compose.script_command(settings, "/lab/script/train.py")
+        assert service["working_dir"] == "/lab/script"
+        assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(
+            cluster.cluster_spec(settings), task)
+
+
 def test_an_engine_older_than_api_1_41_gets_no_cap_drop_and_says_so():
     old = swarm.SwarmNode("n0de", "19.03.15", (1, 40))
     assert all("cap_drop" not in s for s in render(Settings(), old)["services"].values())
