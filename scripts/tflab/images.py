@@ -86,7 +86,7 @@ def ensure_wheels() -> None:
     pins = hashlib.sha256(REQUIREMENTS.read_bytes() + " ".join(WHEEL_TARGET).encode()).hexdigest()
     if WHEEL_STAMP.exists() and WHEEL_STAMP.read_text().strip() == pins:
         return
-    say(f"downloading the trainer's wheels into {WHEELS.relative_to(REPO)}/ (about 322 MB, once)")
+    say(f"downloading the trainer's wheels into {WHEELS.relative_to(REPO)}/ (about 334 MB, once)")
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                "--no-deps", "--only-binary=:all:", *WHEEL_TARGET, "--dest", str(WHEELS),
                "-r", str(REQUIREMENTS)]
