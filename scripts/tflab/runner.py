@@ -61,10 +61,11 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
         return local.LocalProcesses(settings, run_dir, local.find_python())
     compose.check_docker()
     cli = compose.find_compose(settings.compose)
-    image = images.ensure_image(settings.base_image)
+    host_gpus = compose.check_gpus(settings)  # before the image: the GPU one is several GB
+    image = images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
     if settings.link:
         proxied = frozenset(cluster.task_names(settings))
-    return compose.ComposeStack(cli, run_dir, settings, image, proxied)
+    return compose.ComposeStack(cli, run_dir, settings, image, proxied, host_gpus)
 
 
 def write_links(settings: Settings, run_dir: Path, backend) -> None:
@@ -248,10 +249,15 @@ def describe(settings: Settings) -> str:
         shape = f"{settings.workers} worker{'s' * (settings.workers != 1)}"
     elif settings.strategy == "parameter_server":
         shape = f"a chief, {settings.workers} worker{'s' * (settings.workers != 1)}, {settings.ps} ps"
+    elif settings.strategy == "mirrored" and settings.gpus == "all":
+        shape = "a replica per GPU"
     elif settings.strategy == "mirrored":
-        shape = f"{settings.replicas} replica{'s' * (settings.replicas != 1)}"
+        replicas = settings.replicas_in_sync
+        shape = f"{replicas} replica{'s' * (replicas != 1)}"
     else:
         shape = "1 replica"
+    if settings.gpus:
+        shape += f", GPUS={settings.gpus}"
     return (f"{settings.strategy}, {shape}, {settings.model}, {settings.epochs} epochs of "
             f"{settings.examples} examples, global batch {settings.global_batch}, seed {settings.seed}")
 
@@ -270,7 +276,8 @@ def compare(settings: Settings) -> int:
     if settings.backend == "compose":  # check once, before anything is written
         compose.check_docker()
         compose.find_compose(settings.compose)
-        images.ensure_image(settings.base_image)
+        compose.check_gpus(settings)
+        images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
     else:
         local.find_python()
     make_folder(folder, link_latest=True)

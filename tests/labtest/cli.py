@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SETTING_NAMES = ("STRATEGY", "WORKERS", "REPLICAS", "EPOCHS", "GLOBAL_BATCH", "EXAMPLES", "SEED", "RUN",
-                 "BACKEND", "PEER_TIMEOUT", "TIMEOUT", "RUNS_DIR", "COMPOSE", "BASE_IMAGE")
+                 "BACKEND", "PEER_TIMEOUT", "TIMEOUT", "RUNS_DIR", "COMPOSE", "BASE_IMAGE", "GPUS", "COLLECTIVE")
 
 
 @dataclass
