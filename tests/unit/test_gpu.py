@@ -346,3 +346,14 @@ def test_a_trainer_given_gpus_that_sees_none_fails_saying_so(tmp_path):
         train.train(Settings(strategy="mirrored", gpus="0"), "mirrored", {}, tmp_path, log, None, None)
     log.close()
 
+
+def test_the_readme_shows_the_override_as_rendered():
+    text = (REPO / "README.md").read_text()
+    section = re.search(r"^## GPU passthrough\n(.*?)(?=^## )", text, re.M | re.S).group(1)
+    shown = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    settings = Settings(strategy="multiworker", workers=3, global_batch=96, gpus="0,1", collective="nccl")
+    service = rendered(settings)["services"]["worker-2"]
+    assert shown["extends"] == {"file": ".../docker-compose.yml", "service": "task"}
+    assert shown["environment"].pop("TF_CONFIG") == "..."
+    service["environment"].pop("TF_CONFIG")
+    assert {**shown, "extends": service["extends"]} == service
