@@ -357,3 +357,12 @@ def test_the_readme_shows_the_override_as_rendered():
     assert shown["environment"].pop("TF_CONFIG") == "..."
     service["environment"].pop("TF_CONFIG")
     assert {**shown, "extends": service["extends"]} == service
+
+
+def test_bench_refuses_gpus_before_anything(tmp_path):
+    from tflab import bench
+
+    runs = tmp_path / "runs"
+    with pytest.raises(LabError, match=r"^make bench does not take GPUS=0: it measures the lab against BACKEND=local"):
+        bench.bench(Settings(gpus="0", runs_dir=str(runs)))
+    assert not runs.exists()
