@@ -66,16 +66,17 @@ tensorboard: ## serve every run's loss and examples/s on 127.0.0.1:6006 (TENSORB
 down: ## remove every container, network and stack a lab run left behind, and TensorBoard (runs/ stays)
 	@$(LAB) down
 
-images: ## build the trainer image (and its base, where no registry is reachable)
+images: ## build the trainer image (and its base, where no registry is reachable); GPUS=all: the GPU one
 	@$(LAB) images
 
-wheels: ## download the trainer's pinned wheels into images/trainer/wheels/
+wheels: ## download the trainer's pinned wheels into images/trainer/wheels/ (GPUS=all: wheels-gpu/)
 	@$(LAB) wheels
 
 venv: $(VENV)/.installed ## create .venv with TensorFlow, pytest and Compose v2 for the tests
 
+# .venv takes the CPU wheels whatever GPUS says: the tests and BACKEND=local run on CPUs.
 $(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-compose-v2.sh
-	@$(LAB) wheels
+	@GPUS= $(LAB) wheels
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-index \
 		--find-links images/trainer/wheels -r requirements/trainer.txt

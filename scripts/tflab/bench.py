@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from tflab import compose, images, runner
+from tflab.errors import LabError
 from tflab.schema import by_event, read_events
 from tflab.settings import Settings
 
@@ -90,6 +91,9 @@ def ratio(a, b) -> str:
 
 
 def bench(settings: Settings) -> int:
+    if settings.gpus:
+        raise LabError(f"make bench does not take GPUS={settings.gpus}: it measures the lab against "
+                       "BACKEND=local, which runs on CPUs; leave GPUS empty")
     folder = runner.planned_run_dir(settings)
     compose.check_docker()
     compose.find_compose(settings.compose)

@@ -126,30 +126,34 @@ def command_down(settings: Settings) -> int:
 
 def command_images(settings: Settings) -> int:
     compose.check_docker()
-    name = images.ensure_image(settings.base_image)
+    name = images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
     size = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", name]).stdout.strip()
     print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB)")
     return 0
 
 
 def command_wheels(settings: Settings) -> int:
-    images.ensure_wheels()
-    print(f"tflab: {images.WHEELS.relative_to(compose.REPO)}/ holds the pinned wheels")
+    image = images.variant_for(settings.gpus)
+    images.ensure_wheels(image)
+    print(f"tflab: {image.wheels.relative_to(compose.REPO)}/ holds the pinned wheels")
     return 0
 
 
 def command_clean(settings: Settings) -> int:
     """Removes what the lab can rebuild; never a run's outputs."""
     command_down(settings)
-    for name in (images.IMAGE, images.LOCAL_BASE):
+    variants = [images.variant(gpu=False), images.variant(gpu=True)]
+    # Scripts' images first: they are layers on the trainer's.
+    for name in images.script_images() + [variant.image for variant in variants] + [images.LOCAL_BASE]:
         if images.image_id(name):
             subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
             print(f"tflab: removed image {name}")
-    images.BUILT.unlink(missing_ok=True)
-    for wheel in images.WHEELS.glob("*.whl"):
-        wheel.unlink()
-    images.WHEEL_STAMP.unlink(missing_ok=True)
-    print("tflab: removed the wheelhouse")
+    for variant in variants:
+        variant.built.unlink(missing_ok=True)
+        for wheel in variant.wheels.glob("*.whl"):
+            wheel.unlink()
+        variant.stamp.unlink(missing_ok=True)
+    print("tflab: removed the wheelhouses")
     runs = runner.runs_dir(settings)
     kept = len([p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()]) if runs.exists() else 0
     print(f"tflab: kept {kept} run folder(s) in {runs}: delete them yourself (rm -rf {runs}) if you mean to")

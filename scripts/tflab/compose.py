@@ -18,6 +18,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from tflab import cluster
 from tflab.errors import LabError
@@ -30,6 +31,13 @@ PROFILES = ("single", "mirrored", "cluster")
 PROJECT_PREFIX = "tflab-"
 TENSORBOARD_PROJECT = PROJECT_PREFIX + "tensorboard"
 TENSORBOARD_WAIT_SECONDS = 60  # until it answers HTTP: its first scan of the runs folder included
+# /dev/shm of every GPU task. NCCL keeps its buffers there between the GPUs of one container
+# (mirrored over several GPUs) and fails in Docker's default 64 MB: NVIDIA/nccl#290. `ipc: host`
+# would do too, but it hands the hardened trainers (read_only, cap_drop ALL) the host's IPC
+# namespace, and they need none of it: NCCL tells nodes apart by hostname and boot id, each task
+# has a hostname of its own, so between containers NCCL talks over the cluster network, as it
+# would between machines, and never through shared memory.
+GPU_SHM_SIZE = "1gb"
 
 
 def run_quiet(command: list[str], timeout: float = 60, env=None) -> subprocess.CompletedProcess:
@@ -49,6 +57,66 @@ def check_docker() -> str:
         reason = (info.stderr.strip().splitlines() or ["no answer"])[-1]
         raise LabError(f"Docker is not running ({reason}); start the Docker daemon or Docker Desktop")
     return info.stdout.strip()
+
+
+def docker_info() -> dict:
+    """`docker info` as a dict (every engine version answers `{{json .}}`); empty if unreadable."""
+    result = run_quiet(["docker", "info", "--format", "{{json .}}"], timeout=30)
+    try:
+        info = json.loads(result.stdout) if result.returncode == 0 else {}
+    except json.JSONDecodeError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def nvidia_gpus_usable(info: dict) -> bool:
+    """Whether the engine can hand NVIDIA GPUs to containers: the NVIDIA runtime is registered
+    (`nvidia-ctk runtime configure`, the toolkit's install step), or CDI found NVIDIA devices
+    (engines since 28.3 list them in DiscoveredDevices, as nvidia.com/gpu=0 ...). An engine with
+    only the toolkit's hook on its PATH could do it too, but shows nothing of it: it is refused,
+    and the configure step the message leads to fixes that."""
+    runtimes = info.get("Runtimes") or {}
+    discovered = info.get("DiscoveredDevices") or []
+    return (any(name.startswith("nvidia") for name in runtimes)
+            or any(str(device.get("ID", "")).startswith("nvidia.com/gpu") for device in discovered))
+
+
+def host_gpu_indexes() -> list[str]:
+    """The host's NVIDIA GPUs by index, as nvidia-smi numbers them (and Docker's device_ids take
+    them); LabError if nvidia-smi cannot say. The host's nvidia-smi: an engine on another machine
+    (DOCKER_HOST) has GPUs this cannot see, and then GPUS needs the indexes given."""
+    if shutil.which("nvidia-smi") is None:
+        raise LabError("nvidia-smi is not on PATH")
+    try:
+        result = run_quiet(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], timeout=30)
+    except subprocess.TimeoutExpired:
+        raise LabError("nvidia-smi did not answer in 30 s") from None
+    indexes = result.stdout.split()
+    if result.returncode != 0 or not indexes or not all(index.isdigit() for index in indexes):
+        raise LabError(f"nvidia-smi answered no GPU list ({_last_line(result)})")
+    return indexes
+
+
+def check_gpus(settings: Settings) -> tuple[str, ...]:
+    """GPUS checked against this engine, before anything is built, written or started. Returns
+    the host's GPU indexes where GPUS=all must be spread over the workers one by one (render_run
+    takes them); empty where the indexes are given or Compose's `count: all` says it."""
+    if not settings.gpus:
+        return ()
+    info = docker_info()
+    if not nvidia_gpus_usable(info):
+        runtimes = ", ".join(sorted(info.get("Runtimes") or {})) or "none"
+        raise LabError(f"GPUS={settings.gpus} needs the NVIDIA container runtime, and this Docker engine "
+                       f"has only: {runtimes}; install the NVIDIA Container Toolkit, or leave GPUS empty "
+                       "to train on CPUs")
+    if settings.gpu_indexes or not cluster.job_sizes(settings):
+        return ()
+    try:
+        return tuple(host_gpu_indexes())
+    except LabError as error:
+        raise LabError(f"GPUS=all with STRATEGY={settings.strategy} gives each worker one GPU of the "
+                       f"host's list, and that list cannot be had: {error}; give the GPU indexes "
+                       "instead, such as GPUS=0,1") from None
 
 
 @dataclass(frozen=True)
@@ -94,11 +162,40 @@ def link_service(task: str) -> str:
     return f"{task}-link"
 
 
-def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozenset()) -> dict:
+def gpu_requests(settings: Settings, host_gpus: Sequence[str] = ()) -> dict[str, dict]:
+    """GPUS: task -> its NVIDIA device request. Single and mirrored take every GPU given (GPUS=all:
+    Compose's `count: all`); each worker takes one, in turn over the list (GPUS=all: `host_gpus`),
+    so WORKERS beyond the GPUs share them; parameter_server's chief and ps compute nothing and get
+    none. One GPU per worker, not all of them: MultiWorkerMirroredStrategy would make every GPU a
+    worker sees a replica of its own, and the lab's worker is one replica."""
+    if not settings.gpus:
+        return {}
+    if not cluster.job_sizes(settings):
+        request = {"count": "all"} if settings.gpus == "all" else {"device_ids": list(settings.gpu_indexes)}
+        return {settings.strategy: request}
+    indexes = settings.gpu_indexes or tuple(host_gpus)
+    if not indexes:
+        raise ValueError("GPUS=all on a cluster needs the host's GPU indexes (check_gpus finds them)")
+    workers = [task for task in cluster.task_names(settings) if cluster.parse_task(task)[0] == "worker"]
+    return {task: {"device_ids": [indexes[i % len(indexes)]]} for i, task in enumerate(workers)}
+
+
+def gpu_service_keys(request: dict) -> dict:
+    """What a GPU task's service adds. TF_FORCE_GPU_ALLOW_GROWTH: TensorFlow otherwise takes almost
+    all of a GPU's memory at start, and a second worker on the same GPU would find none left."""
+    device = {"driver": "nvidia", **request, "capabilities": ["gpu"]}
+    return {"deploy": {"resources": {"reservations": {"devices": [device]}}},
+            "shm_size": GPU_SHM_SIZE,
+            "environment": {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}}
+
+
+def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozenset(),
+               host_gpus: Sequence[str] = ()) -> dict:
     """The run's Compose override: one service per cluster task, each extending the `task`
     template with its TF_CONFIG; a delay proxy in front of each task in `proxied`; every task's
-    resource limits; and the network's mode."""
+    resource limits and GPUs; and the network's mode. `host_gpus`: see check_gpus."""
     services: dict[str, dict] = {}
+    gpus = gpu_requests(settings, host_gpus)
     limits = {}
     if settings.cpus:
         limits["cpus"] = settings.cpus
@@ -114,6 +211,10 @@ def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozens
         services.setdefault(task, {}).update(limits)
         if settings.script:
             services[task].update(script_service(settings))
+        if task in gpus:
+            keys = gpu_service_keys(gpus[task])
+            services[task].setdefault("environment", {}).update(keys.pop("environment"))
+            services[task].update(keys)
         if task in proxied:
             services[link_service(task)] = {
                 "extends": {"file": str(COMPOSE_FILE), "service": "task"},
@@ -155,8 +256,9 @@ class ComposeStack:
     """The Backend for BACKEND=compose (see runner.py): one Compose project per run."""
 
     def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str,
-                 proxied: frozenset[str] = frozenset()):
+                 proxied: frozenset[str] = frozenset(), host_gpus: Sequence[str] = ()):
         self.cli = cli
+        self.host_gpus = tuple(host_gpus)
         self.run_dir = run_dir
         self.settings = settings
         self.project = PROJECT_PREFIX + run_dir.name
@@ -179,7 +281,7 @@ class ComposeStack:
         return run_quiet(self.command(*args), timeout=timeout, env=self.env)
 
     def start(self, spec: dict) -> None:
-        write_json(self.run_dir / RUN_FILE, render_run(self.settings, spec, self.proxied))
+        write_json(self.run_dir / RUN_FILE, render_run(self.settings, spec, self.proxied, self.host_gpus))
         self._up(*[link_service(task) for task in sorted(self.proxied)], *self.tasks)
 
     def restart(self) -> None:

@@ -9,6 +9,10 @@
   image id, the Dockerfile, the pins, the lab's code), so a warm `make up` costs no build at all.
   The record lives on the host (images/trainer/.built.json): an image label would need a build
   step after the 1.6 GB package layer, which costs ~10 s on slow storage drivers.
+- GPU variant (GPUS set): the same Dockerfile with two build arguments, REQUIREMENTS and WHEELS,
+  selecting requirements/trainer-gpu.txt (tensorflow[and-cuda]: TensorFlow with CUDA's libraries
+  as wheels, several GB) and its own wheelhouse, images/trainer/wheels-gpu/; tagged
+  tflab-trainer:gpu. The CPU image's build command, wheels and record are what they were.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from tflab.compose import REPO, run_quiet
@@ -35,10 +40,46 @@ REQUIREMENTS = REPO / "requirements/trainer.txt"
 WHEELS = REPO / "images/trainer/wheels"
 WHEEL_STAMP = WHEELS / ".pins-sha256"
 BUILT = REPO / "images/trainer/.built.json"  # {"image_id": ..., "inputs": ...} of the last build
+GPU_IMAGE = "tflab-trainer:gpu"
+# What the Dockerfile's REQUIREMENTS and WHEELS build arguments are for the GPU image, relative to
+# the build context (the repository).
+GPU_BUILD_ARGS = {"REQUIREMENTS": "requirements/trainer-gpu.txt", "WHEELS": "images/trainer/wheels-gpu"}
+GPU_REQUIREMENTS = REPO / GPU_BUILD_ARGS["REQUIREMENTS"]
+GPU_WHEELS = REPO / GPU_BUILD_ARGS["WHEELS"]
+GPU_WHEEL_STAMP = GPU_WHEELS / ".pins-sha256"
+GPU_BUILT = REPO / "images/trainer/.built-gpu.json"
 # The image's interpreter and platform, which the wheels must match.
 WHEEL_TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                 *[arg for tag in ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64",
                                   "manylinux_2_28_x86_64") for arg in ("--platform", tag)]]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One trainer image and what it is built from."""
+
+    image: str
+    requirements: Path
+    wheels: Path
+    stamp: Path  # which pins the wheelhouse was filled for
+    built: Path  # the record of the last build
+    wheels_size: str  # for the user's patience
+    build_args: tuple[str, ...]  # beyond BASE_IMAGE
+
+
+def variant(gpu: bool = False) -> Variant:
+    """The CPU image, or the GPU one. Built from the module's names at each call, so tests can
+    point those elsewhere."""
+    if not gpu:
+        return Variant(IMAGE, REQUIREMENTS, WHEELS, WHEEL_STAMP, BUILT, "about 334 MB", ())
+    return Variant(GPU_IMAGE, GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP, GPU_BUILT,
+                   "several GB: CUDA's libraries come as wheels",
+                   tuple(arg for name, value in GPU_BUILD_ARGS.items() for arg in ("--build-arg", f"{name}={value}")))
+
+
+def variant_for(gpus: str) -> Variant:
+    """The image a run with GPUS=`gpus` needs."""
+    return variant(gpu=bool(gpus))
 
 
 def say(message: str) -> None:
@@ -81,52 +122,63 @@ def ensure_base(requested: str) -> str:
     return LOCAL_BASE
 
 
-def ensure_wheels() -> None:
-    """Fills the wheelhouse for the pins in requirements/trainer.txt, unless it already holds them."""
-    pins = hashlib.sha256(REQUIREMENTS.read_bytes() + " ".join(WHEEL_TARGET).encode()).hexdigest()
-    if WHEEL_STAMP.exists() and WHEEL_STAMP.read_text().strip() == pins:
+def ensure_wheels(image: Variant | None = None) -> None:
+    """Fills the wheelhouse for the image's pinned requirements, unless it already holds them."""
+    image = image or variant()
+    pins = hashlib.sha256(image.requirements.read_bytes() + " ".join(WHEEL_TARGET).encode()).hexdigest()
+    if image.stamp.exists() and image.stamp.read_text().strip() == pins:
         return
-    say(f"downloading the trainer's wheels into {WHEELS.relative_to(REPO)}/ (about 334 MB, once)")
+    say(f"downloading the trainer's wheels into {image.wheels.relative_to(REPO)}/ ({image.wheels_size}, once)")
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-               "--no-deps", "--only-binary=:all:", *WHEEL_TARGET, "--dest", str(WHEELS),
-               "-r", str(REQUIREMENTS)]
+               "--no-deps", "--only-binary=:all:", *WHEEL_TARGET, "--dest", str(image.wheels),
+               "-r", str(image.requirements)]
     if subprocess.run(command).returncode != 0:
         raise LabError("downloading the trainer's wheels failed (pip's message above); "
                        f"`{sys.executable} -m pip` needs to reach PyPI once")
-    WHEEL_STAMP.write_text(pins + "\n")
+    image.stamp.write_text(pins + "\n")
 
 
-def build_inputs_digest(base_id: str) -> str:
+def build_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
     digest = hashlib.sha256(base_id.encode())
-    for path in [DOCKERFILE, REPO / ".dockerignore", REQUIREMENTS,
+    for path in [DOCKERFILE, REPO / ".dockerignore", requirements,
                  *sorted((REPO / "scripts/tflab").rglob("*.py"))]:
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
-def ensure_image(base_image: str = "", image: str = IMAGE) -> str:
-    """Builds the trainer image if any of its inputs changed; returns its name."""
+def build_command(image: Variant, base: str) -> list[str]:
+    return ["docker", "build", "--file", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}",
+            *image.build_args, "--tag", image.image, str(REPO)]
+
+
+def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
+    """Builds the trainer image (the CPU one unless told) if any of its inputs changed; returns its name."""
+    image = image or variant()
     base = ensure_base(base_image)
-    inputs = build_inputs_digest(image_id(base))
+    inputs = build_inputs_digest(image_id(base), image.requirements)
     try:
-        built = json.loads(BUILT.read_text())
+        built = json.loads(image.built.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         built = {}
-    if built.get("inputs") == inputs and built.get("image_id") == image_id(image):
-        return image
-    ensure_wheels()
-    say(f"building {image} on {base} (minutes when the package layer is not cached)")
-    build = subprocess.run(["docker", "build", "--file", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}",
-                            "--tag", image, str(REPO)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if built.get("inputs") == inputs and built.get("image_id") == image_id(image.image):
+        return image.image
+    ensure_wheels(image)
+    say(f"building {image.image} on {base} (minutes when the package layer is not cached)")
+    build = subprocess.run(build_command(image, base), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if build.returncode != 0:
         print(build.stdout[-6000:], file=sys.stderr)
-        raise LabError(f"building {image} failed (docker build's output above)")
-    BUILT.write_text(json.dumps({"image_id": image_id(image), "inputs": inputs}) + "\n")
-    return image
+        raise LabError(f"building {image.image} failed (docker build's output above)")
+    image.built.write_text(json.dumps({"image_id": image_id(image.image), "inputs": inputs}) + "\n")
+    return image.image
 
 
-def ensure_script_image(script: Path, trainer_image: str) -> str:
+def script_images() -> list[str]:
+    """Every image ensure_script_image built (one per requirements file and trainer image)."""
+    found = run_quiet(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", SCRIPT_IMAGE])
+    return found.stdout.split() if found.returncode == 0 else []
+
+
+def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> str:
     """SCRIPT: the trainer image, or where a requirements.txt sits next to the script, the trainer
     image plus those packages (images/script/Dockerfile), built once per requirements."""
     requirements = script.parent / "requirements.txt"
@@ -143,7 +195,7 @@ def ensure_script_image(script: Path, trainer_image: str) -> str:
         # Constrained by the trainer's pins, so nothing the image has is replaced.
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                                    "--only-binary=:all:", *WHEEL_TARGET, "--dest", context,
-                                   "-r", str(requirements), "-c", str(REQUIREMENTS)])
+                                   "-r", str(requirements), "-c", str(trainer.requirements)])
         if download.returncode != 0:
             raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
                            "every one must be on PyPI as a wheel for CPython 3.11 on manylinux x86_64")

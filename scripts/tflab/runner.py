@@ -66,16 +66,19 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
         swarm.check_names(swarm.stack_name(run_dir), cluster.task_names(settings))
         return swarm.SwarmStack(run_dir, settings, task_image(settings), node)
     cli = compose.find_compose(settings.compose)
+    host_gpus = compose.check_gpus(settings)  # before the image: the GPU one is several GB
     image = task_image(settings)
     if settings.link:
         proxied = frozenset(cluster.task_names(settings))
-    return compose.ComposeStack(cli, run_dir, settings, image, proxied)
+    return compose.ComposeStack(cli, run_dir, settings, image, proxied, host_gpus)
 
 
 def task_image(settings: Settings) -> str:
-    """The image every task runs: the trainer's, plus a user script's requirements where it has them."""
-    image = images.ensure_image(settings.base_image)
-    return images.ensure_script_image(Path(settings.script), image) if settings.script else image
+    """The image every task runs: the trainer's (CPU or GPU), plus a user script's requirements
+    where it has them."""
+    variant = images.variant_for(settings.gpus)
+    image = images.ensure_image(settings.base_image, variant)
+    return images.ensure_script_image(Path(settings.script), image, variant) if settings.script else image
 
 
 def write_links(settings: Settings, run_dir: Path, backend) -> None:
@@ -259,10 +262,15 @@ def describe(settings: Settings) -> str:
         shape = f"{settings.workers} worker{'s' * (settings.workers != 1)}"
     elif settings.strategy == "parameter_server":
         shape = f"a chief, {settings.workers} worker{'s' * (settings.workers != 1)}, {settings.ps} ps"
+    elif settings.strategy == "mirrored" and settings.gpus == "all":
+        shape = "a replica per GPU"
     elif settings.strategy == "mirrored":
-        shape = f"{settings.replicas} replica{'s' * (settings.replicas != 1)}"
+        replicas = settings.replicas_in_sync
+        shape = f"{replicas} replica{'s' * (replicas != 1)}"
     else:
         shape = "1 replica"
+    if settings.gpus:
+        shape += f", GPUS={settings.gpus}"
     if settings.script:
         command = " ".join([display_path(Path(settings.script)), settings.args]).rstrip()
         return f"{settings.strategy}, {shape}, {command}"
@@ -289,7 +297,8 @@ def compare(settings: Settings) -> int:
             swarm.check_swarm()
         else:
             compose.find_compose(settings.compose)
-        images.ensure_image(settings.base_image)
+            compose.check_gpus(settings)
+        images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
     make_folder(folder, link_latest=True)
     labels = [label for label, _ in entries]
     compose.write_json(folder / "compare.json", {"settings": settings.to_dict(), "runs": labels})

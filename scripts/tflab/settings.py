@@ -48,6 +48,7 @@ class Settings:
     strategy: str = "multiworker"  # single | mirrored | multiworker | parameter_server
     workers: int = 2  # worker containers (processes) for multiworker and parameter_server
     replicas: int = 2  # mirrored: every GPU if any are visible, else this many logical CPUs
+    gpus: str = ""  # empty: CPUs only; all: every NVIDIA GPU; 0,1: these GPUs (workers take one each, in turn)
     ps: int = 1  # parameter servers for parameter_server
     epochs: int = 10  # passes over the data set
     global_batch: int = 64  # examples per step summed over all replicas, whatever the strategy
@@ -85,12 +86,18 @@ class Settings:
     tensorboard_port: int = 6006  # make tensorboard: the port on 127.0.0.1
 
     @property
+    def gpu_indexes(self) -> tuple[str, ...]:
+        """The GPUs GPUS names one by one; empty for GPUS=all (the host's list) and for no GPUs."""
+        return tuple(self.gpus.split(",")) if self.gpus not in ("", "all") else ()
+
+    @property
     def replicas_in_sync(self) -> int:
-        """Replicas a step's global batch is split over, as the host can know it."""
+        """Replicas a step's global batch is split over, as the host can know it. Mirrored takes
+        every GPU it is given; with GPUS=all their number is the trainer's to find (it checks)."""
         if self.strategy == "multiworker":
             return self.workers
         if self.strategy == "mirrored":
-            return self.replicas
+            return len(self.gpu_indexes) or self.replicas
         return 1  # single; parameter_server: each step is one worker's, on a whole global batch
 
     @property
@@ -164,6 +171,12 @@ class Settings:
             raise SettingsError(f"SCRIPT is not allowed with STRATEGY={self.strategy}: expected one of "
                                 f"{', '.join(SCRIPT_STRATEGIES)} (the lab cannot tell a script's servers "
                                 "from its trainers)")
+        if self.collective == "nccl" and not self.gpus:
+            raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
+                                "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
+        if self.gpus and self.backend != "compose":
+            raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
+                                "BACKEND=compose (the lab hands GPUs to containers), or GPUS empty")
         if self.examples < self.global_batch:
             raise SettingsError(
                 f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
@@ -262,6 +275,15 @@ def _heal(name: str, raw: str) -> str:
     raise SettingsError(f"{name}={raw} is not allowed: expected seconds, or never")
 
 
+def _gpus(name: str, raw: str) -> str:
+    indexes = raw.split(",")
+    if raw == "all" or (all(re.fullmatch(r"[0-9]+", index) for index in indexes)
+                        and len({int(index) for index in indexes}) == len(indexes)):
+        return raw if raw == "all" else ",".join(str(int(index)) for index in indexes)
+    raise SettingsError(f"{name}={raw} is not allowed: expected all, or distinct GPU indexes such as 0,1 "
+                        "(empty: CPUs only)")
+
+
 def _text(name: str, raw: str) -> str:
     if any(c.isspace() for c in raw):
         raise SettingsError(f"{name}={raw!r} is not allowed: expected a value without spaces")
@@ -295,6 +317,9 @@ SPECS: dict[str, Spec] = {
                     "worker containers (or local processes) for multiworker and parameter_server"),
     "REPLICAS": Spec("replicas", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
                      "mirrored replicas: every GPU if any are visible, else this many logical CPUs"),
+    "GPUS": Spec("gpus", _gpus, "empty | all | GPU indexes such as 0,1",
+                 "NVIDIA GPUs for the tasks (needs the NVIDIA Container Toolkit): single and mirrored take every "
+                 "one given; each worker takes one, in turn; empty: CPUs only"),
     "PS": Spec("ps", _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
                "parameter servers for parameter_server (its chief and workers are the other tasks)"),
     "EPOCHS": Spec("epochs", _integer(1, 10_000), "1..10000", "passes over the data set"),
@@ -312,7 +337,7 @@ SPECS: dict[str, Spec] = {
     "STEPS_PER_EXECUTION": Spec("steps_per_execution", _integer(1, 1000), "1..1000",
                                 "training steps per call into the compiled step function"),
     "COLLECTIVE": Spec("collective", _choice(COLLECTIVES), " | ".join(COLLECTIVES),
-                       "multiworker all-reduce implementation (nccl needs GPUs)"),
+                       "multiworker all-reduce implementation (nccl needs GPUS)"),
     "BYTES_PER_PACK": Spec("bytes_per_pack", _integer(0, 1 << 30), "0..1073741824",
                            "multiworker gradient packing hint in bytes; 0 lets TensorFlow decide"),
     "ALLREDUCE_PROBE": Spec("allreduce_probe", _integer(0, 100_000), "0..100000",

@@ -107,6 +107,11 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
 def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLog, x, y) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     tf.config.experimental.enable_op_determinism()
+    # Without this, a run that asked for GPUs and got none would train on CPUs and look fine.
+    # (parameter_server's chief, the one trainer there, is given no GPU: its workers compute.)
+    if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
+                           "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
     peers = {name: address for job, addresses in spec.items() for i, address in enumerate(addresses)
              if (name := f"{job}-{i}") != task}
     # TensorFlow itself would wait forever for a peer that never comes (see tflab/peerwait.py).

@@ -47,6 +47,40 @@ def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_pa
     assert network["internal"] is True
 
 
+@pytest.mark.parametrize("settings, host_gpus", [
+    (Settings(strategy="mirrored", gpus="all"), ()),
+    (Settings(strategy="single", gpus="0,1"), ()),
+    (Settings(strategy="multiworker", workers=3, global_batch=96, gpus="0,1", collective="nccl"), ()),
+    (Settings(strategy="multiworker", workers=2, gpus="all"), ("0", "1")),
+])
+def test_both_clis_read_the_gpu_reservations_as_rendered(cli_env, settings, host_gpus, tmp_path, monkeypatch):
+    """Only `config`: no GPU is needed to see that each CLI takes the device requests and the larger
+    /dev/shm, merged into the services without losing the trainers' hardening."""
+    for name, value in cli_env.items():
+        monkeypatch.setenv(name, value)
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:gpu",
+                                 host_gpus=host_gpus)
+    compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, cluster.cluster_spec(settings),
+                                                                      host_gpus=host_gpus))
+    result = stack.compose("config")
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    requests = compose.gpu_requests(settings, host_gpus)
+    assert set(requests) == set(cluster.task_names(settings))
+    for task, request in requests.items():
+        service = services[task]
+        [device] = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
+        assert device.get("device_ids") == request.get("device_ids")
+        assert device.get("count") in ((None,) if "device_ids" in request else ("all", -1))  # v1: all, v2: -1
+        assert str(service["shm_size"]) in ("1gb", "1073741824")  # v1 keeps the text, v2 counts the bytes
+        assert service["environment"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+        assert service["environment"]["TFLAB_TASK"] == task
+        assert service["read_only"] is True and service["cap_drop"] == ["ALL"] and "ipc" not in service
+
+
 def test_bad_input_starts_no_container(engine, tmp_path):
     before = lab_containers()
     for arguments in (["STRATEGY=bogus"], ["WORKERS=0"], ["GLOBAL_BATCH=7"], ["RUN=Bad_Id"]):

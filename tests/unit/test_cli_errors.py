@@ -41,6 +41,10 @@ def assert_refused(result, expected: str, runs_dir: Path):
     (["MODEL=resnet"], "MODEL=resnet is not allowed: expected one of mlp, cnn"),
     (["COLLECTIVE=mpi"], "COLLECTIVE=mpi is not allowed: expected one of auto, ring, nccl"),
     (["STEPS_PER_EXECUTION=0"], "STEPS_PER_EXECUTION=0 is not allowed: expected an integer from 1 to 1000"),
+    (["GPUS=yes"], "GPUS=yes is not allowed: expected all, or distinct GPU indexes such as 0,1 (empty: CPUs only)"),
+    (["COLLECTIVE=nccl"], "COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes"),
+    (["GPUS=0", "BACKEND=local"], "GPUS=0 is not allowed with BACKEND=local: expected BACKEND=compose"),
+    (["GPUS=all", "BACKEND=swarm"], "GPUS=all is not allowed with BACKEND=swarm: expected BACKEND=compose"),
     (["WORKRES=3"], "unknown setting WORKRES"),
     (["fast"], "unexpected argument 'fast'; settings are given as NAME=value"),
 ])
@@ -193,3 +197,41 @@ def test_config_prints_the_generators_tf_config():
     for task in ("worker-0", "worker-1", "worker-2"):
         line = next(out for out in result.stdout.splitlines() if out.startswith(f"{task}: TF_CONFIG="))
         assert json.loads(line.split("=", 1)[1]) == cluster.tf_config_for(spec, task)
+
+
+def fake_engine(tmp_path: Path, info: dict) -> tuple[str, Path]:
+    """A PATH whose `docker` answers like a running engine with `info` and has Compose v2, and
+    writes down every command it is given; anything else it refuses, loudly."""
+    calls = tmp_path / "docker-calls.log"
+    script = """echo "$*" >> CALLS
+case "$1 $2 $3" in
+  "info --format {{.ServerVersion}}") echo 20.10.24 ;;
+  "info --format {{json .}}") echo 'INFO' ;;
+  "compose version --short") echo 2.40.3 ;;
+  *) echo "fake docker: unexpected docker $*" >&2; exit 1 ;;
+esac
+""".replace("CALLS", str(calls)).replace("INFO", json.dumps(info))
+    return shim_path(tmp_path, script), calls
+
+
+def test_gpus_without_the_nvidia_runtime_are_refused_before_anything(tmp_path):
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {"Runtimes": {"io.containerd.runc.v2": {"path": "runc"},
+                                                      "runc": {"path": "runc"}}})
+    result = run_lab("up", f"RUNS_DIR={runs}", "STRATEGY=mirrored", "GPUS=all", env=lab_env(PATH=path))
+    assert_refused(result, "GPUS=all needs the NVIDIA container runtime, and this Docker engine has only: "
+                           "io.containerd.runc.v2, runc; install the NVIDIA Container Toolkit, or leave GPUS "
+                           "empty to train on CPUs", runs)
+    # Asked, and nothing else: no pull, no build, no compose up.
+    assert calls.read_text().splitlines() == ["info --format {{.ServerVersion}}", "compose version --short",
+                                              "info --format {{json .}}"]
+
+
+def test_gpus_all_for_workers_without_a_gpu_list_is_refused(tmp_path):
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {"Runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}})
+    result = run_lab("up", f"RUNS_DIR={runs}", "WORKERS=2", "GPUS=all", "COLLECTIVE=nccl", env=lab_env(PATH=path))
+    assert_refused(result, "GPUS=all with STRATEGY=multiworker gives each worker one GPU of the host's list, "
+                           "and that list cannot be had: nvidia-smi is not on PATH; give the GPU indexes "
+                           "instead, such as GPUS=0,1", runs)
+    assert "build" not in calls.read_text()

@@ -1,6 +1,6 @@
 """`make clean` removes what the lab can rebuild and never a run's outputs."""
 
-from tflab import cli, compose, images
+from tflab import cli, compose, images, swarm
 from tflab.settings import Settings
 
 
@@ -9,14 +9,25 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     (runs / "a").mkdir(parents=True)
     (runs / "a" / "worker-0.jsonl").write_text("{}\n")
     monkeypatch.setattr(compose, "check_docker", lambda: "20.10")
+    # Nothing here may reach the real engine: a real `down` would end every lab run on it
+    # (this test once removed a swarm stack an integration test was running).
     monkeypatch.setattr(compose, "lab_projects", lambda: [])
+    monkeypatch.setattr(swarm, "lab_stacks", lambda: [])
+    monkeypatch.setattr(images, "script_images", lambda: [])
     monkeypatch.setattr(images, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")
     monkeypatch.setattr(images, "WHEEL_STAMP", tmp_path / "wheels" / ".stamp")
     monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
-    (tmp_path / "wheels").mkdir()
-    (tmp_path / "wheels" / "x.whl").write_text("")
+    monkeypatch.setattr(images, "GPU_WHEELS", tmp_path / "wheels-gpu")
+    monkeypatch.setattr(images, "GPU_WHEEL_STAMP", tmp_path / "wheels-gpu" / ".stamp")
+    monkeypatch.setattr(images, "GPU_BUILT", tmp_path / "built-gpu.json")
+    for wheels in ("wheels", "wheels-gpu"):
+        (tmp_path / wheels).mkdir()
+        (tmp_path / wheels / "x.whl").write_text("")
+        (tmp_path / wheels / "README.md").write_text("kept")
+    (tmp_path / "built-gpu.json").write_text("{}")
     assert cli.command_clean(Settings(runs_dir=str(runs))) == 0
     assert (runs / "a" / "worker-0.jsonl").read_text() == "{}\n"
-    assert not (tmp_path / "wheels" / "x.whl").exists()
+    assert not (tmp_path / "wheels" / "x.whl").exists() and not (tmp_path / "wheels-gpu" / "x.whl").exists()
+    assert (tmp_path / "wheels-gpu" / "README.md").exists() and not (tmp_path / "built-gpu.json").exists()
     assert f"kept 1 run folder(s) in {runs}" in capsys.readouterr().out

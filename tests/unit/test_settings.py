@@ -45,6 +45,13 @@ def test_empty_values_mean_the_default():
     ("TIMEOUT", "forever", "TIMEOUT=forever is not allowed: expected seconds from 10 to 86400"),
     ("COMPOSE", "v3", "COMPOSE=v3 is not allowed: expected one of auto, v2, v1"),
     ("RUNS_DIR", "my runs", "RUNS_DIR='my runs' is not allowed"),
+    ("GPUS", "gpu0", "GPUS=gpu0 is not allowed: expected all, or distinct GPU indexes such as 0,1"),
+    ("GPUS", "0,0", "GPUS=0,0 is not allowed: expected all, or distinct GPU indexes"),
+    ("GPUS", "0,00", "GPUS=0,00 is not allowed"),
+    ("GPUS", "0, 1", "GPUS=0, 1 is not allowed"),
+    ("GPUS", "0,", "GPUS=0, is not allowed"),
+    ("GPUS", "-1", "GPUS=-1 is not allowed"),
+    ("GPUS", "ALL", "GPUS=ALL is not allowed"),
 ])
 def test_bad_values_are_refused_naming_the_value_and_what_is_allowed(name, value, expected):
     with pytest.raises(SettingsError) as refused:
@@ -63,6 +70,36 @@ def test_global_batch_must_split_evenly_over_the_replicas():
     # The divisor is the strategy's replica count: WORKERS does not matter to mirrored.
     assert parse(STRATEGY="mirrored", REPLICAS=4, WORKERS=3, GLOBAL_BATCH=64).replicas_in_sync == 4
     assert parse(STRATEGY="single", WORKERS=3, GLOBAL_BATCH=7).replicas_in_sync == 1
+
+
+@pytest.mark.parametrize("given, kept, indexes", [
+    ("all", "all", ()), ("0", "0", ("0",)), ("1,0", "1,0", ("1", "0")), ("01,2", "1,2", ("1", "2")),
+])
+def test_gpus_are_all_or_distinct_indexes(given, kept, indexes):
+    settings = parse(GPUS=given)
+    assert (settings.gpus, settings.gpu_indexes) == (kept, indexes)
+    assert parse().gpus == "" and parse().gpu_indexes == ()
+
+
+def test_mirrored_splits_the_batch_over_the_gpus_it_is_given():
+    assert parse(STRATEGY="mirrored", GPUS="0,1,2,3", REPLICAS=3, GLOBAL_BATCH=64).replicas_in_sync == 4
+    with pytest.raises(SettingsError, match="GLOBAL_BATCH=64 is not divisible by the 3 replicas of STRATEGY=mirrored"):
+        parse(STRATEGY="mirrored", GPUS="0,1,2")
+    # GPUS=all: how many is the trainer's to find; the host checks what it knows, REPLICAS.
+    assert parse(STRATEGY="mirrored", GPUS="all").replicas_in_sync == 2
+    assert parse(STRATEGY="multiworker", WORKERS=4, GPUS="0").replicas_in_sync == 4
+
+
+def test_nccl_needs_gpus_and_gpus_need_containers():
+    with pytest.raises(SettingsError) as refused:
+        parse(COLLECTIVE="nccl")
+    assert str(refused.value) == ("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
+                                  "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
+    assert parse(COLLECTIVE="nccl", GPUS="all").collective == "nccl"
+    with pytest.raises(SettingsError) as refused:
+        parse(GPUS="0,1", BACKEND="local")
+    assert str(refused.value) == ("GPUS=0,1 is not allowed with BACKEND=local: expected BACKEND=compose "
+                                  "(the lab hands GPUs to containers), or GPUS empty")
 
 
 def test_examples_must_fill_one_global_batch():
