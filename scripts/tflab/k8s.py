@@ -11,8 +11,9 @@ Two ways to run the same cluster, each a file of its own that `kubectl apply -f`
   name for it and its TF_CONFIG written out, from `cluster.tf_config_for`: for clusters without
   the operator (Kubeflow Trainer v2 ships no TensorFlow runtime).
 
-Both carry the ConfigMap with config.json (the settings and that cluster spec) and a
-NetworkPolicy that lets the tasks reach only each other and DNS, as the Compose network does. Pods
+Both carry the ConfigMap with config.json (the settings and that cluster spec) and, unless
+NETWORK=bridge, a NetworkPolicy that lets the tasks reach only each other and DNS, as the Compose
+network does. Pods
 run as in Compose: uid 1000, no capabilities, no privilege escalation, a read-only root
 filesystem with an emptyDir /tmp. single and mirrored are one process: jobs.yaml only, one Job.
 
@@ -49,7 +50,7 @@ def write(settings: Settings) -> int:
     runner.say(f"wrote {runner.display_path(folder)}/ for {runner.describe(settings)}, as "
                f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
     for name in manifests:
-        print(f"  {name:<11} {FILES[name]}")
+        print(f"  {name:<11} {about(name, settings)}")
     if settings.k8s_image == default_of("K8S_IMAGE"):
         notes.append(f"K8S_IMAGE={settings.k8s_image} is `make images`'s local name: push the image to a "
                      "registry the cluster can pull from and name it in K8S_IMAGE")
@@ -61,10 +62,12 @@ def write(settings: Settings) -> int:
     return 0
 
 
-FILES = {
-    "tfjob.yaml": "a Kubeflow TFJob (kubeflow.org/v1), for a cluster with the training operator v1",
-    "jobs.yaml": "plain Jobs and headless Services, TF_CONFIG given explicitly, for any cluster",
-}
+def about(name: str, settings: Settings) -> str:
+    if name == "tfjob.yaml":
+        return "a Kubeflow TFJob (kubeflow.org/v1), for a cluster with the training operator v1"
+    if not cluster.job_sizes(settings):
+        return "one plain Job, for any cluster"
+    return "plain Jobs and headless Services, TF_CONFIG given explicitly, for any cluster"
 
 
 def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[str]]:
@@ -79,12 +82,20 @@ def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[st
                      "step the lab takes between restarts, which Kubernetes does not; a restart starts over")
         settings = settings.replace(backup="off")
     spec = cluster.cluster_spec(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
-    shared = [config_map(settings, runner.run_config(settings, run, spec)), network_policy(settings)]
+    shared = [config_map(settings, runner.run_config(settings, run, spec))]
+    if settings.network == "internal":
+        shared.append(network_policy(settings))
+    if settings.link:
+        notes.append(f"LINK={settings.link} has no counterpart in the manifests: the tasks talk directly")
     jobs = list(shared)
     for task in cluster.task_names(settings):
         if spec:
             jobs.append(service(settings, *cluster.parse_task(task)))
         jobs.append(job(settings, task, spec))
+    if settings.strategy == "parameter_server":
+        chief_job = f"{settings.k8s_name}-{cluster.chief_task(settings)}"
+        notes.append("the workers and ps never exit by themselves: the TFJob ends them when the chief is done; "
+                     f"with jobs.yaml, delete them once Job {chief_job} has completed (or TIMEOUT ends them)")
     if not spec:
         notes.append(f"STRATEGY={settings.strategy} is one process: one Job, no TFJob needed")
         return {"jobs.yaml": jobs}, notes
@@ -152,9 +163,10 @@ def tfjob(settings: Settings, spec: dict) -> dict:
         }
     run_policy = {"cleanPodPolicy": "Running",  # ends parameter_server's workers and ps when the chief is done
                   "backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings)}
-    body = {"runPolicy": run_policy, "tfReplicaSpecs": replica_specs}
+    body = {"runPolicy": run_policy}
     if "chief" not in spec:
         body["successPolicy"] = "AllWorkers"  # not worker-0 alone: the others' ends would be cut off
+    body["tfReplicaSpecs"] = replica_specs
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": metadata(settings, settings.k8s_name),
             "spec": body}
 
@@ -221,7 +233,7 @@ def resource_limits(settings: Settings) -> dict[str, str]:
 
 
 def header(name: str, settings: Settings) -> str:
-    lines = [f"{name}: {FILES[name]}.",
+    lines = [f"{name}: {about(name, settings)}.",
              f"Written by `make k8s` (scripts/tflab/k8s.py) for {runner.describe(settings)}.",
              f"Apply with `kubectl apply -f {name}`; the image {settings.k8s_image} must be pullable by the cluster."]
     if name == "tfjob.yaml":

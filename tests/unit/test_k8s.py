@@ -170,6 +170,8 @@ def test_the_network_policy_admits_only_the_jobs_own_pods_and_dns():
         assert {p["port"] for p in policy["spec"]["egress"][1]["ports"]} == {53}
     for template in pod_templates(manifests(PARAMETER_SERVER)):
         assert own["matchLabels"].items() <= template["metadata"]["labels"].items()
+    for documents in manifests(PARAMETER_SERVER.replace(network="bridge")).values():
+        assert not of_kind(documents, "NetworkPolicy")  # as NETWORK=bridge lifts Compose's internal network
 
 
 @pytest.mark.parametrize("settings", [multiworker(3), PARAMETER_SERVER, Settings(strategy="mirrored")],
