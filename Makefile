@@ -20,12 +20,12 @@ PYTEST_ARGS ?=
 LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
 
-.PHONY: help up stack-up chaos soak compare report bench config summary logs tensorboard down
+.PHONY: help up stack-up chaos soak compare report bench config k8s summary logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration clean
 
 help: ## list the targets and the settings
 	@echo "Targets:"
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo
 	@echo "Settings, as make variables (make up WORKERS=3) or environment variables:"
 	@$(LAB) settings
@@ -53,6 +53,9 @@ bench: venv ## measure the lab's overhead and the multi-worker step; prints one 
 
 config: ## print the cluster spec and every task's TF_CONFIG: make config WORKERS=4
 	@$(LAB) config
+
+k8s: ## write Kubernetes manifests for the settings (a TFJob, and plain Jobs): make k8s WORKERS=4
+	@$(LAB) k8s
 
 summary: ## print a run's summary table (RUN=<id>, default the newest)
 	@$(LAB) summary

@@ -2,6 +2,7 @@
 
     python3 -m tflab up STRATEGY=multiworker WORKERS=3     # or the same names as environment variables
     python3 -m tflab config WORKERS=3                      # the cluster spec and every TF_CONFIG
+    python3 -m tflab k8s WORKERS=3                         # the same cluster as Kubernetes manifests
     python3 -m tflab summary [RUN=<id>] | logs [RUN=<id>] | tensorboard | down | images | wheels | clean | settings
 
 The host side needs nothing but Python 3.9+ and Docker: it never imports TensorFlow.
@@ -16,7 +17,7 @@ import os
 import subprocess
 import sys
 
-from tflab import cluster, compose, images, local, report, runner, summary, swarm
+from tflab import cluster, compose, images, k8s, local, report, runner, summary, swarm
 from tflab.errors import LabError
 from tflab.settings import Settings, settings_table
 
@@ -88,6 +89,10 @@ def command_config(settings: Settings) -> int:
         tf_config = json.dumps(cluster.tf_config_for(spec, task)) if spec else "(none: one process)"
         print(f"{task}: TF_CONFIG={tf_config}")
     return 0
+
+
+def command_k8s(settings: Settings) -> int:
+    return k8s.write(settings)
 
 
 def command_summary(settings: Settings) -> int:
@@ -187,6 +192,7 @@ COMMANDS = {
     "chaos": (command_chaos, "a run with one fault injected: SCENARIO, TARGET, AT, HEAL"),
     "soak": (command_soak, "SOAK runs with random faults; prints survived/ended-cleanly/hung counts"),
     "config": (command_config, "print the cluster spec and every task's TF_CONFIG"),
+    "k8s": (command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),
     "down": (command_down, "remove every container, network and swarm stack the lab left behind"),

@@ -7,7 +7,8 @@ Compose gives every task a stable hostname, `<job>-<index>`, and every task list
 (the Kubeflow TFJob convention), so the spec needs nothing but the job sizes. The local backend
 runs the same tasks as processes on loopback and passes `local_addresses(...)` instead: the same
 generator, the same JSON shape, only the addresses differ (one host cannot give every process
-port 2222).
+port 2222). On Kubernetes (`make k8s`, tflab/k8s.py) `kubeflow_address(...)` gives each task the
+headless Service the Kubeflow training operator makes for it, so the spec is the operator's own.
 
 Shared by the host side and the trainer: imports neither TensorFlow nor any Docker code.
 """
@@ -55,6 +56,24 @@ def linked_address(proxied: frozenset[str] = frozenset()):
     return address
 
 
+def kubeflow_service(name: str, job: str, index: int) -> str:
+    """The headless Service of one task: what the Kubeflow training operator (v1) names the Service
+    and pod of TFJob `name`'s replica `index` of type `job` (lowercased: Worker -> worker)."""
+    return f"{name}-{job}-{index}"
+
+
+def kubeflow_address(name: str, namespace: str):
+    """An address function for Kubernetes: `<name>-<job>-<index>.<namespace>.svc:2222`, exactly the
+    cluster spec the training operator v1 puts into each TFJob pod's TF_CONFIG (its genClusterSpec
+    in pkg/controller.v1/tensorflow/tensorflow.go, release 1.9, for an operator started without
+    CUSTOM_CLUSTER_DOMAIN; port 2222 is its default and the port the manifests name). Plain Jobs
+    get Services of the same names, so both manifests carry the same TF_CONFIG."""
+    def address(job: str, index: int) -> str:
+        return f"{kubeflow_service(name, job, index)}.{namespace}.svc:{PORT}"
+
+    return address
+
+
 def local_addresses(ports: Sequence[int]):
     """An address function for the local backend: the i-th task overall gets localhost:ports[i]."""
     ports = iter(ports)
@@ -80,6 +99,13 @@ def parse_task(task: str) -> tuple[str, int]:
     if not job or not index.isdigit():
         raise ValueError(f"task {task!r} is not of the form <job>-<index>")
     return job, int(index)
+
+
+def task_of(tf_config: Mapping) -> str:
+    """The task a TF_CONFIG is for: {"task": {"type": "worker", "index": 1}, ...} -> 'worker-1'.
+    Under a TFJob every replica of a type shares one pod template, so only TF_CONFIG, which the
+    operator sets per pod, can tell a trainer which task it is."""
+    return f"{tf_config['task']['type']}-{tf_config['task']['index']}"
 
 
 def tf_config_for(spec: Mapping[str, Sequence[str]], task: str) -> dict:

@@ -107,18 +107,22 @@ def make_folder(path: Path, link_latest: bool) -> None:
         temporary.replace(path.parent / "latest")
 
 
-def write_run_folder(settings: Settings, run_dir: Path, spec: dict, link_latest: bool = True) -> None:
-    make_folder(run_dir, link_latest)
+def run_config(settings: Settings, run: str, spec: dict) -> dict:
+    """config.json, what the trainers read: the settings, the cluster spec, every TF_CONFIG."""
     tasks = cluster.task_names(settings)
-    config = {
-        "run": run_dir.name,
+    return {
+        "run": run,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": settings.replace(run=run_dir.name).to_dict(),
+        "settings": settings.replace(run=run).to_dict(),
         "cluster": spec,
         "tasks": tasks,
         "tf_config": {task: cluster.tf_config_for(spec, task) if spec else None for task in tasks},
     }
-    compose.write_json(run_dir / "config.json", config)
+
+
+def write_run_folder(settings: Settings, run_dir: Path, spec: dict, link_latest: bool = True) -> None:
+    make_folder(run_dir, link_latest)
+    compose.write_json(run_dir / "config.json", run_config(settings, run_dir.name, spec))
 
 
 def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:

@@ -32,6 +32,13 @@ BACKENDS = ("compose", "local", "swarm")
 COMPOSE_CLIS = ("auto", "v2", "v1")
 MAX_TASKS = 16
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+# Kubernetes names (make k8s). A Service name must be a DNS-1035 label (a letter first, 63 at most)
+# and the tasks' Services are <K8S_NAME>-worker-15 at the longest, so the name leaves room for that.
+K8S_NAME_MAX = 63 - len(f"-worker-{MAX_TASKS - 1}")
+K8S_NAME_PATTERN = re.compile(rf"[a-z](?:[a-z0-9-]{{0,{K8S_NAME_MAX - 2}}}[a-z0-9])?")
+DNS_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+K8S_NAMESPACE_PATTERN = re.compile(DNS_LABEL)  # DNS-1123 label
+K8S_PVC_PATTERN = re.compile(rf"(?=.{{1,253}}$){DNS_LABEL}(?:\.{DNS_LABEL})*")  # DNS-1123 subdomain
 
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
@@ -89,6 +96,10 @@ class Settings:
     def gpu_indexes(self) -> tuple[str, ...]:
         """The GPUs GPUS names one by one; empty for GPUS=all (the host's list) and for no GPUs."""
         return tuple(self.gpus.split(",")) if self.gpus not in ("", "all") else ()
+    k8s_image: str = "tflab-trainer:latest"  # make k8s: the trainer image, pushed where the cluster can pull it
+    k8s_namespace: str = "default"  # make k8s: the namespace of every object
+    k8s_name: str = "tflab"  # make k8s: the TFJob's name, and the prefix of every other object's
+    k8s_pvc: str = ""  # make k8s: a ReadWriteMany PVC for the outputs; empty: each pod's own emptyDir
 
     @property
     def replicas_in_sync(self) -> int:
@@ -284,6 +295,15 @@ def _gpus(name: str, raw: str) -> str:
                         "(empty: CPUs only)")
 
 
+def _k8s_name(pattern: re.Pattern, what: str) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        if not pattern.fullmatch(raw):
+            raise SettingsError(f"{name}={raw} is not allowed: expected {what}")
+        return raw
+
+    return parse
+
+
 def _text(name: str, raw: str) -> str:
     if any(c.isspace() for c in raw):
         raise SettingsError(f"{name}={raw!r} is not allowed: expected a value without spaces")
@@ -388,6 +408,24 @@ SPECS: dict[str, Spec] = {
     "ARGS": Spec("args", _args, "arguments", "arguments for SCRIPT, split as a shell would"),
     "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
                              "make tensorboard: the port it serves on, on 127.0.0.1 only"),
+    "K8S_IMAGE": Spec("k8s_image", _text, "an image reference",
+                      "make k8s: the trainer image the pods run; push `make images`'s image to a registry "
+                      "the cluster can pull from and name it here"),
+    "K8S_NAMESPACE": Spec("k8s_namespace", _k8s_name(K8S_NAMESPACE_PATTERN,
+                                                     "a DNS-1123 label: lowercase letters, digits and '-', "
+                                                     "a letter or digit at each end, at most 63 characters"),
+                          "a DNS-1123 label", "make k8s: the namespace of every object"),
+    "K8S_NAME": Spec("k8s_name", _k8s_name(K8S_NAME_PATTERN,
+                                           "lowercase letters, digits and '-', a letter first, a letter or "
+                                           f"digit last, at most {K8S_NAME_MAX} characters (room for "
+                                           f"-worker-{MAX_TASKS - 1})"),
+                     f"[a-z][a-z0-9-]*, at most {K8S_NAME_MAX} characters",
+                     "make k8s: the TFJob's name; its tasks' Services and Jobs are <K8S_NAME>-<job>-<index>"),
+    "K8S_PVC": Spec("k8s_pvc", _k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 "
+                                                           "subdomain), or nothing for each pod's own emptyDir"),
+                    "empty | a PVC name",
+                    "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
+                    "empty: each pod's own emptyDir, gone with the pod"),
 }
 
 

@@ -3,12 +3,15 @@
     python -m tflab.train --config runs/<RUN>/config.json --task worker-0
 
 The settings come from config.json (written by the host side from STRATEGY, WORKERS, ...), the
-task name from --task (or TFLAB_TASK), and the cluster from TF_CONFIG, exactly as TensorFlow's own
-multi-worker tutorial reads it. MODEL=mlp (the default) is the source article's model,
-Dense(10, relu) on 32 features -> Dense(1) with Adam and MSE, trained on a synthetic regression
-set y = xW + 0.1 noise generated from SEED (the article trains on pure noise, which cannot
-converge); MODEL=cnn is a small convnet on 32x32x3 images, for the compute-dominated regime.
-Every event goes to <run>/<task>.jsonl as one JSON line (see tflab/schema.py).
+task name from --task (or TFLAB_TASK, else TF_CONFIG's task), and the cluster from TF_CONFIG,
+exactly as TensorFlow's own multi-worker tutorial reads it. Every event goes to <run>/<task>.jsonl
+as one JSON line (see tflab/schema.py); the run folder is config.json's, or --output
+(TFLAB_OUTPUT) where config.json is read-only, as in a Kubernetes ConfigMap.
+
+MODEL=mlp (the default) is the source article's model, Dense(10, relu) on 32 features -> Dense(1)
+with Adam and MSE, trained on a synthetic regression set y = xW + 0.1 noise generated from SEED
+(the article trains on pure noise, which cannot converge); MODEL=cnn is a small convnet on
+32x32x3 images, for the compute-dominated regime.
 
 Expected result at the defaults (SEED=0, EXAMPLES=4096, GLOBAL_BATCH=64, EPOCHS=10): the loss falls
 from 22.1 to 0.84, identically (to float rounding) for single, mirrored and multiworker.
@@ -60,16 +63,20 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=os.environ.get("TFLAB_CONFIG"),
                         help="the run's config.json (default: $TFLAB_CONFIG)")
-    parser.add_argument("--task", default=os.environ.get("TFLAB_TASK"),
-                        help="this task's name, e.g. worker-0 (default: $TFLAB_TASK)")
+    parser.add_argument("--task", default=os.environ.get("TFLAB_TASK") or task_from_tf_config(),
+                        help="this task's name, e.g. worker-0 (default: $TFLAB_TASK, else TF_CONFIG's task)")
+    parser.add_argument("--output", default=os.environ.get("TFLAB_OUTPUT"),
+                        help="the folder for logs, backups and the model (default: $TFLAB_OUTPUT, "
+                             "else the folder of config.json)")
     args = parser.parse_args(argv)
     if not args.config or not args.task:
-        parser.error("--config and --task (or TFLAB_CONFIG and TFLAB_TASK) are required")
+        parser.error("--config and --task (or TFLAB_CONFIG and TFLAB_TASK or TF_CONFIG) are required")
 
     config_path = Path(args.config)
     config = json.loads(config_path.read_text())
     settings = Settings.from_dict(config["settings"])
-    run_dir = config_path.parent
+    run_dir = Path(args.output or config_path.parent)
+    run_dir.mkdir(parents=True, exist_ok=True)
     log = EventLog(run_dir / f"{args.task}.jsonl", args.task)
     print(f"[{args.task}] settings {json.dumps(settings.to_dict(), sort_keys=True)}", flush=True)
     try:
@@ -88,6 +95,11 @@ def main(argv=None) -> int:
         return 130 if isinstance(error, KeyboardInterrupt) else 1
     finally:
         log.close()
+
+
+def task_from_tf_config() -> str | None:
+    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    return cluster.task_of(tf_config) if "task" in tf_config else None
 
 
 def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Path, log: EventLog) -> None:

@@ -1,0 +1,307 @@
+"""`make k8s`: the lab's settings as Kubernetes manifests, to take the same run to a real cluster.
+
+    python3 -m tflab k8s STRATEGY=multiworker WORKERS=4    # writes runs/k8s-<id>/tfjob.yaml, jobs.yaml
+
+Two ways to run the same cluster, each a file of its own that `kubectl apply -f` takes whole:
+
+- tfjob.yaml: a Kubeflow TFJob (kubeflow.org/v1). The training operator v1 makes a headless
+  Service per task and puts TF_CONFIG into each pod itself; `cluster.kubeflow_address` builds the
+  very spec it will, so the ConfigMap's config.json agrees with it (the trainer checks).
+- jobs.yaml: plain batch/v1 Jobs, one per task, each with a headless Service of the operator's
+  name for it and its TF_CONFIG written out, from `cluster.tf_config_for`: for clusters without
+  the operator (Kubeflow Trainer v2 ships no TensorFlow runtime).
+
+Both carry the ConfigMap with config.json (the settings and that cluster spec) and, unless
+NETWORK=bridge, a NetworkPolicy that lets the tasks reach only each other and DNS, as the Compose
+network does. Pods
+run as in Compose: uid 1000, no capabilities, no privilege escalation, a read-only root
+filesystem with an emptyDir /tmp. single and mirrored are one process: jobs.yaml only, one Job.
+
+Host side: stdlib only (no TensorFlow, no PyYAML), so the YAML comes from the small emitter below.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from tflab import cluster, runner
+from tflab.errors import LabError
+from tflab.settings import Settings, default_of
+
+CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
+OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
+CONTAINER = "tensorflow"  # the name the training operator looks for: it sets TF_CONFIG only there
+PORT_NAME = "tfjob-port"  # ... and the port name it takes the cluster's port from
+REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS"}  # the lab's jobs -> TFJob replica types
+UID = 1000  # the image's user, as in Compose
+MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi"}  # Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes
+
+
+def write(settings: Settings) -> int:
+    """Writes the manifests into RUNS_DIR/<RUN> (a fresh k8s-<id> if RUN is empty), never over
+    an existing folder, and says how to apply them."""
+    # What the manifests cannot carry is refused, not dropped: the pods would run other code.
+    if settings.script:
+        raise LabError(f"SCRIPT={settings.script} is not allowed with make k8s: the manifests run the lab's own "
+                       "trainer (bake your script into an image of yours and name it in K8S_IMAGE)")
+    if settings.gpus:
+        raise LabError(f"GPUS={settings.gpus} is not allowed with make k8s: expected GPUS empty (the manifests "
+                       "request no GPUs yet; add nvidia.com/gpu limits to the pod templates yourself)")
+    folder = runner.planned_run_dir(settings.replace(run=settings.run or f"k8s-{runner.new_run_id()}"))
+    manifests, notes = render(settings, folder.name)
+    runner.make_folder(folder, link_latest=False)
+    for name, documents in manifests.items():
+        (folder / name).write_text(to_yaml_documents(documents, header(name, settings)))
+    runner.say(f"wrote {runner.display_path(folder)}/ for {runner.describe(settings)}, as "
+               f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
+    for name in manifests:
+        print(f"  {name:<11} {about(name, settings)}")
+    if settings.k8s_image == default_of("K8S_IMAGE"):
+        notes.append(f"K8S_IMAGE={settings.k8s_image} is `make images`'s local name: push the image to a "
+                     "registry the cluster can pull from and name it in K8S_IMAGE")
+    for note in notes:
+        runner.say(note)
+    runner.say("apply one file, not both (they name the same objects):" if len(manifests) > 1 else "apply it:")
+    for name in manifests:
+        print(f"  kubectl apply -f {runner.display_path(folder / name)}")
+    return 0
+
+
+def about(name: str, settings: Settings) -> str:
+    if name == "tfjob.yaml":
+        return "a Kubeflow TFJob (kubeflow.org/v1), for a cluster with the training operator v1"
+    if not cluster.job_sizes(settings):
+        return "one plain Job, for any cluster"
+    return "plain Jobs and headless Services, TF_CONFIG given explicitly, for any cluster"
+
+
+def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[str]]:
+    """(file name -> its objects, notes for the user). The cluster strategies get both files,
+    single and mirrored only jobs.yaml."""
+    notes = []
+    if settings.strategy == "multiworker" and settings.workers > 1 and settings.backup != "off":
+        # Between restarts the lab copies the chief's backup over every worker's own
+        # (runner.share_backup); a pod restarted by Kubernetes gets no such step, and without it
+        # the workers' restored states disagree and their collectives fail.
+        notes.append(f"BACKUP={settings.backup} is off in the manifests: a multi-worker restore needs the "
+                     "step the lab takes between restarts, which Kubernetes does not; a restart starts over")
+        settings = settings.replace(backup="off")
+    spec = cluster.cluster_spec(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
+    shared = [config_map(settings, runner.run_config(settings, run, spec))]
+    if settings.network == "internal":
+        shared.append(network_policy(settings))
+    if settings.link:
+        notes.append(f"LINK={settings.link} has no counterpart in the manifests: the tasks talk directly")
+    jobs = list(shared)
+    for task in cluster.task_names(settings):
+        if spec:
+            jobs.append(service(settings, *cluster.parse_task(task)))
+        jobs.append(job(settings, task, spec))
+    if settings.strategy == "parameter_server":
+        chief_job = f"{settings.k8s_name}-{cluster.chief_task(settings)}"
+        notes.append("the workers and ps never exit by themselves: the TFJob ends them when the chief is done; "
+                     f"with jobs.yaml, delete them once Job {chief_job} has completed (or TIMEOUT ends them)")
+    if not spec:
+        notes.append(f"STRATEGY={settings.strategy} is one process: one Job, no TFJob needed")
+        return {"jobs.yaml": jobs}, notes
+    return {"tfjob.yaml": shared + [tfjob(settings, spec)], "jobs.yaml": jobs}, notes
+
+
+def labels(settings: Settings) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "tflab", "app.kubernetes.io/instance": settings.k8s_name}
+
+
+def metadata(settings: Settings, name: str, **extra_labels: str) -> dict:
+    return {"name": name, "namespace": settings.k8s_namespace, "labels": {**labels(settings), **extra_labels}}
+
+
+def config_map(settings: Settings, config: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(settings, f"{settings.k8s_name}-config"),
+            "data": {"config.json": json.dumps(config, indent=2) + "\n"}}
+
+
+def network_policy(settings: Settings) -> dict:
+    """The Compose network's `internal: true`, where the cluster's network plugin enforces policies:
+    TensorFlow's gRPC servers are unauthenticated, so only the job's own pods may reach them, and
+    the pods reach nothing but each other and DNS."""
+    own_pods = {"podSelector": {"matchLabels": labels(settings)}}
+    dns = [{"protocol": protocol, "port": 53} for protocol in ("UDP", "TCP")]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(settings, f"{settings.k8s_name}-tasks-only"),
+            "spec": {"podSelector": {"matchLabels": labels(settings)}, "policyTypes": ["Ingress", "Egress"],
+                     "ingress": [{"from": [own_pods]}],
+                     "egress": [{"to": [own_pods]}, {"ports": dns}]}}
+
+
+def service(settings: Settings, job_name: str, index: int) -> dict:
+    """A task's headless Service, as the operator makes it for a TFJob: its DNS name is the
+    task's address in the cluster spec, and no ClusterIP exposes it."""
+    task = f"{job_name}-{index}"
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": metadata(settings, cluster.kubeflow_service(settings.k8s_name, job_name, index)),
+            "spec": {"clusterIP": "None", "selector": {**labels(settings), "tflab/task": task},
+                     "ports": [{"name": PORT_NAME, "port": cluster.PORT, "targetPort": cluster.PORT}]}}
+
+
+def job(settings: Settings, task: str, spec: dict) -> dict:
+    """A plain Job for one task, its TF_CONFIG written out."""
+    name = f"{settings.k8s_name}-{task}"  # a cluster task's is its Service's name too
+    env = cluster.tf_config_env(spec, task)  # TFLAB_TASK, and TF_CONFIG where there is a cluster
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(settings, name, **{"tflab/task": task}),
+            "spec": {"backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings),
+                     "template": pod_template(settings, env, restart_policy(settings), task)}}
+
+
+def tfjob(settings: Settings, spec: dict) -> dict:
+    """The TFJob: one replica spec per job of the cluster spec. The operator sets TF_CONFIG per pod,
+    except where the job has one pod in all ("not distributed": no TF_CONFIG at all), while the
+    trainer expects the cluster of config.json; there the template carries it."""
+    replica_specs = {}
+    for job_name, addresses in spec.items():
+        env = {}
+        if sum(len(tasks) for tasks in spec.values()) == 1:
+            env = {"TF_CONFIG": cluster.tf_config_env(spec, f"{job_name}-0")["TF_CONFIG"]}
+        replica_specs[REPLICA_TYPES[job_name]] = {
+            "replicas": len(addresses),
+            "restartPolicy": restart_policy(settings),
+            "template": pod_template(settings, env, None, task=None),
+        }
+    run_policy = {"cleanPodPolicy": "Running",  # ends parameter_server's workers and ps when the chief is done
+                  "backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings)}
+    body = {"runPolicy": run_policy}
+    if "chief" not in spec:
+        body["successPolicy"] = "AllWorkers"  # not worker-0 alone: the others' ends would be cut off
+    body["tfReplicaSpecs"] = replica_specs
+    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": metadata(settings, settings.k8s_name),
+            "spec": body}
+
+
+def restart_policy(settings: Settings) -> str:
+    """RESTARTS > 0: a failed task's container restarts in its pod (and a multi-worker cluster's
+    other workers, which abort when a peer goes, restart too), up to RESTARTS times in all."""
+    return "OnFailure" if settings.restarts else "Never"
+
+
+def deadline(settings: Settings) -> int:
+    return math.ceil(settings.timeout)
+
+
+def pod_template(settings: Settings, env: dict[str, str], restart: str | None, task: str | None) -> dict:
+    """One task's pod (task=None: a TFJob replica type's, where the task comes from TF_CONFIG)."""
+    output = {"name": "output", "persistentVolumeClaim": {"claimName": settings.k8s_pvc}} if settings.k8s_pvc \
+        else {"name": "output", "emptyDir": {}}
+    container = {
+        "name": CONTAINER,
+        "image": settings.k8s_image,
+        "command": ["python", "-m", "tflab.train"],
+        "env": [{"name": key, "value": value} for key, value in {
+            "TFLAB_CONFIG": f"{CONFIG_DIR}/config.json",
+            "TFLAB_OUTPUT": f"{OUTPUT_DIR}/{settings.k8s_name}",
+            "TF_USE_LEGACY_KERAS": "1",  # tf-keras: Keras 3's fit fails under MultiWorkerMirroredStrategy
+            **env,
+        }.items()],
+        "ports": [{"name": PORT_NAME, "containerPort": cluster.PORT}],
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID,
+                            "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                         {"name": "output", "mountPath": OUTPUT_DIR},
+                         {"name": "tmp", "mountPath": "/tmp"}],
+    }
+    limits = resource_limits(settings)
+    if limits:
+        container["resources"] = {"limits": limits}
+    pod = {
+        "automountServiceAccountToken": False,  # the trainers never talk to the API server
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [{"name": "config", "configMap": {"name": f"{settings.k8s_name}-config"}},
+                    output,
+                    {"name": "tmp", "emptyDir": {}}],
+    }
+    if restart:
+        pod = {"restartPolicy": restart, **pod}
+    pod_labels = labels(settings) if task is None else {**labels(settings), "tflab/task": task}
+    return {"metadata": {"labels": pod_labels}, "spec": pod}
+
+
+def resource_limits(settings: Settings) -> dict[str, str]:
+    """CPUS and MEMORY as Kubernetes quantities."""
+    limits = {}
+    if settings.cpus:
+        limits["cpu"] = f"{round(settings.cpus * 1000)}m"
+    if settings.memory != "0":
+        limits["memory"] = settings.memory[:-1] + MEMORY_UNITS[settings.memory[-1]]
+    return limits
+
+
+def header(name: str, settings: Settings) -> str:
+    lines = [f"{name}: {about(name, settings)}.",
+             f"Written by `make k8s` (scripts/tflab/k8s.py) for {runner.describe(settings)}.",
+             f"Apply with `kubectl apply -f {name}`; the image {settings.k8s_image} must be pullable by the cluster."]
+    if name == "tfjob.yaml":
+        lines.append("The operator sets TF_CONFIG in each pod; the trainer takes its task from it.")
+    if not settings.k8s_pvc:
+        lines.append("Outputs go to each pod's emptyDir and are gone with the pod (K8S_PVC keeps them).")
+    return "".join(f"# {line}\n" for line in lines)
+
+
+# The YAML emitter: block style for mappings and lists; text plain where it cannot read back as
+# anything else (a letter or / first, no ':' or '#', not a YAML 1.1 boolean), else as JSON (a JSON
+# string is a valid YAML double-quoted scalar); numbers and booleans as JSON; multi-line text such
+# as config.json as a literal block.
+PLAIN = re.compile(r"[A-Za-z/][A-Za-z0-9_./-]*")
+YAML_11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # would not read back as text
+
+
+def to_yaml_documents(documents: list[dict], comment: str = "") -> str:
+    return comment + "".join("---\n" + "\n".join(yaml_lines(document, 0)) + "\n" for document in documents)
+
+
+def yaml_lines(value, indent: int) -> list[str]:
+    pad = " " * indent
+    lines = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            lines.extend(_entry(f"{pad}{_text(key)}:", item, indent + 2))
+    else:
+        for item in value:
+            lines.extend(_entry(f"{pad}-", item, indent + 2, inline=True))
+    return lines
+
+
+def _entry(prefix: str, item, indent: int, inline: bool = False) -> list[str]:
+    if isinstance(item, (dict, list)) and item:
+        nested = yaml_lines(item, indent)
+        if inline:  # "- first: ..." on the dash's line, the rest under it
+            return [f"{prefix} {nested[0].lstrip()}", *nested[1:]]
+        return [prefix, *nested]
+    if isinstance(item, str) and _literal_block(item):
+        return [f"{prefix} |" + ("" if item.endswith("\n") else "-"),
+                *(" " * indent + line if line else "" for line in item.rstrip("\n").split("\n"))]
+    return [f"{prefix} {_scalar(item)}"]
+
+
+def _literal_block(text: str) -> bool:
+    lines = text.rstrip("\n").split("\n")
+    return (len(lines) > 1 and not text.endswith("\n\n") and not text.startswith((" ", "\n"))
+            and all(line.isprintable() and line == line.rstrip() for line in lines))
+
+
+def _text(text: str) -> str:
+    plain = PLAIN.fullmatch(text) and text.lower() not in YAML_11_WORDS
+    return text if plain else json.dumps(text)
+
+
+def _scalar(value) -> str:
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise LabError(f"{value} has no place in a manifest")
+    return _text(value) if isinstance(value, str) else json.dumps(value)  # null, true/false, numbers
