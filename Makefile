@@ -87,7 +87,7 @@ $(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-c
 	bash scripts/get-compose-v2.sh $(VENV)
 	@touch $@
 
-test: venv ## run every test: unit, then integration on real Compose (both CLIs)
+test: venv ## run every test: integration on real Compose (both CLIs) and unit
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## run the fast unit tests only
