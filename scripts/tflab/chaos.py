@@ -180,6 +180,9 @@ def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) ->
     other faults act on a Compose project's bridge network or proxies, or were not tried on a stack."""
     if settings.backend == "local":
         raise LabError("make chaos needs BACKEND=compose, not BACKEND=local: its faults act on containers")
+    if settings.script:  # its moments are the lab trainer's events, which a user's script need not log
+        raise LabError(f"SCRIPT={settings.script} is not allowed with make chaos and make soak: expected the lab's "
+                       "own trainer (SCRIPT empty), whose epochs and readiness the faults are timed by")
     refused = [scenario for scenario in scenarios if scenario not in SWARM_SCENARIOS]
     if settings.backend == "swarm" and refused:
         raise LabError(f"SCENARIO={refused[0]} needs BACKEND=compose; with BACKEND=swarm make chaos offers "

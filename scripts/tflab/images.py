@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -178,6 +179,13 @@ def script_images() -> list[str]:
     return found.stdout.split() if found.returncode == 0 else []
 
 
+def script_constraints(pins: str) -> str:
+    """The trainer's pins as pip constraints for a script's packages, so that whatever they share
+    with the image keeps the image's version. Extras dropped: pip refuses `tensorflow[and-cuda]`
+    in a constraints file."""
+    return "\n".join(re.sub(r"\[[^]]*\]", "", line) for line in pins.splitlines()) + "\n"
+
+
 def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> str:
     """SCRIPT: the trainer image, or where a requirements.txt sits next to the script, the trainer
     image plus those packages (images/script/Dockerfile), built once per requirements."""
@@ -192,10 +200,12 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
     with tempfile.TemporaryDirectory(prefix="tflab-script-") as context:
         shutil.copy(requirements, Path(context) / "requirements.txt")
         say(f"downloading the wheels {requirements} asks for")
+        constraints = Path(context) / "constraints.txt"
+        constraints.write_text(script_constraints(trainer.requirements.read_text()))
         # Constrained by the trainer's pins, so nothing the image has is replaced.
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                                    "--only-binary=:all:", *WHEEL_TARGET, "--dest", context,
-                                   "-r", str(requirements), "-c", str(trainer.requirements)])
+                                   "-r", str(requirements), "-c", str(constraints)])
         if download.returncode != 0:
             raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
                            "every one must be on PyPI as a wheel for CPython 3.11 on manylinux x86_64")

@@ -85,9 +85,12 @@ def main(argv: list[str] | None = None) -> int:
 def run(command: list[str], env: dict) -> tuple[int, list[str]]:
     """Runs the command, passing its stdout through and its stderr through a tail kept for the
     error message; SIGTERM and SIGINT are handed on to it."""
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+    # Handlers first, so no signal falls between the child's start and them.
+    child: list[subprocess.Popen] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda number, _frame: process.send_signal(number))
+        signal.signal(signum, lambda number, _frame: [process.send_signal(number) for process in child])
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+    child.append(process)
     tail: collections.deque[str] = collections.deque(maxlen=ERROR_TAIL_LINES)
 
     def copy_stderr() -> None:

@@ -8,6 +8,7 @@ place of container hostnames, the same JSONL logs. It needs TensorFlow on the ho
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import threading
@@ -99,16 +100,22 @@ class LocalProcesses:
     def exit_codes(self) -> dict[str, int | None]:
         return {task: process.poll() for task, process in self._processes.items()}
 
-    def terminate(self, tasks: list[str]) -> None:
+    def _signal(self, tasks: list[str], signum: int) -> None:
+        """To each task's whole process group (each task leads its own session): a SCRIPT task's
+        script is the launcher's child, a trainer's watchdog its own, and neither may outlive it."""
         for task in tasks:
             if self._processes[task].poll() is None:
-                self._processes[task].terminate()
+                try:
+                    os.killpg(self._processes[task].pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def terminate(self, tasks: list[str]) -> None:
+        self._signal(tasks, signal.SIGTERM)
 
     def stop(self, tasks: list[str]) -> None:
         # SIGKILL: TensorFlow installs its own SIGTERM handler in multi-worker processes.
-        for task in tasks:
-            if self._processes[task].poll() is None:
-                self._processes[task].kill()
+        self._signal(tasks, signal.SIGKILL)
         for task in tasks:
             self._processes[task].wait()
 

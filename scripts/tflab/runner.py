@@ -302,7 +302,7 @@ def compare(settings: Settings) -> int:
         else:
             compose.find_compose(settings.compose)
             compose.check_gpus(settings)
-        images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
+        task_image(settings)
     make_folder(folder, link_latest=True)
     labels = [label for label, _ in entries]
     compose.write_json(folder / "compare.json", {"settings": settings.to_dict(), "runs": labels})

@@ -178,6 +178,9 @@ class Settings:
         if self.heal == "never" and self.scenario != "partition":
             raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
                                 "expected seconds (only a partition may stay)")
+        if self.args and not self.script:
+            raise SettingsError(f"ARGS={self.args!r} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
+                                "(the lab's own trainer takes its settings, not arguments)")
         if self.script and self.strategy not in SCRIPT_STRATEGIES:
             raise SettingsError(f"SCRIPT is not allowed with STRATEGY={self.strategy}: expected one of "
                                 f"{', '.join(SCRIPT_STRATEGIES)} (the lab cannot tell a script's servers "

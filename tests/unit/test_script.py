@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from labtest.cli import REPO, lab_env
@@ -90,3 +91,55 @@ def test_a_script_killed_by_a_signal_exits_as_a_shell_would_say(tmp_path):
     result, events = launch(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
     assert result.returncode == 128 + 9
     assert events[-1]["message"].startswith("script.py exited with code 137")
+
+
+def test_the_script_packages_are_constrained_by_either_trainers_pins_without_extras():
+    from tflab import images
+
+    for variant in (images.variant(gpu=False), images.variant(gpu=True)):
+        constraints = images.script_constraints(variant.requirements.read_text())
+        assert "[" not in constraints  # pip: "Constraints cannot have extras"
+        assert "tf-keras==2.21.0" in constraints.splitlines()
+    gpu = images.script_constraints(images.variant(gpu=True).requirements.read_text()).splitlines()
+    assert "tensorflow==2.21.0" in gpu
+
+
+def test_args_need_a_script_and_chaos_refuses_one():
+    with pytest.raises(SettingsError, match=r"^ARGS='--epochs 3' is not allowed without SCRIPT"):
+        Settings.from_env({}, {"ARGS": "--epochs 3"})
+    from tflab import chaos
+    from tflab.errors import LabError
+
+    with pytest.raises(LabError, match="is not allowed with make chaos and make soak"):
+        chaos.check_backend(Settings(script=str(TUTORIAL)))
+
+
+def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):
+    """BACKEND=local: the lab signals each task's whole process group, so the launcher's child,
+    the user's script, never outlives a stopped task (and keeps its port from a restart)."""
+    from tflab.local import LocalProcesses
+
+    script = tmp_path / "script.py"
+    script.write_text("import os, time\nopen(os.environ['TFLAB_OUTPUT'] + '/pid', 'w').write(str(os.getpid()))\n"
+                      "time.sleep(120)\n")
+    settings = Settings(strategy="single", backend="local", script=str(script))
+    (tmp_path / "config.json").write_text(json.dumps({"settings": settings.to_dict(), "cluster": {}}))
+    tasks = LocalProcesses(settings, tmp_path, sys.executable)
+    tasks.start({})
+    try:
+        for _ in range(100):
+            if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text():
+                break
+            time.sleep(0.1)
+        pid = int((tmp_path / "pid").read_text())
+        tasks.stop(tasks.tasks)
+        for _ in range(50):  # reaped by nobody (its parent is gone): poll for it to vanish
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the script (pid {pid}) outlived its stopped task")
+    finally:
+        tasks.close()
