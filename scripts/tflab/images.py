@@ -165,10 +165,7 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
         return image.image
     ensure_wheels(image)
     say(f"building {image.image} on {base} (minutes when the package layer is not cached)")
-    build = subprocess.run(build_command(image, base), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if build.returncode != 0:
-        print(build.stdout[-6000:], file=sys.stderr)
-        raise LabError(f"building {image.image} failed (docker build's output above)")
+    docker_build(build_command(image, base), image.image)
     image.built.write_text(json.dumps({"image_id": image_id(image.image), "inputs": inputs}) + "\n")
     return image.image
 
@@ -177,6 +174,14 @@ def script_images() -> list[str]:
     """Every image ensure_script_image built (one per requirements file and trainer image)."""
     found = run_quiet(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", SCRIPT_IMAGE])
     return found.stdout.split() if found.returncode == 0 else []
+
+
+def docker_build(command: list[str], image: str) -> None:
+    """Runs a `docker build`, quiet unless it fails; then its output's end and a LabError."""
+    build = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if build.returncode != 0:
+        print(build.stdout[-6000:], file=sys.stderr)
+        raise LabError(f"building {image} failed (docker build's output above)")
 
 
 def script_constraints(pins: str) -> str:
@@ -202,7 +207,7 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
         say(f"downloading the wheels {requirements} asks for")
         constraints = Path(context) / "constraints.txt"
         constraints.write_text(script_constraints(trainer.requirements.read_text()))
-        # Constrained by the trainer's pins, so nothing the image has is replaced.
+        # Constrained by the trainer's pins, so what the image already has keeps its version.
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                                    "--only-binary=:all:", *WHEEL_TARGET, "--dest", context,
                                    "-r", str(requirements), "-c", str(constraints)])
@@ -210,10 +215,6 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
             raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
                            "every one must be on PyPI as a wheel for CPython 3.11 on manylinux x86_64")
         say(f"building {image}: {trainer_image} plus {requirements}")
-        build = subprocess.run(["docker", "build", "--file", str(SCRIPT_DOCKERFILE),
-                                "--build-arg", f"TRAINER_IMAGE={trainer_image}", "--tag", image, context],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if build.returncode != 0:
-        print(build.stdout[-6000:], file=sys.stderr)
-        raise LabError(f"building {image} failed (docker build's output above)")
+        docker_build(["docker", "build", "--file", str(SCRIPT_DOCKERFILE),
+                      "--build-arg", f"TRAINER_IMAGE={trainer_image}", "--tag", image, context], image)
     return image
