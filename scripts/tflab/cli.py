@@ -149,12 +149,12 @@ def command_clean(settings: Settings) -> int:
     command_down(settings)
     variants = [images.variant(gpu=False), images.variant(gpu=True)]
     # Scripts' images first: they are layers on the trainer's.
-    for name in images.script_images() + [variant.image for variant in variants] + [images.LOCAL_BASE]:
+    for name in images.script_images() + images.built_images() + [images.LOCAL_BASE]:
         if images.image_id(name):
             subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
             print(f"tflab: removed image {name}")
+    images.BUILT.unlink(missing_ok=True)
     for variant in variants:
-        variant.built.unlink(missing_ok=True)
         for wheel in variant.wheels.glob("*.whl"):
             wheel.unlink()
         variant.stamp.unlink(missing_ok=True)

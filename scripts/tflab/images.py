@@ -5,14 +5,17 @@
   packages by images/base/build.sh. The same Dockerfile builds on every one of them.
 - Wheelhouse: requirements/trainer.txt downloaded by the host's pip into images/trainer/wheels/,
   so `docker build` needs no network; a stamp file remembers for which pins it was filled.
-- Build: skipped when the image is the one the lab last built from the same inputs (the base's
-  image id, the Dockerfile, the pins, the lab's code), so a warm `make up` costs no build at all.
-  The record lives on the host (images/trainer/.built.json): an image label would need a build
-  step after the 1.6 GB package layer, which costs ~10 s on slow storage drivers.
+- Tag: tflab-trainer:<variant>-<digest>, the digest of everything the image is built from (the
+  base's image id, the Dockerfile, the pins, the lab's code). Two checkouts or versions of the lab
+  on one engine therefore never overwrite or silently reuse each other's image, and a warm
+  `make up` costs no build at all: the tag exists. (A label would need a build step after the
+  1.6 GB package layer, which costs ~10 s on slow storage drivers; the tag costs nothing.)
+  images/trainer/.built.json records the tags this checkout built, so `make clean` removes those
+  and no other checkout's, and a rebuild removes the image it replaces.
 - GPU variant (GPUS set): the same Dockerfile with two build arguments, REQUIREMENTS and WHEELS,
   selecting requirements/trainer-gpu.txt (tensorflow[and-cuda]: TensorFlow with CUDA's libraries
   as wheels, several GB) and its own wheelhouse, images/trainer/wheels-gpu/; tagged
-  tflab-trainer:gpu. The CPU image's build command, wheels and record are what they were.
+  tflab-trainer:gpu-<digest>.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 from tflab.compose import REPO, run_quiet
 from tflab.errors import LabError
 
-IMAGE = "tflab-trainer:latest"
+REPOSITORY = "tflab-trainer"  # tagged <variant>-<digest of the build's inputs>
 PUBLIC_BASE = "python:3.11-slim"
 LOCAL_BASE = "tflab-base:bookworm"
 DOCKERFILE = REPO / "images/trainer/Dockerfile"
@@ -40,15 +43,14 @@ BASE_SCRIPT = REPO / "images/base/build.sh"
 REQUIREMENTS = REPO / "requirements/trainer.txt"
 WHEELS = REPO / "images/trainer/wheels"
 WHEEL_STAMP = WHEELS / ".pins-sha256"
-BUILT = REPO / "images/trainer/.built.json"  # {"image_id": ..., "inputs": ...} of the last build
-GPU_IMAGE = "tflab-trainer:gpu"
+BUILT = REPO / "images/trainer/.built.json"  # {"images": [tags this checkout built, oldest first]}
 # What the Dockerfile's REQUIREMENTS and WHEELS build arguments are for the GPU image, relative to
 # the build context (the repository).
 GPU_BUILD_ARGS = {"REQUIREMENTS": "requirements/trainer-gpu.txt", "WHEELS": "images/trainer/wheels-gpu"}
 GPU_REQUIREMENTS = REPO / GPU_BUILD_ARGS["REQUIREMENTS"]
 GPU_WHEELS = REPO / GPU_BUILD_ARGS["WHEELS"]
 GPU_WHEEL_STAMP = GPU_WHEELS / ".pins-sha256"
-GPU_BUILT = REPO / "images/trainer/.built-gpu.json"
+DIGEST_LENGTH = 12  # hex digits of the inputs' sha256 in a tag
 # The image's interpreter and platform, which the wheels must match.
 WHEEL_TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                 *[arg for tag in ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64",
@@ -59,11 +61,10 @@ WHEEL_TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "
 class Variant:
     """One trainer image and what it is built from."""
 
-    image: str
+    name: str  # cpu | gpu: the tag's first part
     requirements: Path
     wheels: Path
     stamp: Path  # which pins the wheelhouse was filled for
-    built: Path  # the record of the last build
     wheels_size: str  # for the user's patience
     build_args: tuple[str, ...]  # beyond BASE_IMAGE
 
@@ -72,8 +73,8 @@ def variant(gpu: bool = False) -> Variant:
     """The CPU image, or the GPU one. Built from the module's names at each call, so tests can
     point those elsewhere."""
     if not gpu:
-        return Variant(IMAGE, REQUIREMENTS, WHEELS, WHEEL_STAMP, BUILT, "about 334 MB", ())
-    return Variant(GPU_IMAGE, GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP, GPU_BUILT,
+        return Variant("cpu", REQUIREMENTS, WHEELS, WHEEL_STAMP, "about 334 MB", ())
+    return Variant("gpu", GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP,
                    "several GB: CUDA's libraries come as wheels",
                    tuple(arg for name, value in GPU_BUILD_ARGS.items() for arg in ("--build-arg", f"{name}={value}")))
 
@@ -147,27 +148,46 @@ def build_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
     return digest.hexdigest()
 
 
-def build_command(image: Variant, base: str) -> list[str]:
+def image_tag(image: Variant, base_id: str) -> str:
+    """The trainer image's name for these inputs: tflab-trainer:cpu-0123456789ab."""
+    return f"{REPOSITORY}:{image.name}-{build_inputs_digest(base_id, image.requirements)[:DIGEST_LENGTH]}"
+
+
+def build_command(image: Variant, base: str, tag: str) -> list[str]:
     return ["docker", "build", "--file", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}",
-            *image.build_args, "--tag", image.image, str(REPO)]
+            *image.build_args, "--tag", tag, str(REPO)]
+
+
+def built_images() -> list[str]:
+    """The trainer images this checkout built and has not removed, oldest first."""
+    try:
+        recorded = json.loads(BUILT.read_text()).get("images", [])
+    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
+        return []
+    return [tag for tag in recorded if isinstance(tag, str) and tag.startswith(REPOSITORY + ":")]
+
+
+def record_built(tag: str) -> None:
+    BUILT.write_text(json.dumps({"images": [*(t for t in built_images() if t != tag), tag]}) + "\n")
 
 
 def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
-    """Builds the trainer image (the CPU one unless told) if any of its inputs changed; returns its name."""
+    """Builds the trainer image (the CPU one unless told) unless one from the same inputs exists;
+    returns its tag. The image this checkout built before for the same variant is removed, so
+    code changes do not pile images up (an image a container still uses is kept)."""
     image = image or variant()
     base = ensure_base(base_image)
-    inputs = build_inputs_digest(image_id(base), image.requirements)
-    try:
-        built = json.loads(image.built.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        built = {}
-    if built.get("inputs") == inputs and built.get("image_id") == image_id(image.image):
-        return image.image
+    tag = image_tag(image, image_id(base))
+    if image_id(tag):
+        return tag
     ensure_wheels(image)
-    say(f"building {image.image} on {base} (minutes when the package layer is not cached)")
-    docker_build(build_command(image, base), image.image)
-    image.built.write_text(json.dumps({"image_id": image_id(image.image), "inputs": inputs}) + "\n")
-    return image.image
+    say(f"building {tag} on {base} (minutes when the package layer is not cached)")
+    docker_build(build_command(image, base, tag), tag)
+    replaced = [old for old in built_images() if old.startswith(f"{REPOSITORY}:{image.name}-") and old != tag]
+    for old in replaced:
+        run_quiet(["docker", "image", "rm", old])
+    record_built(tag)
+    return tag
 
 
 def script_images() -> list[str]:

@@ -24,7 +24,7 @@ def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_pa
     settings = Settings(workers=workers, global_batch=48 * workers)
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:latest")
+    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:cpu-0123456789ab")
     spec = cluster.cluster_spec(settings)
     compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, spec))
     result = stack.compose("config")
@@ -96,7 +96,7 @@ def test_down_removes_what_a_killed_lab_left_behind(engine, trainer_image, tmp_p
     """If the lab itself is killed, its containers stay; `make down` removes them."""
     settings = Settings(strategy="single", runs_dir=str(tmp_path))
     run_dir = tmp_path / "orphan"
-    stack = compose.ComposeStack(compose.find_compose("auto"), run_dir, settings, "tflab-trainer:latest")
+    stack = compose.ComposeStack(compose.find_compose("auto"), run_dir, settings, "tflab-trainer:cpu-0123456789ab")
     runner.write_run_folder(settings, run_dir, {})
     stack.start({})
     assert [c for c in lab_containers() if c.startswith("tflab-orphan")]

@@ -39,7 +39,7 @@ def test_a_worker_container_alone_names_the_peer_that_does_not_resolve(tmp_path,
     settings = Settings(workers=2, peer_timeout=PEER_TIMEOUT, runs_dir=str(tmp_path))
     run_dir = tmp_path / "alone"
     cli = compose.find_compose("auto")
-    stack = compose.ComposeStack(cli, run_dir, settings, images.IMAGE)
+    stack = compose.ComposeStack(cli, run_dir, settings, trainer_image)
     spec = cluster.cluster_spec(settings)
     runner.write_run_folder(settings, run_dir, spec)
     stack.tasks = ["worker-1"]  # start worker-1 only

@@ -210,24 +210,24 @@ def test_a_refused_gpu_run_writes_and_builds_nothing(monkeypatch, tmp_path):
 
 def test_the_cpu_image_builds_as_it_always_did():
     cpu = images.variant_for("")
-    assert (cpu.image, cpu.requirements, cpu.wheels) == ("tflab-trainer:latest", images.REQUIREMENTS, images.WHEELS)
-    assert images.build_command(cpu, "python:3.11-slim") == [
+    assert (cpu.name, cpu.requirements, cpu.wheels) == ("cpu", images.REQUIREMENTS, images.WHEELS)
+    assert images.build_command(cpu, "python:3.11-slim", "tflab-trainer:cpu-0123456789ab") == [
         "docker", "build", "--file", str(REPO / "images/trainer/Dockerfile"),
-        "--build-arg", "BASE_IMAGE=python:3.11-slim", "--tag", "tflab-trainer:latest", str(REPO)]
+        "--build-arg", "BASE_IMAGE=python:3.11-slim", "--tag", "tflab-trainer:cpu-0123456789ab", str(REPO)]
 
 
 def test_the_gpu_image_is_the_same_dockerfile_with_other_packages():
     gpu = images.variant_for("0,1")
     assert images.variant_for("all") == gpu
-    assert gpu.image == "tflab-trainer:gpu"
-    assert images.build_command(gpu, "tflab-base:bookworm") == [
+    assert gpu.name == "gpu"
+    assert images.build_command(gpu, "tflab-base:bookworm", "tflab-trainer:gpu-0123456789ab") == [
         "docker", "build", "--file", str(REPO / "images/trainer/Dockerfile"),
         "--build-arg", "BASE_IMAGE=tflab-base:bookworm",
         "--build-arg", "REQUIREMENTS=requirements/trainer-gpu.txt",
         "--build-arg", "WHEELS=images/trainer/wheels-gpu",
-        "--tag", "tflab-trainer:gpu", str(REPO)]
+        "--tag", "tflab-trainer:gpu-0123456789ab", str(REPO)]
     assert gpu.requirements.is_file() and gpu.wheels.is_dir()
-    assert {gpu.wheels, gpu.stamp.parent, gpu.built} & {images.WHEELS, images.BUILT} == set()
+    assert {gpu.wheels, gpu.stamp.parent} & {images.WHEELS} == set()
     # The Dockerfile's defaults are the CPU image's, so a build without the arguments is the CPU one.
     dockerfile = images.DOCKERFILE.read_text()
     assert "ARG REQUIREMENTS=requirements/trainer.txt\n" in dockerfile
@@ -238,21 +238,55 @@ def test_the_gpu_image_is_the_same_dockerfile_with_other_packages():
     assert {"!requirements/trainer-gpu.txt", "!images/trainer/wheels-gpu/"} <= set(allowed)
 
 
-def test_a_gpu_run_builds_the_gpu_image_and_keeps_its_own_record(monkeypatch, tmp_path):
-    for name in ("BUILT", "GPU_BUILT"):
-        monkeypatch.setattr(images, name, tmp_path / f"{name}.json")
+def test_the_image_tag_is_a_digest_of_what_it_is_built_from(monkeypatch, tmp_path):
+    """Two checkouts or versions of the lab on one engine never share or overwrite an image: the tag
+    changes with the base, the pins or the code, and is the same for the same inputs."""
+    cpu, gpu = images.variant_for(""), images.variant_for("all")
+    tag = images.image_tag(cpu, "sha256:base")
+    assert re.fullmatch(r"tflab-trainer:cpu-[0-9a-f]{12}", tag)
+    assert images.image_tag(cpu, "sha256:base") == tag
+    assert images.image_tag(cpu, "sha256:other-base") != tag
+    assert images.image_tag(gpu, "sha256:base").startswith("tflab-trainer:gpu-")
+    code = tmp_path / "scripts/tflab"
+    code.mkdir(parents=True)
+    for path in [images.DOCKERFILE, REPO / ".dockerignore", images.REQUIREMENTS]:
+        (tmp_path / path.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path.relative_to(REPO)).write_bytes(path.read_bytes())
+    (code / "train.py").write_text("print('a')\n")
+    monkeypatch.setattr(images, "REPO", tmp_path)
+    monkeypatch.setattr(images, "DOCKERFILE", tmp_path / "images/trainer/Dockerfile")
+    requirements = tmp_path / "requirements/trainer.txt"
+    before = images.build_inputs_digest("sha256:base", requirements)
+    (code / "train.py").write_text("print('b')\n")
+    assert images.build_inputs_digest("sha256:base", requirements) != before
+
+
+def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(monkeypatch, tmp_path):
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
+    images.record_built("tflab-trainer:gpu-bbbbbbbbbbbb")
     monkeypatch.setattr(images, "ensure_base", lambda requested: "python:3.11-slim")
-    monkeypatch.setattr(images, "image_id", lambda name: f"sha256:{name}")
+    present = {"python:3.11-slim"}
+    monkeypatch.setattr(images, "image_id", lambda name: f"sha256:{name}" if name in present else None)
     wheels = []
     monkeypatch.setattr(images, "ensure_wheels", lambda image: wheels.append(image.wheels))
-    built = []
-    monkeypatch.setattr(images.subprocess, "run", lambda command, **kwargs:
-                        built.append(command) or subprocess.CompletedProcess(command, 0, "", ""))
-    assert images.ensure_image("", images.variant_for("all")) == "tflab-trainer:gpu"
-    assert built[0][-3:] == ["--tag", "tflab-trainer:gpu", str(REPO)] and wheels == [images.GPU_WHEELS]
-    assert (tmp_path / "GPU_BUILT.json").exists() and not (tmp_path / "BUILT.json").exists()
-    assert images.ensure_image("", images.variant_for("all")) == "tflab-trainer:gpu"
-    assert len(built) == 1  # nothing changed: no second build
+    commands = []
+
+    def docker(command, **kwargs):
+        commands.append(command)
+        if command[:2] == ["docker", "build"]:
+            present.add(command[-2])
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(images.subprocess, "run", docker)
+    tag = images.ensure_image("", images.variant_for("all"))
+    assert tag == images.image_tag(images.variant_for("all"), "sha256:python:3.11-slim")
+    assert commands[0][-3:] == ["--tag", tag, str(REPO)] and wheels == [images.GPU_WHEELS]
+    assert ["docker", "image", "rm", "tflab-trainer:gpu-bbbbbbbbbbbb"] in commands
+    assert not any("cpu-aaaaaaaaaaaa" in " ".join(command) for command in commands)
+    assert images.built_images() == ["tflab-trainer:cpu-aaaaaaaaaaaa", tag]
+    assert images.ensure_image("", images.variant_for("all")) == tag
+    assert len([command for command in commands if command[:2] == ["docker", "build"]]) == 1  # nothing changed
 
 
 def pins(path) -> dict[str, str]:
