@@ -22,9 +22,10 @@ from typing import Sequence
 
 from tflab import cluster
 from tflab.errors import LabError
+from tflab.home import LAB_HOME
 from tflab.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = LAB_HOME  # the checkout, or an installed lab's laid-out files (home.py)
 COMPOSE_FILE = REPO / "docker-compose.yml"
 RUN_FILE = "compose.run.json"  # the run's generated services and overrides, in its folder
 PROFILES = ("single", "mirrored", "cluster")

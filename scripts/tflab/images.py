@@ -167,8 +167,9 @@ def built_images() -> list[str]:
     return [tag for tag in recorded if isinstance(tag, str) and tag.startswith(REPOSITORY + ":")]
 
 
-def record_built(tag: str) -> None:
-    BUILT.write_text(json.dumps({"images": [*(t for t in built_images() if t != tag), tag]}) + "\n")
+def record_built(tag: str, forget: set[str] = frozenset()) -> None:
+    kept = [old for old in built_images() if old != tag and old not in forget]
+    BUILT.write_text(json.dumps({"images": [*kept, tag]}) + "\n")
 
 
 def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
@@ -184,9 +185,8 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     say(f"building {tag} on {base} (minutes when the package layer is not cached)")
     docker_build(build_command(image, base, tag), tag)
     replaced = [old for old in built_images() if old.startswith(f"{REPOSITORY}:{image.name}-") and old != tag]
-    for old in replaced:
-        run_quiet(["docker", "image", "rm", old])
-    record_built(tag)
+    removed = {old for old in replaced if run_quiet(["docker", "image", "rm", old]).returncode == 0}
+    record_built(tag, forget=removed)
     return tag
 
 

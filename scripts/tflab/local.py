@@ -11,19 +11,22 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
 from tflab import cluster, compose
-from tflab.compose import REPO
 from tflab.errors import LabError
+from tflab.home import CODE_ROOT, LAB_HOME
 from tflab.settings import Settings
 
 
 def find_python() -> str:
-    """An interpreter that has TensorFlow: $TFLAB_PYTHON, else the repository's .venv."""
-    python = os.environ.get("TFLAB_PYTHON") or str(REPO / ".venv/bin/python")
+    """An interpreter that has TensorFlow: $TFLAB_PYTHON, else the checkout's .venv, else (an
+    installed lab) the lab's own interpreter."""
+    venv = LAB_HOME / ".venv/bin/python"
+    python = os.environ.get("TFLAB_PYTHON") or str(venv if venv.exists() else sys.executable)
     try:
         probe = subprocess.run([python, "-c", "import importlib.util, sys; "
                                 "sys.exit(importlib.util.find_spec('tensorflow') is None)"],
@@ -31,8 +34,9 @@ def find_python() -> str:
     except (OSError, subprocess.TimeoutExpired):
         probe = None
     if probe is None or probe.returncode != 0:
-        raise LabError(f"BACKEND=local needs TensorFlow on the host, and {python} has none; "
-                       "run `make venv` (or set TFLAB_PYTHON to a Python that has it)")
+        raise LabError(f"BACKEND=local needs TensorFlow on the host, and {python} has none; in a checkout "
+                       "run `make venv`, else `pip install tensorflow-cpu==2.21.0 tf-keras==2.21.0`, or set "
+                       "TFLAB_PYTHON to a Python that has them")
     return python
 
 
@@ -73,7 +77,7 @@ class LocalProcesses:
         spec = self._spec
         for task in self.tasks:
             env = {**os.environ, **cluster.tf_config_env(spec, task),
-                   "PYTHONPATH": str(REPO / "scripts"), "PYTHONUNBUFFERED": "1",
+                   "PYTHONPATH": str(CODE_ROOT), "PYTHONUNBUFFERED": "1",
                    "TF_USE_LEGACY_KERAS": "1"}
             if not spec:
                 env.pop("TF_CONFIG", None)

@@ -42,8 +42,8 @@ def new_run_id() -> str:
 
 
 def runs_dir(settings: Settings) -> Path:
-    path = Path(settings.runs_dir)
-    return path if path.is_absolute() else compose.REPO / path
+    """RUNS_DIR, relative to the folder the lab was started from (the checkout, under make)."""
+    return Path(settings.runs_dir).absolute()
 
 
 def planned_run_dir(settings: Settings) -> Path:

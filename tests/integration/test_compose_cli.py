@@ -24,7 +24,8 @@ def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_pa
     settings = Settings(workers=workers, global_batch=48 * workers)
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:cpu-0123456789ab")
+    cli = compose.find_compose(cli_env["COMPOSE"])
+    stack = compose.ComposeStack(cli, run_dir, settings, "tflab-trainer:cpu-0123456789ab")
     spec = cluster.cluster_spec(settings)
     compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, spec))
     result = stack.compose("config")

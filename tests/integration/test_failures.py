@@ -9,7 +9,7 @@ import time
 from labtest.cli import lab_env
 from labtest.runs import lab_containers
 from labtest.trainers import local_cluster, start_trainer, write_config
-from tflab import cluster, compose, images, runner
+from tflab import cluster, compose, runner
 from tflab.schema import read_events
 from tflab.settings import Settings
 
