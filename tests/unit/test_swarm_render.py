@@ -110,7 +110,7 @@ def test_limits_and_network_come_from_the_settings():
 
 
 def test_a_users_script_runs_in_every_service_as_under_compose():
-    script = Path(__file__).resolve().parents[1] / "integration/scripts/tutorial/train.py"
+    script = Path(__file__).resolve().parents[2] / "examples/multiworker-tutorial/train.py"
     settings = Settings(workers=2, script=str(script), args="--epochs 2")
     for task, service in render(settings)["services"].items():
         assert service["volumes"] == [{"type": "bind", "source": str(RUN_DIR), "target": "/lab/run"},
