@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tflab import progress
 from tflab.compose import REPO, run_quiet
 from tflab.errors import LabError
 
@@ -51,6 +52,7 @@ GPU_REQUIREMENTS = REPO / GPU_BUILD_ARGS["REQUIREMENTS"]
 GPU_WHEELS = REPO / GPU_BUILD_ARGS["WHEELS"]
 GPU_WHEEL_STAMP = GPU_WHEELS / ".pins-sha256"
 DIGEST_LENGTH = 12  # hex digits of the inputs' sha256 in a tag
+BUILD_STEP_QUIET_SECONDS = 3  # a build step is said once it has taken this long (cached ones take none)
 # The image's interpreter and platform, which the wheels must match.
 WHEEL_TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                 *[arg for tag in ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64",
@@ -130,11 +132,15 @@ def ensure_wheels(image: Variant | None = None) -> None:
     pins = hashlib.sha256(image.requirements.read_bytes() + " ".join(WHEEL_TARGET).encode()).hexdigest()
     if image.stamp.exists() and image.stamp.read_text().strip() == pins:
         return
-    say(f"downloading the trainer's wheels into {image.wheels.relative_to(REPO)}/ ({image.wheels_size}, once)")
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+    say(f"downloading the trainer's wheels into {image.wheels} ({image.wheels_size}, once)")
+    command = [sys.executable, "-m", "pip", "download", "--progress-bar", "off", "--disable-pip-version-check",
                "--no-deps", "--only-binary=:all:", *WHEEL_TARGET, "--dest", str(image.wheels),
                "-r", str(image.requirements)]
-    if subprocess.run(command).returncode != 0:
+    pins_count = len([line for line in image.requirements.read_text().splitlines()
+                      if line.strip() and not line.lstrip().startswith("#")])
+    code, tail = progress.run_summarised(command, progress.WheelCounter(pins_count), say, "wheels")
+    if code != 0:
+        print(tail, file=sys.stderr)
         raise LabError("downloading the trainer's wheels failed (pip's message above); "
                        f"`{sys.executable} -m pip` needs to reach PyPI once")
     image.stamp.write_text(pins + "\n")
@@ -197,10 +203,12 @@ def script_images() -> list[str]:
 
 
 def docker_build(command: list[str], image: str) -> None:
-    """Runs a `docker build`, quiet unless it fails; then its output's end and a LabError."""
-    build = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if build.returncode != 0:
-        print(build.stdout[-6000:], file=sys.stderr)
+    """Runs a `docker build`, a line per build step and a heartbeat while one is long; on failure
+    its output's end and a LabError."""
+    code, tail = progress.run_summarised(command, progress.build_step, say, f"building {image}",
+                                         quiet_below=BUILD_STEP_QUIET_SECONDS)
+    if code != 0:
+        print(tail, file=sys.stderr)
         raise LabError(f"building {image} failed (docker build's output above)")
 
 

@@ -279,6 +279,7 @@ def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(mo
         return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(images.subprocess, "run", docker)
+    monkeypatch.setattr(images, "docker_build", lambda command, image: docker(command))
     tag = images.ensure_image("", images.variant_for("all"))
     assert tag == images.image_tag(images.variant_for("all"), "sha256:python:3.11-slim")
     assert commands[0][-3:] == ["--tag", tag, str(REPO)] and wheels == [images.GPU_WHEELS]
