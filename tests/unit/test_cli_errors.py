@@ -235,3 +235,29 @@ def test_gpus_all_for_workers_without_a_gpu_list_is_refused(tmp_path):
                            "and that list cannot be had: nvidia-smi is not on PATH; give the GPU indexes "
                            "instead, such as GPUS=0,1", runs)
     assert "build" not in calls.read_text()
+
+
+def test_the_issue_10_inputs_are_refused_in_one_line(tmp_path):
+    """Each once ended in a traceback, or was taken and failed after the run folder was written."""
+    runs = tmp_path / "runs"
+    (tmp_path / "a:b").mkdir()
+    (tmp_path / "a:b" / "train.py").write_text("print('hello')\n")
+    (tmp_path / "file").write_text("")
+    cases = [
+        ("up", [f"RUNS_DIR={runs}", "BACKUP=\u00b2"], "BACKUP=\u00b2 is not allowed"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE=single multiworker-17"], "COMPARE='single multiworker-17' is not"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE= "], "COMPARE=' ' is not allowed: a blank value is not the default"),
+        ("up", [f"RUNS_DIR={runs}", "RUN=latest"], "RUN=latest is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "RUN=latest"], "RUN=latest is not allowed"),
+        ("up", [f"RUNS_DIR={tmp_path / 'file'}"], f"RUNS_DIR={tmp_path / 'file'} is not allowed"),
+        ("up", [f"RUNS_DIR={runs}", f"SCRIPT={tmp_path / 'a:b' / 'train.py'}"], "SCRIPT="),
+        ("up", [f"RUNS_DIR={runs}", "BASE_IMAGE=--help"], "BASE_IMAGE='--help' is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "K8S_IMAGE=-rm"], "K8S_IMAGE='-rm' is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "CPUS=0.0001"], "CPUS=0.0001 is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "MEMORY=\u0663g"], "MEMORY=\u0663g is not allowed"),
+        ("up", [f"RUNS_DIR={runs}", "MEMORY=4m"], "MEMORY=4m is not allowed"),
+    ]
+    for command, arguments, expected in cases:
+        assert_refused(run_lab(command, *arguments), expected, runs)
+    assert (tmp_path / "file").read_text() == ""

@@ -245,7 +245,7 @@ def test_the_emitter_reads_back_as_written(value):
     ("K8S_NAMESPACE", "Team", "K8S_NAMESPACE=Team is not allowed: expected a DNS-1123 label"),
     ("K8S_NAMESPACE", "a.b", "K8S_NAMESPACE=a.b is not allowed"),
     ("K8S_PVC", "-data", "K8S_PVC=-data is not allowed: expected the name of a PersistentVolumeClaim"),
-    ("K8S_IMAGE", "my image", "K8S_IMAGE='my image' is not allowed: expected a value without spaces"),
+    ("K8S_IMAGE", "my image", "K8S_IMAGE='my image' is not allowed: expected an image reference"),
 ])
 def test_bad_names_are_refused(name, value, expected, tmp_path):
     with pytest.raises(SettingsError) as refused:
