@@ -426,7 +426,7 @@ def _text(name: str, raw: str) -> str:
 
 
 def _folder(name: str, raw: str) -> str:
-    _text(name, raw)
+    _printable(name, raw)
     if ":" in raw:
         raise SettingsError(f"{name}={raw} is not allowed: expected a path without ':' (Docker's volume syntax "
                             "splits at ':', so the folder could not be mounted)")
@@ -434,6 +434,9 @@ def _folder(name: str, raw: str) -> str:
 
 
 def _folder_on_host(name: str, value: str) -> str:
+    """The folder a user names: no spaces in what they type (the lab's own absolute paths may
+    have them), and not a file."""
+    _text(name, value)
     path = Path(value).absolute()
     if ":" in str(path):
         raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
@@ -586,6 +589,27 @@ SPECS: dict[str, Spec] = {
                     "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
                     "empty: each pod's own emptyDir, gone with the pod"),
 }
+
+
+def read_run_config(path: Path) -> tuple[dict, Settings]:
+    """A run's config.json and its settings, checked as the host checks them (from_dict), for
+    the trainer and the script launcher; SettingsError (one line naming the file and the field)
+    for anything else."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise SettingsError(f"{path} cannot be read: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SettingsError(f"{path} is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise SettingsError(f"{path} holds {type(config).__name__}, not the object the lab writes")
+    for key, kind in (("settings", dict), ("cluster", dict)):
+        if not isinstance(config.get(key), kind):
+            raise SettingsError(f"{path}: {key} is {_json(config.get(key))}, not an object")
+    try:
+        return config, Settings.from_dict(config["settings"])
+    except SettingsError as error:
+        raise SettingsError(f"{path}: {error}") from None
 
 
 def default_of(name: str) -> object:
