@@ -168,6 +168,7 @@ def command_clean(settings: Settings) -> int:
 def command_tensorboard(settings: Settings) -> int:
     compose.check_docker()
     cli = compose.find_compose(settings.compose)
+    compose.check_tensorboard_port(settings.tensorboard_port)
     runs = runner.runs_dir(settings)
     runs.mkdir(parents=True, exist_ok=True)
     url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image))

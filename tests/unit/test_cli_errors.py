@@ -5,6 +5,7 @@ a real engine in tests/integration/test_refusals.py.)"""
 import json
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -261,3 +262,38 @@ def test_the_issue_10_inputs_are_refused_in_one_line(tmp_path):
     for command, arguments, expected in cases:
         assert_refused(run_lab(command, *arguments), expected, runs)
     assert (tmp_path / "file").read_text() == ""
+
+
+def test_cpus_beyond_the_engines_are_refused_before_the_run_folder(tmp_path):
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {"NCPU": 2})
+    for command in ("up", "compare"):
+        result = run_lab(command, f"RUNS_DIR={runs}", "CPUS=3", env=lab_env(PATH=path))
+        assert_refused(result, "CPUS=3 is more than this Docker engine's 2 CPUs; expected 0.01 to 2, "
+                               "or 0 (no limit)", runs)
+    result = run_lab("chaos", f"RUNS_DIR={runs}", "SCENARIO=slow-node", "SLOW_CPUS=4", env=lab_env(PATH=path))
+    assert_refused(result, "SLOW_CPUS=4 is more than this Docker engine's 2 CPUs", runs)
+    assert "build" not in calls.read_text() and " up" not in calls.read_text()
+
+
+def test_soak_with_one_epoch_is_refused_before_its_folder(tmp_path):
+    runs = tmp_path / "runs"
+    path, _ = fake_engine(tmp_path, {"NCPU": 2})
+    result = run_lab("soak", f"RUNS_DIR={runs}", "EPOCHS=1", env=lab_env(PATH=path))
+    assert_refused(result, "EPOCHS=1 is not allowed with make soak: expected 2 or more", runs)
+
+
+def test_a_busy_tensorboard_port_is_refused_before_compose(tmp_path):
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {})
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        if port < 1024:
+            pytest.fail(f"the kernel gave port {port}")
+        result = run_lab("tensorboard", f"RUNS_DIR={runs}", f"TENSORBOARD_PORT={port}", env=lab_env(PATH=path))
+    assert_refused(result, f"TENSORBOARD_PORT={port} is not free on 127.0.0.1 (Address already in use); "
+                           "expected a free port", runs)
+    assert not runs.exists()
+    assert not any(line.startswith("compose") and " up" in line for line in calls.read_text().splitlines())
