@@ -272,7 +272,20 @@ def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozens
     if settings.network == "bridge":
         override["networks"] = {"cluster": {"internal": False,
                                             "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "false"}}}
-    return override
+    return literal(override)
+
+
+def literal(value):
+    """Every string in a Compose (or stack) file as written: Compose reads `$NAME` and `${NAME}`
+    in any value as the host's variables, and `$$` as one `$`. Nothing the lab renders means a
+    variable, so ARGS="--home $HOME" and a folder named `a$b` reach the task exactly as given."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, list):
+        return [literal(item) for item in value]
+    if isinstance(value, dict):
+        return {key: literal(item) for key, item in value.items()}
+    return value
 
 
 SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only
