@@ -177,6 +177,29 @@ def command_tensorboard(settings: Settings) -> int:
     return 0
 
 
+CHECKED_FIRST = ("up", "compare", "report", "bench")  # make builds .venv for these: check first
+
+
+def command_check(settings: Settings) -> int:
+    """What `make compare`, `report`, `bench` (and `up BACKEND=local`) check with the host's own
+    Python before make builds .venv, TensorFlow and all: the settings, and the input of the
+    command TFLAB_CHECK names. Prints nothing when all is well."""
+    command = os.environ.get("TFLAB_CHECK", "")
+    if command not in CHECKED_FIRST:
+        raise LabError(f"TFLAB_CHECK={command} is not allowed: expected one of {', '.join(CHECKED_FIRST)}")
+    if command in ("up", "compare", "bench"):
+        runner.planned_run_dir(settings)
+    if command == "compare":
+        settings.compare_runs()
+    elif command == "report":
+        runner.existing_run_dir(settings)
+    elif command == "bench":
+        from tflab import bench
+
+        bench.plan(settings)
+    return 0
+
+
 def command_settings(settings: Settings) -> int:
     rows = [("setting", "default", "allowed", "meaning")] + settings_table()
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -202,6 +225,7 @@ COMMANDS = {
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),
     "tensorboard": (command_tensorboard, "serve every run's TensorBoard scalars on 127.0.0.1 (TENSORBOARD_PORT)"),
     "settings": (command_settings, "list every setting with its default"),
+    "check": (command_check, "check the settings and the input of the command TFLAB_CHECK names; run nothing"),
 }
 
 

@@ -145,16 +145,17 @@ class Settings:
             hint = f"did you mean {close[0]}?" if close else f"allowed settings: {', '.join(SPECS)}"
             raise SettingsError(f"unknown setting {unknown[0]}; {hint}")
         check_make_variables(env)
+        # Given by name (an argument, or on make's command line, where make strips a blank value
+        # to nothing) an empty value is refused too; an empty environment variable is unset.
+        given = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
         values = {}
         for name, spec in SPECS.items():
             raw = overrides.get(name, env.get(name, ""))
-            if raw == "":
+            if raw.strip() == "" and (spec.empty_allowed or (raw == "" and name not in given)):
                 continue
             if raw.strip() == "":
-                if spec.empty_allowed:
-                    continue
-                raise SettingsError(f"{name}={raw!r} is not allowed: a blank value is not the default; expected "
-                                    f"{spec.allowed} (leave {name} unset, or empty, for {_shown_default(name)})")
+                raise SettingsError(f"{name}={raw!r} is not allowed: an empty or blank value is not the default; "
+                                    f"expected {spec.allowed} (leave {name} out for {_shown_default(name)})")
             value = spec.parse(name, raw.strip())
             values[spec.field] = spec.on_host(name, value) if spec.on_host else value
         return cls(**values).validated()

@@ -248,7 +248,7 @@ def test_the_issue_10_inputs_are_refused_in_one_line(tmp_path):
         ("up", [f"RUNS_DIR={runs}", "BACKUP=\u00b2"], "BACKUP=\u00b2 is not allowed"),
         ("compare", [f"RUNS_DIR={runs}", "COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed"),
         ("compare", [f"RUNS_DIR={runs}", "COMPARE=single multiworker-17"], "COMPARE='single multiworker-17' is not"),
-        ("compare", [f"RUNS_DIR={runs}", "COMPARE= "], "COMPARE=' ' is not allowed: a blank value is not the default"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE= "], "COMPARE=' ' is not allowed: an empty or blank value"),
         ("up", [f"RUNS_DIR={runs}", "RUN=latest"], "RUN=latest is not allowed"),
         ("k8s", [f"RUNS_DIR={runs}", "RUN=latest"], "RUN=latest is not allowed"),
         ("up", [f"RUNS_DIR={tmp_path / 'file'}"], f"RUNS_DIR={tmp_path / 'file'} is not allowed"),
@@ -297,3 +297,73 @@ def test_a_busy_tensorboard_port_is_refused_before_compose(tmp_path):
                            "expected a free port", runs)
     assert not runs.exists()
     assert not any(line.startswith("compose") and " up" in line for line in calls.read_text().splitlines())
+
+
+def run_make(*arguments: str, **env: str) -> subprocess.CompletedProcess:
+    if shutil.which("make") is None:
+        pytest.fail("make is required")
+    return subprocess.run(["make", "--no-print-directory", *arguments], cwd=REPO,
+                          env=lab_env(PYTHON=sys.executable, **env), capture_output=True, text=True, timeout=120)
+
+
+def assert_make_refused(result, expected: str):
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"tflab: {expected}", lines
+    assert all(re.match(r"make(\[\d+\])?: \*\*\* ", line) for line in lines[1:]), lines
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["up", "WORKER=3"], "WORKER=3 is not a setting; did you mean WORKERS?"),
+    (["up", "workers=3"], "workers=3 is not a setting (settings are upper case); did you mean WORKERS?"),
+    (["config", "STRATAGY=mirrored"], "STRATAGY=mirrored is not a setting; did you mean STRATEGY?"),
+    (["config", "VNEV=.venv"], "VNEV=.venv is not a setting; did you mean VENV?"),
+    (["config", "FROBNICATE=1"], "FROBNICATE=1 is not a setting; `make help` lists the settings"),
+])
+def test_make_refuses_a_variable_that_is_no_setting(arguments, expected, tmp_path):
+    runs = tmp_path / "runs"
+    assert_make_refused(run_make(*arguments, f"RUNS_DIR={runs}"), expected)
+    assert not runs.exists()
+
+
+def test_make_takes_its_own_variables_and_the_settings():
+    result = run_make("config", "WORKERS=4", f"PYTHON={sys.executable}", "PYTEST_ARGS=-x")
+    assert result.returncode == 0, result.stderr
+    assert "worker-3: TF_CONFIG=" in result.stdout
+
+
+@pytest.mark.parametrize("target, arguments, expected", [
+    ("compare", ["COMPARE= "], "COMPARE='' is not allowed: an empty or blank value is not the default"),
+    ("compare", ["COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed (entry multiworker-0)"),
+    ("report", ["RUN=nope"], "RUN=nope does not exist in"),
+    ("bench", ["GLOBAL_BATCH=66"], "GLOBAL_BATCH=66 is not divisible by the 8 replicas of STRATEGY=multiworker"),
+    ("up", ["BACKEND=local", "WORKERS=0"], "WORKERS=0 is not allowed"),
+])
+def test_make_checks_the_input_before_it_builds_the_venv(target, arguments, expected, tmp_path):
+    """compare, report, bench (and up BACKEND=local) need .venv, TensorFlow and all: make builds it
+    only once the host's Python has checked their input."""
+    runs, venv = tmp_path / "runs", tmp_path / "venv"
+    result = run_make(target, *arguments, f"RUNS_DIR={runs}", f"VENV={venv}")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"tflab: {expected}"), result.stderr
+    assert not venv.exists() and not runs.exists()
+    assert "pip install" not in result.stdout
+
+
+@pytest.mark.parametrize("venv, expected", [
+    ("{tmp}/precious", "VENV={tmp}/precious is not inside this checkout"),
+    ("tests", "VENV=tests is not a venv this Makefile made (it has no .installed); make clean leaves it"),
+    (".", "VENV=. is not inside this checkout"),
+    ("..", "VENV=.. is not inside this checkout"),
+])
+def test_make_clean_removes_no_folder_it_did_not_make(venv, expected, tmp_path):
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "keep").write_text("mine\n")
+    venv = venv.format(tmp=tmp_path)
+    result = run_make("clean", f"VENV={venv}")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"tflab: {expected.format(tmp=tmp_path)}"), result.stderr
+    assert result.stdout == ""  # refused before `tflab clean` touched containers, images or wheels
+    assert (tmp_path / "precious" / "keep").read_text() == "mine\n"
+    assert (REPO / "tests" / "unit").is_dir()

@@ -18,8 +18,18 @@ def test_environment_is_read_and_arguments_win():
     assert (settings.workers, settings.epochs) == (8, 3)
 
 
-def test_empty_values_mean_the_default():
+def test_empty_environment_variables_mean_the_default():
     assert Settings.from_env({"WORKERS": "", "STRATEGY": ""}) == Settings()
+
+
+def test_an_empty_value_given_by_name_is_refused_unless_empty_is_allowed():
+    """`make compare COMPARE=' '` reaches the lab as COMPARE="" (make strips the blank): the
+    Makefile names its command-line variables, so an empty one is refused like a blank one."""
+    with pytest.raises(SettingsError, match="^COMPARE='' is not allowed: an empty or blank value is not the default"):
+        Settings.from_env({"COMPARE": "", "TFLAB_MAKE_VARIABLES": "COMPARE"})
+    with pytest.raises(SettingsError, match="^WORKERS='' is not allowed"):
+        Settings.from_env({}, {"WORKERS": ""})
+    assert Settings.from_env({"GPUS": "", "TFLAB_MAKE_VARIABLES": "GPUS"}, {"RUN": ""}) == Settings()
 
 
 def test_a_blank_value_is_the_default_only_where_empty_is_allowed():
@@ -28,8 +38,8 @@ def test_a_blank_value_is_the_default_only_where_empty_is_allowed():
     with pytest.raises(SettingsError) as refused:
         Settings.from_env({}, {"COMPARE": " "})
     assert str(refused.value) == (
-        "COMPARE=' ' is not allowed: a blank value is not the default; expected entries single, mirrored-N, "
-        "multiworker-N, parameter-server-N (N: 1..16) (leave COMPARE unset, or empty, for the default, "
+        "COMPARE=' ' is not allowed: an empty or blank value is not the default; expected entries single, "
+        "mirrored-N, multiworker-N, parameter-server-N (N: 1..16) (leave COMPARE out for the default, "
         "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2)")
 
 
