@@ -46,10 +46,24 @@ def command_compare(settings: Settings) -> int:
     return runner.compare(settings)
 
 
+# What reading a file the lab did not write (or one cut short) raises: JSON and UTF-8 errors are
+# ValueErrors, and a file of the wrong shape fails where it is read.
+MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError)
+
+
+def malformed(path, error: Exception) -> LabError:
+    reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    return LabError(f"{runner.display_path(path)} holds a file the lab did not write, or one cut short ({reason}); "
+                    "expected the summary.json, config.json and compare.json of a lab run")
+
+
 def command_report(settings: Settings) -> int:
     folder = runner.existing_run_dir(settings)
-    found, written = report.write(folder)
-    print(report.table(found))
+    try:
+        found, written = report.write(folder)
+        print(report.table(found))
+    except MALFORMED as error:
+        raise malformed(folder, error) from None
     print("tflab: wrote " + ", ".join(runner.display_path(path) for path in written))
     if not any(path.suffix == ".png" for path in written):
         print("tflab: report.png skipped: matplotlib is not installed for this Python (`make report` uses .venv's)")
@@ -100,7 +114,10 @@ def command_summary(settings: Settings) -> int:
     path = run_dir / "summary.json"
     if not path.exists():
         raise LabError(f"run {run_dir.name} has no summary.json: it is still running, or the lab was killed")
-    print(summary.table(json.loads(path.read_text())))
+    try:
+        print(summary.table(json.loads(path.read_text())))
+    except MALFORMED as error:
+        raise malformed(path, error) from None
     return 0
 
 
@@ -110,7 +127,7 @@ def command_logs(settings: Settings) -> int:
     if not output.exists():
         raise LabError(f"run {run_dir.name} has no output.log yet: it is still running, "
                        f"follow it in its <task>.jsonl files in {run_dir}")
-    sys.stdout.write(output.read_text())
+    sys.stdout.write(output.read_text(errors="replace"))  # a task may have written any bytes
     return 0
 
 

@@ -367,3 +367,47 @@ def test_make_clean_removes_no_folder_it_did_not_make(venv, expected, tmp_path):
     assert result.stdout == ""  # refused before `tflab clean` touched containers, images or wheels
     assert (tmp_path / "precious" / "keep").read_text() == "mine\n"
     assert (REPO / "tests" / "unit").is_dir()
+
+
+MALFORMED_RUNS = {
+    "not-json": {"config.json": "{bad", "summary.json": "{bad", "output.log": "hi\n"},
+    "wrong-shapes": {"config.json": "{}", "summary.json": "[]"},
+    "wrong-types": {"config.json": '{"settings": 3, "tasks": "x"}', "summary.json": '{"tasks": [{}]}'},
+    "missing-keys": {"config.json": '{"settings": {"strategy": "single"}, "tasks": ["t"]}',
+                     "summary.json": '{"ok": true, "wall_seconds": "x", "launched_at": 1}',
+                     "t.jsonl": '{"event": "end", "first_step_at": "z"}\n'},
+    "not-utf8": {"config.json": "{}", "summary.json": b"\xff", "output.log": b"\xff\xfe\n"},
+    "compare-not-json": {"compare.json": "{bad"},
+    "compare-escapes": {"compare.json": '{"runs": ["../../etc", 3]}'},
+    "compare-a-string": {"compare.json": '{"runs": "abc"}'},
+}
+
+
+@pytest.mark.parametrize("run", MALFORMED_RUNS)
+def test_files_the_lab_did_not_write_are_one_line_not_a_traceback(run, tmp_path):
+    runs = tmp_path / "runs"
+    (runs / run).mkdir(parents=True)
+    for name, content in MALFORMED_RUNS[run].items():
+        path = runs / run / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    before = sorted(p.name for p in (runs / run).iterdir())
+    for command in ("summary", "logs", "report"):
+        result = run_lab(command, f"RUNS_DIR={runs}", f"RUN={run}")
+        assert "Traceback" not in result.stderr, (command, result.stderr)
+        if result.returncode == 0:  # logs prints output.log whatever its bytes
+            assert command == "logs" and "output.log" in MALFORMED_RUNS[run]
+            continue
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (command, result.stderr)
+        assert result.stderr.startswith("tflab: "), result.stderr
+    assert sorted(p.name for p in (runs / run).iterdir()) == before  # no report half-written
+
+
+def test_make_k8s_run_latest_leaves_the_latest_link_alone(tmp_path):
+    """`make k8s RUN=latest` once made runs/latest a folder, and every `make up` after it failed."""
+    runs = tmp_path / "runs"
+    (runs / "r1").mkdir(parents=True)
+    (runs / "latest").symlink_to("r1")
+    assert_make_refused(run_make("k8s", "RUN=latest", f"RUNS_DIR={runs}"),
+                        "RUN=latest is not allowed: latest is the lab's link to the newest run; expected another "
+                        "name (leave RUN empty for the newest, or for a fresh id)")
+    assert (runs / "latest").is_symlink() and sorted(p.name for p in runs.iterdir()) == ["latest", "r1"]
