@@ -156,6 +156,7 @@ class Settings:
             if raw.strip() == "":
                 raise SettingsError(f"{name}={raw!r} is not allowed: an empty or blank value is not the default; "
                                     f"expected {spec.allowed} (leave {name} out for {_shown_default(name)})")
+            _one_line(name, raw.strip())
             value = spec.parse(name, raw.strip())
             values[spec.field] = spec.on_host(name, value) if spec.on_host else value
         return cls(**values).validated()
@@ -203,9 +204,11 @@ class Settings:
         if self.global_batch % replicas:
             below = self.global_batch - self.global_batch % replicas
             nearest = " or ".join(str(n) for n in (below, below + replicas) if n > 0)
+            counted = "WORKERS" if self.strategy == "multiworker" else "GPUS" if self.gpu_indexes else "REPLICAS"
             raise SettingsError(
                 f"GLOBAL_BATCH={self.global_batch} is not divisible by the {replicas} replicas of "
-                f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}"
+                f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}, "
+                f"or a {counted} count that divides {self.global_batch}"
             )
         if self.strategy == "parameter_server" and self.ps < 1:
             raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
@@ -273,10 +276,18 @@ def _typed(name: str, value: object) -> object:
     text = repr(value) if kind is float else str(value)
     if kind is str and text != text.strip():
         raise SettingsError(f"{name}={text!r} is not allowed: expected {spec.allowed}, without spaces around it")
+    _one_line(name, text)
     parsed = spec.parse(name, text)
     if parsed != value:
         raise SettingsError(f"{name}={text} is not allowed: expected {spec.allowed}, written as {parsed}")
     return value
+
+
+def _one_line(name: str, text: str) -> None:
+    """No setting but ARGS (shell syntax, quoted in its errors) takes a control character: a value
+    with a line break would also break the one line that refuses it."""
+    if name != "ARGS" and not text.isprintable():
+        raise SettingsError(f"{name}={text!r} is not allowed: expected printable characters only")
 
 
 def _shown_default(name: str) -> str:
@@ -307,6 +318,7 @@ def _integer(low: int, high: int) -> Callable[[str, str], int]:
             raise SettingsError(f"{name}={raw} is not allowed: expected an integer from {low} to {high}")
         return int(raw)
 
+    parse.range = (low, high)  # for the property test (tests/unit/test_settings_property.py)
     return parse
 
 
@@ -322,6 +334,7 @@ def _number(low: float, high: float, what: str = "seconds", zero: str = "") -> C
             raise SettingsError(f"{name}={raw} is not allowed: expected {expected}")
         return value
 
+    parse.range = (low, high)
     return parse
 
 
@@ -331,6 +344,7 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
             raise SettingsError(f"{name}={raw} is not allowed: expected one of {', '.join(choices)}")
         return raw
 
+    parse.choices = choices
     return parse
 
 
@@ -442,7 +456,11 @@ def _folder_on_host(name: str, value: str) -> str:
     if ":" in str(path):
         raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
                             "syntax splits at ':'; expected a folder whose path has none")
-    if path.exists() and not path.is_dir():
+    try:
+        is_file = path.exists() and not path.is_dir()
+    except OSError as error:  # a name too long, say
+        raise SettingsError(f"{name}={value} is not allowed ({error.strerror}): expected a folder") from None
+    if is_file:
         raise SettingsError(f"{name}={value} is not allowed: {path} is a file; expected a folder (or a path "
                             "that does not exist yet)")
     return value
@@ -465,10 +483,14 @@ def _script(name: str, raw: str) -> str:
 
 
 def _script_on_host(name: str, raw: str) -> str:
-    path = Path(raw).expanduser()
-    if path.suffix != ".py" or not path.is_file():
+    try:
+        path = Path(raw).expanduser()
+        found = path.suffix == ".py" and path.is_file()
+        resolved = str(path.resolve()) if found else ""
+    except (OSError, RuntimeError):  # a name too long; ~user of no such user
+        found = False
+    if not found:
         raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing Python file (*.py)")
-    resolved = str(path.resolve())
     if ":" in resolved:
         raise SettingsError(f"{name}={raw} is not allowed: its path {resolved} has a ':', and Docker's volume "
                             "syntax splits at ':'; expected a script whose path has none")
