@@ -1,6 +1,7 @@
 """The rendered Compose files as both real CLIs read them (`config`), and what no bad input starts."""
 
 import json
+import socket
 
 import pytest
 import yaml
@@ -140,6 +141,41 @@ def test_bad_input_starts_no_container(engine, tmp_path):
     assert run_lab("up", f"RUNS_DIR={tmp_path}", "RUN=taken").returncode == 2
     assert lab_containers() == before
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_issue_10_inputs_start_no_container_and_write_nothing(engine, tmp_path):
+    """Each was once taken, or a traceback, with the run folder (and for a busy port a container
+    and two networks) left behind; against the real engine now, each is one line and nothing."""
+    runs = tmp_path / "runs"
+    (tmp_path / "a:b").mkdir()
+    (tmp_path / "a:b" / "train.py").write_text("")
+    cpus = compose.docker_info()["NCPU"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cases = [
+            ("up", [f"CPUS={cpus + 1}"], f"CPUS={cpus + 1} is more than this Docker engine's {cpus} CPUs"),
+            ("compare", [f"CPUS={cpus + 1}", "COMPARE=single"], f"CPUS={cpus + 1} is more than"),
+            ("up", ["MEMORY=5m"], "MEMORY=5m is not allowed"),
+            ("up", [f"SCRIPT={tmp_path / 'a:b' / 'train.py'}"], "SCRIPT="),
+            ("up", ["BASE_IMAGE=--help"], "BASE_IMAGE='--help' is not allowed"),
+            ("up", ["RUN=latest"], "RUN=latest is not allowed"),
+            ("compare", ["COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed"),
+            ("compare", ["COMPARE=multiworker-17"], "COMPARE='multiworker-17' is not allowed"),
+            ("soak", ["EPOCHS=1"], "EPOCHS=1 is not allowed with make soak"),
+            ("tensorboard", [f"TENSORBOARD_PORT={port}"], f"TENSORBOARD_PORT={port} is not free on 127.0.0.1"),
+        ]
+        for index, (command, arguments, expected) in enumerate(cases):
+            run = [] if any(a.startswith("RUN=") for a in arguments) else [f"RUN=refused-{index}"]
+            result = run_lab(command, f"RUNS_DIR={runs}", *run, *arguments)
+            assert result.returncode == 2, (command, arguments, result.output)
+            assert result.stderr.startswith(f"tflab: {expected}") and len(result.stderr.splitlines()) == 1, \
+                (command, arguments, result.stderr)
+    assert not runs.exists()
+    assert not [c for c in lab_containers() if c.startswith("tflab-refused-")]
+    networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+    assert not [n for n in networks if n.startswith("tflab-refused-")]
 
 
 def test_down_removes_what_a_killed_lab_left_behind(engine, trainer_image, tmp_path):
