@@ -3,6 +3,7 @@ makes (and the training operator would make), run locked down, and are written o
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -225,6 +226,20 @@ def test_limits_and_the_output_claim():
         assert {"name": "output", "persistentVolumeClaim": {"claimName": "shared-runs"}} in template["spec"]["volumes"]
     for template in pod_templates(manifests(multiworker(2))):
         assert "resources" not in template["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("cpus, memory, quantities", [
+    ("0.01", "6m", {"cpu": "10m", "memory": "6Mi"}), ("0.015", "6144k", {"cpu": "15m", "memory": "6144Ki"}),
+    ("64", "2g", {"cpu": "64000m", "memory": "2Gi"}),
+])
+def test_every_limit_the_settings_take_is_a_kubernetes_quantity(cpus, memory, quantities):
+    """CPUS below a millicore (cpu: "0m") and memory in other scripts' digits ("\u0663Gi") are
+    refused by the settings (tests/unit/test_settings.py); what they take renders as Kubernetes reads it."""
+    settings = Settings.from_env({}, {"CPUS": cpus, "MEMORY": memory})
+    for template in pod_templates(manifests(settings)):
+        limits = template["spec"]["containers"][0]["resources"]["limits"]
+        assert limits == quantities
+        assert re.fullmatch(r"[1-9][0-9]*m", limits["cpu"]) and re.fullmatch(r"[1-9][0-9]*[KMG]i", limits["memory"])
 
 
 @pytest.mark.parametrize("value", [
