@@ -136,8 +136,9 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> "Settings":
         """Settings from NAME=value pairs: `overrides` win over `env`; unknown overrides are refused,
-        and so are the Makefile's command-line variables that are no setting (make_variables).
-        An empty value is the default; a blank one (spaces) is refused where empty is not allowed."""
+        and so are the Makefile's command-line variables that are no setting (check_make_variables).
+        An empty environment variable is the default; a value given by name (an argument, a make
+        variable), and a blank one anywhere, is refused empty where the table allows no empty one."""
         overrides = dict(overrides)
         unknown = sorted(set(overrides) - set(SPECS))
         if unknown:
