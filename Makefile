@@ -43,7 +43,7 @@ up: ## train on the lab and print a summary: make up STRATEGY=mirrored
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB) up
 
 stack-up: ## the same run as a Docker Swarm stack (needs `docker swarm init`): make stack-up WORKERS=3
-	@$(LAB) up BACKEND=swarm
+	@$(LAB) stack-up
 
 chaos: ## a run with one fault on purpose: make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
 	@$(LAB) chaos
@@ -78,7 +78,7 @@ logs: ## print a run's merged, timestamped task output (RUN=<id>, default the ne
 tensorboard: ## serve every run's loss and examples/s on 127.0.0.1:6006 (TENSORBOARD_PORT)
 	@$(LAB) tensorboard
 
-down: ## remove every container, network and stack a lab run left behind, and TensorBoard (runs/ stays)
+down: ## remove what the runs in RUNS_DIR (RUN=<id>: one run) left on the engine, and their TensorBoard
 	@$(LAB) down
 
 images: ## build the trainer image (and its base, where no registry is reachable); GPUS=all: the GPU one

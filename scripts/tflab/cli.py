@@ -1,25 +1,31 @@
-"""The host side's command line; the Makefile's targets call it.
+"""tflab: TensorFlow multi-node training reproduced on one host with Docker Compose.
 
-    python3 -m tflab up STRATEGY=multiworker WORKERS=3     # or the same names as environment variables
-    python3 -m tflab config WORKERS=3                      # the cluster spec and every TF_CONFIG
-    python3 -m tflab k8s WORKERS=3                         # the same cluster as Kubernetes manifests
-    python3 -m tflab summary [RUN=<id>] | logs [RUN=<id>] | tensorboard | down | images | wheels | clean | settings
+    tflab up STRATEGY=multiworker WORKERS=3      # settings as NAME=value, as environment variables,
+    tflab up --strategy multiworker --workers 3  # or as flags: one settings table behind all three
+    tflab config --workers 3                     # the cluster spec and every TF_CONFIG
+    tflab down                                   # remove what runs under ./runs left behind
 
-The host side needs nothing but Python 3.9+ and Docker: it never imports TensorFlow.
-A user's mistake is one line on stderr and exit status 2, never a traceback.
+The Makefile's targets call this same command (`python3 -m tflab` in a checkout). The host side
+needs nothing but Python 3.9+ and Docker: it never imports TensorFlow. A user's mistake is one
+line on stderr and exit status 2, never a traceback. SIGINT, SIGTERM and SIGHUP stop and remove
+the run's containers, write its summary as interrupted, and exit 128 + the signal's number.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import textwrap
 
 from tflab import cluster, compose, images, k8s, local, report, runner, summary, swarm
 from tflab.errors import LabError
-from tflab.settings import Settings, settings_table
+from tflab.settings import SPECS, Settings, settings_table
 
 USAGE_ERROR = 2
 
@@ -132,17 +138,20 @@ def command_logs(settings: Settings) -> int:
 
 
 def command_down(settings: Settings) -> int:
+    """Removes what the runs under RUNS_DIR (RUN=<id>: that run, or that compare's runs) left on
+    the engine, found by their labels (labels.py); never another folder's runs or project."""
     compose.check_docker()
-    projects = compose.lab_projects()
+    scope = runner.runs_dir(settings) / settings.run if settings.run else runner.runs_dir(settings)
+    projects = compose.lab_projects(scope, tensorboard=not settings.run)
     for project in projects:
         compose.remove_project(project)
         print(f"tflab: removed {project}")
-    stacks = swarm.lab_stacks()
+    stacks = swarm.lab_stacks(scope)
     for stack in stacks:
         removed = swarm.remove_stack(stack)
         print(f"tflab: removed stack {stack}" if removed else f"tflab: stack {stack} is still being removed")
     if not projects and not stacks:
-        print("tflab: no lab containers to remove")
+        print(f"tflab: nothing of the runs in {runner.display_path(scope)} is left on the engine")
     return 0
 
 
@@ -150,8 +159,12 @@ def command_images(settings: Settings) -> int:
     compose.check_docker()
     name = images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
     size = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", name]).stdout.strip()
-    print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB)")
+    print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB); its tag is a digest of what it is built from")
     return 0
+
+
+def command_stack_up(settings: Settings) -> int:
+    return runner.up(settings.replace(backend="swarm"))
 
 
 def command_wheels(settings: Settings) -> int:
@@ -185,8 +198,8 @@ def command_clean(settings: Settings) -> int:
 def command_tensorboard(settings: Settings) -> int:
     compose.check_docker()
     cli = compose.find_compose(settings.compose)
-    compose.check_tensorboard_port(settings.tensorboard_port)
     runs = runner.runs_dir(settings)
+    compose.check_tensorboard_port(settings.tensorboard_port, runs)
     runs.mkdir(parents=True, exist_ok=True)
     url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image))
     print(f"tflab: TensorBoard shows every run in {runner.display_path(runs)}/ at {url} "
@@ -227,6 +240,7 @@ def command_settings(settings: Settings) -> int:
 
 COMMANDS = {
     "up": (command_up, "run a training on the lab and wait for its end"),
+    "stack-up": (command_stack_up, "the same run as a Docker Swarm stack (BACKEND=swarm)"),
     "compare": (command_compare, "run every COMPARE entry side by side and write their report"),
     "report": (command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
     "bench": (command_bench, "measure the lab's overhead and the multi-worker step, side by side"),
@@ -236,28 +250,97 @@ COMMANDS = {
     "k8s": (command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),
-    "down": (command_down, "remove every container, network and swarm stack the lab left behind"),
-    "images": (command_images, "build the trainer image if its inputs changed"),
+    "down": (command_down, "remove what the runs in RUNS_DIR (or RUN=<id>) left on the engine; runs/ stays"),
+    "images": (command_images, "build the trainer image if its inputs changed; print its tag"),
     "wheels": (command_wheels, "download the trainer's pinned wheels"),
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),
     "tensorboard": (command_tensorboard, "serve every run's TensorBoard scalars on 127.0.0.1 (TENSORBOARD_PORT)"),
     "settings": (command_settings, "list every setting with its default"),
     "check": (command_check, "check the settings and the input of the command TFLAB_CHECK names; run nothing"),
 }
+INTERRUPTING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (what `timeout`, CI cancels and systemd send), made into what Ctrl-C raises,
+    so one path stops and removes a run whatever ended it."""
+
+    def __init__(self, number: int):
+        super().__init__(signal.Signals(number).name)
+        self.signal = number
+
+
+def interrupt(number: int, frame) -> None:
+    # Only the first signal interrupts: a second one must not cut short the cleanup it started.
+    for each in INTERRUPTING:
+        signal.signal(each, signal.SIG_IGN)
+    raise Interrupted(number)
+
+
+def flag(name: str) -> str:
+    return "--" + name.lower().replace("_", "-")
+
+
+def settings_epilog() -> str:
+    lines = ["settings, as --flag VALUE, NAME=value, or NAME in the environment:"]
+    for name, default, allowed, doc in settings_table():
+        lines.append(f"  {flag(name)} ({name}): {allowed}; default {default or '(empty)'}")
+        lines += textwrap.wrap(doc, width=96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is the lab's one line (naming the flag it resembles), not a usage block."""
+
+    def error(self, message: str):
+        unknown = re.search(r"unrecognized arguments: (--?[\w-]+)", message)
+        if unknown:
+            known = [flag(name) for name in SPECS]
+            close = difflib.get_close_matches(unknown.group(1).split("=")[0], known, n=1)
+            message += f"; did you mean {close[0]}?" if close else "; `tflab <command> --help` lists the settings"
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(USAGE_ERROR)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """`tflab --help` and `tflab <command> --help`, generated from COMMANDS and the settings table."""
+    parser = Parser(prog="tflab", description=__doc__.split("\n\n")[1], allow_abbrev=False,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="command", required=True, parser_class=Parser)
+    for name, (_, doc) in COMMANDS.items():
+        sub = commands.add_parser(name, help=doc, description=doc, epilog=settings_epilog(), allow_abbrev=False,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.add_argument("assignments", nargs="*", metavar="NAME=value")
+        for setting in SPECS:
+            sub.add_argument(flag(setting), dest=f"setting_{setting}", metavar="VALUE", help=argparse.SUPPRESS)
+    return parser
+
+
+def given_settings(args: argparse.Namespace) -> dict[str, str]:
+    """NAME=value arguments and flags together; one setting given both ways is refused."""
+    given = parse_assignments(args.assignments)
+    for setting in SPECS:
+        value = getattr(args, f"setting_{setting}")
+        if value is None:
+            continue
+        if setting in given and given[setting] != value:
+            raise LabError(f"{setting} is given twice, as {flag(setting)} {value} and {setting}={given[setting]}; "
+                           "give it once")
+        given[setting] = value
+    return given
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tflab", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=COMMANDS, metavar="command",
-                        help="; ".join(f"{name}: {doc}" for name, (_, doc) in COMMANDS.items()))
-    parser.add_argument("settings", nargs="*", metavar="NAME=value")
-    args = parser.parse_args(argv)
+    args = make_parser().parse_args(argv)
+    for number in INTERRUPTING:
+        signal.signal(number, interrupt)
     try:
-        settings = load_settings(args.settings)
+        settings = Settings.from_env(os.environ, given_settings(args))
         return COMMANDS[args.command][0](settings)
     except LabError as error:
         print(f"tflab: {error}", file=sys.stderr)
         return USAGE_ERROR
-    except KeyboardInterrupt:
-        print("tflab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as error:
+        number = getattr(error, "signal", signal.SIGINT)
+        print(f"tflab: interrupted by {signal.Signals(number).name}", file=sys.stderr)
+        return 128 + number

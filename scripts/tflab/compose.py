@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tflab import cluster
+from tflab import cluster, labels
 from tflab.errors import LabError
 from tflab.home import LAB_HOME
 from tflab.settings import Settings
@@ -31,8 +31,9 @@ REPO = LAB_HOME  # the checkout, or an installed lab's laid-out files (home.py)
 COMPOSE_FILE = REPO / "docker-compose.yml"
 RUN_FILE = "compose.run.json"  # the run's generated services and overrides, in its folder
 PROFILES = ("single", "mirrored", "cluster")
-PROJECT_PREFIX = "tflab-"
-TENSORBOARD_PROJECT = PROJECT_PREFIX + "tensorboard"
+# A task whose container disappeared while the run went on (removed from outside the lab): not
+# an exit code any process gives, so the summary cannot mistake it for one.
+VANISHED = -1
 TENSORBOARD_WAIT_SECONDS = 60  # until it answers HTTP: its first scan of the runs folder included
 # /dev/shm of every GPU task. NCCL keeps its buffers there between the GPUs of one container
 # (mirrored over several GPUs) and fails in Docker's default 64 MB: NVIDIA/nccl#290. `ipc: host`
@@ -94,10 +95,10 @@ def check_cpus(name: str, cpus: float) -> None:
                        f"{available}, or 0 (no limit)")
 
 
-def check_tensorboard_port(port: int) -> None:
-    """TENSORBOARD_PORT is free on 127.0.0.1, or the lab's TensorBoard serves on it already (then
-    `make tensorboard` keeps it)."""
-    project = f"label=com.docker.compose.project={TENSORBOARD_PROJECT}"
+def check_tensorboard_port(port: int, runs_dir: Path) -> None:
+    """TENSORBOARD_PORT is free on 127.0.0.1, or this runs folder's TensorBoard serves on it
+    already (then `make tensorboard` keeps it)."""
+    project = f"label=com.docker.compose.project={labels.tensorboard_project(runs_dir)}"
     serving = run_quiet(["docker", "ps", "--quiet", "--filter", project, "--filter", f"publish={port}"]).stdout.strip()
     if not serving:
         check_port_free(port)
@@ -319,12 +320,13 @@ class ComposeStack:
         self.host_gpus = tuple(host_gpus)
         self.run_dir = run_dir
         self.settings = settings
-        self.project = PROJECT_PREFIX + run_dir.name
+        self.project = labels.project_name(run_dir)
         self.tasks = cluster.task_names(settings)
         self.proxied = proxied if cluster.job_sizes(settings) else frozenset()
         self.address = cluster.linked_address(self.proxied)
         self.description = f"compose ({cli}), project {self.project}, image {image}"
         self.files = [COMPOSE_FILE, run_dir / RUN_FILE]
+        self.started = False  # once every task's container exists, a missing one has vanished
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir),
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -339,8 +341,14 @@ class ComposeStack:
         return run_quiet(self.command(*args), timeout=timeout, env=self.env)
 
     def start(self, spec: dict) -> None:
-        write_json(self.run_dir / RUN_FILE, render_run(self.settings, spec, self.proxied, self.host_gpus))
+        override = render_run(self.settings, spec, self.proxied, self.host_gpus)
+        marks = literal(labels.run_labels(self.run_dir))  # a run folder's path may hold a `$`
+        for service in override["services"].values():
+            service["labels"] = marks
+        override.setdefault("networks", {}).setdefault("cluster", {})["labels"] = marks
+        write_json(self.run_dir / RUN_FILE, override)
         self._up(*[link_service(task) for task in sorted(self.proxied)], *self.tasks)
+        self.started = True
 
     def restart(self) -> None:
         """Starts every task's container again (after all have exited): same config, same logs."""
@@ -364,17 +372,18 @@ class ComposeStack:
         return f"{self.project}_cluster"
 
     def exit_codes(self) -> dict[str, int | None]:
-        """task -> exit code, or None while its container is not (yet) finished."""
+        """task -> exit code, None while its container is not (yet) finished, or VANISHED once the
+        run has started and its container is gone."""
         ids = run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
                          f"label=com.docker.compose.project={self.project}"]).stdout.split()
-        codes: dict[str, int | None] = {task: None for task in self.tasks}
-        if not ids:
-            return codes
+        codes: dict[str, int | None] = {task: VANISHED if self.started else None for task in self.tasks}
         template = '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}}'
-        for line in run_quiet(["docker", "inspect", "--format", template, *ids]).stdout.splitlines():
+        # A container removed between `ps` and `inspect` is left out of inspect's answer: vanished too.
+        found = run_quiet(["docker", "inspect", "--format", template, *ids]).stdout if ids else ""
+        for line in found.splitlines():
             service, status, code = line.split()
-            if service in codes and status in ("exited", "dead"):
-                codes[service] = int(code)
+            if service in codes:
+                codes[service] = int(code) if status in ("exited", "dead") else None
         return codes
 
     def terminate(self, tasks: list[str]) -> None:
@@ -399,7 +408,7 @@ def serve_tensorboard(cli: ComposeCli, runs_dir: Path, port: int, image: str) ->
     uid, gid = container_user()
     env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUNS_DIR": str(runs_dir), "TFLAB_UID": str(uid),
            "TFLAB_GID": str(gid), "TFLAB_TENSORBOARD_PORT": str(port), "COMPOSE_PROFILES": "tensorboard"}
-    command = [*cli.command, "--project-name", TENSORBOARD_PROJECT, "--project-directory", str(REPO),
+    command = [*cli.command, "--project-name", labels.tensorboard_project(runs_dir), "--project-directory", str(REPO),
                "-f", str(COMPOSE_FILE)]
     result = run_quiet([*command, "up", "--detach", "--no-build", "tensorboard"], timeout=300, env=env)
     if result.returncode != 0:
@@ -425,10 +434,24 @@ def _last_line(result: subprocess.CompletedProcess) -> str:
     return lines[-1] if lines else f"exit code {result.returncode}"
 
 
-def lab_projects() -> list[str]:
-    """Compose projects of the lab that still have containers, running or not."""
-    found = run_quiet(["docker", "ps", "--all", "--format", '{{.Label "com.docker.compose.project"}}'])
-    return sorted({p for p in found.stdout.split() if p.startswith(PROJECT_PREFIX)})
+def lab_projects(scope: Path, tensorboard: bool = True) -> list[str]:
+    """The Compose projects of the runs under `scope` (a runs folder, a run, a compare) that still
+    have containers or networks, running or not; with `tensorboard`, the scope's TensorBoard too.
+    Found by the labels every run puts on what it creates: nothing else is ever listed."""
+    template = f'{{{{.Label "{labels.RUN_DIR}"}}}}\t{{{{.Label "com.docker.compose.project"}}}}'
+    projects = set()
+    for kind in (["ps", "--all"], ["network", "ls"]):
+        found = run_quiet(["docker", *kind, "--filter", f"label={labels.RUN_DIR}", "--format", template])
+        for line in found.stdout.splitlines():
+            run_dir, _, project = line.partition("\t")
+            if project and labels.within(run_dir, scope):
+                projects.add(project)
+    if tensorboard:
+        name = labels.tensorboard_project(scope)
+        found = run_quiet(["docker", "ps", "--all", "--quiet", "--filter", f"label=com.docker.compose.project={name}"])
+        if found.stdout.strip():
+            projects.add(name)
+    return sorted(projects)
 
 
 def remove_project(project: str) -> None:

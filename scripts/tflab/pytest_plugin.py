@@ -1,7 +1,8 @@
 """A pytest fixture that runs your training script on a lab cluster and hands back its parsed logs.
 
-    # conftest.py of your test suite, with this repository's scripts/ folder on PYTHONPATH
-    from tflab.pytest_plugin import tflab_cluster  # noqa: F401  (or: pytest -p tflab.pytest_plugin)
+    # pip install tflab (or this repository): the plugin registers itself (pytest11 entry point), so
+    # a test needs no conftest line and no PYTHONPATH. In a checkout without installing, add
+    # `from tflab.pytest_plugin import tflab_cluster` to conftest.py with scripts/ on PYTHONPATH.
 
     def test_training_converges(tflab_cluster):
         lab = tflab_cluster(workers=2, script="train.py", args="--epochs 3")
@@ -12,7 +13,9 @@
 script=..., args=..., timeout=...; see `make help`), runs `python3 -m tflab up` with them in a
 runs folder of the test's own, waits for the end and returns a `LabRun`. A refused setting fails
 the test with the lab's one-line message. Host side: needs Docker (or backend="local" with
-TensorFlow installed), never TensorFlow itself.
+TensorFlow installed), never TensorFlow itself. If the lab overruns its timeout, or the test run
+is interrupted, the lab gets SIGTERM, which stops and removes the run's containers and writes its
+summary as interrupted, before the fixture gives up on it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +36,7 @@ from tflab.settings import SPECS
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
+CLEANUP_SECONDS = 60  # after SIGTERM, how long the lab gets to remove its run (it needs about 15 s)
 
 
 @dataclass
@@ -87,12 +92,30 @@ def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = No
     env.update(RUNS_DIR=str(runs_dir), RUN=run, PYTHONPATH=os.pathsep.join(
         [str(SCRIPTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
     limit = timeout or float(settings.get("timeout", 900)) + 300  # the lab bounds itself; this bounds the lab
-    result = subprocess.run([sys.executable, "-m", "tflab", "up"], env=env, capture_output=True, text=True,
-                            timeout=limit)
-    output = result.stdout + result.stderr
-    if result.returncode == USAGE_ERROR and not (runs_dir / run).exists():
+    lab = subprocess.Popen([sys.executable, "-m", "tflab", "up"], env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = lab.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        stdout, stderr = end_cleanly(lab)
+        stderr += f"\ntflab_cluster: the lab overran {limit:g} s and was stopped with SIGTERM"
+    except BaseException:  # Ctrl-C, or pytest's own timeout: the run's containers go with the lab
+        end_cleanly(lab)
+        raise
+    output = stdout + stderr
+    if lab.returncode == USAGE_ERROR and not (runs_dir / run).exists():
         pytest.fail(f"the lab refused the settings: {output.strip().splitlines()[-1]}", pytrace=False)
-    return LabRun(result.returncode, output, runs_dir / run)
+    return LabRun(lab.returncode, output, runs_dir / run)
+
+
+def end_cleanly(lab: subprocess.Popen) -> tuple[str, str]:
+    """SIGTERM, which the lab answers by removing its run; SIGKILL only if it does not end in time."""
+    lab.send_signal(signal.SIGTERM)
+    try:
+        return lab.communicate(timeout=CLEANUP_SECONDS)
+    except subprocess.TimeoutExpired:
+        lab.kill()
+        return lab.communicate()
 
 
 @pytest.fixture

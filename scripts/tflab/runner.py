@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -128,26 +129,29 @@ def write_run_folder(settings: Settings, run_dir: Path, spec: dict, link_latest:
 
 def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
     """`make up` (and `make chaos`, with `chaos`): a whole run, restarts included. Returns the
-    exit status: 0 only if every task succeeded in the end."""
+    exit status: 0 only if every task succeeded in the end. An interrupt (Ctrl-C, or SIGTERM and
+    SIGHUP, which cli.py turns into one) stops and removes every task, writes the summary with
+    outcome "interrupted", and is raised again for the caller (compare and soak stop there)."""
     run_dir = planned_run_dir(settings)
     if chaos:
         chaos.check(settings)
     backend = make_backend(settings, run_dir, chaos.proxied() if chaos else frozenset())
     spec = cluster.cluster_spec(settings, backend.address)
-    write_run_folder(settings, run_dir, spec, link_latest)
-    write_links(settings, run_dir, backend)
-    say(f"run {run_dir.name}: {describe(settings)} on {backend.description}")
-    say(f"outputs in {display_path(run_dir)}/")
-    if chaos:
-        say(f"chaos: {chaos.describe()}")
     started = time.time()
-    outcome, stopped, restarts = "failed", [], []
+    outcome, stopped, restarts, interrupt = "failed", [], [], None
     try:
+        write_run_folder(settings, run_dir, spec, link_latest)
+        write_links(settings, run_dir, backend)
+        say(f"run {run_dir.name}: {describe(settings)} on {backend.description}")
+        say(f"outputs in {display_path(run_dir)}/")
+        if chaos:
+            say(f"chaos: {chaos.describe()}")
         backend.start(spec)
         outcome, stopped = supervise(backend, settings, run_dir, chaos, restarts)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as error:
+        interrupt = error
         outcome, stopped = "interrupted", [t for t, c in backend.exit_codes().items() if c is None]
-        say("interrupted: stopping every task")
+        say(f"{describe_interrupt(error)}: stopping every task")
         backend.stop(stopped)
     except LabError as error:
         say(str(error))
@@ -163,7 +167,14 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
         result["chaos"] = chaos.result(run_dir, result)
     compose.write_json(run_dir / "summary.json", result)
     print(summary.table(result))
+    if interrupt is not None:
+        raise interrupt
     return 0 if result["ok"] else 1
+
+
+def describe_interrupt(error: KeyboardInterrupt) -> str:
+    number = getattr(error, "signal", None)
+    return f"interrupted by {signal.Signals(number).name}" if number else "interrupted"
 
 
 def supervise(backend, settings: Settings, run_dir: Path, chaos, restarts: list) -> tuple[str, list[str]]:
@@ -175,6 +186,11 @@ def supervise(backend, settings: Settings, run_dir: Path, chaos, restarts: list)
     deadline = time.monotonic() + settings.timeout
     while True:
         outcome, stopped = follow(backend, settings, printer, deadline, chaos)
+        vanished = [task for task, code in backend.exit_codes().items() if code == compose.VANISHED]
+        if vanished:
+            say(f"not restarting: {', '.join(vanished)} vanished, and the lab does not recreate what was "
+                "removed from outside it")
+            return outcome, stopped
         if outcome != "failed" or len(restarts) >= settings.restarts:
             if outcome == "failed" and settings.restarts:
                 say(f"not restarting: all {settings.restarts} restarts (RESTARTS) are spent")
@@ -227,6 +243,13 @@ def follow(backend, settings: Settings, printer, deadline: float, chaos=None) ->
         if not running:
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
+        vanished = [task for task, code in codes.items() if code == compose.VANISHED]
+        if vanished:
+            say(f"{', '.join(vanished)} vanished: {'its' if len(vanished) == 1 else 'their'} container or "
+                "service was removed from outside the lab; ending the run")
+            backend.stop(running)
+            printer.print_new()
+            return "failed", running
         failed = [task for task, code in codes.items() if code not in (None, 0)]
         if failed and failed_at is None:
             failed_at = time.monotonic()

@@ -31,13 +31,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import cluster
-from tflab.compose import container_user, literal, run_quiet, script_service, write_json
+from tflab import cluster, labels
+from tflab.compose import VANISHED, container_user, literal, run_quiet, script_service, write_json
 from tflab.errors import LabError
 from tflab.settings import Settings
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
-STACK_PREFIX = "tflab-"
 STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7
 CAP_DROP_API = (1, 41)  # the engine API from which a service's cap_drop is applied (Docker 20.10)
 NOT_APPLIED = "no-new-privileges (stack deploy ignores security_opt)"
@@ -95,13 +94,14 @@ def check_swarm() -> SwarmNode:
 
 
 def stack_name(run_dir: Path) -> str:
-    return STACK_PREFIX + run_dir.name
+    return labels.project_name(run_dir)
 
 
 def check_names(stack: str, tasks: list[str]) -> None:
     longest = max(tasks, key=len)
     if len(f"{stack}_{longest}") > MAX_SERVICE_NAME:
-        raise LabError(f"RUN={stack[len(STACK_PREFIX):]} is too long for BACKEND=swarm: service {stack}_{longest} "
+        run = stack[len(labels.PREFIX):].rsplit("-", 1)[0]
+        raise LabError(f"RUN={run} is too long for BACKEND=swarm: service {stack}_{longest} "
                        f"would exceed swarm's {MAX_SERVICE_NAME} characters; choose a shorter RUN")
 
 
@@ -115,6 +115,7 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
     if settings.memory != "0":
         limits["memory"] = settings.memory
     services = {}
+    marks = labels.run_labels(run_dir)
     for task in cluster.task_names(settings):
         service = {
             "image": image,
@@ -125,7 +126,9 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
             "volumes": [{"type": "bind", "source": str(run_dir), "target": RUN_MOUNT},
                         {"type": "tmpfs", "target": TMPFS_MOUNT}],
             "environment": {**TRAINER["environment"], **cluster.tf_config_env(spec, task)},
+            "labels": marks,  # the containers'
             "deploy": {
+                "labels": marks,  # the services'
                 "replicas": 1,  # one task per service: TF_CONFIG needs a stable index per task
                 "restart_policy": {"condition": "none"},  # the lab restarts the whole cluster itself
                 "placement": {"constraints": [f"node.id == {node.node_id}"]},  # the image and run folder are here
@@ -140,7 +143,7 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
             del service["cap_drop"]
         services[task] = service
     # No route out and nothing published: TensorFlow's gRPC servers are unauthenticated.
-    network = {"driver": "overlay", "internal": settings.network == "internal"}
+    network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks}
     # stack deploy interpolates `$` as Compose does: ARGS and paths are escaped to reach the task as given.
     return literal({"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}})
 
@@ -177,12 +180,19 @@ def container_of(task: dict) -> str | None:
     return (task.get("Status", {}).get("ContainerStatus") or {}).get("ContainerID") or None
 
 
-def lab_stacks() -> list[str]:
-    """The lab's stacks on this engine; none where it is no swarm manager."""
-    found = run_quiet(["docker", "stack", "ls", "--format", "{{.Name}}"])
-    if found.returncode != 0:
+def lab_stacks(scope: Path) -> list[str]:
+    """The stacks of the runs under `scope` (labels.py); none where this engine is no swarm manager."""
+    ids = run_quiet(["docker", "service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}"])
+    if ids.returncode != 0 or not ids.stdout.split():
         return []
-    return sorted(name for name in found.stdout.split() if name.startswith(STACK_PREFIX))
+    template = f'{{{{index .Spec.Labels "{labels.RUN_DIR}"}}}}\t{{{{index .Spec.Labels "com.docker.stack.namespace"}}}}'
+    found = run_quiet(["docker", "service", "inspect", "--format", template, *ids.stdout.split()])
+    stacks = set()
+    for line in found.stdout.splitlines():
+        run_dir, _, stack = line.partition("\t")
+        if stack and labels.within(run_dir, scope):
+            stacks.add(stack)
+    return sorted(stacks)
 
 
 def stack_containers(stack: str) -> list[str]:
@@ -229,6 +239,7 @@ class SwarmStack:
                             f"not applied: {', '.join(missing)}")
         self._service_ids: dict[str, str] = {}
         self._reported: set[str] = set()
+        self._seen: set[str] = set()  # tasks that have had a swarm task
 
     def service(self, task: str) -> str:
         return f"{self.stack}_{task}"
@@ -292,8 +303,11 @@ class SwarmStack:
 
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, or None while its swarm task has not ended."""
-        codes: dict[str, int | None] = {task: None for task in self.tasks}
-        for name, task in self._newest().items():
+        newest = self._newest()
+        # A service seen once and gone now was removed from outside the lab.
+        codes: dict[str, int | None] = {task: VANISHED if task in self._seen else None for task in self.tasks}
+        self._seen |= set(newest)
+        for name, task in newest.items():
             codes[name] = exit_code_of(task)
             error = task.get("Status", {}).get("Err")
             if codes[name] == NO_CONTAINER_EXIT and task["ID"] not in self._reported:

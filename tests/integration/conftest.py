@@ -55,11 +55,13 @@ def compose_env(engine) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def trainer_image(engine) -> str:
+    """The trainer image's tag (tflab-trainer:cpu-<digest>), built if it is not there yet."""
     started = time.monotonic()
     result = run_lab("images", timeout=3600)
     require(result.returncode == 0, f"could not build the trainer image:\n{result.output[-4000:]}")
-    log.info("trainer image ready in %.1f s: %s", time.monotonic() - started, result.stdout.strip().splitlines()[-1])
-    return result.stdout
+    last = result.stdout.strip().splitlines()[-1]
+    log.info("trainer image ready in %.1f s: %s", time.monotonic() - started, last)
+    return last.split()[1]
 
 
 class Lab:

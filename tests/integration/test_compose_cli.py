@@ -1,7 +1,10 @@
 """The rendered Compose files as both real CLIs read them (`config`), and what no bad input starts."""
 
 import json
+import secrets
 import socket
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -178,17 +181,36 @@ def test_issue_10_inputs_start_no_container_and_write_nothing(engine, tmp_path):
     assert not [n for n in networks if n.startswith("tflab-refused-")]
 
 
-def test_down_removes_what_a_killed_lab_left_behind(engine, trainer_image, tmp_path):
-    """If the lab itself is killed, its containers stay; `make down` removes them."""
-    settings = Settings(strategy="single", runs_dir=str(tmp_path))
-    run_dir = tmp_path / "orphan"
-    stack = compose.ComposeStack(compose.find_compose("auto"), run_dir, settings, "tflab-trainer:cpu-0123456789ab")
-    runner.write_run_folder(settings, run_dir, {})
+def orphan(trainer_image: str, runs_dir: Path, name: str) -> compose.ComposeStack:
+    """A run whose lab was killed: its containers and network stay behind."""
+    settings = Settings(strategy="single", runs_dir=str(runs_dir))
+    stack = compose.ComposeStack(compose.find_compose("auto"), runs_dir / name, settings, trainer_image)
+    runner.write_run_folder(settings, runs_dir / name, {})
     stack.start({})
-    assert [c for c in lab_containers() if c.startswith("tflab-orphan")]
-    result = run_lab("down", env=lab_env())
-    assert result.returncode == 0 and "removed tflab-orphan" in result.stdout, result.output
-    assert not [c for c in lab_containers() if c.startswith("tflab-orphan")]
-    networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
-    assert not [n for n in networks if n.startswith("tflab-orphan")]
-    assert (run_dir / "config.json").exists()  # outputs stay
+    return stack
+
+
+def test_down_removes_what_a_killed_lab_left_behind_and_nothing_else(engine, trainer_image, tmp_path):
+    """If the lab itself is killed, its containers stay; `make down` removes them: only those of
+    its own runs folder, never another folder's runs nor someone else's tflab-* project."""
+    mine = orphan(trainer_image, tmp_path / "runs", "orphan")
+    theirs = orphan(trainer_image, tmp_path / "other", "orphan")
+    foreign = f"tflab-foreign-{secrets.token_hex(3)}"
+    subprocess.run(["docker", "run", "--detach", "--label", f"com.docker.compose.project={foreign}",
+                    "--name", foreign, trainer_image, "python", "-c", "import time; time.sleep(600)"],
+                   check=True, capture_output=True)
+    try:
+        assert [c for c in lab_containers() if c.startswith(mine.project)]
+        result = run_lab("down", env=lab_env(RUNS_DIR=str(tmp_path / "runs")))
+        assert result.returncode == 0 and f"removed {mine.project}" in result.stdout, result.output
+        assert not [c for c in lab_containers() if c.startswith(mine.project)]
+        networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+        assert not [n for n in networks if n.startswith(mine.project)]
+        assert [c for c in lab_containers() if c.startswith(theirs.project)], "another runs folder's run was removed"
+        assert foreign in lab_containers(), "a tflab-* project the lab did not start was removed"
+        again = run_lab("down", env=lab_env(RUNS_DIR=str(tmp_path / "other"), RUN="orphan"))
+        assert again.returncode == 0 and f"removed {theirs.project}" in again.stdout, again.output
+        assert not [c for c in lab_containers() if c.startswith(theirs.project)]
+    finally:
+        subprocess.run(["docker", "rm", "--force", foreign], capture_output=True)
+        theirs.close()

@@ -92,6 +92,6 @@ def test_outputs_outlive_a_killed_lab(running):
     assert summary.returncode == 2
     assert "has no summary.json: it is still running, or the lab was killed" in summary.stderr
     assert [c for c in lab_containers() if c.startswith("tflab-hard")]
-    assert run_lab("down").returncode == 0
+    assert run_lab("down", env=lab_env(RUNS_DIR=str(runs))).returncode == 0
     assert not [c for c in lab_containers() if c.startswith("tflab-hard")]
     assert {p.name for p in folder.iterdir()} >= written  # down touched no output

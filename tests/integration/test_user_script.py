@@ -1,5 +1,5 @@
 """SCRIPT=...: a user's own training script, written like TensorFlow's multi-worker tutorial
-(tests/integration/scripts/tutorial/train.py: TF_CONFIG read by the script itself, Keras fit, a
+(examples/multiworker-tutorial/train.py: TF_CONFIG read by the script itself, Keras fit, a
 requirements.txt of its own), run unmodified on the lab through the pytest fixture users import
 (tflab.pytest_plugin.tflab_cluster)."""
 
@@ -11,7 +11,7 @@ import pytest
 from labtest.cli import REPO
 from tflab.schema import completeness
 
-TUTORIAL = REPO / "tests/integration/scripts/tutorial/train.py"
+TUTORIAL = REPO / "examples/multiworker-tutorial/train.py"
 EPOCHS = 3
 
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from tflab import cluster, compose
+from tflab import cluster, compose, labels
 from tflab.settings import Settings
 
 
@@ -77,10 +77,11 @@ def test_a_stack_adds_the_runs_own_file(tmp_path):
     multi = compose.ComposeStack(cli, tmp_path / "r2", Settings(), "img")
     assert single.files == [compose.COMPOSE_FILE, tmp_path / "r1" / compose.RUN_FILE]
     assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.RUN_FILE]
-    assert multi.project == "tflab-r2" and multi.tasks == ["worker-0", "worker-1"]
+    assert multi.project == labels.project_name(tmp_path / "r2") and multi.tasks == ["worker-0", "worker-1"]
+    assert re.fullmatch(r"tflab-r2-[0-9a-f]{8}", multi.project)
     assert multi.env["TFLAB_RUN_DIR"] == str(tmp_path / "r2")
     assert multi.env["COMPOSE_PROFILES"] == "single,mirrored,cluster"
-    assert multi.command("up")[:3] == ["docker-compose", "--project-name", "tflab-r2"]
+    assert multi.command("up")[:3] == ["docker-compose", "--project-name", multi.project]
 
 
 def test_every_dollar_is_escaped_so_compose_interpolates_nothing(tmp_path):

@@ -318,7 +318,7 @@ def test_a_fresh_folder_each_time_without_run(tmp_path):
     ("GPUS=all", "GPUS=all is not allowed with make k8s: expected GPUS empty"),
 ])
 def test_what_the_manifests_cannot_carry_is_refused(tmp_path, setting, expected):
-    script = Path(__file__).resolve().parents[1] / "integration/scripts/tutorial/train.py"
+    script = Path(__file__).resolve().parents[2] / "examples/multiworker-tutorial/train.py"
     runs = tmp_path / "runs"
     result = run_lab("k8s", f"RUNS_DIR={runs}", setting.format(script=script))
     assert result.returncode == 2 and result.stderr.startswith(f"tflab: {expected.format(script=script)}")

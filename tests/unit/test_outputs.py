@@ -11,8 +11,8 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(compose, "check_docker", lambda: "20.10")
     # Nothing here may reach the real engine: a real `down` would end every lab run on it
     # (this test once removed a swarm stack an integration test was running).
-    monkeypatch.setattr(compose, "lab_projects", lambda: [])
-    monkeypatch.setattr(swarm, "lab_stacks", lambda: [])
+    monkeypatch.setattr(compose, "lab_projects", lambda scope, tensorboard=True: [])
+    monkeypatch.setattr(swarm, "lab_stacks", lambda scope: [])
     monkeypatch.setattr(images, "script_images", lambda: [])
     monkeypatch.setattr(images, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")

@@ -13,7 +13,7 @@ from tflab import cluster, compose
 from tflab.schema import completeness, read_events
 from tflab.settings import Settings, SettingsError
 
-TUTORIAL = REPO / "tests/integration/scripts/tutorial/train.py"
+TUTORIAL = REPO / "examples/multiworker-tutorial/train.py"
 
 
 def test_the_script_path_is_resolved_and_its_args_kept():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tflab import cluster, compose, swarm
+from tflab import cluster, compose, labels, swarm
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -43,12 +43,15 @@ def test_a_two_worker_stack_exactly():
                     "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": "worker", "index": index}},
                                             separators=(",", ":")),
                 },
-                "deploy": {"replicas": 1, "restart_policy": {"condition": "none"},
+                "labels": {"tflab.run": "r1", "tflab.run-dir": "/runs/r1"},
+                "deploy": {"labels": {"tflab.run": "r1", "tflab.run-dir": "/runs/r1"},
+                           "replicas": 1, "restart_policy": {"condition": "none"},
                            "placement": {"constraints": ["node.id == n0de"]}},
             }
             for index in range(2)
         },
-        "networks": {"cluster": {"driver": "overlay", "internal": True}},
+        "networks": {"cluster": {"driver": "overlay", "internal": True,
+                                 "labels": {"tflab.run": "r1", "tflab.run-dir": "/runs/r1"}}},
     }
     json.dumps(stack)  # written as JSON, which stack deploy reads as YAML
 
@@ -101,12 +104,13 @@ def test_limits_and_network_come_from_the_settings():
     limited = render(Settings(cpus=1.5, memory="2g", network="bridge"))
     for service in limited["services"].values():
         assert service["deploy"]["resources"] == {"limits": {"cpus": "1.5", "memory": "2g"}}
-    assert limited["networks"]["cluster"] == {"driver": "overlay", "internal": False}
+    assert limited["networks"]["cluster"] == {"driver": "overlay", "internal": False,
+                                              "labels": {"tflab.run": "r1", "tflab.run-dir": "/runs/r1"}}
     assert all("resources" not in s["deploy"] for s in render(Settings())["services"].values())
 
 
 def test_a_users_script_runs_in_every_service_as_under_compose():
-    script = Path(__file__).resolve().parents[1] / "integration/scripts/tutorial/train.py"
+    script = Path(__file__).resolve().parents[2] / "examples/multiworker-tutorial/train.py"
     settings = Settings(workers=2, script=str(script), args="--epochs 2")
     for task, service in render(settings)["services"].items():
         assert service["volumes"] == [{"type": "bind", "source": str(RUN_DIR), "target": "/lab/run"},
@@ -127,9 +131,10 @@ def test_an_engine_older_than_api_1_41_gets_no_cap_drop_and_says_so():
 
 def test_names_and_addresses():
     stack = swarm.SwarmStack(Path("/runs/20261202-182819-85f8"), Settings(), "img", NODE)
-    assert stack.stack == "tflab-20261202-182819-85f8"
-    assert stack.service("worker-1") == "tflab-20261202-182819-85f8_worker-1"
-    assert stack.network() == "tflab-20261202-182819-85f8_cluster"
+    name = "tflab-20261202-182819-85f8-" + labels.digest(Path("/runs/20261202-182819-85f8"))
+    assert stack.stack == name
+    assert stack.service("worker-1") == f"{name}_worker-1"
+    assert stack.network() == f"{name}_cluster"
     assert cluster.cluster_spec(Settings(), stack.address) == {"worker": ["worker-0:2222", "worker-1:2222"]}
     assert stack.proxied == frozenset()
 

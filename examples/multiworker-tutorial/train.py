@@ -1,7 +1,9 @@
 """A user's training script, written the way TensorFlow's multi-worker Keras tutorial writes one:
 it reads TF_CONFIG itself, builds MultiWorkerMirroredStrategy, and calls model.fit. The lab runs it
-unmodified (make up SCRIPT=tests/integration/scripts/tutorial/train.py WORKERS=2) and its tests use
-it through the pytest fixture. Without TF_CONFIG it trains as one worker, as the tutorial's does.
+unmodified (`tflab up SCRIPT=train.py WORKERS=2` here, or `make up
+SCRIPT=examples/multiworker-tutorial/train.py WORKERS=2` in the lab's checkout), and test_train.py
+beside it tests it through the pytest fixture. Without TF_CONFIG it trains as one worker, as the
+tutorial's does.
 
     python train.py --epochs 3 --per-worker-batch 32 [--fail-with 3]
 """
