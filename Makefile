@@ -17,8 +17,16 @@ VENV ?= .venv
 # Extra pytest arguments, e.g. PYTEST_ARGS="-m unit -x".
 PYTEST_ARGS ?=
 
-LAB = PYTHONPATH=scripts $(PYTHON) -m tflab
+# The Makefile's own variables. Any other NAME=value on make's command line must be a setting:
+# make would take `make up WORKER=3` silently, so the lab is told the names given (settings.py
+# refuses the others, naming the setting each resembles).
+OWN_VARIABLES := PYTHON VENV PYTEST_ARGS
+COMMAND_LINE = $(strip $(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
+LAB_ENV = TFLAB_MAKE_VARIABLES='$(COMMAND_LINE)' TFLAB_MAKE_OWN='$(OWN_VARIABLES)' PYTHONPATH=scripts
+LAB = $(LAB_ENV) $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
+# Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
+CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
 .PHONY: help up stack-up chaos soak compare report bench config k8s summary logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration clean
@@ -30,7 +38,8 @@ help: ## list the targets and the settings
 	@echo "Settings, as make variables (make up WORKERS=3) or environment variables:"
 	@$(LAB) settings
 
-up: $(if $(filter local,$(BACKEND)),venv) ## train on the lab and print a summary: make up STRATEGY=mirrored
+up: ## train on the lab and print a summary: make up STRATEGY=mirrored
+	$(if $(filter local,$(BACKEND)),$(CHECK_THEN_VENV))
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB) up
 
 stack-up: ## the same run as a Docker Swarm stack (needs `docker swarm init`): make stack-up WORKERS=3
@@ -42,14 +51,17 @@ chaos: ## a run with one fault on purpose: make chaos SCENARIO=kill TARGET=worke
 soak: ## SOAK runs with random faults: make soak SOAK=20; prints what survived, ended cleanly, hung
 	@$(LAB) soak
 
-compare: venv ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
-	@TFLAB_PYTHON=$(VENV_PYTHON) PYTHONPATH=scripts $(VENV_PYTHON) -m tflab compare
+compare: ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
+	$(CHECK_THEN_VENV)
+	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB_ENV) $(VENV_PYTHON) -m tflab compare
 
-report: venv ## rebuild the report of a compare folder or a run from its logs (RUN=<id>)
-	@PYTHONPATH=scripts $(VENV_PYTHON) -m tflab report
+report: ## rebuild the report of a compare folder or a run from its logs (RUN=<id>)
+	$(CHECK_THEN_VENV)
+	@$(LAB_ENV) $(VENV_PYTHON) -m tflab report
 
-bench: venv ## measure the lab's overhead and the multi-worker step; prints one line per figure
-	@TFLAB_PYTHON=$(VENV_PYTHON) PYTHONPATH=scripts $(VENV_PYTHON) -m tflab bench
+bench: ## measure the lab's overhead and the multi-worker step; prints one line per figure
+	$(CHECK_THEN_VENV)
+	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB_ENV) $(VENV_PYTHON) -m tflab bench
 
 config: ## print the cluster spec and every task's TF_CONFIG: make config WORKERS=4
 	@$(LAB) config
@@ -96,6 +108,11 @@ test-unit: venv ## run the fast unit tests only
 test-integration: venv ## run the integration tests only (Docker required)
 	$(VENV_PYTHON) -m pytest -m integration $(PYTEST_ARGS)
 
+# VENV is removed only where it is this checkout's and this Makefile made it (its .installed).
 clean: ## remove the lab's containers, images, wheels and .venv; never runs/
+	@case "$(abspath $(VENV))" in "$(CURDIR)"/?*) ;; *) echo "tflab: VENV=$(VENV) is not inside this \
+	checkout ($(CURDIR)); make clean removes only a .venv it made here, and leaves that folder" >&2; exit 2 ;; esac
+	@if [ -e "$(VENV)" ] && [ ! -f "$(VENV)/.installed" ]; then echo "tflab: VENV=$(VENV) is not a venv this \
+	Makefile made (it has no .installed); make clean leaves it" >&2; exit 2; fi
 	@$(LAB) clean
 	rm -rf $(VENV) .pytest_cache

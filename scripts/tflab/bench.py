@@ -14,12 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from tflab import compose, images, runner
+from tflab import compose, images, local, runner
 from tflab.errors import LabError
 from tflab.schema import by_event, read_events
 from tflab.settings import Settings
 
 ALLREDUCE_CALLS = 200
+FAST = dict(loop="custom", steps_per_execution=16)  # the lab's quickest step: its own loop, 16 steps a call
 
 
 def chief_end(run_dir: Path) -> dict:
@@ -90,17 +91,29 @@ def ratio(a, b) -> str:
     return f"{a / b:.2f}" if a and b else "-"
 
 
-def bench(settings: Settings) -> int:
+def plan(settings: Settings) -> Settings:
+    """The bench's base run, multiworker 2 on compose, with every variant it derives checked, so
+    that a GLOBAL_BATCH the 8 workers cannot split is refused before the bench's folder exists."""
     if settings.gpus:
         raise LabError(f"make bench does not take GPUS={settings.gpus}: it measures the lab against "
                        "BACKEND=local, which runs on CPUs; leave GPUS empty")
+    two = settings.replace(strategy="multiworker", workers=2, backend="compose")
+    for changes in ({"backend": "local"}, {"strategy": "single"}, {"steps_per_execution": 16}, {"loop": "custom"},
+                    {**FAST, "allreduce_probe": ALLREDUCE_CALLS}, {"strategy": "single", **FAST}, {"workers": 8}):
+        two.replace(**changes)
+    return two
+
+
+def bench(settings: Settings) -> int:
+    two = plan(settings)
     folder = runner.planned_run_dir(settings)
     compose.check_docker()
+    compose.check_cpus("CPUS", settings.cpus)
     compose.find_compose(settings.compose)
+    local.find_python()
     image = images.ensure_image(settings.base_image)
     runner.make_folder(folder, link_latest=True)
-    two = settings.replace(strategy="multiworker", workers=2, backend="compose")
-    fast = dict(loop="custom", steps_per_execution=16)
+    fast = FAST
     # The backends alternate, twice, and each keeps its better run: one cold start (a page cache
     # flushed by a build, say) should not decide the lab's overhead.
     pairs = [(run(folder, f"multiworker-2-compose-{i}", two),

@@ -67,6 +67,8 @@ class Chaos:
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
         if self.scenario == "slow-link" and not cluster.job_sizes(settings):
             raise LabError(f"SCENARIO=slow-link needs a cluster: STRATEGY={settings.strategy} has no network link")
+        if self.scenario == "slow-node":
+            compose.check_cpus("SLOW_CPUS", settings.slow_cpus)
 
     def proxied(self) -> frozenset[str]:
         return frozenset([self.target]) if self.scenario == "slow-link" else frozenset()
@@ -208,16 +210,24 @@ def soak(settings: Settings) -> int:
     """SOAK random scenarios, one run each, in runs/<RUN>/; prints the counts and worst times."""
     folder = runner.planned_run_dir(settings)
     check_backend(settings)
-    runner.make_folder(folder, link_latest=True)
+    if settings.epochs < 2:
+        raise LabError(f"EPOCHS={settings.epochs} is not allowed with make soak: expected 2 or more (each fault "
+                       "comes after one of the first EPOCHS-1 epochs, with training left)")
     rng = random.Random(settings.seed)
     workers = [t for t in cluster.task_names(settings) if t.startswith("worker-")] or cluster.task_names(settings)
-    results = []
+    trials = []
     for index in range(settings.soak):
         scenario = rng.choice(["kill", "stop", "pause", "partition", "slow-link", "slow-node"])
         heal = "never" if scenario == "partition" and rng.random() < 0.25 else str(rng.choice([2, 5, 15, 30]))
         trial = settings.replace(runs_dir=str(folder), run=f"{index + 1:03d}-{scenario}", scenario=scenario,
                                  target=rng.choice(workers), at=f"epoch:{rng.randint(1, settings.epochs - 1)}",
                                  heal=heal if scenario in ("pause", "partition") else "5")
+        Chaos(trial).check(trial)  # every trial checked before the soak's folder is written
+        trials.append(trial)
+    runner.check_engine(settings)
+    runner.make_folder(folder, link_latest=True)
+    results = []
+    for index, trial in enumerate(trials):
         runner.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).describe()}")
         runner.up(trial, link_latest=False, chaos=Chaos(trial))
         results.append(json.loads((folder / trial.run / "summary.json").read_text())["chaos"])

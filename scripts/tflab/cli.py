@@ -52,10 +52,24 @@ def command_compare(settings: Settings) -> int:
     return runner.compare(settings)
 
 
+# What reading a file the lab did not write (or one cut short) raises: JSON and UTF-8 errors are
+# ValueErrors, and a file of the wrong shape fails where it is read.
+MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError)
+
+
+def malformed(path, error: Exception) -> LabError:
+    reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    return LabError(f"{runner.display_path(path)} holds a file the lab did not write, or one cut short ({reason}); "
+                    "expected the summary.json, config.json and compare.json of a lab run")
+
+
 def command_report(settings: Settings) -> int:
     folder = runner.existing_run_dir(settings)
-    found, written = report.write(folder)
-    print(report.table(found))
+    try:
+        found, written = report.write(folder)
+        print(report.table(found))
+    except MALFORMED as error:
+        raise malformed(folder, error) from None
     print("tflab: wrote " + ", ".join(runner.display_path(path) for path in written))
     if not any(path.suffix == ".png" for path in written):
         print("tflab: report.png skipped: matplotlib is not installed for this Python (`make report` uses .venv's)")
@@ -106,7 +120,10 @@ def command_summary(settings: Settings) -> int:
     path = run_dir / "summary.json"
     if not path.exists():
         raise LabError(f"run {run_dir.name} has no summary.json: it is still running, or the lab was killed")
-    print(summary.table(json.loads(path.read_text())))
+    try:
+        print(summary.table(json.loads(path.read_text())))
+    except MALFORMED as error:
+        raise malformed(path, error) from None
     return 0
 
 
@@ -116,7 +133,7 @@ def command_logs(settings: Settings) -> int:
     if not output.exists():
         raise LabError(f"run {run_dir.name} has no output.log yet: it is still running, "
                        f"follow it in its <task>.jsonl files in {run_dir}")
-    sys.stdout.write(output.read_text())
+    sys.stdout.write(output.read_text(errors="replace"))  # a task may have written any bytes
     return 0
 
 
@@ -182,10 +199,34 @@ def command_tensorboard(settings: Settings) -> int:
     compose.check_docker()
     cli = compose.find_compose(settings.compose)
     runs = runner.runs_dir(settings)
+    compose.check_tensorboard_port(settings.tensorboard_port, runs)
     runs.mkdir(parents=True, exist_ok=True)
     url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image))
     print(f"tflab: TensorBoard shows every run in {runner.display_path(runs)}/ at {url} "
           "(127.0.0.1 only; `make down` stops it)")
+    return 0
+
+
+CHECKED_FIRST = ("up", "compare", "report", "bench")  # make builds .venv for these: check first
+
+
+def command_check(settings: Settings) -> int:
+    """What `make compare`, `report`, `bench` (and `up BACKEND=local`) check with the host's own
+    Python before make builds .venv, TensorFlow and all: the settings, and the input of the
+    command TFLAB_CHECK names. Prints nothing when all is well."""
+    command = os.environ.get("TFLAB_CHECK", "")
+    if command not in CHECKED_FIRST:
+        raise LabError(f"TFLAB_CHECK={command} is not allowed: expected one of {', '.join(CHECKED_FIRST)}")
+    if command in ("up", "compare", "bench"):
+        runner.planned_run_dir(settings)
+    if command == "compare":
+        settings.compare_runs()
+    elif command == "report":
+        runner.existing_run_dir(settings)
+    elif command == "bench":
+        from tflab import bench
+
+        bench.plan(settings)
     return 0
 
 
@@ -215,6 +256,7 @@ COMMANDS = {
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),
     "tensorboard": (command_tensorboard, "serve every run's TensorBoard scalars on 127.0.0.1 (TENSORBOARD_PORT)"),
     "settings": (command_settings, "list every setting with its default"),
+    "check": (command_check, "check the settings and the input of the command TFLAB_CHECK names; run nothing"),
 }
 INTERRUPTING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 

@@ -9,10 +9,12 @@ on every container, since v1 has no JSON `ps` and the two name containers differ
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import time
 import urllib.request
@@ -63,12 +65,54 @@ def check_docker() -> str:
 
 def docker_info() -> dict:
     """`docker info` as a dict (every engine version answers `{{json .}}`); empty if unreadable."""
-    result = run_quiet(["docker", "info", "--format", "{{json .}}"], timeout=30)
+    try:
+        result = run_quiet(["docker", "info", "--format", "{{json .}}"], timeout=30)
+    except (OSError, subprocess.TimeoutExpired):  # no docker at all: check_docker says so
+        return {}
     try:
         info = json.loads(result.stdout) if result.returncode == 0 else {}
     except json.JSONDecodeError:
         return {}
     return info if isinstance(info, dict) else {}
+
+
+@functools.lru_cache(maxsize=1)
+def engine_cpus() -> int | None:
+    """The engine's CPUs (`docker info`'s NCPU), asked once; None where it does not say."""
+    cpus = docker_info().get("NCPU")
+    return cpus if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0 else None
+
+
+def check_cpus(name: str, cpus: float) -> None:
+    """A CPU limit against what the engine has (`docker info`'s NCPU), before anything is written:
+    Docker itself refuses more only when the container is created ("Range of CPUs is from 0.01 to
+    N"), after the run folder exists. 0 is no limit."""
+    if not cpus:
+        return
+    available = engine_cpus()
+    if available and cpus > available:
+        raise LabError(f"{name}={cpus:g} is more than this Docker engine's {available} CPUs; expected 0.01 to "
+                       f"{available}, or 0 (no limit)")
+
+
+def check_tensorboard_port(port: int, runs_dir: Path) -> None:
+    """TENSORBOARD_PORT is free on 127.0.0.1, or this runs folder's TensorBoard serves on it
+    already (then `make tensorboard` keeps it)."""
+    project = f"label=com.docker.compose.project={labels.tensorboard_project(runs_dir)}"
+    serving = run_quiet(["docker", "ps", "--quiet", "--filter", project, "--filter", f"publish={port}"]).stdout.strip()
+    if not serving:
+        check_port_free(port)
+
+
+def check_port_free(port: int) -> None:
+    """Binds 127.0.0.1:port for a moment, as Docker will, so that a busy port is one line before
+    Compose creates a container and networks it would then leave behind."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise LabError(f"TENSORBOARD_PORT={port} is not free on 127.0.0.1 ({error.strerror}); expected a free "
+                           "port from 1024 to 65535, such as TENSORBOARD_PORT=6007") from None
 
 
 def nvidia_gpus_usable(info: dict) -> bool:
@@ -229,7 +273,20 @@ def render_run(settings: Settings, spec: dict, proxied: frozenset[str] = frozens
     if settings.network == "bridge":
         override["networks"] = {"cluster": {"internal": False,
                                             "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "false"}}}
-    return override
+    return literal(override)
+
+
+def literal(value):
+    """Every string in a Compose (or stack) file as written: Compose reads `$NAME` and `${NAME}`
+    in any value as the host's variables, and `$$` as one `$`. Nothing the lab renders means a
+    variable, so ARGS="--home $HOME" and a folder named `a$b` reach the task exactly as given."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, list):
+        return [literal(item) for item in value]
+    if isinstance(value, dict):
+        return {key: literal(item) for key, item in value.items()}
+    return value
 
 
 SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only
@@ -285,7 +342,7 @@ class ComposeStack:
 
     def start(self, spec: dict) -> None:
         override = render_run(self.settings, spec, self.proxied, self.host_gpus)
-        marks = labels.run_labels(self.run_dir)
+        marks = literal(labels.run_labels(self.run_dir))  # a run folder's path may hold a `$`
         for service in override["services"].values():
             service["labels"] = marks
         override.setdefault("networks", {}).setdefault("cluster", {})["labels"] = marks
@@ -355,6 +412,8 @@ def serve_tensorboard(cli: ComposeCli, runs_dir: Path, port: int, image: str) ->
                "-f", str(COMPOSE_FILE)]
     result = run_quiet([*command, "up", "--detach", "--no-build", "tensorboard"], timeout=300, env=env)
     if result.returncode != 0:
+        # Whatever failed (the port taken since, the image...), nothing half-made is left behind.
+        run_quiet([*command, "down", "--remove-orphans"], timeout=180, env=env)
         raise LabError(f"could not start TensorBoard on 127.0.0.1:{port}: {_last_line(result)}")
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + TENSORBOARD_WAIT_SECONDS

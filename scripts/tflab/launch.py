@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import importlib.metadata
-import json
 import os
 import resource
 import signal
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 from tflab.schema import EventLog
-from tflab.settings import Settings
+from tflab.settings import SettingsError, read_run_config
 
 ERROR_TAIL_LINES = 20  # the script's last stderr lines kept, for the `error` event's last words
 
@@ -56,10 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: TFLAB_CONFIG=... TFLAB_TASK=... python -m tflab.launch -- COMMAND...", file=sys.stderr)
         return 2
     started = time.time()
-    config = json.loads(Path(config_path).read_text())
-    settings = Settings.from_dict(config["settings"])
     log_path = Path(config_path).parent / f"{task}.jsonl"
     log = EventLog(log_path, task)
+    try:
+        config, settings = read_run_config(Path(config_path))
+    except SettingsError as error:  # the host's own checks refused it: one line, no traceback
+        log.emit("error", message=str(error))
+        log.close()
+        print(f"[{task}] {error}", file=sys.stderr, flush=True)
+        return 2
     try:
         log.emit("start", role="script", strategy=settings.strategy, cluster=config["cluster"],
                  versions=versions(), settings=settings.to_dict(), command=command)

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from tflab.schema import by_event, read_events
+from tflab.settings import RUN_ID_PATTERN
 
 FLOAT32_BYTES = 4
 
@@ -24,7 +25,11 @@ def run_folders(folder: Path) -> list[Path]:
     """The runs a report covers: every run inside a compare folder, in COMPARE order, or the run itself."""
     compare = folder / "compare.json"
     if compare.exists():
-        return [folder / label for label in json.loads(compare.read_text())["runs"]]
+        labels = json.loads(compare.read_text())["runs"]
+        if not isinstance(labels, list) or not all(isinstance(label, str) and RUN_ID_PATTERN.fullmatch(label)
+                                                   for label in labels):
+            raise ValueError(f"compare.json's runs are {json.dumps(labels)[:100]}, not a list of run names")
+        return [folder / label for label in labels]
     return [folder]
 
 

@@ -62,6 +62,7 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
     if settings.backend == "local":
         return local.LocalProcesses(settings, run_dir, local.find_python())
     compose.check_docker()
+    compose.check_cpus("CPUS", settings.cpus)
     if settings.backend == "swarm":
         node = swarm.check_swarm()
         swarm.check_names(swarm.stack_name(run_dir), cluster.task_names(settings))
@@ -312,20 +313,27 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def check_engine(settings: Settings) -> None:
+    """What make_backend checks of the engine, for the commands that make several runs in one
+    folder (compare, soak): once, before that folder is written."""
+    if settings.backend == "local":
+        local.find_python()
+        return
+    compose.check_docker()
+    compose.check_cpus("CPUS", settings.cpus)
+    if settings.backend == "swarm":
+        swarm.check_swarm()
+    else:
+        compose.find_compose(settings.compose)
+        compose.check_gpus(settings)
+    task_image(settings)
+
+
 def compare(settings: Settings) -> int:
     """`make compare`: one run per COMPARE entry, in one folder, then the report of them all."""
     entries = settings.compare_runs()
     folder = planned_run_dir(settings)
-    if settings.backend == "local":  # check once, before anything is written
-        local.find_python()
-    else:
-        compose.check_docker()
-        if settings.backend == "swarm":
-            swarm.check_swarm()
-        else:
-            compose.find_compose(settings.compose)
-            compose.check_gpus(settings)
-        task_image(settings)
+    check_engine(settings)
     make_folder(folder, link_latest=True)
     labels = [label for label, _ in entries]
     compose.write_json(folder / "compare.json", {"settings": settings.to_dict(), "runs": labels})

@@ -13,6 +13,8 @@ Docker code.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -27,11 +29,12 @@ LOOPS = ("fit", "custom")
 COLLECTIVES = ("auto", "ring", "nccl")
 NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
-LINK_PATTERN = re.compile(r"(\d+(?:\.\d+)?)ms,(\d+(?:\.\d+)?)mbit")
+LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
 BACKENDS = ("compose", "local", "swarm")
 COMPOSE_CLIS = ("auto", "v2", "v1")
 MAX_TASKS = 16
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+RESERVED_RUNS = ("latest",)  # RUNS_DIR/latest is the link to the newest run
 # Kubernetes names (make k8s). A Service name must be a DNS-1035 label (a letter first, 63 at most)
 # and the tasks' Services are <K8S_NAME>-worker-15 at the longest, so the name leaves room for that.
 K8S_NAME_MAX = 63 - len(f"-worker-{MAX_TASKS - 1}")
@@ -43,7 +46,22 @@ K8S_PVC_PATTERN = re.compile(rf"(?=.{{1,253}}$){DNS_LABEL}(?:\.{DNS_LABEL})*")  
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
 SCRIPT_STRATEGIES = ("single", "mirrored", "multiworker")
-COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-(\d+)")
+COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([0-9]{1,6})")
+# Docker's smallest memory limit (the engine refuses less: "Minimum memory limit allowed is 6MB")
+# and smallest CPU limit ("Range of CPUs is from 0.01 to ..."); below a millicore Kubernetes would
+# get cpu: "0m" too.
+MIN_MEMORY_BYTES = 6 * 1024 * 1024
+MIN_CPUS = 0.01
+MEMORY_FACTORS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+# An image reference as Docker's distribution/reference grammar has it: [domain[:port]/]path[:tag][@digest].
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_PATTERN = re.compile(
+    rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+# The Makefile's own variables, which `make up NAME=value` may set besides the settings (Makefile).
+MAKE_VARIABLES_ENV = "TFLAB_MAKE_VARIABLES"  # the Makefile's command-line variable names
+MAKE_OWN_ENV = "TFLAB_MAKE_OWN"  # the Makefile's own overridable variables
 
 
 class SettingsError(LabError, ValueError):
@@ -117,26 +135,45 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> "Settings":
-        """Settings from NAME=value pairs: `overrides` win over `env`; unknown overrides are refused."""
+        """Settings from NAME=value pairs: `overrides` win over `env`; unknown overrides are refused,
+        and so are the Makefile's command-line variables that are no setting (check_make_variables).
+        An empty environment variable is the default; a value given by name (an argument, a make
+        variable), and a blank one anywhere, is refused empty where the table allows no empty one."""
         overrides = dict(overrides)
         unknown = sorted(set(overrides) - set(SPECS))
         if unknown:
-            raise SettingsError(
-                f"unknown setting {unknown[0]}; allowed settings: {', '.join(SPECS)}"
-            )
+            close = difflib.get_close_matches(unknown[0].upper(), SPECS, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"allowed settings: {', '.join(SPECS)}"
+            raise SettingsError(f"unknown setting {unknown[0]}; {hint}")
+        check_make_variables(env)
+        # Given by name (an argument, or on make's command line, where make strips a blank value
+        # to nothing) an empty value is refused too; an empty environment variable is unset.
+        given = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
         values = {}
         for name, spec in SPECS.items():
             raw = overrides.get(name, env.get(name, ""))
-            if raw.strip() == "":
+            if raw.strip() == "" and (spec.empty_allowed or (raw == "" and name not in given)):
                 continue
-            values[spec.field] = spec.parse(name, raw.strip())
+            if raw.strip() == "":
+                raise SettingsError(f"{name}={raw!r} is not allowed: an empty or blank value is not the default; "
+                                    f"expected {spec.allowed} (leave {name} out for {_shown_default(name)})")
+            _one_line(name, raw.strip())
+            value = spec.parse(name, raw.strip())
+            values[spec.field] = spec.on_host(name, value) if spec.on_host else value
         return cls(**values).validated()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> "Settings":
-        """Settings saved by `to_dict` (config.json), checked again."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known}).validated()
+        """Settings saved by `to_dict` (config.json), checked again with the same rules as
+        `from_env`, less what only the host can check (SCRIPT exists, RUNS_DIR is a folder):
+        the trainer reads them where the host's files are not. A missing key is its default."""
+        if not isinstance(data, Mapping):
+            raise SettingsError(f"settings are {_json(data)}, not an object of settings")
+        by_field = {spec.field: name for name, spec in SPECS.items()}
+        unknown = sorted(str(key) for key in data if key not in by_field)
+        if unknown:
+            raise SettingsError(f"unknown setting {unknown[0]!r}; allowed settings: {', '.join(by_field)}")
+        return cls(**{key: _typed(by_field[key], value) for key, value in data.items()}).validated()
 
     def compare_runs(self) -> list[tuple[str, "Settings"]]:
         """(label, settings) for each COMPARE entry, each checked: `mirrored-4` is STRATEGY=mirrored
@@ -160,14 +197,19 @@ class Settings:
         return dataclasses.replace(self, **changes).validated()
 
     def validated(self) -> "Settings":
-        """Checks that involve more than one setting; raises SettingsError."""
+        """Every setting's own check (so that `replace` and `from_dict` take no value `from_env`
+        would refuse), then the checks that involve more than one; raises SettingsError."""
+        for name, spec in SPECS.items():
+            _typed(name, getattr(self, spec.field))
         replicas = self.replicas_in_sync
         if self.global_batch % replicas:
             below = self.global_batch - self.global_batch % replicas
             nearest = " or ".join(str(n) for n in (below, below + replicas) if n > 0)
+            counted = "WORKERS" if self.strategy == "multiworker" else "GPUS" if self.gpu_indexes else "REPLICAS"
             raise SettingsError(
                 f"GLOBAL_BATCH={self.global_batch} is not divisible by the {replicas} replicas of "
-                f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}"
+                f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}, "
+                f"or a {counted} count that divides {self.global_batch}"
             )
         if self.strategy == "parameter_server" and self.ps < 1:
             raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
@@ -202,30 +244,98 @@ class Settings:
 @dataclass(frozen=True)
 class Spec:
     field: str
-    parse: Callable[[str, str], object]
+    parse: Callable[[str, str], object]  # text -> value, the same on the host and in the trainer
     allowed: str  # what a user may give, for errors and the settings table
     doc: str
+    on_host: Callable[[str, object], object] | None = None  # checks of the host's files, from_env only
+
+    @property
+    def empty_allowed(self) -> bool:
+        """Empty is a value of its own (CPUs only, a fresh run id, the lab's own script...) exactly
+        where it is the default."""
+        return getattr(_DEFAULTS, self.field) == ""
 
 
+def _json(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _typed(name: str, value: object) -> object:
+    """A value as config.json holds it (or as code passed it to `replace`), checked by the
+    setting's own parser: the right JSON type, and the very value `from_env` would give."""
+    spec = SPECS[name]
+    kind = type(getattr(_DEFAULTS, spec.field))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise SettingsError(f"{name}={_json(value)} is not allowed: expected {spec.allowed}")
+    if value == "" and spec.empty_allowed:
+        return value
+    text = repr(value) if kind is float else str(value)
+    if kind is str and text != text.strip():
+        raise SettingsError(f"{name}={text!r} is not allowed: expected {spec.allowed}, without spaces around it")
+    _one_line(name, text)
+    parsed = spec.parse(name, text)
+    if parsed != value:
+        raise SettingsError(f"{name}={text} is not allowed: expected {spec.allowed}, written as {parsed}")
+    return value
+
+
+def _one_line(name: str, text: str) -> None:
+    """No setting but ARGS (shell syntax, quoted in its errors) takes a control character: a value
+    with a line break would also break the one line that refuses it."""
+    if name != "ARGS" and not text.isprintable():
+        raise SettingsError(f"{name}={text!r} is not allowed: expected printable characters only")
+
+
+def _shown_default(name: str) -> str:
+    default = default_of(name)
+    return f"the default, {default:g}" if isinstance(default, float) else f"the default, {default}"
+
+
+def check_make_variables(env: Mapping[str, str]) -> None:
+    """`make up WORKER=3`: make takes any NAME=value, so the Makefile hands the lab the names of
+    its command-line variables (TFLAB_MAKE_VARIABLES) and of its own (TFLAB_MAKE_OWN), and a name
+    that is neither a setting nor the Makefile's is refused here, naming what it resembles."""
+    own = env.get(MAKE_OWN_ENV, "").split()
+    for name in env.get(MAKE_VARIABLES_ENV, "").split():
+        if name in SPECS or name in own:
+            continue
+        value = env.get(name, "")
+        close = difflib.get_close_matches(name.upper(), [*SPECS, *own], n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "`make help` lists the settings"
+        case = " (settings are upper case)" if name.upper() in SPECS else ""
+        raise SettingsError(f"{name}={value} is not a setting{case}; {hint}")
+
+
+# Every pattern below spells its digits [0-9]: Python's \d and str.isdigit also take other
+# scripts' digits (٣, ²), which int() may refuse or Docker and Kubernetes would.
 def _integer(low: int, high: int) -> Callable[[str, str], int]:
     def parse(name: str, raw: str) -> int:
-        if not re.fullmatch(r"[+-]?\d+", raw) or not low <= int(raw) <= high:
+        if not re.fullmatch(r"[+-]?[0-9]{1,20}", raw) or not low <= int(raw) <= high:
             raise SettingsError(f"{name}={raw} is not allowed: expected an integer from {low} to {high}")
         return int(raw)
 
+    parse.range = (low, high)  # for the property test (tests/unit/test_settings_property.py)
     return parse
 
 
-def _number(low: float, high: float, what: str = "seconds") -> Callable[[str, str], float]:
+DECIMAL = re.compile(r"[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12}")
+
+
+def _number(low: float, high: float, what: str = "seconds", zero: str = "") -> Callable[[str, str], float]:
+    """A decimal number from low to high (or exactly 0, where `zero` says what it means)."""
     def parse(name: str, raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = float("nan")
-        if not low <= value <= high:  # also false for nan
-            raise SettingsError(f"{name}={raw} is not allowed: expected {what} from {low:g} to {high:g}")
+        value = float(raw) if DECIMAL.fullmatch(raw) else float("nan")
+        if not (low <= value <= high or (zero and value == 0)):  # also false for nan
+            expected = f"{what} from {low:g} to {high:g}" + (f", or 0 ({zero})" if zero else "")
+            raise SettingsError(f"{name}={raw} is not allowed: expected {expected}")
         return value
 
+    parse.range = (low, high)
     return parse
 
 
@@ -235,10 +345,14 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
             raise SettingsError(f"{name}={raw} is not allowed: expected one of {', '.join(choices)}")
         return raw
 
+    parse.choices = choices
     return parse
 
 
 def _run_id(name: str, raw: str) -> str:
+    if raw in RESERVED_RUNS:
+        raise SettingsError(f"{name}={raw} is not allowed: {raw} is the lab's link to the newest run; "
+                            "expected another name (leave RUN empty for the newest, or for a fresh id)")
     if not RUN_ID_PATTERN.fullmatch(raw):
         raise SettingsError(
             f"{name}={raw} is not allowed: expected lowercase letters, digits and '-', "
@@ -254,19 +368,26 @@ def _compare(name: str, raw: str) -> str:
         what = f"entry {bad[0]}" if bad else "a repeated entry" if entries else "nothing"
         raise SettingsError(f"{name}={raw!r} is not allowed ({what}): expected distinct entries such as "
                             "single mirrored-2 multiworker-4 parameter-server-2")
+    for entry in entries:
+        count = COMPARE_ENTRY.fullmatch(entry).group(3)
+        if count is not None and not 1 <= int(count) <= MAX_TASKS:
+            raise SettingsError(f"{name}={raw!r} is not allowed (entry {entry}): expected a count from 1 to "
+                                f"{MAX_TASKS}, such as {entry.rsplit('-', 1)[0]}-2")
     return " ".join(entries)
 
 
 def _backup(name: str, raw: str) -> str:
-    if raw in ("epoch", "off") or (raw.isdigit() and int(raw) > 0):
+    if raw in ("epoch", "off") or (re.fullmatch(r"[0-9]{1,9}", raw) and int(raw) > 0):
         return raw
-    raise SettingsError(f"{name}={raw} is not allowed: expected epoch, off, or a number of steps")
+    raise SettingsError(f"{name}={raw} is not allowed: expected epoch, off, or a number of steps from 1 to 999999999")
 
 
 def _memory(name: str, raw: str) -> str:
-    if re.fullmatch(r"0|\d+[kmg]", raw):
+    match = re.fullmatch(r"([0-9]{1,12})([kmg])", raw)
+    if raw == "0" or (match and int(match.group(1)) * MEMORY_FACTORS[match.group(2)] >= MIN_MEMORY_BYTES):
         return raw
-    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size such as 512m or 2g")
+    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size of at least 6m "
+                        "(Docker's minimum), such as 512m or 2g")
 
 
 def _link(name: str, raw: str) -> str:
@@ -278,20 +399,21 @@ def _link(name: str, raw: str) -> str:
 
 def _moment(name: str, raw: str) -> str:
     kind, _, value = raw.partition(":")
-    if kind in ("epoch", "seconds") and re.fullmatch(r"\d+(\.\d+)?", value) and (kind != "epoch" or value.isdigit()):
+    if (kind == "epoch" and re.fullmatch(r"[0-9]{1,5}", value)) or (
+            kind == "seconds" and re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", value)):
         return raw
     raise SettingsError(f"{name}={raw} is not allowed: expected epoch:N (after N epochs) or seconds:S")
 
 
 def _heal(name: str, raw: str) -> str:
-    if raw == "never" or re.fullmatch(r"\d+(\.\d+)?", raw):
+    if raw == "never" or re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", raw):
         return raw
     raise SettingsError(f"{name}={raw} is not allowed: expected seconds, or never")
 
 
 def _gpus(name: str, raw: str) -> str:
     indexes = raw.split(",")
-    if raw == "all" or (all(re.fullmatch(r"[0-9]+", index) for index in indexes)
+    if raw == "all" or (all(re.fullmatch(r"[0-9]{1,4}", index) for index in indexes)
                         and len({int(index) for index in indexes}) == len(indexes)):
         return raw if raw == "all" else ",".join(str(int(index)) for index in indexes)
     raise SettingsError(f"{name}={raw} is not allowed: expected all, or distinct GPU indexes such as 0,1 "
@@ -307,20 +429,78 @@ def _k8s_name(pattern: re.Pattern, what: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _printable(name: str, raw: str) -> str:
+    if not raw.isprintable():
+        raise SettingsError(f"{name}={raw!r} is not allowed: expected printable characters only")
+    return raw
+
+
 def _text(name: str, raw: str) -> str:
     if any(c.isspace() for c in raw):
         raise SettingsError(f"{name}={raw!r} is not allowed: expected a value without spaces")
+    return _printable(name, raw)
+
+
+def _folder(name: str, raw: str) -> str:
+    _printable(name, raw)
+    if ":" in raw:
+        raise SettingsError(f"{name}={raw} is not allowed: expected a path without ':' (Docker's volume syntax "
+                            "splits at ':', so the folder could not be mounted)")
+    return raw
+
+
+def _folder_on_host(name: str, value: str) -> str:
+    """The folder a user names: no spaces in what they type (the lab's own absolute paths may
+    have them), and not a file."""
+    _text(name, value)
+    path = Path(value).absolute()
+    if ":" in str(path):
+        raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
+                            "syntax splits at ':'; expected a folder whose path has none")
+    try:
+        is_file = path.exists() and not path.is_dir()
+    except OSError as error:  # a name too long, say
+        raise SettingsError(f"{name}={value} is not allowed ({error.strerror}): expected a folder") from None
+    if is_file:
+        raise SettingsError(f"{name}={value} is not allowed: {path} is a file; expected a folder (or a path "
+                            "that does not exist yet)")
+    return value
+
+
+def _image(name: str, raw: str) -> str:
+    if len(raw) > 512 or not IMAGE_PATTERN.fullmatch(raw):
+        raise SettingsError(f"{name}={raw!r} is not allowed: expected an image reference such as "
+                            "python:3.11-slim or registry.example.com:5000/team/tflab-trainer:1.0 (lowercase "
+                            "name, optional :tag and @digest, never starting with '-')")
     return raw
 
 
 def _script(name: str, raw: str) -> str:
-    path = Path(raw).expanduser()
-    if path.suffix != ".py" or not path.is_file():
+    _printable(name, raw)
+    if not raw.endswith(".py") or ":" in raw:
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing Python file (*.py), "
+                            "without ':' (Docker's volume syntax splits at ':')")
+    return raw
+
+
+def _script_on_host(name: str, raw: str) -> str:
+    try:
+        path = Path(raw).expanduser()
+        found = path.suffix == ".py" and path.is_file()
+        resolved = str(path.resolve()) if found else ""
+    except (OSError, RuntimeError):  # a name too long; ~user of no such user
+        found = False
+    if not found:
         raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing Python file (*.py)")
-    return str(path.resolve())
+    if ":" in resolved:
+        raise SettingsError(f"{name}={raw} is not allowed: its path {resolved} has a ':', and Docker's volume "
+                            "syntax splits at ':'; expected a script whose path has none")
+    return resolved
 
 
 def _args(name: str, raw: str) -> str:
+    if "\0" in raw:
+        raise SettingsError(f"{name}={raw!r} is not allowed: expected arguments without NUL characters")
     try:
         shlex.split(raw)
     except ValueError as error:
@@ -365,7 +545,7 @@ SPECS: dict[str, Spec] = {
                            "multiworker gradient packing hint in bytes; 0 lets TensorFlow decide"),
     "ALLREDUCE_PROBE": Spec("allreduce_probe", _integer(0, 100_000), "0..100000",
                             "after training, time this many bare all-reduces of the gradient's size"),
-    "RUN": Spec("run", _run_id, "[a-z0-9][a-z0-9-]*, not an existing run",
+    "RUN": Spec("run", _run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
                 "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest"),
     "BACKEND": Spec("backend", _choice(BACKENDS), " | ".join(BACKENDS),
                     "compose: a container per task; local: a process per task on loopback, same script; "
@@ -374,21 +554,24 @@ SPECS: dict[str, Spec] = {
                          "how long a trainer waits for its peers before it exits naming the missing ones"),
     "TIMEOUT": Spec("timeout", _number(10, 86_400), "10..86400 seconds",
                     "how long a whole run may take before the lab stops it and reports it failed"),
-    "RUNS_DIR": Spec("runs_dir", _text, "a folder", "where run folders are written"),
+    "RUNS_DIR": Spec("runs_dir", _folder, "a folder, no ':' in its path", "where run folders are written",
+                     on_host=_folder_on_host),
     "COMPOSE": Spec("compose", _choice(COMPOSE_CLIS), " | ".join(COMPOSE_CLIS),
                     "Compose CLI: v2 is `docker compose`, v1 is `docker-compose`; auto prefers v2"),
-    "BASE_IMAGE": Spec("base_image", _text, "an image reference",
+    "BASE_IMAGE": Spec("base_image", _image, "empty | an image reference",
                        "base of the trainer image; empty: python:3.11-slim if it can be had, "
                        "else a Debian base built locally with debootstrap"),
-    "COMPARE": Spec("compare", _compare, "entries single, mirrored-N, multiworker-N, parameter-server-N",
+    "COMPARE": Spec("compare", _compare,
+                    f"entries single, mirrored-N, multiworker-N, parameter-server-N (N: 1..{MAX_TASKS})",
                     "the runs `make compare` makes, side by side, with every other setting shared"),
     "RESTARTS": Spec("restarts", _integer(0, 10), "0..10",
                      "times the lab restarts the whole cluster after a task fails; each resumes from the backup"),
     "BACKUP": Spec("backup", _backup, "epoch | off | N steps",
                    "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup"),
-    "CPUS": Spec("cpus", _number(0, 64, "CPUs"), "0..64",
+    "CPUS": Spec("cpus", _number(MIN_CPUS, 64, "CPUs", zero="no limit"), f"0 | {MIN_CPUS:g}..64, at most the engine's",
                  "CPU limit of every task's container, to imitate small nodes; 0: none"),
-    "MEMORY": Spec("memory", _memory, "0 | <n>k | <n>m | <n>g", "memory limit of every task's container; 0: none"),
+    "MEMORY": Spec("memory", _memory, "0 | <n>k | <n>m | <n>g, at least 6m",
+                   "memory limit of every task's container; 0: none"),
     "NETWORK": Spec("network", _choice(NETWORKS), " | ".join(NETWORKS),
                     "internal: the tasks' network has no route out and the host has no address on it; "
                     "bridge: Docker's usual bridge"),
@@ -405,13 +588,13 @@ SPECS: dict[str, Spec] = {
     "SLOW_CPUS": Spec("slow_cpus", _number(0.01, 64, "CPUs"), "0.01..64",
                       "make chaos SCENARIO=slow-node: the target's CPUs"),
     "SOAK": Spec("soak", _integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs"),
-    "SCRIPT": Spec("script", _script, "empty | path/to/train.py",
+    "SCRIPT": Spec("script", _script, "empty | path/to/train.py, no ':' in its path",
                    "your own training script, unmodified, in every task with the generated TF_CONFIG; "
-                   "empty: the lab's own"),
+                   "empty: the lab's own", on_host=_script_on_host),
     "ARGS": Spec("args", _args, "arguments", "arguments for SCRIPT, split as a shell would"),
     "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
                              "make tensorboard: the port it serves on, on 127.0.0.1 only"),
-    "K8S_IMAGE": Spec("k8s_image", _text, "an image reference",
+    "K8S_IMAGE": Spec("k8s_image", _image, "an image reference",
                       "make k8s: the trainer image the pods run; push `make images`'s image to a registry "
                       "the cluster can pull from and name it here"),
     "K8S_NAMESPACE": Spec("k8s_namespace", _k8s_name(K8S_NAMESPACE_PATTERN,
@@ -430,6 +613,27 @@ SPECS: dict[str, Spec] = {
                     "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
                     "empty: each pod's own emptyDir, gone with the pod"),
 }
+
+
+def read_run_config(path: Path) -> tuple[dict, Settings]:
+    """A run's config.json and its settings, checked as the host checks them (from_dict), for
+    the trainer and the script launcher; SettingsError (one line naming the file and the field)
+    for anything else."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise SettingsError(f"{path} cannot be read: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SettingsError(f"{path} is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise SettingsError(f"{path} holds {type(config).__name__}, not the object the lab writes")
+    for key, kind in (("settings", dict), ("cluster", dict)):
+        if not isinstance(config.get(key), kind):
+            raise SettingsError(f"{path}: {key} is {_json(config.get(key))}, not an object")
+    try:
+        return config, Settings.from_dict(config["settings"])
+    except SettingsError as error:
+        raise SettingsError(f"{path}: {error}") from None
 
 
 def default_of(name: str) -> object:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import cluster, labels
-from tflab.compose import VANISHED, container_user, run_quiet, script_service, write_json
+from tflab.compose import VANISHED, container_user, literal, run_quiet, script_service, write_json
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -144,7 +144,8 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
         services[task] = service
     # No route out and nothing published: TensorFlow's gRPC servers are unauthenticated.
     network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks}
-    return {"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}}
+    # stack deploy interpolates `$` as Compose does: ARGS and paths are escaped to reach the task as given.
+    return literal({"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}})
 
 
 def created_key(timestamp: str) -> tuple[str, str]:

@@ -50,7 +50,7 @@ import tensorflow as tf
 from tflab import cluster
 from tflab.peerwait import PeerWait
 from tflab.schema import EventLog
-from tflab.settings import Settings
+from tflab.settings import Settings, SettingsError, read_run_config
 
 FEATURES = 32  # the MLP's input width, the article's
 IMAGE = (32, 32, 3)  # the CNN's input
@@ -73,11 +73,16 @@ def main(argv=None) -> int:
         parser.error("--config and --task (or TFLAB_CONFIG and TFLAB_TASK or TF_CONFIG) are required")
 
     config_path = Path(args.config)
-    config = json.loads(config_path.read_text())
-    settings = Settings.from_dict(config["settings"])
     run_dir = Path(args.output or config_path.parent)
     run_dir.mkdir(parents=True, exist_ok=True)
     log = EventLog(run_dir / f"{args.task}.jsonl", args.task)
+    try:
+        config, settings = read_run_config(config_path)
+    except SettingsError as error:  # the host's own checks refused it: one line, no traceback
+        log.emit("error", message=str(error))
+        log.close()
+        print(f"[{args.task}] {error}", file=sys.stderr, flush=True)
+        return 2
     print(f"[{args.task}] settings {json.dumps(settings.to_dict(), sort_keys=True)}", flush=True)
     try:
         run_task(settings, args.task, config["cluster"], run_dir, log)

@@ -2,6 +2,7 @@
 
 import json
 import secrets
+import socket
 import subprocess
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from labtest.runs import lab_containers
-from tflab import cluster, compose, runner
+from tflab import cluster, compose, runner, swarm
 from tflab.settings import Settings
 
 
@@ -85,6 +86,55 @@ def test_both_clis_read_the_gpu_reservations_as_rendered(cli_env, settings, host
         assert service["read_only"] is True and service["cap_drop"] == ["ALL"] and "ipc" not in service
 
 
+DOLLARS = "--home $HOME --user ${USER} --price '$5' $$ --end $"
+
+
+def test_both_clis_pass_dollars_in_args_and_paths_literally(cli_env, tmp_path, monkeypatch):
+    """ARGS and SCRIPT reach the task as written, as under BACKEND=local: Compose reads `$NAME` in
+    any value as the host's variable, so the rendered file writes each `$` as `$$`."""
+    for name, value in cli_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HOME", "/host-home")
+    monkeypatch.setenv("USER", "host-user")
+    folder = tmp_path / "a$HOME b"
+    folder.mkdir()
+    (folder / "train.py").write_text("")
+    settings = Settings.from_env({}, {"SCRIPT": str(folder / "train.py"), "ARGS": DOLLARS})
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-script:x")
+    spec = cluster.cluster_spec(settings)
+    compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, spec))
+    result = stack.compose("config")
+    assert result.returncode == 0, result.stderr
+    # `config` prints a file Compose can read again, so both CLIs print a literal `$` escaped, as `$$`.
+    service = yaml.safe_load(result.stdout)["services"]["worker-0"]
+    command = [part.replace("$$", "$") for part in service["command"]]
+    assert command == compose.script_command(settings, f"{compose.SCRIPT_DIR}/train.py")
+    assert command[-9:] == ["--home", "$HOME", "--user", "${USER}", "--price", "$5", "$$", "--end", "$"]
+    assert service["command"][-8] == "$$HOME"  # escaped once: interpolated, it would be /host-home
+    # The script's folder, not interpolated (v1 prints a volume's path unescaped, v2 escaped).
+    assert any(str(folder) in str(volume).replace("$$", "$") for volume in service["volumes"])
+    assert "/host-home" not in result.stdout and "host-user" not in result.stdout
+
+
+def test_a_swarm_stack_passes_dollars_literally(tmp_path, monkeypatch):
+    """`docker stack config` (the CLI's own merge and interpolation, no swarm needed) reads the
+    stack file as `docker stack deploy` will."""
+    monkeypatch.setenv("HOME", "/host-home")
+    (tmp_path / "train.py").write_text("")
+    settings = Settings.from_env({}, {"SCRIPT": str(tmp_path / "train.py"), "ARGS": DOLLARS})
+    node = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+    path = tmp_path / swarm.STACK_FILE
+    compose.write_json(path, swarm.render_stack(settings, cluster.cluster_spec(settings), "tflab-script:x", tmp_path,
+                                                node))
+    result = compose.run_quiet(["docker", "stack", "config", "--compose-file", str(path)])
+    assert result.returncode == 0, result.stderr
+    service = yaml.safe_load(result.stdout)["services"]["worker-1"]
+    assert service["command"] == compose.script_command(settings, f"{compose.SCRIPT_DIR}/train.py")
+    assert "/host-home" not in result.stdout
+
+
 def test_bad_input_starts_no_container(engine, tmp_path):
     before = lab_containers()
     for arguments in (["STRATEGY=bogus"], ["WORKERS=0"], ["GLOBAL_BATCH=7"], ["RUN=Bad_Id"]):
@@ -94,6 +144,41 @@ def test_bad_input_starts_no_container(engine, tmp_path):
     assert run_lab("up", f"RUNS_DIR={tmp_path}", "RUN=taken").returncode == 2
     assert lab_containers() == before
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
+
+
+def test_issue_10_inputs_start_no_container_and_write_nothing(engine, tmp_path):
+    """Each was once taken, or a traceback, with the run folder (and for a busy port a container
+    and two networks) left behind; against the real engine now, each is one line and nothing."""
+    runs = tmp_path / "runs"
+    (tmp_path / "a:b").mkdir()
+    (tmp_path / "a:b" / "train.py").write_text("")
+    cpus = compose.docker_info()["NCPU"]
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cases = [
+            ("up", [f"CPUS={cpus + 1}"], f"CPUS={cpus + 1} is more than this Docker engine's {cpus} CPUs"),
+            ("compare", [f"CPUS={cpus + 1}", "COMPARE=single"], f"CPUS={cpus + 1} is more than"),
+            ("up", ["MEMORY=5m"], "MEMORY=5m is not allowed"),
+            ("up", [f"SCRIPT={tmp_path / 'a:b' / 'train.py'}"], "SCRIPT="),
+            ("up", ["BASE_IMAGE=--help"], "BASE_IMAGE='--help' is not allowed"),
+            ("up", ["RUN=latest"], "RUN=latest is not allowed"),
+            ("compare", ["COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed"),
+            ("compare", ["COMPARE=multiworker-17"], "COMPARE='multiworker-17' is not allowed"),
+            ("soak", ["EPOCHS=1"], "EPOCHS=1 is not allowed with make soak"),
+            ("tensorboard", [f"TENSORBOARD_PORT={port}"], f"TENSORBOARD_PORT={port} is not free on 127.0.0.1"),
+        ]
+        for index, (command, arguments, expected) in enumerate(cases):
+            run = [] if any(a.startswith("RUN=") for a in arguments) else [f"RUN=refused-{index}"]
+            result = run_lab(command, f"RUNS_DIR={runs}", *run, *arguments)
+            assert result.returncode == 2, (command, arguments, result.output)
+            assert result.stderr.startswith(f"tflab: {expected}") and len(result.stderr.splitlines()) == 1, \
+                (command, arguments, result.stderr)
+    assert not runs.exists()
+    assert not [c for c in lab_containers() if c.startswith("tflab-refused-")]
+    networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+    assert not [n for n in networks if n.startswith("tflab-refused-")]
 
 
 def orphan(trainer_image: str, runs_dir: Path, name: str) -> compose.ComposeStack:

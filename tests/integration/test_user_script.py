@@ -3,7 +3,9 @@
 requirements.txt of its own), run unmodified on the lab through the pytest fixture users import
 (tflab.pytest_plugin.tflab_cluster)."""
 
+import json
 import re
+import shlex
 
 import pytest
 from labtest.cli import REPO
@@ -64,3 +66,22 @@ def test_a_failing_script_fails_the_run_with_its_exit_code_and_last_words(tflab_
 def test_the_fixture_fails_a_test_on_a_refused_setting(tflab_cluster):
     with pytest.raises(pytest.fail.Exception, match="the lab refused the settings: tflab: SCRIPT=nowhere.py"):
         tflab_cluster(script="nowhere.py")
+
+
+ARGV_SCRIPT = """import json, os, sys
+with open(os.path.join(os.environ["TFLAB_OUTPUT"], "argv.json"), "w") as out:
+    json.dump(sys.argv[1:], out)
+"""
+DOLLAR_ARGS = "--home $HOME --user ${USER} '$5' $$ --end $"
+
+
+@pytest.mark.parametrize("backend", ["compose", "local"])
+def test_dollars_in_args_reach_the_script_as_written_on_every_backend(lab, backend, tmp_path_factory):
+    """Compose once read `$HOME` in ARGS as the host's; BACKEND=local never did."""
+    folder = tmp_path_factory.mktemp("dollar$HOME")
+    (folder / "argv.py").write_text(ARGV_SCRIPT)
+    folder.chmod(0o755)  # pytest's folders are the host user's alone; the tasks run as uid 1000 when that is root
+    run = lab.run(f"dollars-{backend}", STRATEGY="single", SCRIPT=str(folder / "argv.py"), ARGS=DOLLAR_ARGS,
+                  BACKEND=backend, RESTARTS=0)
+    assert run.finished.returncode == 0, run.why()
+    assert json.loads((run.run_dir / "argv.json").read_text()) == shlex.split(DOLLAR_ARGS)

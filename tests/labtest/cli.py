@@ -28,7 +28,8 @@ def lab_env(**changes: str) -> dict[str, str]:
     """os.environ without any lab setting a developer may have exported (nor an outer make's
     variables, as under `make test`), plus `changes`."""
     env = {k: v for k, v in os.environ.items()
-           if k not in SPECS and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+           if k not in SPECS and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "TFLAB_MAKE_VARIABLES",
+                                           "TFLAB_MAKE_OWN", "TFLAB_CHECK")}
     env.update({"PYTHONPATH": str(REPO / "scripts"), "TFLAB_PYTHON": sys.executable})
     env.update(changes)
     return env

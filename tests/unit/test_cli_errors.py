@@ -5,6 +5,7 @@ a real engine in tests/integration/test_refusals.py.)"""
 import json
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -235,3 +236,178 @@ def test_gpus_all_for_workers_without_a_gpu_list_is_refused(tmp_path):
                            "and that list cannot be had: nvidia-smi is not on PATH; give the GPU indexes "
                            "instead, such as GPUS=0,1", runs)
     assert "build" not in calls.read_text()
+
+
+def test_the_issue_10_inputs_are_refused_in_one_line(tmp_path):
+    """Each once ended in a traceback, or was taken and failed after the run folder was written."""
+    runs = tmp_path / "runs"
+    (tmp_path / "a:b").mkdir()
+    (tmp_path / "a:b" / "train.py").write_text("print('hello')\n")
+    (tmp_path / "file").write_text("")
+    cases = [
+        ("up", [f"RUNS_DIR={runs}", "BACKUP=\u00b2"], "BACKUP=\u00b2 is not allowed"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE=single multiworker-17"], "COMPARE='single multiworker-17' is not"),
+        ("compare", [f"RUNS_DIR={runs}", "COMPARE= "], "COMPARE=' ' is not allowed: an empty or blank value"),
+        ("up", [f"RUNS_DIR={runs}", "RUN=latest"], "RUN=latest is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "RUN=latest"], "RUN=latest is not allowed"),
+        ("up", [f"RUNS_DIR={tmp_path / 'file'}"], f"RUNS_DIR={tmp_path / 'file'} is not allowed"),
+        ("up", [f"RUNS_DIR={runs}", f"SCRIPT={tmp_path / 'a:b' / 'train.py'}"], "SCRIPT="),
+        ("up", [f"RUNS_DIR={runs}", "BASE_IMAGE=--help"], "BASE_IMAGE='--help' is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "K8S_IMAGE=-rm"], "K8S_IMAGE='-rm' is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "CPUS=0.0001"], "CPUS=0.0001 is not allowed"),
+        ("k8s", [f"RUNS_DIR={runs}", "MEMORY=\u0663g"], "MEMORY=\u0663g is not allowed"),
+        ("up", [f"RUNS_DIR={runs}", "MEMORY=4m"], "MEMORY=4m is not allowed"),
+    ]
+    for command, arguments, expected in cases:
+        assert_refused(run_lab(command, *arguments), expected, runs)
+    assert (tmp_path / "file").read_text() == ""
+
+
+def test_cpus_beyond_the_engines_are_refused_before_the_run_folder(tmp_path):
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {"NCPU": 2})
+    for command in ("up", "compare"):
+        result = run_lab(command, f"RUNS_DIR={runs}", "CPUS=3", env=lab_env(PATH=path))
+        assert_refused(result, "CPUS=3 is more than this Docker engine's 2 CPUs; expected 0.01 to 2, "
+                               "or 0 (no limit)", runs)
+    result = run_lab("chaos", f"RUNS_DIR={runs}", "SCENARIO=slow-node", "SLOW_CPUS=4", env=lab_env(PATH=path))
+    assert_refused(result, "SLOW_CPUS=4 is more than this Docker engine's 2 CPUs", runs)
+    assert "build" not in calls.read_text() and " up" not in calls.read_text()
+
+
+def test_soak_with_one_epoch_is_refused_before_its_folder(tmp_path):
+    runs = tmp_path / "runs"
+    path, _ = fake_engine(tmp_path, {"NCPU": 2})
+    result = run_lab("soak", f"RUNS_DIR={runs}", "EPOCHS=1", env=lab_env(PATH=path))
+    assert_refused(result, "EPOCHS=1 is not allowed with make soak: expected 2 or more", runs)
+
+
+def test_a_busy_tensorboard_port_is_refused_before_compose(tmp_path):
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {})
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        if port < 1024:
+            pytest.fail(f"the kernel gave port {port}")
+        result = run_lab("tensorboard", f"RUNS_DIR={runs}", f"TENSORBOARD_PORT={port}", env=lab_env(PATH=path))
+    assert_refused(result, f"TENSORBOARD_PORT={port} is not free on 127.0.0.1 (Address already in use); "
+                           "expected a free port", runs)
+    assert not runs.exists()
+    assert not any(line.startswith("compose") and " up" in line for line in calls.read_text().splitlines())
+
+
+def run_make(*arguments: str, **env: str) -> subprocess.CompletedProcess:
+    if shutil.which("make") is None:
+        pytest.fail("make is required")
+    return subprocess.run(["make", "--no-print-directory", *arguments], cwd=REPO,
+                          env=lab_env(PYTHON=sys.executable, **env), capture_output=True, text=True, timeout=120)
+
+
+def assert_make_refused(result, expected: str):
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"tflab: {expected}", lines
+    assert all(re.match(r"make(\[\d+\])?: \*\*\* ", line) for line in lines[1:]), lines
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["up", "WORKER=3"], "WORKER=3 is not a setting; did you mean WORKERS?"),
+    (["up", "workers=3"], "workers=3 is not a setting (settings are upper case); did you mean WORKERS?"),
+    (["config", "STRATAGY=mirrored"], "STRATAGY=mirrored is not a setting; did you mean STRATEGY?"),
+    (["config", "VNEV=.venv"], "VNEV=.venv is not a setting; did you mean VENV?"),
+    (["config", "FROBNICATE=1"], "FROBNICATE=1 is not a setting; `make help` lists the settings"),
+])
+def test_make_refuses_a_variable_that_is_no_setting(arguments, expected, tmp_path):
+    runs = tmp_path / "runs"
+    assert_make_refused(run_make(*arguments, f"RUNS_DIR={runs}"), expected)
+    assert not runs.exists()
+
+
+def test_make_takes_its_own_variables_and_the_settings():
+    result = run_make("config", "WORKERS=4", f"PYTHON={sys.executable}", "PYTEST_ARGS=-x")
+    assert result.returncode == 0, result.stderr
+    assert "worker-3: TF_CONFIG=" in result.stdout
+
+
+@pytest.mark.parametrize("target, arguments, expected", [
+    ("compare", ["COMPARE= "], "COMPARE='' is not allowed: an empty or blank value is not the default"),
+    ("compare", ["COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed (entry multiworker-0)"),
+    ("report", ["RUN=nope"], "RUN=nope does not exist in"),
+    ("bench", ["GLOBAL_BATCH=66"], "GLOBAL_BATCH=66 is not divisible by the 8 replicas of STRATEGY=multiworker"),
+    ("up", ["BACKEND=local", "WORKERS=0"], "WORKERS=0 is not allowed"),
+])
+def test_make_checks_the_input_before_it_builds_the_venv(target, arguments, expected, tmp_path):
+    """compare, report, bench (and up BACKEND=local) need .venv, TensorFlow and all: make builds it
+    only once the host's Python has checked their input."""
+    runs, venv = tmp_path / "runs", tmp_path / "venv"
+    result = run_make(target, *arguments, f"RUNS_DIR={runs}", f"VENV={venv}")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"tflab: {expected}"), result.stderr
+    assert not venv.exists() and not runs.exists()
+    assert "pip install" not in result.stdout
+
+
+@pytest.mark.parametrize("venv, expected", [
+    ("{tmp}/precious", "VENV={tmp}/precious is not inside this checkout"),
+    ("tests", "VENV=tests is not a venv this Makefile made (it has no .installed); make clean leaves it"),
+    (".", "VENV=. is not inside this checkout"),
+    ("..", "VENV=.. is not inside this checkout"),
+])
+def test_make_clean_removes_no_folder_it_did_not_make(venv, expected, tmp_path):
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "keep").write_text("mine\n")
+    venv = venv.format(tmp=tmp_path)
+    result = run_make("clean", f"VENV={venv}")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[0].startswith(f"tflab: {expected.format(tmp=tmp_path)}"), result.stderr
+    assert result.stdout == ""  # refused before `tflab clean` touched containers, images or wheels
+    assert (tmp_path / "precious" / "keep").read_text() == "mine\n"
+    assert (REPO / "tests" / "unit").is_dir()
+
+
+MALFORMED_RUNS = {
+    "not-json": {"config.json": "{bad", "summary.json": "{bad", "output.log": "hi\n"},
+    "wrong-shapes": {"config.json": "{}", "summary.json": "[]"},
+    "wrong-types": {"config.json": '{"settings": 3, "tasks": "x"}', "summary.json": '{"tasks": [{}]}'},
+    "missing-keys": {"config.json": '{"settings": {"strategy": "single"}, "tasks": ["t"]}',
+                     "summary.json": '{"ok": true, "wall_seconds": "x", "launched_at": 1}',
+                     "t.jsonl": '{"event": "end", "first_step_at": "z"}\n'},
+    "not-utf8": {"config.json": "{}", "summary.json": b"\xff", "output.log": b"\xff\xfe\n"},
+    "compare-not-json": {"compare.json": "{bad"},
+    "compare-escapes": {"compare.json": '{"runs": ["../../etc", 3]}'},
+    "compare-a-string": {"compare.json": '{"runs": "abc"}'},
+}
+
+
+@pytest.mark.parametrize("run", MALFORMED_RUNS)
+def test_files_the_lab_did_not_write_are_one_line_not_a_traceback(run, tmp_path):
+    runs = tmp_path / "runs"
+    (runs / run).mkdir(parents=True)
+    for name, content in MALFORMED_RUNS[run].items():
+        path = runs / run / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    before = sorted(p.name for p in (runs / run).iterdir())
+    for command in ("summary", "logs", "report"):
+        result = run_lab(command, f"RUNS_DIR={runs}", f"RUN={run}")
+        assert "Traceback" not in result.stderr, (command, result.stderr)
+        if result.returncode == 0:  # logs prints output.log whatever its bytes
+            assert command == "logs" and "output.log" in MALFORMED_RUNS[run]
+            continue
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (command, result.stderr)
+        assert result.stderr.startswith("tflab: "), result.stderr
+    assert sorted(p.name for p in (runs / run).iterdir()) == before  # no report half-written
+
+
+def test_make_k8s_run_latest_leaves_the_latest_link_alone(tmp_path):
+    """`make k8s RUN=latest` once made runs/latest a folder, and every `make up` after it failed."""
+    runs = tmp_path / "runs"
+    (runs / "r1").mkdir(parents=True)
+    (runs / "latest").symlink_to("r1")
+    assert_make_refused(run_make("k8s", "RUN=latest", f"RUNS_DIR={runs}"),
+                        "RUN=latest is not allowed: latest is the lab's link to the newest run; expected another "
+                        "name (leave RUN empty for the newest, or for a fresh id)")
+    assert (runs / "latest").is_symlink() and sorted(p.name for p in runs.iterdir()) == ["latest", "r1"]

@@ -82,3 +82,18 @@ def test_a_stack_adds_the_runs_own_file(tmp_path):
     assert multi.env["TFLAB_RUN_DIR"] == str(tmp_path / "r2")
     assert multi.env["COMPOSE_PROFILES"] == "single,mirrored,cluster"
     assert multi.command("up")[:3] == ["docker-compose", "--project-name", multi.project]
+
+
+def test_every_dollar_is_escaped_so_compose_interpolates_nothing(tmp_path):
+    """ARGS="--home $HOME" reaches the script as written on every backend: in a Compose file `$`
+    means a host variable, `$$` one `$` (both CLIs' `config` in tests/integration/test_compose_cli.py)."""
+    folder = tmp_path / "a$b"
+    folder.mkdir()
+    (folder / "train.py").write_text("")
+    settings = Settings.from_env({}, {"SCRIPT": str(folder / "train.py"), "ARGS": "--home $HOME ${USER} $$"})
+    service = compose.render_run(settings, cluster.cluster_spec(settings))["services"]["worker-1"]
+    assert service["command"][-4:] == ["--home", "$$HOME", "$${USER}", "$$$$"]
+    assert service["volumes"] == [f"{tmp_path}/a$$b:/lab/script:ro"]
+    assert compose.literal({"a": ["$x", 1, {"b": "$"}], "c": None}) == {"a": ["$$x", 1, {"b": "$$"}], "c": None}
+    unescaped = json.loads(json.dumps(compose.render_run(settings, cluster.cluster_spec(settings))).replace("$$", "$"))
+    assert unescaped["services"]["worker-1"]["command"] == compose.script_command(settings, "/lab/script/train.py")

@@ -42,8 +42,8 @@ def test_network_bridge_undoes_internal():
 @pytest.mark.parametrize("name, value, expected", [
     ("LINK", "fast", "LINK=fast is not allowed: expected <latency>ms,<rate>mbit such as 1ms,1000mbit"),
     ("LINK", "1ms,0mbit", "LINK=1ms,0mbit is not allowed"),
-    ("MEMORY", "lots", "MEMORY=lots is not allowed: expected 0 (no limit) or a size such as 512m or 2g"),
-    ("CPUS", "-1", "CPUS=-1 is not allowed: expected CPUs from 0 to 64"),
+    ("MEMORY", "lots", "MEMORY=lots is not allowed: expected 0 (no limit) or a size of at least 6m"),
+    ("CPUS", "-1", "CPUS=-1 is not allowed: expected CPUs from 0.01 to 64, or 0 (no limit)"),
     ("BACKUP", "sometimes", "BACKUP=sometimes is not allowed: expected epoch, off, or a number of steps"),
     ("AT", "epoch:1.5", "AT=epoch:1.5 is not allowed: expected epoch:N (after N epochs) or seconds:S"),
     ("AT", "step:3", "AT=step:3 is not allowed"),

@@ -3,6 +3,7 @@ makes (and the training operator would make), run locked down, and are written o
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,20 @@ def test_limits_and_the_output_claim():
         assert "resources" not in template["spec"]["containers"][0]
 
 
+@pytest.mark.parametrize("cpus, memory, quantities", [
+    ("0.01", "6m", {"cpu": "10m", "memory": "6Mi"}), ("0.015", "6144k", {"cpu": "15m", "memory": "6144Ki"}),
+    ("64", "2g", {"cpu": "64000m", "memory": "2Gi"}),
+])
+def test_every_limit_the_settings_take_is_a_kubernetes_quantity(cpus, memory, quantities):
+    """CPUS below a millicore (cpu: "0m") and memory in other scripts' digits ("\u0663Gi") are
+    refused by the settings (tests/unit/test_settings.py); what they take renders as Kubernetes reads it."""
+    settings = Settings.from_env({}, {"CPUS": cpus, "MEMORY": memory})
+    for template in pod_templates(manifests(settings)):
+        limits = template["spec"]["containers"][0]["resources"]["limits"]
+        assert limits == quantities
+        assert re.fullmatch(r"[1-9][0-9]*m", limits["cpu"]) and re.fullmatch(r"[1-9][0-9]*[KMG]i", limits["memory"])
+
+
 @pytest.mark.parametrize("value", [
     "yes", "No", "on", "null", "true", "1", "0.5", "1e3", "-m", "a: b", "#x", "[x]", "{x}", "*x", "&x", "!x",
     "tflab-trainer:latest", "x #y", "", " lead", "trail ", "é", "line\nnext\n", "line\nnext", "two\n\n", "\tx",
@@ -245,7 +260,7 @@ def test_the_emitter_reads_back_as_written(value):
     ("K8S_NAMESPACE", "Team", "K8S_NAMESPACE=Team is not allowed: expected a DNS-1123 label"),
     ("K8S_NAMESPACE", "a.b", "K8S_NAMESPACE=a.b is not allowed"),
     ("K8S_PVC", "-data", "K8S_PVC=-data is not allowed: expected the name of a PersistentVolumeClaim"),
-    ("K8S_IMAGE", "my image", "K8S_IMAGE='my image' is not allowed: expected a value without spaces"),
+    ("K8S_IMAGE", "my image", "K8S_IMAGE='my image' is not allowed: expected an image reference"),
 ])
 def test_bad_names_are_refused(name, value, expected, tmp_path):
     with pytest.raises(SettingsError) as refused:

@@ -18,8 +18,29 @@ def test_environment_is_read_and_arguments_win():
     assert (settings.workers, settings.epochs) == (8, 3)
 
 
-def test_empty_values_mean_the_default():
-    assert Settings.from_env({"WORKERS": "", "STRATEGY": " "}) == Settings()
+def test_empty_environment_variables_mean_the_default():
+    assert Settings.from_env({"WORKERS": "", "STRATEGY": ""}) == Settings()
+
+
+def test_an_empty_value_given_by_name_is_refused_unless_empty_is_allowed():
+    """`make compare COMPARE=' '` reaches the lab as COMPARE="" (make strips the blank): the
+    Makefile names its command-line variables, so an empty one is refused like a blank one."""
+    with pytest.raises(SettingsError, match="^COMPARE='' is not allowed: an empty or blank value is not the default"):
+        Settings.from_env({"COMPARE": "", "TFLAB_MAKE_VARIABLES": "COMPARE"})
+    with pytest.raises(SettingsError, match="^WORKERS='' is not allowed"):
+        Settings.from_env({}, {"WORKERS": ""})
+    assert Settings.from_env({"GPUS": "", "TFLAB_MAKE_VARIABLES": "GPUS"}, {"RUN": ""}) == Settings()
+
+
+def test_a_blank_value_is_the_default_only_where_empty_is_allowed():
+    """`make compare COMPARE=' '` once ran the whole default compare."""
+    assert Settings.from_env({"GPUS": " ", "LINK": "\t", "SCRIPT": "  "}) == Settings()
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({}, {"COMPARE": " "})
+    assert str(refused.value) == (
+        "COMPARE=' ' is not allowed: an empty or blank value is not the default; expected entries single, "
+        "mirrored-N, multiworker-N, parameter-server-N (N: 1..16) (leave COMPARE out for the default, "
+        "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2)")
 
 
 @pytest.mark.parametrize("name, value, expected", [
@@ -52,6 +73,33 @@ def test_empty_values_mean_the_default():
     ("GPUS", "0,", "GPUS=0, is not allowed"),
     ("GPUS", "-1", "GPUS=-1 is not allowed"),
     ("GPUS", "ALL", "GPUS=ALL is not allowed"),
+    # Other scripts' digits: Python's int() and float() take some, Docker and Kubernetes none.
+    ("BACKUP", "\u00b2", "BACKUP=\u00b2 is not allowed: expected epoch, off, or a number of steps"),
+    ("WORKERS", "\u0663", "WORKERS=\u0663 is not allowed: expected an integer from 1 to 16"),
+    ("MEMORY", "\u0663g", "MEMORY=\u0663g is not allowed: expected 0 (no limit) or a size of at least 6m"),
+    ("TIMEOUT", "\u0661\u0662\u0660", "TIMEOUT=\u0661\u0662\u0660 is not allowed: expected seconds from 10 to 86400"),
+    ("TIMEOUT", "1_000", "TIMEOUT=1_000 is not allowed"),
+    ("TIMEOUT", "inf", "TIMEOUT=inf is not allowed"),
+    ("AT", "epoch:\u0663", "AT=epoch:\u0663 is not allowed"),
+    ("LINK", "\u0661ms,1mbit", "LINK=\u0661ms,1mbit is not allowed"),
+    ("EPOCHS", "9" * 5000, "EPOCHS=999"),  # beyond int()'s 4300 digits
+    ("COMPARE", "multiworker-0", "COMPARE='multiworker-0' is not allowed (entry multiworker-0): expected a count "
+                                 "from 1 to 16, such as multiworker-2"),
+    ("COMPARE", "single mirrored-17", "COMPARE='single mirrored-17' is not allowed (entry mirrored-17)"),
+    ("BASE_IMAGE", "-v", "BASE_IMAGE='-v' is not allowed: expected an image reference such as python:3.11-slim"),
+    ("BASE_IMAGE", "--help", "BASE_IMAGE='--help' is not allowed: expected an image reference"),
+    ("K8S_IMAGE", "-rm", "K8S_IMAGE='-rm' is not allowed: expected an image reference"),
+    ("K8S_IMAGE", "Tflab:latest", "K8S_IMAGE='Tflab:latest' is not allowed"),
+    ("K8S_IMAGE", "tflab:", "K8S_IMAGE='tflab:' is not allowed"),
+    ("RUN", "latest", "RUN=latest is not allowed: latest is the lab's link to the newest run"),
+    ("RUNS_DIR", "a:b", "RUNS_DIR=a:b is not allowed: expected a path without ':'"),
+    ("SCRIPT", "/tmp/a:b/train.py", "SCRIPT=/tmp/a:b/train.py is not allowed: expected the path of an existing "
+                                    "Python file (*.py), without ':'"),
+    ("CPUS", "0.0004", "CPUS=0.0004 is not allowed: expected CPUs from 0.01 to 64, or 0 (no limit)"),
+    ("MEMORY", "5m", "MEMORY=5m is not allowed: expected 0 (no limit) or a size of at least 6m (Docker's minimum)"),
+    ("MEMORY", "0m", "MEMORY=0m is not allowed"),
+    ("ARGS", "a\0b", "ARGS='a\\x00b' is not allowed"),
+    ("TARGET", "worker-0\x1b[2J", "TARGET='worker-0\\x1b[2J' is not allowed: expected printable characters only"),
 ])
 def test_bad_values_are_refused_naming_the_value_and_what_is_allowed(name, value, expected):
     with pytest.raises(SettingsError) as refused:
@@ -108,8 +156,10 @@ def test_examples_must_fill_one_global_batch():
 
 
 def test_unknown_settings_are_refused():
-    with pytest.raises(SettingsError, match="unknown setting WORKER; allowed settings: STRATEGY, WORKERS"):
+    with pytest.raises(SettingsError, match=r"^unknown setting WORKER; did you mean WORKERS\?$"):
         Settings.from_env({}, {"WORKER": "3"})
+    with pytest.raises(SettingsError, match="unknown setting XYZZY; allowed settings: STRATEGY, WORKERS"):
+        Settings.from_env({}, {"XYZZY": "3"})
 
 
 def test_saved_settings_read_back_equal_and_are_checked_again():
@@ -123,3 +173,55 @@ def test_every_setting_is_in_the_table_once():
     names = [row[0] for row in settings_table()]
     assert names == list(SPECS)
     assert {spec.field for spec in SPECS.values()} == set(Settings().to_dict())
+
+
+@pytest.mark.parametrize("image", ["python:3.11-slim", "tflab-trainer:latest", "localhost:5000/team/tflab:1.0",
+                                   "registry.example.com/a/b_c__d-e", "python@sha256:" + "0" * 64, "debian"])
+def test_image_references_docker_takes_are_taken(image):
+    assert parse(BASE_IMAGE=image, K8S_IMAGE=image).k8s_image == image
+
+
+def test_runs_dir_naming_a_file_is_refused(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SettingsError, match=f"^RUNS_DIR={tmp_path}/file is not allowed: {tmp_path}/file is a file; "
+                                            "expected a folder"):
+        parse(RUNS_DIR=tmp_path / "file")
+    assert parse(RUNS_DIR=tmp_path / "new").runs_dir == str(tmp_path / "new")
+
+
+def test_a_script_whose_real_path_has_a_colon_is_refused(tmp_path):
+    (tmp_path / "a:b").mkdir()
+    (tmp_path / "a:b" / "train.py").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "a:b")
+    with pytest.raises(SettingsError, match=f"^SCRIPT={tmp_path}/link/train.py is not allowed: its path "
+                                            f"{tmp_path}/a:b/train.py has a ':'"):
+        parse(SCRIPT=tmp_path / "link" / "train.py")
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"workers": 0}, "WORKERS=0 is not allowed: expected an integer from 1 to 16"),
+    ({"epochs": -5}, "EPOCHS=-5 is not allowed: expected an integer from 1 to 10000"),
+    ({"strategy": "bogus"}, "STRATEGY=bogus is not allowed: expected one of single, mirrored"),
+    ({"workers": True}, "WORKERS=true is not allowed: expected 1..16"),
+    ({"workers": "2"}, 'WORKERS="2" is not allowed: expected 1..16'),
+    ({"epochs": 2.0}, "EPOCHS=2.0 is not allowed: expected 1..10000"),
+    ({"cpus": float("nan")}, "CPUS=nan is not allowed"),
+    ({"gpus": "01"}, "GPUS=01 is not allowed: expected empty | all | GPU indexes such as 0,1, written as 1"),
+    ({"strategy": " single"}, "STRATEGY=' single' is not allowed"),
+    ({"compare": ""}, "COMPARE='' is not allowed (nothing)"),
+    ({"run": "latest"}, "RUN=latest is not allowed"),
+    ({"bogus": 1}, "unknown setting 'bogus'; allowed settings: strategy, workers"),
+])
+def test_config_json_is_checked_with_the_same_rules(changes, expected):
+    """The trainer reads config.json with from_dict: an unknown strategy must not fall through to
+    multiworker, nor workers: 0 divide by zero."""
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_dict({**Settings().to_dict(), **changes})
+    assert str(refused.value).startswith(expected)
+    assert "\n" not in str(refused.value)
+
+
+def test_replace_checks_every_setting_too():
+    with pytest.raises(SettingsError, match="^WORKERS=0 is not allowed"):
+        Settings().replace(workers=0)
+    assert Settings.from_dict({"cpus": 1}).cpus == 1.0  # a JSON integer is a number of CPUs too

@@ -177,3 +177,11 @@ def test_the_newest_task_of_each_service_counts():
 ])
 def test_task_states_become_exit_codes(state, container, exit_code, expected):
     assert swarm.exit_code_of(task("s", "2026-12-02T18:28:19Z", state, container, exit_code)) == expected
+
+
+def test_a_stack_escapes_every_dollar_as_stack_deploy_interpolates(tmp_path):
+    (tmp_path / "train.py").write_text("")
+    settings = Settings.from_env({}, {"SCRIPT": str(tmp_path / "train.py"), "ARGS": "--home $HOME"})
+    service = render(settings)["services"]["worker-0"]
+    assert service["command"][-2:] == ["--home", "$$HOME"]
+    assert service["command"].count("$$HOME") == 1  # escaped once, not once per pass

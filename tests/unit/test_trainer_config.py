@@ -1,0 +1,74 @@
+"""The trainer and the script launcher read config.json with the host's own checks: a bad one is an
+`error` event naming the field in the task's JSONL, exit status 2, and no traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from labtest.cli import lab_env
+from tflab import cluster
+from tflab.schema import read_events
+from tflab.settings import Settings
+
+GOOD = Settings().to_dict()
+BAD_CONFIGS = [
+    ({"settings": {**GOOD, "strategy": "bogus"}}, "config.json: STRATEGY=bogus is not allowed: expected one of single"),
+    ({"settings": {**GOOD, "epochs": -5}}, "EPOCHS=-5 is not allowed: expected an integer from 1 to 10000"),
+    ({"settings": {**GOOD, "workers": 0}}, "WORKERS=0 is not allowed: expected an integer from 1 to 16"),
+    ({"settings": {**GOOD, "global_batch": 7}}, "GLOBAL_BATCH=7 is not divisible by the 2 replicas"),
+    ({"settings": {**GOOD, "workers": "2"}}, 'WORKERS="2" is not allowed'),
+    ({"settings": [1, 2]}, "settings is [1, 2], not an object"),
+    ({"settings": None}, "settings is null, not an object"),
+    ("{not json", "is not JSON: Expecting property name"),
+    ("[]", "holds list, not the object the lab writes"),
+    ("\xff", "is not JSON"),
+]
+
+
+def write_config(tmp_path, config) -> str:
+    if isinstance(config, dict):
+        config = json.dumps({"settings": GOOD, "cluster": cluster.cluster_spec(Settings()), **config})
+    path = tmp_path / "config.json"
+    path.write_bytes(config.encode("latin-1") if config == "\xff" else config.encode())
+    return str(path)
+
+
+def check(result, events, expected: str, config: str):
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert [e["event"] for e in events] == ["error"]
+    message = events[0]["message"]
+    assert message.startswith(config) and expected in message, message
+    assert "\n" not in message
+    assert result.stderr.strip().splitlines()[-1] == f"[worker-0] {message}"
+
+
+@pytest.mark.parametrize("config, expected", BAD_CONFIGS)
+def test_the_script_launcher_refuses_a_bad_config(tmp_path, config, expected):
+    path = write_config(tmp_path, config)
+    result = subprocess.run([sys.executable, "-m", "tflab.launch", "--", sys.executable, "-c", "pass"],
+                            env=lab_env(TFLAB_CONFIG=path, TFLAB_TASK="worker-0"),
+                            capture_output=True, text=True, timeout=60)
+    check(result, read_events(tmp_path / "worker-0.jsonl"), expected, path)
+
+
+def test_the_trainer_refuses_a_bad_config_before_training(tmp_path):
+    """All the cases in one process: TensorFlow's import is the slow part."""
+    program = """import json, sys
+from tflab import train
+print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path in sys.argv[1:]]))
+"""
+    paths = []
+    for index, (config, _) in enumerate(BAD_CONFIGS):
+        (tmp_path / str(index)).mkdir()
+        paths.append(write_config(tmp_path / str(index), config))
+    result = subprocess.run([sys.executable, "-c", program, *paths], env=lab_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert json.loads(result.stdout.splitlines()[-1]) == [2] * len(BAD_CONFIGS), result.stderr
+    assert "Traceback" not in result.stderr
+    for index, (_, expected) in enumerate(BAD_CONFIGS):
+        events = read_events(tmp_path / str(index) / "worker-0.jsonl")
+        assert [e["event"] for e in events] == ["error"]
+        assert events[0]["message"].startswith(paths[index]) and expected in events[0]["message"]
+        assert f"[worker-0] {events[0]['message']}\n" in result.stderr
