@@ -328,7 +328,7 @@ class ComposeStack:
         self.files = [COMPOSE_FILE, run_dir / RUN_FILE]
         self.started = False  # once every task's container exists, a missing one has vanished
         uid, gid = container_user()
-        self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir),
+        self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
                     "COMPOSE_PROFILES": ",".join(PROFILES)}
 
@@ -345,7 +345,8 @@ class ComposeStack:
         marks = literal(labels.run_labels(self.run_dir))  # a run folder's path may hold a `$`
         for service in override["services"].values():
             service["labels"] = marks
-        override.setdefault("networks", {}).setdefault("cluster", {})["labels"] = marks
+        if "cluster" in override.get("networks", {}):  # NETWORK=bridge: the override replaces the network
+            override["networks"]["cluster"]["labels"] = marks
         write_json(self.run_dir / RUN_FILE, override)
         self._up(*[link_service(task) for task in sorted(self.proxied)], *self.tasks)
         self.started = True

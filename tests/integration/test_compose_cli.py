@@ -43,7 +43,7 @@ def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_pa
         assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(spec, task)
         assert service["environment"]["TFLAB_TASK"] == task
         assert service["environment"]["TF_USE_LEGACY_KERAS"] == "1"
-        assert service["image"] == "tflab-trainer:latest"
+        assert service["image"] == "tflab-trainer:cpu-0123456789ab"
         assert service["read_only"] is True and service["cap_drop"] == ["ALL"]
         assert service["user"] != "0:0" and not service["user"].startswith("0:")
         assert "ports" not in service

@@ -13,6 +13,7 @@ import time
 import pytest
 from labtest.cli import lab_env, run_lab
 from labtest.runs import lab_containers
+from tflab import labels
 from tflab.schema import read_events
 
 
@@ -33,7 +34,7 @@ def running(trainer_image, tmp_path_factory):
         time.sleep(0.5)
     containers = [c for c in lab_containers() if c.startswith("tflab-hard")]
     yield {"up": up, "runs": runs, "containers": docker_json("inspect", *containers),
-           "network": docker_json("network", "inspect", "tflab-hard_cluster")[0]}
+           "network": docker_json("network", "inspect", f"{labels.project_name(runs / 'hard')}_cluster")[0]}
     if up.poll() is None:
         up.kill()  # the lab itself dies here; test_outputs_outlive_a_killed_lab checks what stays
         up.wait()
