@@ -40,10 +40,6 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
     return pairs
 
 
-def load_settings(arguments: list[str]) -> Settings:
-    return Settings.from_env(os.environ, parse_assignments(arguments))
-
-
 def command_up(settings: Settings) -> int:
     return runner.up(settings)
 
@@ -72,7 +68,7 @@ def command_report(settings: Settings) -> int:
         raise malformed(folder, error) from None
     print("tflab: wrote " + ", ".join(runner.display_path(path) for path in written))
     if not any(path.suffix == ".png" for path in written):
-        print("tflab: report.png skipped: matplotlib is not installed for this Python (`make report` uses .venv's)")
+        print(f"tflab: {report.PNG_SKIPPED}")
     return 0
 
 

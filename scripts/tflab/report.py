@@ -102,6 +102,8 @@ def rows(folder: Path) -> list[dict]:
     return found
 
 
+PNG_SKIPPED = ("report.png skipped: matplotlib is not installed for this Python (make's targets use .venv's; "
+               "an installed lab: pip install matplotlib)")
 COLUMNS = [  # header, key, format, scale
     ("run", "run", "{}", 1),
     ("strategy", "strategy", "{}", 1),

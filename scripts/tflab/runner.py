@@ -345,7 +345,7 @@ def compare(settings: Settings) -> int:
     print(report.table(found))
     say("wrote " + ", ".join(display_path(path) for path in written))
     if not any(path.suffix == ".png" for path in written):
-        say("report.png skipped: matplotlib is not installed for this Python (`make compare` uses .venv's)")
+        say(report.PNG_SKIPPED)
     return 0 if all(code == 0 for code in codes) else 1
 
 

@@ -50,7 +50,7 @@ def test_the_header_lists_every_variable_the_file_reads():
     text = compose.COMPOSE_FILE.read_text()
     header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
     used = set(re.findall(r"\$\{(\w+)", text))
-    assert used == {"TFLAB_IMAGE", "TFLAB_BASE_IMAGE", "TFLAB_RUN_DIR", "TFLAB_UID", "TFLAB_GID",
+    assert used == {"TFLAB_IMAGE", "TFLAB_BASE_IMAGE", "TFLAB_RUN_DIR", "TFLAB_RUN", "TFLAB_UID", "TFLAB_GID",
                     "TFLAB_RUNS_DIR", "TFLAB_TENSORBOARD_PORT"}
     for variable in used:
         assert variable in header
