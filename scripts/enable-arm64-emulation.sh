@@ -36,6 +36,7 @@ if [ -e "$handler" ]; then
     # A handler registered without F (systemd-binfmt on a host whose package predates it, say)
     # works for host processes but not inside containers: replace it.
     if grep -q '^flags:.*F' "$handler"; then
+        grep -qx enabled "$handler" || echo 1 >"$handler"  # registered, but switched off
         echo "tflab: arm64 emulation is already enabled ($handler)"
         exit 0
     fi
