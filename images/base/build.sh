@@ -3,13 +3,20 @@
 # whose Docker Engine cannot pull python:3.11-slim (no registry). It stands in for that image: the
 # trainer Dockerfile only needs `python3 -m venv`, which both provide.
 #
-#   images/base/build.sh [TAG]        # default tag: tflab-base:bookworm
+#   images/base/build.sh [TAG [PLATFORM]]   # default: tflab-base:bookworm, the engine's platform
+#   images/base/build.sh tflab-base:bookworm-arm64 linux/arm64
+#
+# PLATFORM is linux/amd64 or linux/arm64. A platform other than the machine's own needs its
+# binaries to run under emulation (scripts/enable-arm64-emulation.sh on x86_64): debootstrap runs
+# the packages' install scripts inside the new root file system. Building arm64 on x86_64 took
+# 5 minutes instead of 40 s (2026-12-03).
 #
 # Needs root (debootstrap, which it installs with apt-get where missing) and a reachable Debian
 # mirror: DEBIAN_MIRROR, else the one apt uses.
 set -euo pipefail
 
 tag=${1:-tflab-base:bookworm}
+platform=${2:-}
 suite=bookworm
 
 die() { echo "tflab: $*" >&2; exit 1; }
@@ -34,12 +41,25 @@ if ! command -v debootstrap >/dev/null; then
 fi
 command -v docker >/dev/null || die "docker is not installed"
 
+# Debian's and Docker's names for the architecture.
+platform=${platform:-linux/$(docker info --format '{{.Architecture}}' 2>/dev/null)}
+case "$platform" in
+    linux/amd64|linux/x86_64) arch=amd64 ;;
+    linux/arm64|linux/aarch64) arch=arm64 ;;
+    *) die "cannot build the base for platform $platform: expected linux/amd64 or linux/arm64" ;;
+esac
+host_arch=$(dpkg --print-architecture 2>/dev/null || uname -m)
+if [ "$arch" = arm64 ] && [ "$host_arch" != arm64 ] && [ "$host_arch" != aarch64 ] \
+        && ! grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 2>/dev/null; then
+    die "this $host_arch machine cannot run arm64 binaries, which an arm64 base needs; enable emulation: sudo scripts/enable-arm64-emulation.sh"
+fi
+
 mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
 rootfs=$(mktemp -d /tmp/tflab-base.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 
-echo "tflab: bootstrapping $tag from $mirror ($suite, minbase + python3)"
-debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
+echo "tflab: bootstrapping $tag from $mirror ($suite $arch, minbase + python3)"
+debootstrap --arch="$arch" --variant=minbase --include=python3,python3-venv,ca-certificates "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
     || { tail -n 20 "$rootfs.log" >&2; die "debootstrap failed (log above)"; }
 rm -f "$rootfs.log"
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
@@ -49,4 +69,31 @@ tar -C "$rootfs" -c . | docker import \
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["python3"]' \
     - "$tag" >/dev/null
-echo "tflab: built $tag ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}'))"
+
+# `docker import` labels the image with the engine's architecture whatever it holds (engine 20.10
+# ignores `import --platform`), and an engine runs or builds on an image only for the platform
+# its label names. Relabel: rewrite the image's config and load it back.
+if [ "$(docker image inspect -f '{{.Architecture}}' "$tag")" != "$arch" ]; then
+    bundle=$(mktemp -d /tmp/tflab-base-image.XXXXXX)
+    trap 'rm -rf "$rootfs" "$bundle"' EXIT
+    docker save "$tag" | tar -C "$bundle" -x
+    python3 - "$bundle" "$arch" <<'PYTHON'
+import hashlib, json, pathlib, sys
+bundle, arch = pathlib.Path(sys.argv[1]), sys.argv[2]
+manifest = json.loads((bundle / "manifest.json").read_text())
+old = bundle / manifest[0]["Config"]
+config = json.loads(old.read_text())
+config["architecture"] = arch
+if arch == "arm64":
+    config["variant"] = "v8"  # what arm64 images from a registry say, and what a platform match expects
+data = json.dumps(config).encode()
+new = hashlib.sha256(data).hexdigest() + ".json"  # the config's name is its digest: the image's id
+old.unlink()
+(bundle / new).write_bytes(data)
+manifest[0]["Config"] = new
+(bundle / "manifest.json").write_text(json.dumps(manifest))
+PYTHON
+    docker image rm "$tag" >/dev/null
+    tar -C "$bundle" -c . | docker load >/dev/null
+fi
+echo "tflab: built $tag (linux/$arch, $(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}'))"

@@ -45,17 +45,18 @@ def run(folder: Path, label: str, settings: Settings) -> dict:
             "examples_per_second": settings.global_batch / end["steady_step_seconds"]}
 
 
-def code_only_rebuild_seconds(base: str) -> float:
+def code_only_rebuild_seconds(base: str, trainer: images.Variant) -> float:
     """Builds the trainer image from a copy of the build context with one comment added to the
     code, so exactly the code layers are new, and times it; the copy's tag is removed after."""
     with tempfile.TemporaryDirectory(dir=compose.REPO / "images") as scratch:
         context = Path(scratch)
-        for relative in ("images/trainer/Dockerfile", ".dockerignore", "requirements/trainer.txt"):
+        requirements = trainer.requirements.relative_to(compose.REPO)
+        for relative in ("images/trainer/Dockerfile", ".dockerignore", requirements):
             (context / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(compose.REPO / relative, context / relative)
-        wheels = context / "images/trainer/wheels"
+        wheels = context / trainer.wheels.relative_to(compose.REPO)
         wheels.mkdir(parents=True, exist_ok=True)
-        for wheel in images.WHEELS.iterdir():  # the same files, so the package layers stay cached
+        for wheel in trainer.wheels.iterdir():  # the same files, so the package layers stay cached
             (wheels / wheel.name).hardlink_to(wheel)  # hard links: no copying of 322 MB
         shutil.copytree(compose.REPO / "scripts/tflab", context / "scripts/tflab",
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -64,7 +65,8 @@ def code_only_rebuild_seconds(base: str) -> float:
         tag = "tflab-trainer:bench-rebuild"
         started = time.monotonic()
         built = subprocess.run(["docker", "build", "--file", str(context / "images/trainer/Dockerfile"),
-                                "--build-arg", f"BASE_IMAGE={base}", "--tag", tag, str(context)],
+                                "--build-arg", f"BASE_IMAGE={base}", *trainer.build_args, "--tag", tag,
+                                str(context)],
                                capture_output=True, text=True)
         seconds = time.monotonic() - started
         subprocess.run(["docker", "image", "rm", tag], capture_output=True)
@@ -97,6 +99,9 @@ def plan(settings: Settings) -> Settings:
     if settings.gpus:
         raise LabError(f"make bench does not take GPUS={settings.gpus}: it measures the lab against "
                        "BACKEND=local, which runs on CPUs; leave GPUS empty")
+    if settings.platform:
+        raise LabError(f"make bench does not take PLATFORM={settings.platform}: it measures the lab against "
+                       "BACKEND=local, which runs on this machine's own architecture; leave PLATFORM empty")
     two = settings.replace(strategy="multiworker", workers=2, backend="compose")
     for changes in ({"backend": "local"}, {"strategy": "single"}, {"steps_per_execution": 16}, {"loop": "custom"},
                     {**FAST, "allreduce_probe": ALLREDUCE_CALLS}, {"strategy": "single", **FAST}, {"workers": 8}):
@@ -111,7 +116,8 @@ def bench(settings: Settings) -> int:
     compose.check_cpus("CPUS", settings.cpus)
     compose.find_compose(settings.compose)
     local.find_python()
-    image = images.ensure_image(settings.base_image)
+    trainer = images.trainer_variant(settings)
+    image = images.ensure_image(settings.base_image, trainer)
     runner.make_folder(folder, link_latest=True)
     fast = FAST
     # The backends alternate, twice, and each keeps its better run: one cold start (a page cache
@@ -131,7 +137,8 @@ def bench(settings: Settings) -> int:
     step = {name: result.get("steady_step_seconds") for name, result in r.items()}
     floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
     size = int(compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", image]).stdout)
-    rebuild = code_only_rebuild_seconds(images.ensure_base(settings.base_image))
+    rebuild = code_only_rebuild_seconds(images.ensure_base(settings.base_image, trainer.platform, trainer.platform),
+                                        trainer)
     eight = r["eight"]
     eps = {name: result.get("examples_per_second") for name, result in r.items()}
     first = {name: result.get("to_first_step") for name, result in r.items()}

@@ -153,7 +153,7 @@ def command_down(settings: Settings) -> int:
 
 def command_images(settings: Settings) -> int:
     compose.check_docker()
-    name = images.ensure_image(settings.base_image, images.variant_for(settings.gpus))
+    name = images.ensure_image(settings.base_image, images.trainer_variant(settings))
     size = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", name]).stdout.strip()
     print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB); its tag is a digest of what it is built from")
     return 0
@@ -164,7 +164,7 @@ def command_stack_up(settings: Settings) -> int:
 
 
 def command_wheels(settings: Settings) -> int:
-    image = images.variant_for(settings.gpus)
+    image = images.variant_for(settings.gpus, settings.platform or images.machine_platform())
     images.ensure_wheels(image)
     print(f"tflab: {image.wheels.relative_to(compose.REPO)}/ holds the pinned wheels")
     return 0
@@ -173,9 +173,9 @@ def command_wheels(settings: Settings) -> int:
 def command_clean(settings: Settings) -> int:
     """Removes what the lab can rebuild; never a run's outputs."""
     command_down(settings)
-    variants = [images.variant(gpu=False), images.variant(gpu=True)]
+    variants = [images.variant(gpu=False), images.variant(gpu=True), images.variant(platform=images.ARM64)]
     # Scripts' images first: they are layers on the trainer's.
-    for name in images.script_images() + images.built_images() + [images.LOCAL_BASE]:
+    for name in images.script_images() + images.built_images() + list(images.LOCAL_BASES.values()):
         if images.image_id(name):
             subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
             print(f"tflab: removed image {name}")
@@ -197,7 +197,8 @@ def command_tensorboard(settings: Settings) -> int:
     runs = runner.runs_dir(settings)
     compose.check_tensorboard_port(settings.tensorboard_port, runs)
     runs.mkdir(parents=True, exist_ok=True)
-    url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image))
+    url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image,
+                                                                                 images.trainer_variant(settings)))
     print(f"tflab: TensorBoard shows every run in {runner.display_path(runs)}/ at {url} "
           "(127.0.0.1 only; `make down` stops it)")
     return 0

@@ -25,7 +25,8 @@ CODE_ROOT = PACKAGE.parent  # what goes on PYTHONPATH for `python -m tflab...`
 BUNDLED = PACKAGE / "_lab"  # an installed lab's copy of the repository's files
 # What a checkout has and an installed lab carries; the build context needs every one.
 LAB_FILES = ("docker-compose.yml", ".dockerignore", "images/trainer/Dockerfile", "images/script/Dockerfile",
-             "images/base/build.sh", "requirements/trainer.txt", "requirements/trainer-gpu.txt")
+             "images/base/build.sh", "requirements/trainer.txt", "requirements/trainer-gpu.txt",
+             "requirements/trainer-arm64.txt")
 
 
 def is_checkout(root: Path) -> bool:
@@ -59,7 +60,7 @@ def installed_home() -> Path:
     for name, path in sources:
         (staging / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, staging / name)
-    for wheelhouse in ("images/trainer/wheels", "images/trainer/wheels-gpu"):
+    for wheelhouse in ("images/trainer/wheels", "images/trainer/wheels-gpu", "images/trainer/wheels-arm64"):
         (staging / wheelhouse).mkdir(parents=True, exist_ok=True)
     try:
         staging.rename(home)

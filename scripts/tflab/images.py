@@ -15,13 +15,21 @@
 - GPU variant (GPUS set): the same Dockerfile with two build arguments, REQUIREMENTS and WHEELS,
   selecting requirements/trainer-gpu.txt (tensorflow[and-cuda]: TensorFlow with CUDA's libraries
   as wheels, several GB) and its own wheelhouse, images/trainer/wheels-gpu/; tagged
-  tflab-trainer:gpu-<digest>.
+  tflab-trainer:gpu-<digest>. x86_64 only.
+- Platform: the engine's own (`docker info`'s Architecture), or PLATFORM. linux/amd64 is the CPU
+  image above; linux/arm64 (Apple Silicon under Docker Desktop) is the same Dockerfile with
+  requirements/trainer-arm64.txt (`tensorflow`: PyPI has no aarch64 `tensorflow-cpu`), wheels
+  downloaded for manylinux aarch64 into images/trainer/wheels-arm64/, an arm64 base
+  (tflab-base:bookworm-arm64, or python:3.11-slim pulled for linux/arm64); tagged
+  tflab-trainer:cpu-arm64-<digest>. A platform other than the engine's own runs under emulation,
+  which the engine must have (checked before the build: one line saying how to get it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import platform as py_platform
 import re
 import shutil
 import subprocess
@@ -30,13 +38,19 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import progress
+from tflab import compose, progress
 from tflab.compose import REPO, run_quiet
 from tflab.errors import LabError
+from tflab.settings import Settings
 
 REPOSITORY = "tflab-trainer"  # tagged <variant>-<digest of the build's inputs>
 PUBLIC_BASE = "python:3.11-slim"
-LOCAL_BASE = "tflab-base:bookworm"
+AMD64, ARM64 = "linux/amd64", "linux/arm64"
+PLATFORMS = (AMD64, ARM64)
+ENGINE_ARCHITECTURES = {"x86_64": AMD64, "amd64": AMD64, "aarch64": ARM64, "arm64": ARM64}  # docker info's
+MACHINES = {AMD64: "x86_64", ARM64: "aarch64"}  # the platforms' names in wheel tags
+LOCAL_BASES = {AMD64: "tflab-base:bookworm", ARM64: "tflab-base:bookworm-arm64"}
+LOCAL_BASE = LOCAL_BASES[AMD64]
 DOCKERFILE = REPO / "images/trainer/Dockerfile"
 SCRIPT_DOCKERFILE = REPO / "images/script/Dockerfile"
 SCRIPT_IMAGE = "tflab-script"  # tagged with a digest of the requirements and the trainer image
@@ -51,39 +65,96 @@ GPU_BUILD_ARGS = {"REQUIREMENTS": "requirements/trainer-gpu.txt", "WHEELS": "ima
 GPU_REQUIREMENTS = REPO / GPU_BUILD_ARGS["REQUIREMENTS"]
 GPU_WHEELS = REPO / GPU_BUILD_ARGS["WHEELS"]
 GPU_WHEEL_STAMP = GPU_WHEELS / ".pins-sha256"
+# The same for the arm64 CPU image.
+ARM64_BUILD_ARGS = {"REQUIREMENTS": "requirements/trainer-arm64.txt", "WHEELS": "images/trainer/wheels-arm64"}
+ARM64_REQUIREMENTS = REPO / ARM64_BUILD_ARGS["REQUIREMENTS"]
+ARM64_WHEELS = REPO / ARM64_BUILD_ARGS["WHEELS"]
+ARM64_WHEEL_STAMP = ARM64_WHEELS / ".pins-sha256"
 DIGEST_LENGTH = 12  # hex digits of the inputs' sha256 in a tag
 BUILD_STEP_QUIET_SECONDS = 3  # a build step is said once it has taken this long (cached ones take none)
-# The image's interpreter and platform, which the wheels must match.
-WHEEL_TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
-                *[arg for tag in ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64",
-                                  "manylinux_2_28_x86_64") for arg in ("--platform", tag)]]
+
+
+def wheel_target(platform: str = AMD64) -> list[str]:
+    """pip's arguments for the image's interpreter and platform, which the wheels must match."""
+    machine = MACHINES[platform]
+    return ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+            *[arg for tag in (f"manylinux2014_{machine}", f"manylinux_2_17_{machine}", f"manylinux_2_27_{machine}",
+                              f"manylinux_2_28_{machine}") for arg in ("--platform", tag)]]
+
+
+WHEEL_TARGET = wheel_target(AMD64)
 
 
 @dataclass(frozen=True)
 class Variant:
     """One trainer image and what it is built from."""
 
-    name: str  # cpu | gpu: the tag's first part
+    name: str  # cpu | gpu | cpu-arm64: the tag's first part
     requirements: Path
     wheels: Path
     stamp: Path  # which pins the wheelhouse was filled for
     wheels_size: str  # for the user's patience
     build_args: tuple[str, ...]  # beyond BASE_IMAGE
+    platform: str = AMD64
+
+    @property
+    def wheel_target(self) -> list[str]:
+        return wheel_target(self.platform)
 
 
-def variant(gpu: bool = False) -> Variant:
-    """The CPU image, or the GPU one. Built from the module's names at each call, so tests can
-    point those elsewhere."""
+def _build_args(args: dict[str, str]) -> tuple[str, ...]:
+    return tuple(arg for name, value in args.items() for arg in ("--build-arg", f"{name}={value}"))
+
+
+def variant(gpu: bool = False, platform: str = AMD64) -> Variant:
+    """The CPU image, or the GPU one, for a platform. Built from the module's names at each call,
+    so tests can point those elsewhere."""
+    if platform == ARM64:
+        if gpu:
+            raise LabError(GPU_AMD64_ONLY)
+        return Variant("cpu-arm64", ARM64_REQUIREMENTS, ARM64_WHEELS, ARM64_WHEEL_STAMP, "about 340 MB",
+                       _build_args(ARM64_BUILD_ARGS), ARM64)
     if not gpu:
         return Variant("cpu", REQUIREMENTS, WHEELS, WHEEL_STAMP, "about 334 MB", ())
     return Variant("gpu", GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP,
-                   "several GB: CUDA's libraries come as wheels",
-                   tuple(arg for name, value in GPU_BUILD_ARGS.items() for arg in ("--build-arg", f"{name}={value}")))
+                   "several GB: CUDA's libraries come as wheels", _build_args(GPU_BUILD_ARGS))
 
 
-def variant_for(gpus: str) -> Variant:
-    """The image a run with GPUS=`gpus` needs."""
-    return variant(gpu=bool(gpus))
+GPU_AMD64_ONLY = ("GPUS is not allowed on linux/arm64: the GPU image is x86_64 only (CUDA's wheels are "
+                  "linux/amd64); leave GPUS empty for the arm64 CPU image, or run GPUS on an x86_64 machine")
+
+
+def variant_for(gpus: str, platform: str = AMD64) -> Variant:
+    """The image a run with GPUS=`gpus` needs on `platform` (resolved: see platform_for)."""
+    if gpus and platform == ARM64:
+        raise LabError(f"GPUS={gpus} is not allowed on a linux/arm64 engine: the GPU image is x86_64 only (CUDA's "
+                       "wheels are linux/amd64); leave GPUS empty for the arm64 CPU image, or use an x86_64 machine")
+    return variant(gpu=bool(gpus), platform=platform)
+
+
+def engine_platform() -> str:
+    """The engine's own platform, from `docker info`'s Architecture (x86_64 -> linux/amd64,
+    aarch64 -> linux/arm64: Docker Desktop on Apple Silicon)."""
+    architecture = compose.docker_info().get("Architecture", "")
+    if architecture not in ENGINE_ARCHITECTURES:
+        raise LabError(f"the Docker engine's architecture is {architecture or 'unknown'}: the lab's images are "
+                       f"for {' and '.join(PLATFORMS)}; set PLATFORM to one of them (it then runs emulated)")
+    return ENGINE_ARCHITECTURES[architecture]
+
+
+def machine_platform() -> str:
+    """This machine's own platform, for what needs no engine (`make wheels`)."""
+    return ENGINE_ARCHITECTURES.get(py_platform.machine(), AMD64)
+
+
+def platform_for(requested: str) -> str:
+    """PLATFORM if given, else the engine's own."""
+    return requested or engine_platform()
+
+
+def trainer_variant(settings: Settings) -> Variant:
+    """The image a run with these settings needs: GPUS and PLATFORM (or the engine's)."""
+    return variant_for(settings.gpus, platform_for(settings.platform))
 
 
 def say(message: str) -> None:
@@ -95,46 +166,86 @@ def image_id(name: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
-def pull(name: str) -> bool:
-    say(f"pulling {name}")
+def image_platform(name: str) -> str:
+    """The platform an image on this engine is for, as linux/amd64 or linux/arm64; empty if unknown."""
+    result = run_quiet(["docker", "image", "inspect", "--format", "{{.Architecture}}", name])
+    architecture = result.stdout.strip() if result.returncode == 0 else ""
+    return ENGINE_ARCHITECTURES.get(architecture, architecture and f"linux/{architecture}")
+
+
+def pull(name: str, platform: str = "") -> bool:
+    """Pulls `name`; for `platform` where it is not the engine's own."""
+    say(f"pulling {name}" + (f" for {platform}" if platform else ""))
     try:
-        result = run_quiet(["docker", "pull", "--quiet", name], timeout=600)
+        result = run_quiet(["docker", "pull", "--quiet", *(["--platform", platform] if platform else []), name],
+                           timeout=600)
     except subprocess.TimeoutExpired:
         return False
     return result.returncode == 0
 
 
-def ensure_base(requested: str) -> str:
-    """The base image to build on, made available locally."""
+def ensure_base(requested: str, platform: str = AMD64, native: str = AMD64) -> str:
+    """The base image to build on for `platform`, made available locally; `native` is the
+    engine's own platform. A tag holds one platform's image on an engine, so each candidate is
+    taken only when it is for `platform` (python:3.11-slim pulled for arm64 replaces the amd64 one,
+    and the other way round)."""
+    foreign = platform if platform != native else ""
     if requested:
-        if image_id(requested) or pull(requested):
-            return requested
-        raise LabError(f"BASE_IMAGE={requested} is not available: it is not on this engine and "
-                       "cannot be pulled; give an image you have, or leave BASE_IMAGE empty")
-    if image_id(PUBLIC_BASE):
+        if not image_id(requested) and not pull(requested, foreign):
+            raise LabError(f"BASE_IMAGE={requested} is not available: it is not on this engine and "
+                           "cannot be pulled; give an image you have, or leave BASE_IMAGE empty")
+        found = image_platform(requested)
+        if found != platform:
+            raise LabError(f"BASE_IMAGE={requested} is a {found or 'unknown-platform'} image, but the trainer is "
+                           f"being built for {platform}: give a {platform} image, or set PLATFORM={found}")
+        return requested
+    local = LOCAL_BASES[platform]
+    for candidate in (PUBLIC_BASE, local):
+        if image_id(candidate) and image_platform(candidate) == platform:
+            return candidate
+    if pull(PUBLIC_BASE, foreign) and image_platform(PUBLIC_BASE) == platform:
         return PUBLIC_BASE
-    if image_id(LOCAL_BASE):
-        return LOCAL_BASE
-    if pull(PUBLIC_BASE):
-        return PUBLIC_BASE
-    say(f"cannot pull {PUBLIC_BASE} (no registry reachable); building {LOCAL_BASE} from Debian's "
-        "packages with debootstrap instead (about a minute, once)")
-    build = subprocess.run(["bash", str(BASE_SCRIPT), LOCAL_BASE])
-    if build.returncode != 0 or not image_id(LOCAL_BASE):
-        raise LabError(f"could not build the local base image {LOCAL_BASE} (see above); or set "
+    slow = " (minutes under emulation)" if foreign else " (about a minute, once)"
+    say(f"cannot pull {PUBLIC_BASE} (no registry reachable); building {local} from Debian's "
+        f"packages with debootstrap instead{slow}")
+    build = subprocess.run(["bash", str(BASE_SCRIPT), local, platform])
+    if build.returncode != 0 or not image_id(local):
+        raise LabError(f"could not build the local base image {local} (see above); or set "
                        "BASE_IMAGE to a Python 3.11 image you have")
-    return LOCAL_BASE
+    return local
+
+
+def emulation_hint(platform: str) -> str:
+    """How to let this machine's engine run `platform` containers."""
+    if platform == ARM64:
+        return ("enable arm64 emulation: sudo scripts/enable-arm64-emulation.sh (Debian's qemu-user-static, "
+                "its qemu-aarch64 handler registered with binfmt_misc's F flag)")
+    return ("enable amd64 emulation: Docker Desktop's 'Use Rosetta for x86_64/amd64 emulation' setting, or "
+            "qemu-user-static's qemu-x86_64 binfmt handler with the F flag on Linux")
+
+
+def check_emulation(platform: str, base: str) -> None:
+    """LabError, with how to enable it, unless the engine runs `platform` containers: `true` in the
+    base, a second under emulation. Checked every time, since a reboot drops a binfmt handler."""
+    try:
+        result = run_quiet(["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", base], timeout=120)
+    except subprocess.TimeoutExpired:
+        result = subprocess.CompletedProcess([], 1, "", "timed out")
+    if result.returncode != 0:
+        reason = (result.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise LabError(f"this Docker engine cannot run {platform} containers ({reason}); {emulation_hint(platform)}; "
+                       "or leave PLATFORM empty for the engine's own")
 
 
 def ensure_wheels(image: Variant | None = None) -> None:
     """Fills the wheelhouse for the image's pinned requirements, unless it already holds them."""
     image = image or variant()
-    pins = hashlib.sha256(image.requirements.read_bytes() + " ".join(WHEEL_TARGET).encode()).hexdigest()
+    pins = hashlib.sha256(image.requirements.read_bytes() + " ".join(image.wheel_target).encode()).hexdigest()
     if image.stamp.exists() and image.stamp.read_text().strip() == pins:
         return
     say(f"downloading the trainer's wheels into {image.wheels} ({image.wheels_size}, once)")
     command = [sys.executable, "-m", "pip", "download", "--progress-bar", "off", "--disable-pip-version-check",
-               "--no-deps", "--only-binary=:all:", *WHEEL_TARGET, "--dest", str(image.wheels),
+               "--no-deps", "--only-binary=:all:", *image.wheel_target, "--dest", str(image.wheels),
                "-r", str(image.requirements)]
     pins_count = len([line for line in image.requirements.read_text().splitlines()
                       if line.strip() and not line.lstrip().startswith("#")])
@@ -159,8 +270,11 @@ def image_tag(image: Variant, base_id: str) -> str:
     return f"{REPOSITORY}:{image.name}-{build_inputs_digest(base_id, image.requirements)[:DIGEST_LENGTH]}"
 
 
-def build_command(image: Variant, base: str, tag: str) -> list[str]:
-    return ["docker", "build", "--file", str(DOCKERFILE), "--build-arg", f"BASE_IMAGE={base}",
+def build_command(image: Variant, base: str, tag: str, native: str = AMD64) -> list[str]:
+    # --platform only for a foreign platform: the classic builder takes the base's anyway, but
+    # BuildKit (Docker Desktop) would otherwise build for the engine's own.
+    platform = ["--platform", image.platform] if image.platform != native else []
+    return ["docker", "build", "--file", str(DOCKERFILE), *platform, "--build-arg", f"BASE_IMAGE={base}",
             *image.build_args, "--tag", tag, str(REPO)]
 
 
@@ -183,13 +297,17 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     returns its tag. The image this checkout built before for the same variant is removed, so
     code changes do not pile images up (an image a container still uses is kept)."""
     image = image or variant()
-    base = ensure_base(base_image)
+    native = engine_platform()
+    base = ensure_base(base_image, image.platform, native)
+    if image.platform != native:
+        check_emulation(image.platform, base)
     tag = image_tag(image, image_id(base))
     if image_id(tag):
         return tag
     ensure_wheels(image)
-    say(f"building {tag} on {base} (minutes when the package layer is not cached)")
-    docker_build(build_command(image, base, tag), tag)
+    slow = f", {image.platform} emulated: about 7 minutes" if image.platform != native else ""
+    say(f"building {tag} on {base} (minutes when the package layer is not cached{slow})")
+    docker_build(build_command(image, base, tag, native), tag)
     replaced = [old for old in built_images() if old.startswith(f"{REPOSITORY}:{image.name}-") and old != tag]
     removed = {old for old in replaced if run_quiet(["docker", "image", "rm", old]).returncode == 0}
     record_built(tag, forget=removed)
@@ -237,11 +355,12 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
         constraints.write_text(script_constraints(trainer.requirements.read_text()))
         # Constrained by the trainer's pins, so what the image already has keeps its version.
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                                   "--only-binary=:all:", *WHEEL_TARGET, "--dest", context,
+                                   "--only-binary=:all:", *trainer.wheel_target, "--dest", context,
                                    "-r", str(requirements), "-c", str(constraints)])
         if download.returncode != 0:
             raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
-                           "every one must be on PyPI as a wheel for CPython 3.11 on manylinux x86_64")
+                           "every one must be on PyPI as a wheel for CPython 3.11 on manylinux "
+                           f"{MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")
         docker_build(["docker", "build", "--file", str(SCRIPT_DOCKERFILE),
                       "--build-arg", f"TRAINER_IMAGE={trainer_image}", "--tag", image, context], image)

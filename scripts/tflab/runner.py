@@ -76,9 +76,9 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
 
 
 def task_image(settings: Settings) -> str:
-    """The image every task runs: the trainer's (CPU or GPU), plus a user script's requirements
-    where it has them."""
-    variant = images.variant_for(settings.gpus)
+    """The image every task runs: the trainer's (CPU or GPU, for PLATFORM), plus a user script's
+    requirements where it has them."""
+    variant = images.trainer_variant(settings)
     image = images.ensure_image(settings.base_image, variant)
     return images.ensure_script_image(Path(settings.script), image, variant) if settings.script else image
 

@@ -32,6 +32,7 @@ SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
 LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
 BACKENDS = ("compose", "local", "swarm")
 COMPOSE_CLIS = ("auto", "v2", "v1")
+PLATFORMS = ("linux/amd64", "linux/arm64")
 MAX_TASKS = 16
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 RESERVED_RUNS = ("latest",)  # RUNS_DIR/latest is the link to the newest run
@@ -92,6 +93,7 @@ class Settings:
     runs_dir: str = "runs"  # where run folders go (relative to the repository root)
     compose: str = "auto"  # auto (v2 plugin, else docker-compose), v2 or v1
     base_image: str = ""  # trainer base image; empty: python:3.11-slim, else a local build
+    platform: str = ""  # the trainer image's platform: linux/amd64 | linux/arm64; empty: the engine's own
     compare: str = DEFAULT_COMPARE  # the runs `make compare` makes, as strategy-count entries
     restarts: int = 2  # times the lab restarts the whole cluster after a task fails
     backup: str = "epoch"  # BackupAndRestore: every epoch, every N steps, or off
@@ -230,6 +232,13 @@ class Settings:
         if self.collective == "nccl" and not self.gpus:
             raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
                                 "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
+        if self.gpus and self.platform == "linux/arm64":
+            raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: the GPU image is "
+                                "x86_64 only (CUDA's wheels are linux/amd64); leave GPUS empty, or PLATFORM empty "
+                                "or linux/amd64")
+        if self.platform and self.backend == "local":
+            raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND=local: local processes run "
+                                "on this machine's own Python; expected BACKEND=compose or swarm, or PLATFORM empty")
         if self.gpus and self.backend != "compose":
             raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
                                 "BACKEND=compose (the lab hands GPUs to containers), or GPUS empty")
@@ -561,6 +570,9 @@ SPECS: dict[str, Spec] = {
     "BASE_IMAGE": Spec("base_image", _image, "empty | an image reference",
                        "base of the trainer image; empty: python:3.11-slim if it can be had, "
                        "else a Debian base built locally with debootstrap"),
+    "PLATFORM": Spec("platform", _choice(PLATFORMS), "empty | " + " | ".join(PLATFORMS),
+                     "the trainer image's platform; empty: the engine's own (linux/arm64 on Apple Silicon); "
+                     "another runs emulated (slow; on Linux: scripts/enable-arm64-emulation.sh)"),
     "COMPARE": Spec("compare", _compare,
                     f"entries single, mirrored-N, multiworker-N, parameter-server-N (N: 1..{MAX_TASKS})",
                     "the runs `make compare` makes, side by side, with every other setting shared"),

@@ -35,6 +35,7 @@ import argparse
 import hashlib
 import importlib.metadata
 import json
+import platform
 import resource
 import shutil
 import signal
@@ -204,11 +205,12 @@ def build_model(name: str):
 
 
 def versions() -> dict:
-    """Versions that decide behaviour; `keras` is the package tf.keras really is (tf-keras or Keras 3)."""
+    """Versions that decide behaviour; `keras` is the package tf.keras really is (tf-keras or Keras 3);
+    `machine` the architecture it ran on (aarch64 in the arm64 image, emulated or not)."""
     legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
     keras_package = "tf-keras" if legacy else "keras"
     return {"tensorflow": tf.__version__, "keras": f"{keras_package} {importlib.metadata.version(keras_package)}",
-            "python": sys.version.split()[0]}
+            "python": sys.version.split()[0], "machine": platform.machine()}  # x86_64 | aarch64
 
 
 def build_strategy(settings: Settings):

@@ -265,7 +265,8 @@ def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(mo
     monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
     images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
     images.record_built("tflab-trainer:gpu-bbbbbbbbbbbb")
-    monkeypatch.setattr(images, "ensure_base", lambda requested: "python:3.11-slim")
+    monkeypatch.setattr(images, "engine_platform", lambda: images.AMD64)
+    monkeypatch.setattr(images, "ensure_base", lambda requested, platform, native: "python:3.11-slim")
     present = {"python:3.11-slim"}
     monkeypatch.setattr(images, "image_id", lambda name: f"sha256:{name}" if name in present else None)
     wheels = []
