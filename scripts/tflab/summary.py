@@ -175,7 +175,7 @@ def explanation_lines(rows: list[dict]) -> list[str]:
     for (what, fix, link), members in groups.items():
         lines.append(f"{', '.join(row['task'] for row in members)}: {what}".replace("\n", "\n    "))
         error = members[0]["error"]
-        if error and members[0]["explanation"]["signature"] not in ("exception", "exit code"):
+        if error and members[0]["explanation"]["signature"] != "exception":  # that one says it already
             lines.append(f"  error: {error.splitlines()[0][:300]}")
         lines.append(f"  fix: {fix}")
         if link:
