@@ -327,6 +327,9 @@ class ComposeStack:
         self.description = f"compose ({cli}), project {self.project}, image {image}"
         self.files = [COMPOSE_FILE, run_dir / RUN_FILE]
         self.started = False  # once every task's container exists, a missing one has vanished
+        # task -> the engine's State.OOMKilled, read with every exit_codes(): the kernel killed it
+        # for memory. Exit code 137 alone cannot say so (a `docker kill` gives it too).
+        self.oom_killed: dict[str, bool] = {}
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -378,13 +381,15 @@ class ComposeStack:
         ids = run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
                          f"label=com.docker.compose.project={self.project}"]).stdout.split()
         codes: dict[str, int | None] = {task: VANISHED if self.started else None for task in self.tasks}
-        template = '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}}'
+        template = ('{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}} '
+                    '{{.State.OOMKilled}}')
         # A container removed between `ps` and `inspect` is left out of inspect's answer: vanished too.
         found = run_quiet(["docker", "inspect", "--format", template, *ids]).stdout if ids else ""
         for line in found.splitlines():
-            service, status, code = line.split()
+            service, status, code, oom_killed = line.split()
             if service in codes:
                 codes[service] = int(code) if status in ("exited", "dead") else None
+                self.oom_killed[service] = oom_killed == "true"
         return codes
 
     def terminate(self, tasks: list[str]) -> None:

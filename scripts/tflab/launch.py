@@ -25,10 +25,13 @@ import threading
 import time
 from pathlib import Path
 
+from tflab.explain import exception_head
 from tflab.schema import EventLog
 from tflab.settings import SettingsError, read_run_config
 
-ERROR_TAIL_LINES = 20  # the script's last stderr lines kept, for the `error` event's last words
+# The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
+# TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).
+ERROR_TAIL_LINES = 5000
 
 
 def versions() -> dict:
@@ -70,9 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         # TFLAB_OUTPUT: where a script's own outputs outlive the task (its folder is read-only).
         code, tail = run(command, {**os.environ, "TFLAB_LOG": str(log_path), "TFLAB_OUTPUT": str(log_path.parent)})
         if code != 0:
-            # The last line a failing Python script writes is its exception; what came before is
-            # in output.log (make logs).
-            last = next((line.strip() for line in reversed(tail) if line.strip()), "")[:1500]
+            # Its traceback's exception (type and the head of its message), else its last line;
+            # the rest is in output.log (make logs).
+            last = exception_head("".join(tail)) or next(
+                (line.strip() for line in reversed(tail) if line.strip()), "")[:1500]
             name = next((Path(part).name for part in command if part.endswith(".py")), command[0])
             log.emit("error", message=f"{name} exited with code {code}" + (f": {last}" if last else ""))
         else:

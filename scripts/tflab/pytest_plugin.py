@@ -33,6 +33,7 @@ import pytest
 
 from tflab.schema import read_events
 from tflab.settings import SPECS
+from tflab.summary import explanation_lines
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
@@ -77,8 +78,14 @@ class LabRun:
                 for row in self.summary["tasks"]}
 
     def why(self) -> str:
-        """What to read when an assertion about this run fails."""
-        return f"lab run in {self.run_dir} exited {self.returncode}:\n{self.output[-4000:]}"
+        """What to read when an assertion about this run fails: first what broke and what to do
+        (the summary's explanations), then the lab's output."""
+        try:
+            explained = explanation_lines(self.summary["tasks"])
+        except (OSError, ValueError, KeyError):  # no summary: the lab ended before it wrote one
+            explained = []
+        head = "".join(f"{line}\n" for line in explained)
+        return f"{head}lab run in {self.run_dir} exited {self.returncode}:\n{self.output[-4000:]}"
 
 
 def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = None) -> LabRun:

@@ -23,10 +23,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster, compose, images, local, report, summary, swarm
+from tflab import cluster, compose, explain, images, local, report, summary, swarm
 from tflab.errors import LabError
 from tflab.linkproxy import Profile
-from tflab.schema import read_events
+from tflab.schema import attempts, by_event, read_events
 from tflab.settings import Settings
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
@@ -146,6 +146,9 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
         say(f"outputs in {display_path(run_dir)}/")
         if chaos:
             say(f"chaos: {chaos.describe()}")
+        if settings.script:  # the run still starts: the warning may be wrong, the run will tell
+            for warning in explain.script_warnings(Path(settings.script), settings.strategy):
+                say(f"warning: {warning}")
         backend.start(spec)
         outcome, stopped = supervise(backend, settings, run_dir, chaos, restarts)
     except KeyboardInterrupt as error:
@@ -157,11 +160,12 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
         say(str(error))
     finally:
         codes = backend.exit_codes()
+        oom_killed = dict(getattr(backend, "oom_killed", {}))  # read before close removes the containers
         if chaos:
             chaos.finish(backend)
         backend.save_output()
         backend.close()
-    result = summary.summarise(settings, run_dir, codes, stopped, outcome, started, time.time())
+    result = summary.summarise(settings, run_dir, codes, stopped, outcome, started, time.time(), oom_killed)
     result["restarts"] = restarts
     if chaos:
         result["chaos"] = chaos.result(run_dir, result)
@@ -178,10 +182,10 @@ def describe_interrupt(error: KeyboardInterrupt) -> str:
 
 
 def supervise(backend, settings: Settings, run_dir: Path, chaos, restarts: list) -> tuple[str, list[str]]:
-    """Follows the run; after a failure, restarts every task, up to RESTARTS times. The whole
-    cluster restarts, not the one task: a MultiWorkerMirroredStrategy worker cannot rejoin a
-    running cluster (its peers abort as soon as it goes), and Docker's own restart policy is off
-    after a `docker kill` or `docker stop` anyway."""
+    """Follows the run; after a failure that RESTART_POLICY restarts, restarts every task, up to
+    RESTARTS times. The whole cluster restarts, not the one task: a MultiWorkerMirroredStrategy
+    worker cannot rejoin a running cluster (its peers abort as soon as it goes), and Docker's own
+    restart policy is off after a `docker kill` or `docker stop` anyway."""
     printer = summary.ProgressPrinter(settings, run_dir)
     deadline = time.monotonic() + settings.timeout
     while True:
@@ -195,6 +199,11 @@ def supervise(backend, settings: Settings, run_dir: Path, chaos, restarts: list)
             if outcome == "failed" and settings.restarts:
                 say(f"not restarting: all {settings.restarts} restarts (RESTARTS) are spent")
             return outcome, stopped
+        restart, why_not = explain.restart_verdict(settings.restart_policy,
+                                                   failures(backend, settings, run_dir, stopped))
+        if not restart:
+            say(f"not restarting: {why_not}")
+            return outcome, stopped
         left = [task for task, code in backend.exit_codes().items() if code is None]
         backend.stop(left)
         restarts.append(time.time())
@@ -204,6 +213,22 @@ def supervise(backend, settings: Settings, run_dir: Path, chaos, restarts: list)
         backend.restart()
         if chaos:
             chaos.after_restart(backend)
+
+
+def failures(backend, settings: Settings, run_dir: Path, stopped: list[str]) -> list[explain.Evidence]:
+    """The evidence of every task that failed by itself (not one the lab stopped), for the restart
+    decision: its code, the engine's word on memory and its last `error` event (output.log is
+    written at the end of the run)."""
+    oom_killed = getattr(backend, "oom_killed", {})
+    found = []
+    for task, code in backend.exit_codes().items():
+        if code in (None, 0) or task in stopped:
+            continue
+        last = (attempts(events_of(run_dir, task)) or [[]])[-1]
+        errors = by_event(last, "error")
+        found.append(explain.Evidence(task=task, exit_code=code, error=errors[0]["message"] if errors else "",
+                                      oom_killed=oom_killed.get(task), memory=settings.memory))
+    return found
 
 
 def share_backup(run_dir: Path, settings: Settings) -> None:

@@ -31,6 +31,7 @@ NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
 LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
 BACKENDS = ("compose", "local", "swarm")
+RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them
 COMPOSE_CLIS = ("auto", "v2", "v1")
 PLATFORMS = ("linux/amd64", "linux/arm64")
 MAX_TASKS = 16
@@ -96,6 +97,7 @@ class Settings:
     platform: str = ""  # the trainer image's platform: linux/amd64 | linux/arm64; empty: the engine's own
     compare: str = DEFAULT_COMPARE  # the runs `make compare` makes, as strategy-count entries
     restarts: int = 2  # times the lab restarts the whole cluster after a task fails
+    restart_policy: str = "ExitCode"  # which failures are restarted: ExitCode | OnFailure | Never
     backup: str = "epoch"  # BackupAndRestore: every epoch, every N steps, or off
     cpus: float = 0.0  # CPU limit of every task's container; 0: none
     memory: str = "0"  # memory limit of every task's container (512m, 2g); 0: none
@@ -578,6 +580,10 @@ SPECS: dict[str, Spec] = {
                     "the runs `make compare` makes, side by side, with every other setting shared"),
     "RESTARTS": Spec("restarts", _integer(0, 10), "0..10",
                      "times the lab restarts the whole cluster after a task fails; each resumes from the backup"),
+    "RESTART_POLICY": Spec("restart_policy", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
+                           "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
+                           "(killed), a preemption or a lost peer, never a known bug or a memory kill; "
+                           "OnFailure: every failure; Never: none. RESTARTS bounds them"),
     "BACKUP": Spec("backup", _backup, "epoch | off | N steps",
                    "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup"),
     "CPUS": Spec("cpus", _number(MIN_CPUS, 64, "CPUs", zero="no limit"), f"0 | {MIN_CPUS:g}..64, at most the engine's",

@@ -7,15 +7,16 @@ failed, is shown as such, never left out.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from tflab import cluster
+from tflab import cluster, explain
 from tflab.schema import attempts, by_event, read_events
 from tflab.settings import Settings
 
 
 def task_row(task: str, records: list[dict], exit_code: int | None, stopped: bool,
-             settings: Settings) -> dict:
+             settings: Settings, output: str = "", oom_killed: bool | None = None) -> dict:
     tries = attempts(records)
     last = tries[-1] if tries else []  # after restarts, the task's last attempt is its result
     end = (by_event(last, "end") or [{}])[-1]
@@ -55,7 +56,32 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         "parameters": end.get("parameters"),
         "first_step_at": end.get("first_step_at"),
         "error": errors[0]["message"] if errors else None,
+        # What happened and what to do (explain.py), for a task that failed by itself.
+        "explanation": explanation.to_dict() if status == "failed" and (explanation := explain.explain(
+            evidence_of(task, last, records, exit_code, settings, output, oom_killed))) else None,
     }
+
+
+def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int | None, settings: Settings,
+                output: str, oom_killed: bool | None) -> explain.Evidence:
+    errors = by_event(last, "error")
+    measured = [r[key] for r in records for key in ("peak_rss_bytes", "rss_bytes") if isinstance(r.get(key), int)]
+    return explain.Evidence(task=task, exit_code=exit_code, error=errors[0]["message"] if errors else "",
+                            output=output, oom_killed=oom_killed, memory=settings.memory,
+                            last_memory_bytes=max(measured) if measured else None)
+
+
+def task_output(log: str, task: str) -> str:
+    """A task's own lines of output.log: `<task> | <time> line` (local, swarm) or Compose's
+    `<task>_1 | <time> line` (v1) and `<project>-<task>-1 | <time> line` (v2)."""
+    prefix = re.compile(rf"(?:\S*[_-])?{re.escape(task)}(?:[_-]\d+)?")
+    lines = []
+    for line in log.splitlines():
+        name, bar, rest = line.partition(" | ")
+        if bar and prefix.fullmatch(name.strip()):
+            stamp, _, text = rest.partition(" ")
+            lines.append(text if re.match(r"\d{4}-\d\d-\d\dT", stamp) else rest)
+    return "\n".join(lines)
 
 
 def task_role(settings: Settings, task: str) -> str:
@@ -66,10 +92,16 @@ def task_role(settings: Settings, task: str) -> str:
 
 
 def summarise(settings: Settings, run_dir: Path, exit_codes: dict, stopped: list[str],
-              outcome: str, launched_at: float, ended_at: float) -> dict:
-    """The run's summary.json: one row per task, from its log and its exit code."""
+              outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None) -> dict:
+    """The run's summary.json: one row per task, from its log, its exit code, its output and
+    the engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it)."""
+    try:
+        log = (run_dir / "output.log").read_text(errors="replace")
+    except FileNotFoundError:
+        log = ""
+    oom_killed = oom_killed or {}
     rows = [task_row(task, read_events(run_dir / f"{task}.jsonl"), exit_codes.get(task),
-                     task in stopped, settings)
+                     task in stopped, settings, task_output(log, task), oom_killed.get(task))
             for task in cluster.task_names(settings)]
     digests = {row["weights_sha256"] for row in rows if row["role"] == "trainer"}
     ok = outcome == "ok" and all(row["status"] == "ok" for row in rows)
@@ -114,8 +146,9 @@ def table(result: dict) -> str:
     lines = ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
              for r in cells]
     for row in result["tasks"]:
-        if row["error"]:
+        if row["error"] and not row.get("explanation"):
             lines.append(f"{row['task']}: {row['error'].splitlines()[0][:300]}")
+    lines += explanation_lines(result["tasks"])
     trainers = [row for row in result["tasks"] if row.get("role", "trainer") == "trainer"]
     agree = "" if len(trainers) < 2 or any(row["weights_sha256"] is None for row in trainers) else (
         "; every task ended with the same weights" if result["weights_agree"] else "; weights differ")
@@ -129,6 +162,25 @@ def table(result: dict) -> str:
                      f"training again after {_seconds(chaos['recovery_seconds'])}")
     lines.append(f"run {result['run']}: {result['outcome']} in {result['wall_seconds']:.1f} s{agree}")
     return "\n".join(lines)
+
+
+def explanation_lines(rows: list[dict]) -> list[str]:
+    """Per failed task, what happened and what to do; tasks that failed alike share the lines."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        found = row.get("explanation")
+        if found:
+            groups.setdefault((found["what"], found["fix"], found["link"]), []).append(row)
+    lines = []
+    for (what, fix, link), members in groups.items():
+        lines.append(f"{', '.join(row['task'] for row in members)}: {what}".replace("\n", "\n    "))
+        error = members[0]["error"]
+        if error and members[0]["explanation"]["signature"] != "exception":  # that one says it already
+            lines.append(f"  error: {error.splitlines()[0][:300]}")
+        lines.append(f"  fix: {fix}")
+        if link:
+            lines.append(f"  see: {link}")
+    return lines
 
 
 def _seconds(value) -> str:

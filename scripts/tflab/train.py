@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from tflab import cluster
+from tflab.explain import PREEMPTED  # TF's PreemptionCheckpointHandler exits with this after its backup
 from tflab.peerwait import PeerWait
 from tflab.schema import EventLog
 from tflab.settings import Settings, SettingsError, read_run_config
@@ -57,7 +58,6 @@ FEATURES = 32  # the MLP's input width, the article's
 IMAGE = (32, 32, 3)  # the CNN's input
 NOISE = 0.1  # standard deviation of the target's noise: the lowest loss reachable is NOISE**2
 COLLECTIVES = {"auto": "AUTO", "ring": "RING", "nccl": "NCCL"}
-PREEMPTED = 42  # TF's PreemptionCheckpointHandler exits with this after its preemption backup
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,281 @@
+"""Why a task failed, in words a user can act on: the known failure signatures in one table, and
+pure functions from a task's evidence (exit code, the engine's state, its `error` event, its
+output) to an explanation: what happened, what to do, where to read more.
+
+    explanation = explain(Evidence(task="worker-0", exit_code=1, error=..., output=...))
+    explanation.what, explanation.fix, explanation.link
+
+Adding a signature is one row in SIGNATURES and one recorded log in tests/unit/logs/<name>.log.
+Each row also says whether a restart can help (RESTART_POLICY=ExitCode reads it): True for a lost
+peer or a preemption, False for a bug that will fail the same way again, None to let the exit
+code decide.
+
+Shared by the host side and the launcher inside the image: imports neither TensorFlow nor Docker.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
+FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container say it
+KERAS_ISSUE = "https://github.com/keras-team/keras/issues/20585"
+TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
+INPUT_GUIDE = "https://www.tensorflow.org/tutorials/distribute/input"
+MEMORY_LINK = "https://docs.docker.com/engine/containers/resource_constraints/#memory"
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    pattern: str  # a regular expression searched in the task's error, then in its output
+    what: str  # what happened to the task; {code}, {memory}, {last_memory} are filled in
+    fix: str
+    link: str
+    retry: bool | None  # can a restart help? None: the exit code decides
+
+
+# Most specific first: the first row that matches explains the failure.
+SIGNATURES = [
+    Signature("oom-killed", r"^engine: OOMKilled",
+              "killed by the kernel for memory (the engine says OOMKilled): it reached its limit MEMORY={memory} "
+              "(last measured: {last_memory})",
+              "raise MEMORY (make up MEMORY=2g), or make the task need less: a smaller batch, model or "
+              "data set held in memory", MEMORY_LINK, False),
+    Signature("killed-at-memory-limit", r"^engine: exit 137 under MEMORY=",
+              "killed (SIGKILL, code 137) while it ran under MEMORY={memory} (last measured: {last_memory}); "
+              "this backend cannot say whether for memory, but that is the usual cause",
+              "raise MEMORY, or run with BACKEND=compose, where the engine's OOMKilled state is read",
+              MEMORY_LINK, None),
+    Signature("keras3-multiworker",
+              r"unsupported type \(<class 'tensorflow\.python\.distribute\.values\.PerReplica'>\)",
+              "Keras 3's model.fit does not work under MultiWorkerMirroredStrategy in TensorFlow 2.x: it "
+              "gets a PerReplica value it cannot convert (keras-team/keras#20585, tensorflow/tensorflow#72388)",
+              "`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERAS=1 set before TensorFlow is "
+              "imported (or `import tf_keras as keras`); `import keras` is Keras 3 whatever that variable says",
+              KERAS_ISSUE, False),
+    Signature("collectives-after-startup",
+              r"Collective ops must be configured at program startup|Enabling collective ops after program startup",
+              "MultiWorkerMirroredStrategy was built after TensorFlow had already started (a tensor, a "
+              "model, a device list came first), or a second strategy was built after TF_CONFIG changed",
+              "set TF_CONFIG before anything, and build the strategy once, right after `import tensorflow`, "
+              "before any other TensorFlow work", TUTORIAL, False),
+    Signature("batch-not-divisible",
+              r"not divisible by the \d+ replicas|(?:global )?batch[ _]size[^\n]{0,80}(?:not divisible|must be "
+              r"divisible|divisible by the number of replicas)",
+              "the global batch does not divide evenly among the replicas in sync",
+              "make the global batch a multiple of the replicas (per-replica batch x replicas)",
+              "https://www.tensorflow.org/guide/distributed_training", False),
+    Signature("unshardable-dataset",
+              r"Found an unshardable source dataset|failed to apply FILE sharding policy|AutoShardPolicy",
+              "TensorFlow could not shard the dataset across the workers as asked (AutoShardPolicy): it "
+              "is not read from files, so FILE sharding cannot apply",
+              "set options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy"
+              ".DATA (or OFF and shard it yourself with dataset.shard(num_workers, index))", INPUT_GUIDE, False),
+    Signature("same-path-as-chief",
+              r"unable to lock file|FileExistsError|AlreadyExistsError|Failed to rename|Directory not empty",
+              "more than one worker wrote the same file or folder: under MultiWorkerMirroredStrategy every "
+              "worker must call save, and each needs a path of its own",
+              "let the chief write to the real path and every other worker to a temporary folder of its own "
+              "(the tutorial's write_filepath), deleted after the save", TUTORIAL + "#model_saving_and_loading",
+              False),
+    Signature("port-in-use", r"Address already in use|Failed to add port|could not bind|Failed to bind",
+              "its gRPC server could not listen: its port is already taken by another process",
+              "end whatever holds the port, or give the task another one in TF_CONFIG",
+              "https://www.tensorflow.org/api_docs/python/tf/distribute/Server", None),
+    Signature("peer-name-unresolved",
+              r"could not reach [^\n]*name does not resolve|DNS resolution failed|Name or service not known",
+              "a peer's host name does not resolve: its container or node is not there, or TF_CONFIG names "
+              "it wrongly", "check that every task in TF_CONFIG was started and is on the same network "
+                            "(make config shows the cluster spec)", TUTORIAL, None),
+    Signature("peer-never-came", r"gave up after \S+ s waiting for the cluster",
+              "the cluster never formed: a peer did not register within PEER_TIMEOUT",
+              "check the peer named above is running and reachable, or raise PEER_TIMEOUT if it starts slowly",
+              TUTORIAL, None),
+    Signature("preempted", r"^preempted \(SIGTERM\)",
+              "preempted (SIGTERM): it saved its backup before it exited",
+              "nothing: the lab restarts it from the backup (RESTARTS)", TUTORIAL + "#fault_tolerance", True),
+    Signature("lost-peer",
+              r"\b(?:Unavailable|DeadlineExceeded|Aborted)Error\b|UNAVAILABLE|DEADLINE_EXCEEDED|"
+              r"Connection reset by peer|stopped sending heartbeats|Socket closed|is aborted by",
+              "lost a peer mid-run (it went away, froze or was cut off), so the collectives could not go on",
+              "nothing if the peer was killed or preempted: the lab restarts every task from the backup; "
+              "else read the peer's own error above", TUTORIAL + "#fault_tolerance", True),
+]
+BY_NAME = {signature.name: signature for signature in SIGNATURES}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the lab knows about one task that ended."""
+
+    task: str
+    exit_code: int | None
+    error: str = ""  # its last attempt's `error` event, if any
+    output: str = ""  # what it printed (output.log's lines of this task)
+    oom_killed: bool | None = None  # the engine's State.OOMKilled; None where the backend cannot say
+    memory: str = "0"  # MEMORY, the task's limit
+    last_memory_bytes: int | None = None  # its largest measured memory in its log
+
+    def header(self) -> str:
+        """The engine's state as lines the table's patterns read."""
+        if self.oom_killed:
+            return "engine: OOMKilled"
+        if self.oom_killed is None and self.exit_code == 137 and self.memory != "0":
+            return f"engine: exit 137 under MEMORY={self.memory}"
+        return ""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    task: str
+    signature: str  # a SIGNATURES name; "exception" or "exit code" where none matched
+    what: str
+    fix: str
+    link: str
+    retry: bool | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def explain(evidence: Evidence) -> Explanation | None:
+    """The explanation of a failed task; None for one that exited 0 or has not ended."""
+    if not evidence.exit_code:
+        return None
+    signature = match(evidence)
+    if signature:
+        fields = {"code": evidence.exit_code, "memory": evidence.memory,
+                  "last_memory": _megabytes(evidence.last_memory_bytes)}
+        return Explanation(evidence.task, signature.name, signature.what.format(**fields), signature.fix,
+                           signature.link, signature.retry)
+    exception = exception_head(evidence.error) or exception_head(evidence.output)
+    code = describe_code(evidence.exit_code)
+    if exception:
+        return Explanation(evidence.task, "exception", f"{code} after {exception}",
+                           "read the traceback in `make logs`; the lab knows no fix for this one", "", None)
+    return Explanation(evidence.task, "exit code", code,
+                       "read its output in `make logs`", "", None)
+
+
+def match(evidence: Evidence) -> Signature | None:
+    """The first signature found in the engine's state and the error event, else in the output: the
+    exception a task died of outranks a warning it printed earlier."""
+    for text in ("\n".join(filter(None, [evidence.header(), evidence.error])), evidence.output):
+        for signature in SIGNATURES:
+            if text and re.search(signature.pattern, text, re.M):
+                return signature
+    return None
+
+
+def describe_code(code: int) -> str:
+    if code >= FIRST_SIGNAL_CODE:
+        names = {9: "SIGKILL", 15: "SIGTERM", 6: "SIGABRT", 11: "SIGSEGV", 2: "SIGINT"}
+        number = code - FIRST_SIGNAL_CODE
+        return f"was ended by {names.get(number, f'signal {number}')} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def _megabytes(value: int | None) -> str:
+    return f"{value / 1e6:.0f} MB" if value else "nothing measured before the kill"
+
+
+# -- tracebacks ---------------------------------------------------------------------------------
+
+TRACEBACK = "Traceback (most recent call last):"
+# Where an exception's message ends: a blank line, a chained exception, or a log line.
+MESSAGE_END = re.compile(r"^\s*$|^Traceback \(most recent|^During handling of|^The above exception|"
+                         r"^[IWEF]\d{4} \d\d:\d\d|^\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b[^\n]*$|"
+                            r"^[A-Za-z_][\w.]*: ")
+HEAD_LINES = 4  # a longer message keeps these first lines and its last two
+LINE_CHARS = 300
+
+
+def exception_head(text: str) -> str:
+    """The final exception of the last traceback in `text`: its type, its message and the message's
+    continuation lines, trimmed (a TensorFlow message can print whole tensors, and the point is
+    often its last line); '' if there is none."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK]
+    if not starts:
+        return ""
+    rest = lines[starts[-1] + 1:]
+    for i, line in enumerate(rest):
+        if line[:1].isspace() or not line.strip():
+            continue  # a frame, its source line, its ^^^^ markers
+        if not EXCEPTION_LINE.match(line):
+            return ""
+        message = [line]
+        for more in rest[i + 1:]:
+            if MESSAGE_END.match(more):
+                break
+            message.append(more)
+        if len(message) > HEAD_LINES + 2:
+            message = message[:HEAD_LINES] + [f"  ... ({len(message) - HEAD_LINES - 2} lines)"] + message[-2:]
+        return "\n".join(_trim(line.rstrip()) for line in message)
+    return ""
+
+
+def _trim(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
+
+
+# -- the restart decision -----------------------------------------------------------------------
+
+
+def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
+    """Whether RESTART_POLICY restarts after these failures (the tasks that ended non-zero by
+    themselves, not those the lab stopped), and why not. ExitCode does as Kubeflow's: 128 and up
+    (ended by a signal) and the preemption code are retryable, 1-127 permanent. The lab's evidence
+    refines it: a memory kill or a known bug is never retried (it would come back), and a task that
+    only lost a peer is retried unless another task failed for good (then that one is the cause)."""
+    if policy == "Never":
+        return False, "RESTART_POLICY=Never"
+    if policy == "OnFailure" or not failed:
+        return True, ""
+    killed, lost_peer, permanent = [], [], []
+    for evidence in failed:
+        signature = match(evidence)
+        if signature and signature.retry is False:
+            return False, (f"{evidence.task} failed in a way a restart repeats ({signature.name}), "
+                           "RESTART_POLICY=ExitCode")
+        if evidence.exit_code >= FIRST_SIGNAL_CODE or evidence.exit_code == PREEMPTED:
+            killed.append(evidence)
+        elif signature and signature.retry:
+            lost_peer.append(evidence)
+        else:
+            permanent.append(evidence)
+    if killed or (lost_peer and not permanent):
+        return True, ""
+    codes = ", ".join(f"{e.task} exited with code {e.exit_code}" for e in permanent)
+    return False, f"{codes}: 1-127 is permanent under RESTART_POLICY=ExitCode"
+
+
+# -- before the run: a script's imports --------------------------------------------------------
+
+
+def script_warnings(path: Path, strategy: str) -> list[str]:
+    """Known traps a SCRIPT's own source shows, read with ast (never imported): Keras 3 under
+    MultiWorkerMirroredStrategy, for one. [] where the file does not parse (Python will say why)."""
+    try:
+        tree = ast.parse(Path(path).read_text(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    keras_3 = [node.lineno for node in ast.walk(tree) if _imports_keras_3(node)]
+    if keras_3 and strategy == "multiworker":
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
+                     f"MultiWorkerMirroredStrategy ({KERAS_ISSUE}); fix: {BY_NAME['keras3-multiworker'].fix}")
+    return found
+
+
+def _imports_keras_3(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name == "keras" or alias.name.startswith("keras.") for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module == "keras" or (node.module or "").startswith("keras."))
+    return False

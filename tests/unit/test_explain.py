@@ -1,0 +1,246 @@
+"""explain.py: every known failure signature against a recorded log (tests/unit/logs/<name>.log,
+whose first line `#! key=value ...` gives the evidence beyond the output), the exception head of
+a traceback, the restart policies, and the warning a SCRIPT's imports earn before it runs."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tflab import explain, runner, summary
+from tflab.explain import Evidence, exception_head, restart_verdict, script_warnings
+from tflab.settings import Settings, SettingsError
+
+pytestmark = pytest.mark.unit
+LOGS = Path(__file__).parent / "logs"
+
+
+def recorded(name: str, task: str = "worker-0") -> Evidence:
+    """A recorded log as the lab would see it: the launcher's `error` event is the traceback's
+    exception head (or the header's error=), the output is the whole log."""
+    text = (LOGS / f"{name}.log").read_text()
+    header, _, output = text.partition("\n") if text.startswith("#!") else ("", "", text)
+    fields = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", header[2:].strip()))
+    return Evidence(task=task, exit_code=int(fields.get("exit_code", 1)),
+                    error=fields.get("error") or exception_head(output), output=output,
+                    oom_killed={"true": True, "false": False}.get(fields.get("oom_killed", "")),
+                    memory=fields.get("memory", "0"))
+
+
+@pytest.mark.parametrize("signature", explain.SIGNATURES, ids=lambda s: s.name)
+def test_each_signature_explains_its_recorded_log(signature):
+    found = explain.explain(recorded(signature.name))
+    assert found is not None and found.signature == signature.name, found
+    assert found.what and found.fix and found.link.startswith("https://")
+
+
+def test_every_recorded_log_belongs_to_a_signature():
+    assert {path.stem for path in LOGS.glob("*.log")} == set(explain.BY_NAME)
+
+
+def test_keras_3_is_named_with_its_upstream_issue_and_the_fix():
+    found = explain.explain(recorded("keras3-multiworker"))
+    assert "keras-team/keras#20585" in found.what and "tensorflow/tensorflow#72388" in found.what
+    assert "tf_keras" in found.fix and "TF_USE_LEGACY_KERAS=1" in found.fix and not found.retry
+
+
+def test_a_memory_kill_names_the_limit_and_the_last_measured_memory():
+    evidence = recorded("oom-killed")
+    assert "MEMORY=250m" in explain.explain(evidence).what
+    assert "nothing measured" in explain.explain(evidence).what
+    measured = Evidence("worker-0", 137, oom_killed=True, memory="250m", last_memory_bytes=240_000_000)
+    assert "last measured: 240 MB" in explain.explain(measured).what
+
+
+def test_a_kill_with_the_engine_saying_no_memory_kill_is_not_called_one():
+    found = explain.explain(Evidence("worker-1", 137, oom_killed=False, memory="250m"))
+    assert found.signature == "exit code" and found.what == "was ended by SIGKILL (exit code 137)"
+
+
+def test_an_ok_task_has_no_explanation():
+    assert explain.explain(Evidence("worker-0", 0, output="Traceback (most recent call last):")) is None
+
+
+def test_the_exception_head_is_the_final_exception_not_the_last_line():
+    head = exception_head((LOGS / "keras3-multiworker.log").read_text())
+    lines = head.splitlines()
+    assert lines[0] == "ValueError: Attempt to convert a value (PerReplica:{"
+    assert lines[-1].endswith("with an unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) "
+                              "to a Tensor.")
+    assert re.fullmatch(r"  \.\.\. \(\d+ lines\)", lines[explain.HEAD_LINES]) and len(lines) == explain.HEAD_LINES + 3
+
+
+def test_an_unknown_exception_is_given_by_its_type_and_message_head():
+    output = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n    boom()\n"
+              "KeyError: 'labels'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+              "Traceback (most recent call last):\n  File \"train.py\", line 5, in <module>\n"
+              "    raise RuntimeError('no labels in\\nthe data set')\n"
+              "RuntimeError: no labels in\nthe data set\n"
+              "I0000 00:00:1733230000.000000  1 log.cc:1] a later log line\n")
+    found = explain.explain(Evidence("worker-0", 1, output=output))
+    assert found.signature == "exception"
+    assert found.what == "exited with code 1 after RuntimeError: no labels in\nthe data set"
+    assert exception_head("no traceback here\nValueError: x") == ""
+
+
+# -- RESTART_POLICY ---------------------------------------------------------------------------
+
+KILLED = Evidence("worker-1", 137, oom_killed=False)
+SURVIVOR = Evidence("worker-0", 1, error="UnavailableError: Connection reset by peer")
+UNKNOWN_SURVIVOR = Evidence("worker-0", 1, error="InternalError: something TensorFlow said")
+BUG = Evidence("worker-0", 1, error="NameError: name 'x' is not defined")
+
+
+@pytest.mark.parametrize("failed, restart", [
+    ([KILLED, SURVIVOR], True),  # make chaos SCENARIO=kill
+    ([KILLED, UNKNOWN_SURVIVOR], True),  # the kill is the cause; what the survivor said does not matter
+    ([SURVIVOR], True),  # a long pause: the frozen peer was stopped by the lab, the survivor lost it
+    ([Evidence("worker-0", 42), Evidence("worker-1", 42)], True),  # a preemption
+    ([Evidence("worker-1", 137, error="gave up after 60 s waiting for the cluster; could not reach worker-0 "
+                                      "(worker-0:2222: name does not resolve)")], True),  # killed by peerwait
+    ([BUG], False),  # 1-127: permanent
+    ([BUG, SURVIVOR], False),
+    ([recorded("keras3-multiworker"), recorded("keras3-multiworker", "worker-1")], False),
+    ([recorded("oom-killed"), SURVIVOR], False),  # 137, but the engine says memory: it would come back
+])
+def test_exit_code_policy(failed, restart):
+    assert restart_verdict("ExitCode", failed)[0] is restart
+
+
+def test_on_failure_restarts_everything_and_never_nothing():
+    assert restart_verdict("OnFailure", [BUG, recorded("oom-killed")]) == (True, "")
+    assert restart_verdict("Never", [KILLED]) == (False, "RESTART_POLICY=Never")
+
+
+def test_the_reason_for_not_restarting_names_the_task_and_the_rule():
+    assert restart_verdict("ExitCode", [BUG])[1] == (
+        "worker-0 exited with code 1: 1-127 is permanent under RESTART_POLICY=ExitCode")
+    assert restart_verdict("ExitCode", [recorded("keras3-multiworker")])[1] == (
+        "worker-0 failed in a way a restart repeats (keras3-multiworker), RESTART_POLICY=ExitCode")
+
+
+def test_restart_policy_is_a_setting_with_exit_code_by_default():
+    assert Settings().restart_policy == "ExitCode"
+    assert Settings.from_env({"RESTART_POLICY": "Never"}).restart_policy == "Never"
+    with pytest.raises(SettingsError, match="^RESTART_POLICY=always is not allowed: expected one of "
+                                            "ExitCode, OnFailure, Never$"):
+        Settings.from_env({"RESTART_POLICY": "always"})
+
+
+class FakeBackend:
+    """Every task ends at once with the codes and error events of its attempt (the last one repeats)."""
+
+    def __init__(self, run_dir: Path, attempts: list[dict]):
+        self.run_dir, self.attempts, self.started = run_dir, attempts, 0
+        self.tasks = list(attempts[0])
+        self.oom_killed: dict[str, bool] = {}
+        self.start()
+
+    def start(self) -> None:
+        attempt = self.attempts[min(self.started, len(self.attempts) - 1)]
+        for task, (code, message, oom) in attempt.items():
+            with open(self.run_dir / f"{task}.jsonl", "a") as log:
+                for event, fields in [("start", {"versions": {"tensorflow": "2.21.0", "keras": "keras 3"}}),
+                                      ("error", {"message": message})][: 1 + bool(message)]:
+                    log.write(json.dumps({"event": event, "task": task, "time": 0, **fields}) + "\n")
+            self.oom_killed[task] = oom
+        self.codes = {task: code for task, (code, _, _) in attempt.items()}
+        self.started += 1
+
+    def restart(self) -> None:
+        self.start()
+
+    def exit_codes(self) -> dict:
+        return dict(self.codes)
+
+    def stop(self, tasks) -> None:
+        pass
+
+
+KERAS_3 = "train.py exited with code 1: " + exception_head((LOGS / "keras3-multiworker.log").read_text())
+
+
+@pytest.mark.parametrize("policy, attempts, restarts", [
+    ("ExitCode", [{"worker-0": (1, KERAS_3, False), "worker-1": (1, KERAS_3, False)}], 0),
+    ("OnFailure", [{"worker-0": (1, KERAS_3, False), "worker-1": (1, KERAS_3, False)}], 2),
+    ("ExitCode", [{"worker-0": (1, "UnavailableError: Socket closed", False), "worker-1": (137, "", False)},
+                  {"worker-0": (0, "", False), "worker-1": (0, "", False)}], 1),
+    ("ExitCode", [{"worker-0": (1, "UnavailableError: Socket closed", False), "worker-1": (137, "", True)}], 0),
+    ("Never", [{"worker-0": (1, "UnavailableError: Socket closed", False), "worker-1": (137, "", False)}], 0),
+    ("ExitCode", [{"worker-0": (42, "preempted (SIGTERM): ...", False), "worker-1": (42, "", False)}], 2),
+])
+def test_supervise_restarts_as_the_policy_says_and_restarts_bound_it(tmp_path, capsys, policy, attempts, restarts):
+    settings = Settings(workers=2, restarts=2, restart_policy=policy, backup="off")
+    backend = FakeBackend(tmp_path, attempts)
+    made: list = []
+    outcome, _ = runner.supervise(backend, settings, tmp_path, None, made)
+    assert len(made) == restarts and backend.started == restarts + 1
+    assert outcome == ("ok" if attempts[-1]["worker-0"][0] == 0 else "failed")
+    if policy == "ExitCode" and not restarts:
+        assert re.search(r"^tflab: not restarting: worker-\d failed in a way a restart repeats \((keras3-multiworker|"
+                         r"oom-killed)\)", capsys.readouterr().out, re.M)
+
+
+# -- the summary ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", [
+    "worker-0 | 2026-12-03T12:17:28.892Z ValueError: x",  # local, swarm
+    "worker-0_1     | 2026-12-03T12:17:28.892856219Z ValueError: x",  # Compose v1
+    "tflab-run-abcd-worker-0-1  | 2026-12-03T12:17:28.892856219Z ValueError: x",  # Compose v2
+])
+def test_a_tasks_output_is_found_in_output_log_whatever_wrote_it(line):
+    log = f"{line}\n{line.replace('worker-0', 'worker-10')}\nworker-1 | 2026-12-03T12:17:29.000Z other"
+    assert summary.task_output(log, "worker-0") == "ValueError: x"
+    assert summary.task_output(log, "worker-1") == "other"
+
+
+def test_the_summary_and_its_table_carry_the_explanation(tmp_path):
+    settings = Settings(workers=2, memory="250m")
+    for task in ("worker-0", "worker-1"):
+        (tmp_path / f"{task}.jsonl").write_text(json.dumps({"event": "error", "task": task, "time": 0,
+                                                            "message": KERAS_3}) + "\n")
+    (tmp_path / "output.log").write_text("worker-0 | 2026-12-03T12:00:00.000Z hello\n")
+    result = summary.summarise(settings, tmp_path, {"worker-0": 1, "worker-1": 137}, [], "failed", 0, 1,
+                               {"worker-1": True})
+    rows = {row["task"]: row for row in result["tasks"]}
+    assert rows["worker-0"]["explanation"]["signature"] == "keras3-multiworker"
+    assert rows["worker-1"]["explanation"]["signature"] == "oom-killed"
+    lines = summary.table({**result, "run": "r", "wall_seconds": 1.0}).splitlines()
+    assert lines[-1] == "run r: failed in 1.0 s"
+    explained = lines[lines.index(next(line for line in lines if line.startswith("worker-0: Keras 3"))):]
+    assert explained[1] == "  error: " + KERAS_3.splitlines()[0]
+    assert explained[2] == "  fix: " + explain.BY_NAME["keras3-multiworker"].fix
+    assert explained[3] == "  see: " + explain.KERAS_ISSUE
+    assert explained[4].startswith("worker-1: killed by the kernel for memory (the engine says OOMKilled): "
+                                   "it reached its limit MEMORY=250m")
+
+
+# -- before the run ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, strategy, warned", [
+    ("import keras\n", "multiworker", True),
+    ("import os\nfrom keras import layers\n", "multiworker", True),
+    ("import keras.layers as kl\n", "multiworker", True),
+    ("import keras\n", "mirrored", False),  # Keras 3's fit works under MirroredStrategy
+    ("import tf_keras as keras\n", "multiworker", False),
+    ("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", "multiworker", False),
+    ("from . import keras\n", "multiworker", False),  # the script's own module
+    ("import keras\ndef (:\n", "multiworker", False),  # Python will say so itself
+])
+def test_a_scripts_imports_warn_of_keras_3_under_multiworker(tmp_path, source, strategy, warned):
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    found = script_warnings(script, strategy)
+    assert bool(found) is warned, found
+    if warned:
+        assert found[0].startswith("train.py:") and explain.KERAS_ISSUE in found[0]
+
+
+def test_a_second_strategy_after_tf_config_changed_is_the_same_mistake():
+    """Measured (TF 2.21): a second MultiWorkerMirroredStrategy built after TF_CONFIG changed does
+    not fail, it warns; a task that then fails for an unknown reason is explained by it."""
+    output = ("WARNING:absl:Enabling collective ops after program startup may cause error when accessing "
+              "previously created tensors.\n")
+    assert explain.explain(Evidence("worker-0", 1, output=output)).signature == "collectives-after-startup"
