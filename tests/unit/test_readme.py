@@ -1,4 +1,6 @@
-"""The README stays true: its settings table, log schema and layout tree are checked against the code."""
+"""The README and docs/ stay true: the settings table, log schema and layout tree are checked
+against the code, every link between them lands on a page and a heading, and the README stays a
+five-minute read."""
 
 import re
 import subprocess
@@ -9,29 +11,37 @@ from tflab.settings import settings_table
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
+DOCS = REPO / "docs"
+README_MAX_LINES = 260  # about five minutes of reading; the depth lives in docs/
 
 
-def section(title: str) -> str:
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## )", README, re.M | re.S)
-    assert match, f"README has no section {title!r}"
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def section(text: str, title: str, level: int = 2) -> str:
+    marks = "#" * level
+    match = re.search(rf"^{marks} {re.escape(title)}\n(.*?)(?=^#{{1,{level}}} |\Z)", text, re.M | re.S)
+    assert match, f"no section {title!r}"
     return match.group(1)
 
 
 def test_the_settings_table_is_the_code():
-    rows = [line for line in section("Settings").splitlines() if line.startswith("| ") and "---" not in line]
+    text = section(page("settings.md"), "Settings")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     expected = ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in settings_table()]
     assert rows[1:] == expected
 
 
 def test_the_log_schema_names_every_event_and_field():
-    text = section("The run folder and its logs")
+    text = page("run-folder.md")
     for field in COMMON:
         assert f"`{field}`" in text
     for event, fields in EVENTS.items():
         row = next((line for line in text.splitlines() if line.startswith(f"| `{event}` |")), None)
-        assert row, f"event {event} missing from the README"
+        assert row, f"event {event} missing from docs/run-folder.md"
         for field in fields:
-            assert f"`{field}`" in row, f"{event}.{field} missing from the README"
+            assert f"`{field}`" in row, f"{event}.{field} missing from docs/run-folder.md"
 
 
 def tree_paths() -> list[str]:
@@ -57,3 +67,35 @@ def test_every_path_in_the_layout_exists_and_every_module_is_listed():
     assert top <= {p.split("/")[0] for p in paths}, top - {p.split("/")[0] for p in paths}
     modules = {name for name in tracked if name.startswith("scripts/tflab/")}
     assert modules <= set(paths), modules - set(paths)
+    pages = {f"docs/{p.name}" for p in DOCS.glob("*.md")}
+    assert pages <= set(paths), pages - set(paths)
+
+
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors for a page's headings."""
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.*)", text, re.M):
+        found.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return found
+
+
+def test_every_link_between_the_readme_and_docs_lands():
+    documents = {REPO / "README.md": README, **{path: path.read_text() for path in DOCS.glob("*.md")}}
+    for path, text in documents.items():
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"\w+://", target):
+                continue
+            file, _, anchor = target.partition("#")
+            landing = (path.parent / file).resolve() if file else path
+            assert landing.exists(), f"{path.name} links to {target}, which does not exist"
+            if anchor and landing.suffix == ".md":
+                assert anchor in anchors(landing.read_text()), f"{path.name} links to {target}: no such heading"
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)", README))
+    assert {p.name for p in DOCS.glob("*.md")} <= linked
+
+
+def test_the_readme_is_a_five_minute_read():
+    assert len(README.splitlines()) <= README_MAX_LINES
