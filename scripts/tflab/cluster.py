@@ -21,12 +21,18 @@ from typing import Mapping, Sequence
 from tflab.settings import Settings
 
 PORT = 2222
+EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evaluator
 
 
 def job_sizes(settings: Settings) -> dict[str, int]:
-    """Tasks per TF job. Single-process strategies have no cluster at all."""
+    """Tasks per TF job of the training cluster. Single-process strategies have no cluster at all.
+    The evaluator is no part of it (see task_names)."""
     if settings.strategy == "multiworker":
-        return {"worker": settings.workers}
+        # CHIEF=1: TensorFlow counts the chief as one more worker, with id 0 in the collective and
+        # the workers after it (multi_worker_util.worker_count, id_in_cluster), and makes it the
+        # coordination service's leader: chief-0, worker-0, worker-1 shard the data as worker-0,
+        # worker-1, worker-2 would.
+        return {"chief": 1, "worker": settings.workers} if settings.chief else {"worker": settings.workers}
     if settings.strategy == "parameter_server":
         # The chief coordinates (it runs fit); workers run the steps it schedules; ps hold the variables.
         return {"chief": 1, "worker": settings.workers, "ps": settings.ps}
@@ -38,7 +44,16 @@ def task_names(settings: Settings) -> list[str]:
     jobs = job_sizes(settings)
     if not jobs:
         return [settings.strategy]  # "single" or "mirrored"
-    return [f"{job}-{index}" for job, size in jobs.items() for index in range(size)]
+    tasks = [f"{job}-{index}" for job, size in jobs.items() for index in range(size)]
+    return tasks + evaluator_tasks(settings)
+
+
+def evaluator_tasks(settings: Settings) -> list[str]:
+    """EVALUATOR=1: evaluator-0. Outside the training cluster, as the training operator and
+    TensorFlow have it: genClusterSpec leaves the Evaluator out of every TF_CONFIG's cluster ("not
+    part of training cluster"), its own TF_CONFIG names the training cluster and task evaluator 0,
+    and MultiWorkerMirroredStrategy counts it in no collective (worker_count)."""
+    return [f"{EVALUATOR}-0"] if settings.evaluator and job_sizes(settings) else []
 
 
 def compose_address(job: str, index: int) -> str:
@@ -111,7 +126,9 @@ def task_of(tf_config: Mapping) -> str:
 def tf_config_for(spec: Mapping[str, Sequence[str]], task: str) -> dict:
     """The TF_CONFIG dict for one task of `spec`."""
     job, index = parse_task(task)
-    if job not in spec or index >= len(spec[job]):
+    if job == EVALUATOR and index == 0 and spec:
+        pass  # outside the cluster it evaluates (evaluator_tasks)
+    elif job not in spec or index >= len(spec[job]):
         raise ValueError(f"task {task!r} is not in the cluster {dict(spec)}")
     return {"cluster": {name: list(addresses) for name, addresses in spec.items()},
             "task": {"type": job, "index": index}}
@@ -126,8 +143,15 @@ def tf_config_env(spec: Mapping[str, Sequence[str]], task: str) -> dict[str, str
 
 
 def chief_task(settings: Settings) -> str:
-    """The task that writes the final model: worker-0 (TF's default chief), chief-0, or the only task."""
+    """The task that writes the final model: chief-0 where there is one, else worker-0 (TF's
+    default chief), or the only task."""
     return task_names(settings)[0]
+
+
+def trainer_tasks(settings: Settings) -> list[str]:
+    """The tasks that train: neither parameter_server's servers nor the evaluator."""
+    return [task for task in task_names(settings)
+            if task not in server_tasks(settings) and task not in evaluator_tasks(settings)]
 
 
 def server_tasks(settings: Settings) -> list[str]:

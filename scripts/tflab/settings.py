@@ -46,6 +46,7 @@ K8S_PVC_PATTERN = re.compile(rf"(?=.{{1,253}}$){DNS_LABEL}(?:\.{DNS_LABEL})*")  
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
 SCRIPT_STRATEGIES = ("single", "mirrored", "multiworker")
+EVALUATOR_STRATEGIES = ("multiworker", "parameter_server")
 COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([0-9]{1,6})")
 # Docker's smallest memory limit (the engine refuses less: "Minimum memory limit allowed is 6MB")
 # and smallest CPU limit ("Range of CPUs is from 0.01 to ..."); below a millicore Kubernetes would
@@ -75,6 +76,8 @@ class Settings:
     replicas: int = 2  # mirrored: every GPU if any are visible, else this many logical CPUs
     gpus: str = ""  # empty: CPUs only; all: every NVIDIA GPU; 0,1: these GPUs (workers take one each, in turn)
     ps: int = 1  # parameter servers for parameter_server
+    chief: int = 0  # multiworker: 1 adds chief-0, one more replica and the chief (a TFJob's Chief)
+    evaluator: int = 0  # multiworker, parameter_server: 1 adds evaluator-0, evaluating each checkpoint
     epochs: int = 10  # passes over the data set
     global_batch: int = 64  # examples per step summed over all replicas, whatever the strategy
     examples: int = 4096  # synthetic examples, y = xW + 0.1 noise, generated from SEED
@@ -124,7 +127,7 @@ class Settings:
         """Replicas a step's global batch is split over, as the host can know it. Mirrored takes
         every GPU it is given; with GPUS=all their number is the trainer's to find (it checks)."""
         if self.strategy == "multiworker":
-            return self.workers
+            return self.workers + self.chief  # TF counts the chief as one more worker
         if self.strategy == "mirrored":
             return len(self.gpu_indexes) or self.replicas
         return 1  # single; parameter_server: each step is one worker's, on a whole global batch
@@ -205,12 +208,22 @@ class Settings:
         if self.global_batch % replicas:
             below = self.global_batch - self.global_batch % replicas
             nearest = " or ".join(str(n) for n in (below, below + replicas) if n > 0)
-            counted = "WORKERS" if self.strategy == "multiworker" else "GPUS" if self.gpu_indexes else "REPLICAS"
+            counted = ("WORKERS+CHIEF" if self.chief else "WORKERS") if self.strategy == "multiworker" \
+                else "GPUS" if self.gpu_indexes else "REPLICAS"
             raise SettingsError(
                 f"GLOBAL_BATCH={self.global_batch} is not divisible by the {replicas} replicas of "
                 f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}, "
                 f"or a {counted} count that divides {self.global_batch}"
             )
+        if self.chief and self.strategy != "multiworker":
+            raise SettingsError(f"CHIEF={self.chief} is not allowed with STRATEGY={self.strategy}: expected "
+                                "STRATEGY=multiworker (parameter_server always has its chief), or CHIEF=0")
+        if self.evaluator and self.strategy not in EVALUATOR_STRATEGIES:
+            raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with STRATEGY={self.strategy}: "
+                                f"expected STRATEGY={' or '.join(EVALUATOR_STRATEGIES)}, or EVALUATOR=0")
+        if self.evaluator and self.script:
+            raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with SCRIPT: expected EVALUATOR=0 "
+                                "(the evaluator is the lab's own trainer's; a script evaluates as it likes)")
         if self.strategy == "parameter_server" and self.ps < 1:
             raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
                                 f"expected 1..{MAX_TASKS} parameter servers")
@@ -525,6 +538,12 @@ SPECS: dict[str, Spec] = {
                  "one given; each worker takes one, in turn; empty: CPUs only"),
     "PS": Spec("ps", _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
                "parameter servers for parameter_server (its chief and workers are the other tasks)"),
+    "CHIEF": Spec("chief", _integer(0, 1), "0 | 1 (multiworker)",
+                  "multiworker: 1 adds chief-0, a TFJob's Chief: one more replica, and the one that writes "
+                  "the model, TensorBoard and checkpoints"),
+    "EVALUATOR": Spec("evaluator", _integer(0, 1), "0 | 1 (multiworker, parameter_server)",
+                      "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
+                      "(tf-keras SidecarEvaluator) and logs eval events"),
     "EPOCHS": Spec("epochs", _integer(1, 10_000), "1..10000", "passes over the data set"),
     "GLOBAL_BATCH": Spec("global_batch", _integer(1, 1 << 20), "1..1048576, a multiple of the replicas",
                          "examples per step summed over every replica, the same for every strategy"),

@@ -55,6 +55,9 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         "parameters": end.get("parameters"),
         "first_step_at": end.get("first_step_at"),
         "error": errors[0]["message"] if errors else None,
+        # The evaluator's: each checkpoint it evaluated (its epoch, step and loss).
+        **({"evals": [{k: r[k] for k in ("epoch", "step", "loss")} for r in by_event(last, "eval")]}
+           if task_role(settings, task) == "evaluator" else {}),
     }
 
 
@@ -62,6 +65,8 @@ def task_role(settings: Settings, task: str) -> str:
     """The role its log's start and end events carry (schema.ROLES)."""
     if settings.script:
         return "script"
+    if task in cluster.evaluator_tasks(settings):
+        return "evaluator"
     return "server" if task in cluster.server_tasks(settings) else "trainer"
 
 
@@ -178,6 +183,10 @@ class ProgressPrinter:
                     f"{record['seconds']:.2f} s  {record['examples_per_second']:.0f} examples/s")
         if event == "end" and record["role"] == "server":
             return f"ended after serving for {record['total_seconds']:.1f} s"
+        if event == "eval":
+            return f"eval of epoch {record['epoch']} (step {record['step']}): loss {record['loss']:.4f}"
+        if event == "end" and record["role"] == "evaluator":
+            return f"done in {record['total_seconds']:.1f} s: {record['evaluations']} checkpoints evaluated"
         if event == "end" and record["role"] == "script":
             return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
         if event == "end":
