@@ -45,6 +45,10 @@ def load_settings(arguments: list[str]) -> Settings:
 
 
 def command_up(settings: Settings) -> int:
+    if settings.tfjob:
+        from tflab import tfjob  # PyYAML is needed only here
+
+        return tfjob.up(settings)
     return runner.up(settings)
 
 

@@ -77,16 +77,33 @@ def kubeflow_service(name: str, job: str, index: int) -> str:
     return f"{name}-{job}-{index}"
 
 
-def kubeflow_address(name: str, namespace: str):
+def kubeflow_address(name: str, namespace: str, port: int = PORT):
     """An address function for Kubernetes: `<name>-<job>-<index>.<namespace>.svc:2222`, exactly the
     cluster spec the training operator v1 puts into each TFJob pod's TF_CONFIG (its genClusterSpec
     in pkg/controller.v1/tensorflow/tensorflow.go, release 1.9, for an operator started without
     CUSTOM_CLUSTER_DOMAIN; port 2222 is its default and the port the manifests name). Plain Jobs
     get Services of the same names, so both manifests carry the same TF_CONFIG."""
     def address(job: str, index: int) -> str:
-        return f"{kubeflow_service(name, job, index)}.{namespace}.svc:{PORT}"
+        return f"{kubeflow_service(name, job, index)}.{namespace}.svc:{port}"
 
     return address
+
+
+def tfjob_cluster_spec(name: str, namespace: str, replicas: Mapping[str, tuple[int, int]]) -> dict[str, list[str]]:
+    """What the training operator v1.9 puts in a TFJob's TF_CONFIG: `replicas` is job (the replica
+    type lowercased) -> (replicas, its tfjob-port); each task `<name>-<job>-<i>.<namespace>.svc:<port>`
+    (genClusterSpec); the evaluator is left out, "not part of training cluster"."""
+    return {job: [kubeflow_address(name, namespace, port)(job, index) for index in range(count)]
+            for job, (count, port) in replicas.items() if job != EVALUATOR and count}
+
+
+def tfjob_tf_config(spec: Mapping[str, Sequence[str]], task: str) -> str:
+    """The operator's TF_CONFIG for one pod, byte for byte as Go's json.Marshal writes its TFConfig
+    struct: cluster (keys sorted), task (type, index), "environment": "cloud"."""
+    config = tf_config_for(spec, task)
+    config["cluster"] = dict(sorted(config["cluster"].items()))
+    config["environment"] = "cloud"
+    return json.dumps(config, separators=(",", ":"))
 
 
 def local_addresses(ports: Sequence[int]):

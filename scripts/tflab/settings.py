@@ -111,6 +111,7 @@ class Settings:
     soak: int = 20  # make soak: how many random scenarios
     script: str = ""  # a user's own training script (absolute path) run in every task; empty: the lab's
     args: str = ""  # arguments for SCRIPT, as a shell would split them
+    tfjob: str = ""  # tflab up: a Kubeflow TFJob manifest (YAML) whose replicas run as the tasks; empty: none
     tensorboard_port: int = 6006  # make tensorboard: the port on 127.0.0.1
 
     @property
@@ -511,6 +512,25 @@ def _script_on_host(name: str, raw: str) -> str:
     return resolved
 
 
+def _tfjob(name: str, raw: str) -> str:
+    _printable(name, raw)
+    if not raw.endswith((".yaml", ".yml", ".json")):
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of a TFJob manifest (*.yaml, *.yml "
+                            "or *.json)")
+    return raw
+
+
+def _tfjob_on_host(name: str, raw: str) -> str:
+    try:
+        path = Path(raw).expanduser()
+        resolved = str(path.resolve()) if path.is_file() else ""
+    except (OSError, RuntimeError):
+        resolved = ""
+    if not resolved:
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing TFJob manifest")
+    return resolved
+
+
 def _args(name: str, raw: str) -> str:
     if "\0" in raw:
         raise SettingsError(f"{name}={raw!r} is not allowed: expected arguments without NUL characters")
@@ -611,6 +631,9 @@ SPECS: dict[str, Spec] = {
                    "your own training script, unmodified, in every task with the generated TF_CONFIG; "
                    "empty: the lab's own", on_host=_script_on_host),
     "ARGS": Spec("args", _args, "arguments", "arguments for SCRIPT, split as a shell would"),
+    "TFJOB": Spec("tfjob", _tfjob, "empty | path/to/tfjob.yaml",
+                  "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
+                  "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host),
     "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
                              "make tensorboard: the port it serves on, on 127.0.0.1 only"),
     "K8S_IMAGE": Spec("k8s_image", _image, "an image reference",
