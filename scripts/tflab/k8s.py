@@ -86,12 +86,13 @@ def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[st
     """(file name -> its objects, notes for the user). The cluster strategies get both files,
     single and mirrored only jobs.yaml."""
     notes = []
-    if settings.strategy == "multiworker" and settings.workers > 1 and settings.backup != "off":
-        # Between restarts the lab copies the chief's backup over every worker's own
-        # (runner.share_backup); a pod restarted by Kubernetes gets no such step, and without it
-        # the workers' restored states disagree and their collectives fail.
+    if settings.strategy == "multiworker" and settings.workers + settings.chief > 1 and settings.backup != "off" \
+            and not settings.k8s_pvc:
+        # Every worker restores from the chief's backup (train.adopt_chief_backup), so the folder
+        # must be shared: each pod's own emptyDir is not.
         notes.append(f"BACKUP={settings.backup} is off in the manifests: a multi-worker restore needs the "
-                     "step the lab takes between restarts, which Kubernetes does not; a restart starts over")
+                     "chief's backup on every worker, and each pod's own emptyDir shares nothing; give "
+                     "K8S_PVC=<a ReadWriteMany claim> to keep it")
         settings = settings.replace(backup="off")
     spec = cluster.cluster_spec(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
     shared = [config_map(settings, runner.run_config(settings, run, spec))]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -476,6 +477,31 @@ class ReplayStack(compose.ComposeStack):
         compose.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
         self._up(*self.tasks)
         self.started = True
+        self.follow_output("all")
+
+    def restart(self) -> None:
+        super().restart()
+        self.follow_output("0")  # both CLIs: from now on (an earlier attempt's lines were shown)
+
+    def follow_output(self, tail: str) -> None:
+        """The replicas' own output as it comes (the image is no lab's: it logs no events), until
+        they exit; `output.log` keeps all of it."""
+        self.stop_following()
+        self.following = subprocess.Popen(self.command("logs", "--follow", "--no-color", "--tail", tail),
+                                          env=self.env, stdout=None, stderr=subprocess.DEVNULL)
+
+    def stop_following(self) -> None:
+        following = getattr(self, "following", None)
+        if following and following.poll() is None:
+            following.terminate()
+            try:
+                following.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                following.kill()
+
+    def close(self) -> None:
+        self.stop_following()
+        super().close()
 
     def state(self) -> dict[str, dict]:
         """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""

@@ -132,6 +132,7 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
     if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
                            "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
+    adopt_chief_backup(settings, task, run_dir)  # before any peer can train, so before the strategy
     peers = {name: address for job, addresses in spec.items() for i, address in enumerate(addresses)
              if (name := f"{job}-{i}") != task}
     # TensorFlow itself would wait forever for a peer that never comes (see tflab/peerwait.py).
@@ -268,6 +269,25 @@ def backup_callbacks(settings: Settings, run_dir: Path) -> list:
         save_freq="epoch" if settings.backup == "epoch" else int(settings.backup),
         save_before_preemption=settings.strategy == "multiworker",
     )]
+
+
+def adopt_chief_backup(settings: Settings, task: str, run_dir: Path) -> None:
+    """A restarted multiworker worker takes the chief's backup as its own, before training: Keras
+    restores the model from backup/chief on every worker, but TensorFlow's preemption handler reads
+    each worker's own backup/workertemp_<i>, which Keras empties after each save; measured here,
+    one worker then restored its step counter and the other initialised it, and their collectives
+    no longer matched ("Collective instance ... expected type 1 ... but got type 0"). Done here, in
+    the trainer, it needs nothing but a shared backup folder: a Kubernetes restart (a TFJob's
+    restartPolicy, a claim for the outputs) restores as the lab's does. No peer writes the backup
+    meanwhile: nothing trains until this worker has joined the cluster."""
+    if settings.strategy != "multiworker" or settings.backup == "off" or settings.loop == "custom":
+        return
+    chief = run_dir / "backup" / "chief"
+    if task == cluster.chief_task(settings) or not chief.is_dir():
+        return
+    own = run_dir / "backup" / f"workertemp_{cluster.parse_task(task)[1]}"
+    shutil.rmtree(own, ignore_errors=True)
+    shutil.copytree(chief, own)
 
 
 def checkpoint_callbacks(settings: Settings, run_dir: Path) -> list:
