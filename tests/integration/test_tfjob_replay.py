@@ -204,3 +204,19 @@ def test_a_hand_written_tfjob_on_a_user_image(lab, trainer_image, tmp_path):
         assert seen["greeting"] == seen["file"] == "hi there" and seen["cwd"] == "/app"
     rows = {row["task"]: row for row in run.summary["tasks"]}
     assert all(row["status"] == "ok" and row["exit_code"] == 0 for row in rows.values()), rows
+
+
+def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
+    """make k8s STRATEGY=parameter_server replayed: the chief trains; its workers and ps serve until
+    the replay ends them when the chief is done, as the operator's cleanPodPolicy Running does."""
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="ps-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image,
+                  STRATEGY="parameter_server", WORKERS="2", PS="1", EPOCHS="2")
+    written = run_lab("k8s", env=env)
+    assert written.returncode == 0, written.output
+    run = lab.run("ps-replay", TFJOB=str(lab.runs_dir / "ps-k8s" / "tfjob.yaml"))
+    assert run.finished.returncode == 0, run.why()
+    assert run.tasks == ["chief-0", "worker-0", "worker-1", "ps-0"]
+    assert "the job is done; ending worker-0, worker-1, ps-0" in run.finished.stdout
+    rows = {row["task"]: row for row in run.summary["tasks"]}
+    assert rows["chief-0"]["exit_code"] == 0 and all(row["status"] == "ok" for row in rows.values()), rows
+    assert len(own_losses(run.run_dir / "volumes" / "out" / "tflab" / "chief-0.jsonl")) == 2
