@@ -684,7 +684,9 @@ def own_end(run_dir: Path, task: str) -> dict:
 
 def summarise(plan: Plan, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
               started: float, ended: float, restarts: list[float]) -> dict:
-    """summary.json for a replay: the summary's row keys, from the logs the watcher wrote."""
+    """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
+    or evaluator the replay ended once the chief was done is ok, whatever its exit code (SIGTERM's),
+    as the operator's cleanPodPolicy ends them: the chief's success is the job's."""
     from tflab.schema import by_event, read_events
 
     rows = []
@@ -693,7 +695,7 @@ def summarise(plan: Plan, run_dir: Path, codes: dict, stopped: list[str], outcom
         end = (by_event(records, "end") or [{}])[-1]
         code = codes.get(task.name)
         status = "stopped" if task.name in stopped else "missing" if code is None else \
-            "ok" if code == 0 or task.name in plan.servers and outcome == "ok" else "failed"
+            "ok" if code == 0 or task.name in plan.servers + plan.evaluators and outcome == "ok" else "failed"
         own = own_end(run_dir, task.name)  # the lab's own trainer, where it wrote its log to a claim
         rows.append({"task": task.name, "role": "script", "host": task.host, "image": task.image,
                      "status": status, "exit_code": code, "attempts": len(by_event(records, "start")),
