@@ -41,6 +41,10 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
 
 
 def command_up(settings: Settings) -> int:
+    if settings.tfjob:
+        from tflab import tfjob  # PyYAML is needed only here
+
+        return tfjob.up(settings)
     return runner.up(settings)
 
 

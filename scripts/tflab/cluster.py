@@ -21,12 +21,18 @@ from typing import Mapping, Sequence
 from tflab.settings import Settings
 
 PORT = 2222
+EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evaluator
 
 
 def job_sizes(settings: Settings) -> dict[str, int]:
-    """Tasks per TF job. Single-process strategies have no cluster at all."""
+    """Tasks per TF job of the training cluster. Single-process strategies have no cluster at all.
+    The evaluator is no part of it (see task_names)."""
     if settings.strategy == "multiworker":
-        return {"worker": settings.workers}
+        # CHIEF=1: TensorFlow counts the chief as one more worker, with id 0 in the collective and
+        # the workers after it (multi_worker_util.worker_count, id_in_cluster), and makes it the
+        # coordination service's leader: chief-0, worker-0, worker-1 shard the data as worker-0,
+        # worker-1, worker-2 would.
+        return {"chief": 1, "worker": settings.workers} if settings.chief else {"worker": settings.workers}
     if settings.strategy == "parameter_server":
         # The chief coordinates (it runs fit); workers run the steps it schedules; ps hold the variables.
         return {"chief": 1, "worker": settings.workers, "ps": settings.ps}
@@ -38,7 +44,16 @@ def task_names(settings: Settings) -> list[str]:
     jobs = job_sizes(settings)
     if not jobs:
         return [settings.strategy]  # "single" or "mirrored"
-    return [f"{job}-{index}" for job, size in jobs.items() for index in range(size)]
+    tasks = [f"{job}-{index}" for job, size in jobs.items() for index in range(size)]
+    return tasks + evaluator_tasks(settings)
+
+
+def evaluator_tasks(settings: Settings) -> list[str]:
+    """EVALUATOR=1: evaluator-0. Outside the training cluster, as the training operator and
+    TensorFlow have it: genClusterSpec leaves the Evaluator out of every TF_CONFIG's cluster ("not
+    part of training cluster"), its own TF_CONFIG names the training cluster and task evaluator 0,
+    and MultiWorkerMirroredStrategy counts it in no collective (worker_count)."""
+    return [f"{EVALUATOR}-0"] if settings.evaluator and job_sizes(settings) else []
 
 
 def compose_address(job: str, index: int) -> str:
@@ -62,16 +77,33 @@ def kubeflow_service(name: str, job: str, index: int) -> str:
     return f"{name}-{job}-{index}"
 
 
-def kubeflow_address(name: str, namespace: str):
+def kubeflow_address(name: str, namespace: str, port: int = PORT):
     """An address function for Kubernetes: `<name>-<job>-<index>.<namespace>.svc:2222`, exactly the
     cluster spec the training operator v1 puts into each TFJob pod's TF_CONFIG (its genClusterSpec
     in pkg/controller.v1/tensorflow/tensorflow.go, release 1.9, for an operator started without
     CUSTOM_CLUSTER_DOMAIN; port 2222 is its default and the port the manifests name). Plain Jobs
     get Services of the same names, so both manifests carry the same TF_CONFIG."""
     def address(job: str, index: int) -> str:
-        return f"{kubeflow_service(name, job, index)}.{namespace}.svc:{PORT}"
+        return f"{kubeflow_service(name, job, index)}.{namespace}.svc:{port}"
 
     return address
+
+
+def tfjob_cluster_spec(name: str, namespace: str, replicas: Mapping[str, tuple[int, int]]) -> dict[str, list[str]]:
+    """What the training operator v1.9 puts in a TFJob's TF_CONFIG: `replicas` is job (the replica
+    type lowercased) -> (replicas, its tfjob-port); each task `<name>-<job>-<i>.<namespace>.svc:<port>`
+    (genClusterSpec); the evaluator is left out, "not part of training cluster"."""
+    return {job: [kubeflow_address(name, namespace, port)(job, index) for index in range(count)]
+            for job, (count, port) in replicas.items() if job != EVALUATOR and count}
+
+
+def tfjob_tf_config(spec: Mapping[str, Sequence[str]], task: str) -> str:
+    """The operator's TF_CONFIG for one pod, byte for byte as Go's json.Marshal writes its TFConfig
+    struct: cluster (keys sorted), task (type, index), "environment": "cloud"."""
+    config = tf_config_for(spec, task)
+    config["cluster"] = dict(sorted(config["cluster"].items()))
+    config["environment"] = "cloud"
+    return json.dumps(config, separators=(",", ":"))
 
 
 def local_addresses(ports: Sequence[int]):
@@ -111,7 +143,9 @@ def task_of(tf_config: Mapping) -> str:
 def tf_config_for(spec: Mapping[str, Sequence[str]], task: str) -> dict:
     """The TF_CONFIG dict for one task of `spec`."""
     job, index = parse_task(task)
-    if job not in spec or index >= len(spec[job]):
+    if job == EVALUATOR and index == 0 and spec:
+        pass  # outside the cluster it evaluates (evaluator_tasks)
+    elif job not in spec or index >= len(spec[job]):
         raise ValueError(f"task {task!r} is not in the cluster {dict(spec)}")
     return {"cluster": {name: list(addresses) for name, addresses in spec.items()},
             "task": {"type": job, "index": index}}
@@ -126,8 +160,15 @@ def tf_config_env(spec: Mapping[str, Sequence[str]], task: str) -> dict[str, str
 
 
 def chief_task(settings: Settings) -> str:
-    """The task that writes the final model: worker-0 (TF's default chief), chief-0, or the only task."""
+    """The task that writes the final model: chief-0 where there is one, else worker-0 (TF's
+    default chief), or the only task."""
     return task_names(settings)[0]
+
+
+def trainer_tasks(settings: Settings) -> list[str]:
+    """The tasks that train: neither parameter_server's servers nor the evaluator."""
+    return [task for task in task_names(settings)
+            if task not in server_tasks(settings) and task not in evaluator_tasks(settings)]
 
 
 def server_tasks(settings: Settings) -> list[str]:

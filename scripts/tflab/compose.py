@@ -222,7 +222,9 @@ def gpu_requests(settings: Settings, host_gpus: Sequence[str] = ()) -> dict[str,
     indexes = settings.gpu_indexes or tuple(host_gpus)
     if not indexes:
         raise ValueError("GPUS=all on a cluster needs the host's GPU indexes (check_gpus finds them)")
-    workers = [task for task in cluster.task_names(settings) if cluster.parse_task(task)[0] == "worker"]
+    # multiworker's chief (CHIEF=1) is a replica like any worker; parameter_server's computes nothing.
+    replicas = ("chief", "worker") if settings.strategy == "multiworker" else ("worker",)
+    workers = [task for task in cluster.task_names(settings) if cluster.parse_task(task)[0] in replicas]
     return {task: {"device_ids": [indexes[i % len(indexes)]]} for i, task in enumerate(workers)}
 
 

@@ -34,7 +34,8 @@ CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
 OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
 CONTAINER = "tensorflow"  # the name the training operator looks for: it sets TF_CONFIG only there
 PORT_NAME = "tfjob-port"  # ... and the port name it takes the cluster's port from
-REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS"}  # the lab's jobs -> TFJob replica types
+# the lab's jobs -> TFJob replica types
+REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
 UID = 1000  # the image's user, as in Compose
 MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi"}  # Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes
 
@@ -46,6 +47,10 @@ def write(settings: Settings) -> int:
     if settings.script:
         raise LabError(f"SCRIPT={settings.script} is not allowed with make k8s: the manifests run the lab's own "
                        "trainer (bake your script into an image of yours and name it in K8S_IMAGE)")
+    if settings.evaluator and not settings.k8s_pvc:
+        raise LabError(f"EVALUATOR={settings.evaluator} is not allowed without K8S_PVC in make k8s: expected "
+                       "K8S_PVC=<a ReadWriteMany claim> (the evaluator reads the chief's checkpoints, and "
+                       "each pod's own emptyDir shares nothing), or EVALUATOR=0")
     if settings.gpus:
         raise LabError(f"GPUS={settings.gpus} is not allowed with make k8s: expected GPUS empty (the manifests "
                        "request no GPUs yet; add nvidia.com/gpu limits to the pod templates yourself)")
@@ -81,12 +86,13 @@ def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[st
     """(file name -> its objects, notes for the user). The cluster strategies get both files,
     single and mirrored only jobs.yaml."""
     notes = []
-    if settings.strategy == "multiworker" and settings.workers > 1 and settings.backup != "off":
-        # Between restarts the lab copies the chief's backup over every worker's own
-        # (runner.share_backup); a pod restarted by Kubernetes gets no such step, and without it
-        # the workers' restored states disagree and their collectives fail.
+    if settings.strategy == "multiworker" and settings.workers + settings.chief > 1 and settings.backup != "off" \
+            and not settings.k8s_pvc:
+        # Every worker restores from the chief's backup (train.adopt_chief_backup), so the folder
+        # must be shared: each pod's own emptyDir is not.
         notes.append(f"BACKUP={settings.backup} is off in the manifests: a multi-worker restore needs the "
-                     "step the lab takes between restarts, which Kubernetes does not; a restart starts over")
+                     "chief's backup on every worker, and each pod's own emptyDir shares nothing; give "
+                     "K8S_PVC=<a ReadWriteMany claim> to keep it")
         settings = settings.replace(backup="off")
     spec = cluster.cluster_spec(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
     shared = [config_map(settings, runner.run_config(settings, run, spec))]
@@ -159,12 +165,16 @@ def tfjob(settings: Settings, spec: dict) -> dict:
     except where the job has one pod in all ("not distributed": no TF_CONFIG at all), while the
     trainer expects the cluster of config.json; there the template carries it."""
     replica_specs = {}
-    for job_name, addresses in spec.items():
+    sizes = {**{job_name: len(addresses) for job_name, addresses in spec.items()},
+             **{cluster.EVALUATOR: len(cluster.evaluator_tasks(settings))}}
+    for job_name, size in sizes.items():
+        if not size:
+            continue
         env = {}
-        if sum(len(tasks) for tasks in spec.values()) == 1:
+        if sum(sizes.values()) == 1:
             env = {"TF_CONFIG": cluster.tf_config_env(spec, f"{job_name}-0")["TF_CONFIG"]}
         replica_specs[REPLICA_TYPES[job_name]] = {
-            "replicas": len(addresses),
+            "replicas": size,
             "restartPolicy": restart_policy(settings),
             "template": pod_template(settings, env, None, task=None),
         }

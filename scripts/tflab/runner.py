@@ -31,6 +31,7 @@ from tflab.settings import Settings
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
+EVALUATOR_END_SECONDS = 60  # after training, how long the evaluator gets to evaluate the last checkpoint
 POLL_SECONDS = 0.5
 
 
@@ -240,7 +241,7 @@ def share_backup(run_dir: Path, settings: Settings) -> None:
     chief = run_dir / "backup" / "chief"
     if settings.strategy != "multiworker" or not chief.is_dir():
         return
-    for index in range(1, settings.workers):
+    for index in range(0 if settings.chief else 1, settings.workers):  # with CHIEF=1, worker-0 has its own
         own = run_dir / "backup" / f"workertemp_{index}"
         shutil.rmtree(own, ignore_errors=True)
         shutil.copytree(chief, own)
@@ -253,14 +254,23 @@ def share_backup(run_dir: Path, settings: Settings) -> None:
 def follow(backend, settings: Settings, printer, deadline: float, chaos=None) -> tuple[str, list[str]]:
     """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
     servers = cluster.server_tasks(settings)
-    failed_at = None
+    evaluators = cluster.evaluator_tasks(settings)
+    failed_at = trained_at = None
     while True:
         printer.print_new()
         codes = backend.exit_codes()
         if chaos:
             chaos.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
-        if running and set(running) <= set(servers):
+        if running and set(running) <= set(servers) | set(evaluators):
+            # Training is over. The evaluator stops by itself after the last checkpoint (it gets
+            # EVALUATOR_END_SECONDS for it, unless a trainer failed); servers would serve forever.
+            trained_at = trained_at or time.monotonic()
+            failed = any(code not in (None, 0) for code in codes.values())
+            if (set(running) & set(evaluators) and not failed
+                    and time.monotonic() - trained_at < EVALUATOR_END_SECONDS):
+                time.sleep(POLL_SECONDS)
+                continue
             say(f"the chief is done; ending {', '.join(running)}")
             codes, stopped = end_servers(backend, running)
             printer.print_new()
@@ -312,7 +322,7 @@ def end_servers(backend, servers: list[str]) -> tuple[dict, list[str]]:
 
 def describe(settings: Settings) -> str:
     if settings.strategy == "multiworker":
-        shape = f"{settings.workers} worker{'s' * (settings.workers != 1)}"
+        shape = "a chief, " * settings.chief + f"{settings.workers} worker{'s' * (settings.workers != 1)}"
     elif settings.strategy == "parameter_server":
         shape = f"a chief, {settings.workers} worker{'s' * (settings.workers != 1)}, {settings.ps} ps"
     elif settings.strategy == "mirrored" and settings.gpus == "all":
@@ -322,6 +332,8 @@ def describe(settings: Settings) -> str:
         shape = f"{replicas} replica{'s' * (replicas != 1)}"
     else:
         shape = "1 replica"
+    if cluster.evaluator_tasks(settings):
+        shape += ", an evaluator"
     if settings.gpus:
         shape += f", GPUS={settings.gpus}"
     if settings.script:

@@ -19,8 +19,9 @@ from typing import Iterable
 NUMBER = (int, float)
 COMMON = {"event": str, "task": str, "time": NUMBER}
 # trainer: the lab's training script; server: parameter_server's workers and ps, which only
-# serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/launch.py.
-ROLES = ("trainer", "server", "script")
+# serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/launch.py;
+# evaluator: EVALUATOR=1's evaluator-0, which evaluates the chief's checkpoints.
+ROLES = ("trainer", "server", "script", "evaluator")
 EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # What the task is and with what it runs.
     "start": {"role": str, "strategy": str, "cluster": dict, "versions": dict, "settings": dict},
@@ -32,6 +33,9 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
     "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int,
               "examples_per_second": NUMBER},
+    # The evaluator: a checkpoint the chief wrote after `epoch` (at global step `step`), evaluated
+    # on the whole data set; the checkpoints it skipped (it takes the newest) have none.
+    "eval": {"epoch": int, "step": int, "loss": NUMBER, "seconds": NUMBER},
     # Only with ALLREDUCE_PROBE: bare all-reduces of `floats` float32s, timed after training.
     "allreduce": {"floats": int, "calls": int, "median_seconds": NUMBER},
     # The task's result; a trainer adds TRAINER_END, a script SCRIPT_END.
@@ -43,6 +47,7 @@ LAB_START = {"baseline_loss": NUMBER}  # what the lab's own data set scores pred
 SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
+EVALUATOR_END = {"evaluations": int}
 OPTIONAL_EVENTS = ("allreduce",)
 
 
@@ -62,10 +67,10 @@ def problems(record: dict) -> list[str]:
     if event in ("start", "end") and record.get("role") not in ROLES:
         found.append(f"{event}: role={record.get('role')!r} is not one of {', '.join(ROLES)}")
     role = record.get("role")
-    if event == "start" and role in ("trainer", "server"):
+    if event == "start" and role in ("trainer", "server", "evaluator"):
         fields.update(LAB_START)
     if event == "end":
-        fields.update({"trainer": TRAINER_END, "script": SCRIPT_END}.get(role, {}))
+        fields.update({"trainer": TRAINER_END, "script": SCRIPT_END, "evaluator": EVALUATOR_END}.get(role, {}))
     for name, kind in fields.items():
         if name not in record:
             found.append(f"{event}: missing {name}")
@@ -110,6 +115,11 @@ def completeness(records: list[dict], epochs: int, role: str = "trainer") -> lis
     first_epoch = restored["epoch"] if restored else 1
     if role == "server":
         expected = ["start", "cluster_ready", "end"]
+    elif role == "evaluator":  # one eval per checkpoint it took, the last epoch's always
+        evals = [r.get("epoch") for r in last if r.get("event") == "eval"]
+        expected = ["start"] + ["eval"] * len(evals) + ["end"]
+        if not evals or evals[-1] != epochs:
+            found.append(f"evaluated epochs {evals} do not end with the last, {epochs}")
     elif role == "script":  # epochs only where the script adds tflab's callback
         expected = ["start"] + [k for k in kinds if k == "epoch"] + ["end"]
     else:

@@ -48,6 +48,7 @@ K8S_PVC_PATTERN = re.compile(rf"(?=.{{1,253}}$){DNS_LABEL}(?:\.{DNS_LABEL})*")  
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
 SCRIPT_STRATEGIES = ("single", "mirrored", "multiworker")
+EVALUATOR_STRATEGIES = ("multiworker", "parameter_server")
 COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([0-9]{1,6})")
 # Docker's smallest memory limit (the engine refuses less: "Minimum memory limit allowed is 6MB")
 # and smallest CPU limit ("Range of CPUs is from 0.01 to ..."); below a millicore Kubernetes would
@@ -77,6 +78,8 @@ class Settings:
     replicas: int = 2  # mirrored: every GPU if any are visible, else this many logical CPUs
     gpus: str = ""  # empty: CPUs only; all: every NVIDIA GPU; 0,1: these GPUs (workers take one each, in turn)
     ps: int = 1  # parameter servers for parameter_server
+    chief: int = 0  # multiworker: 1 adds chief-0, one more replica and the chief (a TFJob's Chief)
+    evaluator: int = 0  # multiworker, parameter_server: 1 adds evaluator-0, evaluating each checkpoint
     epochs: int = 10  # passes over the data set
     global_batch: int = 64  # examples per step summed over all replicas, whatever the strategy
     examples: int = 4096  # synthetic examples, y = xW + 0.1 noise, generated from SEED
@@ -112,6 +115,7 @@ class Settings:
     soak: int = 20  # make soak: how many random scenarios
     script: str = ""  # a user's own training script (absolute path) run in every task; empty: the lab's
     args: str = ""  # arguments for SCRIPT, as a shell would split them
+    tfjob: str = ""  # tflab up: a Kubeflow TFJob manifest (YAML) whose replicas run as the tasks; empty: none
     tensorboard_port: int = 6006  # make tensorboard: the port on 127.0.0.1
 
     @property
@@ -128,7 +132,7 @@ class Settings:
         """Replicas a step's global batch is split over, as the host can know it. Mirrored takes
         every GPU it is given; with GPUS=all their number is the trainer's to find (it checks)."""
         if self.strategy == "multiworker":
-            return self.workers
+            return self.workers + self.chief  # TF counts the chief as one more worker
         if self.strategy == "mirrored":
             return len(self.gpu_indexes) or self.replicas
         return 1  # single; parameter_server: each step is one worker's, on a whole global batch
@@ -209,12 +213,22 @@ class Settings:
         if self.global_batch % replicas:
             below = self.global_batch - self.global_batch % replicas
             nearest = " or ".join(str(n) for n in (below, below + replicas) if n > 0)
-            counted = "WORKERS" if self.strategy == "multiworker" else "GPUS" if self.gpu_indexes else "REPLICAS"
+            counted = ("WORKERS+CHIEF" if self.chief else "WORKERS") if self.strategy == "multiworker" \
+                else "GPUS" if self.gpu_indexes else "REPLICAS"
             raise SettingsError(
                 f"GLOBAL_BATCH={self.global_batch} is not divisible by the {replicas} replicas of "
                 f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}, "
                 f"or a {counted} count that divides {self.global_batch}"
             )
+        if self.chief and self.strategy != "multiworker":
+            raise SettingsError(f"CHIEF={self.chief} is not allowed with STRATEGY={self.strategy}: expected "
+                                "STRATEGY=multiworker (parameter_server always has its chief), or CHIEF=0")
+        if self.evaluator and self.strategy not in EVALUATOR_STRATEGIES:
+            raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with STRATEGY={self.strategy}: "
+                                f"expected STRATEGY={' or '.join(EVALUATOR_STRATEGIES)}, or EVALUATOR=0")
+        if self.evaluator and self.script:
+            raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with SCRIPT: expected EVALUATOR=0 "
+                                "(the evaluator is the lab's own trainer's; a script evaluates as it likes)")
         if self.strategy == "parameter_server" and self.ps < 1:
             raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
                                 f"expected 1..{MAX_TASKS} parameter servers")
@@ -509,6 +523,25 @@ def _script_on_host(name: str, raw: str) -> str:
     return resolved
 
 
+def _tfjob(name: str, raw: str) -> str:
+    _printable(name, raw)
+    if not raw.endswith((".yaml", ".yml", ".json")):
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of a TFJob manifest (*.yaml, *.yml "
+                            "or *.json)")
+    return raw
+
+
+def _tfjob_on_host(name: str, raw: str) -> str:
+    try:
+        path = Path(raw).expanduser()
+        resolved = str(path.resolve()) if path.is_file() else ""
+    except (OSError, RuntimeError):
+        resolved = ""
+    if not resolved:
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing TFJob manifest")
+    return resolved
+
+
 def _args(name: str, raw: str) -> str:
     if "\0" in raw:
         raise SettingsError(f"{name}={raw!r} is not allowed: expected arguments without NUL characters")
@@ -536,6 +569,12 @@ SPECS: dict[str, Spec] = {
                  "one given; each worker takes one, in turn; empty: CPUs only"),
     "PS": Spec("ps", _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
                "parameter servers for parameter_server (its chief and workers are the other tasks)"),
+    "CHIEF": Spec("chief", _integer(0, 1), "0 | 1 (multiworker)",
+                  "multiworker: 1 adds chief-0, a TFJob's Chief: one more replica, and the one that writes "
+                  "the model, TensorBoard and checkpoints"),
+    "EVALUATOR": Spec("evaluator", _integer(0, 1), "0 | 1 (multiworker, parameter_server)",
+                      "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
+                      "(tf-keras SidecarEvaluator) and logs eval events"),
     "EPOCHS": Spec("epochs", _integer(1, 10_000), "1..10000", "passes over the data set"),
     "GLOBAL_BATCH": Spec("global_batch", _integer(1, 1 << 20), "1..1048576, a multiple of the replicas",
                          "examples per step summed over every replica, the same for every strategy"),
@@ -610,6 +649,9 @@ SPECS: dict[str, Spec] = {
                    "your own training script, unmodified, in every task with the generated TF_CONFIG; "
                    "empty: the lab's own", on_host=_script_on_host),
     "ARGS": Spec("args", _args, "arguments", "arguments for SCRIPT, split as a shell would"),
+    "TFJOB": Spec("tfjob", _tfjob, "empty | path/to/tfjob.yaml",
+                  "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
+                  "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host),
     "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
                              "make tensorboard: the port it serves on, on 127.0.0.1 only"),
     "K8S_IMAGE": Spec("k8s_image", _image, "an image reference",

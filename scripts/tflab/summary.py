@@ -59,6 +59,9 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         # What happened and what to do (explain.py), for a task that failed by itself.
         "explanation": explanation.to_dict() if status == "failed" and (explanation := explain.explain(
             evidence_of(task, last, records, exit_code, settings, output, oom_killed))) else None,
+        # The evaluator's: each checkpoint it evaluated (its epoch, step and loss).
+        **({"evals": [{k: r[k] for k in ("epoch", "step", "loss")} for r in by_event(last, "eval")]}
+           if task_role(settings, task) == "evaluator" else {}),
     }
 
 
@@ -88,6 +91,8 @@ def task_role(settings: Settings, task: str) -> str:
     """The role its log's start and end events carry (schema.ROLES)."""
     if settings.script:
         return "script"
+    if task in cluster.evaluator_tasks(settings):
+        return "evaluator"
     return "server" if task in cluster.server_tasks(settings) else "trainer"
 
 
@@ -230,6 +235,10 @@ class ProgressPrinter:
                     f"{record['seconds']:.2f} s  {record['examples_per_second']:.0f} examples/s")
         if event == "end" and record["role"] == "server":
             return f"ended after serving for {record['total_seconds']:.1f} s"
+        if event == "eval":
+            return f"eval of epoch {record['epoch']} (step {record['step']}): loss {record['loss']:.4f}"
+        if event == "end" and record["role"] == "evaluator":
+            return f"done in {record['total_seconds']:.1f} s: {record['evaluations']} checkpoints evaluated"
         if event == "end" and record["role"] == "script":
             return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
         if event == "end":

@@ -112,12 +112,15 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     spec = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
     if spec != expected_cluster:
         raise RuntimeError(f"TF_CONFIG's cluster {spec} is not the run's cluster {expected_cluster}")
-    role = "server" if task in cluster.server_tasks(settings) else "trainer"
+    role = "server" if task in cluster.server_tasks(settings) else \
+        "evaluator" if task in cluster.evaluator_tasks(settings) else "trainer"
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
     log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
     if role == "server":
         serve(task, spec, log)
+    elif role == "evaluator":
+        evaluate(settings, task, run_dir, log, x, y)
     else:
         train(settings, task, spec, run_dir, log, x, y)
 
@@ -130,6 +133,7 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
     if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
                            "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
+    adopt_chief_backup(settings, task, run_dir)  # before any peer can train, so before the strategy
     peers = {name: address for job, addresses in spec.items() for i, address in enumerate(addresses)
              if (name := f"{job}-{i}") != task}
     # TensorFlow itself would wait forever for a peer that never comes (see tflab/peerwait.py).
@@ -153,7 +157,8 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
     writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
         if task == cluster.chief_task(settings) else None
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
-    callbacks = backup_callbacks(settings, run_dir) + [timing]  # the backup restores before timing starts
+    callbacks = backup_callbacks(settings, run_dir) + checkpoint_callbacks(settings, run_dir) + [timing]
+    # (the backup restores before timing starts)
     if settings.strategy == "parameter_server":
         losses = fit_parameter_server(model, settings, x, y, callbacks)
     elif settings.loop == "custom":
@@ -266,6 +271,86 @@ def backup_callbacks(settings: Settings, run_dir: Path) -> list:
         save_freq="epoch" if settings.backup == "epoch" else int(settings.backup),
         save_before_preemption=settings.strategy == "multiworker",
     )]
+
+
+def adopt_chief_backup(settings: Settings, task: str, run_dir: Path) -> None:
+    """A restarted multiworker worker takes the chief's backup as its own, before training: Keras
+    restores the model from backup/chief on every worker, but TensorFlow's preemption handler reads
+    each worker's own backup/workertemp_<i>, which Keras empties after each save; measured here,
+    one worker then restored its step counter and the other initialised it, and their collectives
+    no longer matched ("Collective instance ... expected type 1 ... but got type 0"). Done here, in
+    the trainer, it needs nothing but a shared backup folder: a Kubernetes restart (a TFJob's
+    restartPolicy, a claim for the outputs) restores as the lab's does. No peer writes the backup
+    meanwhile: nothing trains until this worker has joined the cluster."""
+    if settings.strategy != "multiworker" or settings.backup == "off" or settings.loop == "custom":
+        return
+    chief = run_dir / "backup" / "chief"
+    if task == cluster.chief_task(settings) or not chief.is_dir():
+        return
+    own = run_dir / "backup" / f"workertemp_{cluster.parse_task(task)[1]}"
+    shutil.rmtree(own, ignore_errors=True)
+    shutil.copytree(chief, own)
+
+
+def checkpoint_callbacks(settings: Settings, run_dir: Path) -> list:
+    """EVALUATOR=1: the chief writes the weights (with the optimizer's step) to
+    <run>/checkpoints/ckpt-<epoch> after every epoch, the way tf-keras's SidecarEvaluator expects
+    them; under multiworker the other workers write theirs to scratch folders ModelCheckpoint
+    deletes (every worker must take part in a save)."""
+    if not settings.evaluator:
+        return []
+    return [tf.keras.callbacks.ModelCheckpoint(filepath=str(run_dir / "checkpoints" / "ckpt-{epoch}"),
+                                               save_weights_only=True)]
+
+
+class Ended(Exception):
+    """SIGTERM reached the evaluator: the lab ends it once training is over."""
+
+
+def evaluate(settings: Settings, task: str, run_dir: Path, log: EventLog, x, y) -> None:
+    """evaluator-0: tf-keras's SidecarEvaluator on the chief's checkpoints. It evaluates the newest
+    checkpoint each time it looks (so it may skip some) and stops by itself after the last
+    epoch's; SIGTERM (the lab's, if the chief never writes that one) ends it too, cleanly."""
+    def ended(*_):
+        raise Ended()
+
+    signal.signal(signal.SIGTERM, ended)
+    tf.keras.utils.set_random_seed(settings.seed)
+    model = build_model(settings.model)
+    model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse")
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(settings.global_batch)
+    evals = EvalLog(task, settings, log)
+    checkpoints = run_dir / "checkpoints"
+    checkpoints.mkdir(exist_ok=True)
+    print(f"[{task}] evaluating every checkpoint in {checkpoints}", flush=True)
+    try:
+        tf.keras.utils.SidecarEvaluator(model, data, str(checkpoints), max_evaluations=settings.epochs,
+                                        callbacks=[evals]).start()
+    except Ended:
+        print(f"[{task}] ended by the lab", flush=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    log.emit("end", role="evaluator", total_seconds=time.time() - STARTED, peak_rss_bytes=peak_rss_bytes(),
+             evaluations=evals.count, **({"final_loss": evals.last} if evals.count else {}))
+
+
+class EvalLog(tf.keras.callbacks.Callback):
+    """One `eval` event per checkpoint evaluated: its epoch and step (the optimizer's iterations,
+    restored from the checkpoint) and its loss on the whole data set."""
+
+    def __init__(self, task: str, settings: Settings, log: EventLog):
+        super().__init__()
+        self.task, self.settings, self.log = task, settings, log
+        self.count, self.last = 0, None
+
+    def on_test_begin(self, logs=None):
+        self._started = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        epoch = step // self.settings.steps_per_epoch
+        self.count, self.last = self.count + 1, float(logs["loss"])
+        self.log.emit("eval", epoch=epoch, step=step, loss=self.last, seconds=time.perf_counter() - self._started)
+        print(f"[{self.task}] eval of epoch {epoch} (step {step}): loss {self.last:.4f}", flush=True)
 
 
 def enable_preemption_checkpoints() -> None:

@@ -64,3 +64,66 @@ def test_tf_config_is_compact_json_of_the_dict():
 def test_tasks_outside_the_cluster_are_refused(task):
     with pytest.raises(ValueError):
         cluster.tf_config_for(cluster.cluster_spec(multiworker(2)), task)
+
+
+def test_chief_tf_configs_follow_the_tfjob_convention_and_tensorflows_counting():
+    """CHIEF=1 WORKERS=2: chief-0 is id 0 of 3 workers for MultiWorkerMirroredStrategy, the
+    workers 1 and 2, exactly as worker-0..2 of WORKERS=3 (so both shard the data alike)."""
+    from tensorflow.python.distribute import multi_worker_util
+
+    settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96)
+    spec = cluster.cluster_spec(settings)
+    assert spec == {"chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"]}
+    assert cluster.task_names(settings) == ["chief-0", "worker-0", "worker-1"]
+    assert cluster.chief_task(settings) == "chief-0"
+    assert settings.replicas_in_sync == 3
+    assert multi_worker_util.coordination_leader(spec) == "/job:chief/replica:0/task:0"
+    ids = []
+    for task in cluster.task_names(settings):
+        config = cluster.tf_config_for(spec, task)
+        job, index = config["task"]["type"], config["task"]["index"]
+        assert multi_worker_util.worker_count(config["cluster"], job) == 3
+        ids.append(multi_worker_util.id_in_cluster(config["cluster"], job, index))
+    assert ids == [0, 1, 2]
+    assert [multi_worker_util.is_chief(spec, *cluster.parse_task(t)) for t in cluster.task_names(settings)] == \
+        [True, False, False]
+
+
+@pytest.mark.parametrize("strategy, chief", [("multiworker", 0), ("multiworker", 1), ("parameter_server", 0)])
+def test_the_evaluator_is_outside_the_training_cluster(strategy, chief, monkeypatch):
+    """As the training operator's genClusterSpec has it: evaluator-0's TF_CONFIG names the training
+    cluster, which has no evaluator job, and its task is evaluator 0; TensorFlow's resolver reads it."""
+    import tensorflow as tf
+
+    settings = Settings(strategy=strategy, chief=chief, evaluator=1, workers=2)
+    spec = cluster.cluster_spec(settings)
+    assert "evaluator" not in spec
+    assert cluster.task_names(settings)[-1] == "evaluator-0"
+    assert cluster.evaluator_tasks(settings) == ["evaluator-0"]
+    assert "evaluator-0" not in cluster.trainer_tasks(settings) + cluster.server_tasks(settings)
+    config = cluster.tf_config_for(spec, "evaluator-0")
+    assert config == {"cluster": spec, "task": {"type": "evaluator", "index": 0}}
+    monkeypatch.setitem(os.environ, "TF_CONFIG", json.dumps(config))
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    assert (resolver.task_type, resolver.task_id) == ("evaluator", 0)
+    with pytest.raises(ValueError):
+        cluster.tf_config_for(spec, "evaluator-1")
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({"strategy": "parameter_server", "chief": 1}, "CHIEF=1"),
+    ({"strategy": "single", "evaluator": 1}, "EVALUATOR=1"),
+    ({"strategy": "mirrored", "evaluator": 1}, "EVALUATOR=1"),
+    ({"chief": 1}, "WORKERS+CHIEF"),  # 3 replicas and GLOBAL_BATCH=64
+])
+def test_chief_and_evaluator_are_refused_where_they_do_not_fit(changes, named):
+    from tflab.settings import SettingsError
+
+    with pytest.raises(SettingsError, match=named.replace("+", r"\+")):
+        Settings().replace(**changes)
+
+
+def test_no_evaluator_and_no_chief_by_default():
+    settings = multiworker(2)
+    assert cluster.evaluator_tasks(settings) == []
+    assert cluster.task_names(settings) == ["worker-0", "worker-1"]

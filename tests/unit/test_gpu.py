@@ -401,3 +401,11 @@ def test_bench_refuses_gpus_before_anything(tmp_path):
     with pytest.raises(LabError, match=r"^make bench does not take GPUS=0: it measures the lab against BACKEND=local"):
         bench.bench(Settings(gpus="0", runs_dir=str(runs)))
     assert not runs.exists()
+
+
+def test_a_multiworker_chief_takes_a_gpu_like_any_replica_and_the_evaluator_none():
+    from tflab.compose import gpu_requests
+
+    settings = Settings(strategy="multiworker", chief=1, workers=2, evaluator=1, gpus="0,1", global_batch=96)
+    assert gpu_requests(settings) == {"chief-0": {"device_ids": ["0"]}, "worker-0": {"device_ids": ["1"]},
+                                      "worker-1": {"device_ids": ["0"]}}

@@ -20,7 +20,8 @@ def test_the_wheel_carries_every_file_the_lab_lays_out_and_no_other():
     assert included == {name: f"tflab/_lab/{name}" for name in home.LAB_FILES}
     assert PYPROJECT["project"]["scripts"] == {"tflab": "tflab.cli:main"}
     assert PYPROJECT["project"]["entry-points"]["pytest11"] == {"tflab": "tflab.pytest_plugin"}
-    assert PYPROJECT["project"]["dependencies"] == []  # the host side is the standard library
+    # The host side is the standard library, plus PyYAML for TFJOB's manifests (tflab/tfjob.py alone).
+    assert PYPROJECT["project"]["dependencies"] == ["PyYAML>=5.4"]
 
 
 def test_a_checkout_is_its_own_home():

@@ -45,9 +45,12 @@ def operator_cluster_spec(tfjob: dict) -> dict[str, list[str]]:
     """The cluster spec the Kubeflow training operator v1 puts into a TFJob's pods, by its own rule
     (genClusterSpec and GetPortFromTFJob, pkg/controller.v1/tensorflow, release 1.9): per replica
     type, `<name>-<type lowercased>-<i>.<namespace>.svc:<port>`, the port being the `tfjob-port`
-    of the container named `tensorflow`, else 2222."""
+    of the container named `tensorflow`, else 2222; the Evaluator is left out ("not part of training
+    cluster")."""
     spec = {}
     for replica_type, replica in tfjob["spec"]["tfReplicaSpecs"].items():
+        if replica_type == "Evaluator":
+            continue
         ports = [port["containerPort"] for container in replica["template"]["spec"]["containers"]
                  if container["name"] == "tensorflow" for port in container.get("ports", [])
                  if port["name"] == "tfjob-port"]
@@ -213,7 +216,10 @@ def test_one_process_strategies_are_one_job_without_tf_config():
 
 
 def test_multiworker_backups_are_off_and_others_kept():
+    """A multi-worker restore needs the chief's backup on every worker (train.adopt_chief_backup):
+    kept on a shared claim, off on each pod's own emptyDir."""
     assert config_of(manifests(multiworker(2))["jobs.yaml"])["settings"]["backup"] == "off"
+    assert config_of(manifests(multiworker(2, k8s_pvc="out"))["tfjob.yaml"])["settings"]["backup"] == "epoch"
     assert config_of(manifests(multiworker(1))["jobs.yaml"])["settings"]["backup"] == "epoch"
     assert config_of(manifests(PARAMETER_SERVER)["tfjob.yaml"])["settings"]["backup"] == "epoch"
 
@@ -323,3 +329,22 @@ def test_what_the_manifests_cannot_carry_is_refused(tmp_path, setting, expected)
     result = run_lab("k8s", f"RUNS_DIR={runs}", setting.format(script=script))
     assert result.returncode == 2 and result.stderr.startswith(f"tflab: {expected.format(script=script)}")
     assert len(result.stderr.splitlines()) == 1 and not runs.exists()
+
+
+def test_chief_and_evaluator_are_tfjob_replica_types_with_the_operators_cluster(tmp_path):
+    settings = Settings(strategy="multiworker", chief=1, evaluator=1, workers=2, global_batch=96, k8s_pvc="out")
+    files = manifests(settings)
+    (tfjob,) = of_kind(files["tfjob.yaml"], "TFJob")
+    replicas = tfjob["spec"]["tfReplicaSpecs"]
+    assert {name: replica["replicas"] for name, replica in replicas.items()} == \
+        {"Chief": 1, "Worker": 2, "Evaluator": 1}
+    assert "successPolicy" not in tfjob["spec"]  # the chief's success is the job's
+    spec = operator_cluster_spec(tfjob)
+    assert spec == config_of(files["tfjob.yaml"])["cluster"]
+    assert set(spec) == {"chief", "worker"}
+    jobs = {job["metadata"]["name"]: job for job in of_kind(files["jobs.yaml"], "Job")}
+    assert sorted(jobs) == ["tflab-chief-0", "tflab-evaluator-0", "tflab-worker-0", "tflab-worker-1"]
+    evaluator_config = json.loads(env_of(jobs["tflab-evaluator-0"]["spec"]["template"])["TF_CONFIG"])
+    assert evaluator_config == {"cluster": spec, "task": {"type": "evaluator", "index": 0}}
+    with pytest.raises(Exception, match="EVALUATOR=1 is not allowed without K8S_PVC"):
+        k8s.write(settings.replace(k8s_pvc="", runs_dir=str(tmp_path)))

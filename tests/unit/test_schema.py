@@ -9,6 +9,7 @@ GOOD = {
     "cluster_ready": {"seconds": 3.5, "replicas": 1, "devices": ["/device:CPU:0"]},
     "restored": {"epoch": 3, "step": 0},
     "epoch": {"epoch": 1, "loss": 20.0, "seconds": 0.4, "steps": 64, "examples_per_second": 10240.0},
+    "eval": {"epoch": 2, "step": 128, "loss": 12.5, "seconds": 0.2},
     "allreduce": {"floats": 341, "calls": 100, "median_seconds": 0.0015},
     "end": {"role": "trainer", "final_loss": 1.0, "total_seconds": 5.0, "first_step_seconds": 0.3,
             "first_step_at": 1.5, "steady_step_seconds": 0.001, "peak_rss_bytes": 500_000_000,

@@ -1,0 +1,710 @@
+"""`tflab up TFJOB=path/to/tfjob.yaml`: a Kubeflow TFJob's replicas as local containers.
+
+    python3 -m tflab up TFJOB=runs/k8s-<id>/tfjob.yaml     # what `make k8s` wrote, or your own
+
+The file holds one TFJob (kubeflow.org/v1, what training-operator v1.9 runs) and, optionally, the
+ConfigMaps it reads. Every replica (Chief/Master, Worker, PS, Evaluator, times `replicas`) becomes
+one task on Compose, named `<type>-<i>` as in the lab (its log, its row), with the pod's hostname
+`<job>-<type>-<i>` and the Service's name `<job>-<type>-<i>.<namespace>.svc`, and the TF_CONFIG the
+operator would give it (cluster.tfjob_cluster_spec / tfjob_tf_config). Only the container named
+`tensorflow` runs, as the operator sets TF_CONFIG only there.
+
+What the lab applies, maps or leaves out is decided field by field below; everything it does not
+apply is named in one line before anything starts, and a field it cannot honour (a Secret, a
+hostPath, a subPath) is refused in one line. The image runs as it is, watched from outside: the
+lab writes each task's start and end (exit code, seconds, peak memory of its cgroup) to
+<task>.jsonl, restarts the whole job as the restart policy says, and keeps its hardening (internal
+network, no published ports, every capability dropped, no-new-privileges); the user the image
+declares is kept unless the manifest's securityContext names one.
+
+PyYAML is the host side's one dependency, for this file alone (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tflab import cluster, compose, labels, runner, summary
+from tflab.errors import LabError
+from tflab.schema import EventLog
+from tflab.settings import Settings
+
+API_VERSION = "kubeflow.org/v1"
+CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
+PORT_NAME = "tfjob-port"  # the operator's: the cluster's port is this container port, else 2222
+REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order tasks are listed
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+COMPOSE_FILE = "compose.tfjob.json"
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
+MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# Fields the lab applies (or maps); any other field present is listed as not applied.
+APPLIED_CONTAINER = {"name", "image", "command", "args", "env", "workingDir", "resources", "ports",
+                     "volumeMounts", "securityContext"}
+APPLIED_POD = {"containers", "volumes", "securityContext", "restartPolicy"}
+APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsNonRoot",
+                    "allowPrivilegeEscalation", "capabilities", "seccompProfile"}
+APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
+EVALUATOR_END_SECONDS = runner.EVALUATOR_END_SECONDS
+
+
+class ManifestError(LabError):
+    """One line naming the field of the manifest the lab cannot run."""
+
+
+@dataclass
+class Task:
+    name: str  # worker-1: the Compose service, the log and the summary row
+    job: str  # worker: the replica type lowercased, TF_CONFIG's task type
+    index: int
+    host: str  # <job>-worker-1: the pod's hostname, and its Service's name
+    image: str
+    service: dict = field(default_factory=dict)  # the Compose service, less the run's labels
+
+
+@dataclass
+class Plan:
+    path: Path
+    name: str
+    namespace: str
+    tasks: list[Task]
+    spec: dict  # the training cluster, as in every TF_CONFIG
+    restarts: int
+    timeout: float
+    not_applied: list[str]
+    config_maps: dict[str, dict[str, str]]
+    volumes: dict[str, dict]  # name -> its kind and source, for the run folder
+
+    @property
+    def chief(self) -> list[str]:
+        """The tasks whose end ends the job: Chief or Master, else every worker."""
+        for job in ("chief", "master"):
+            found = [t.name for t in self.tasks if t.job == job]
+            if found:
+                return found
+        return [t.name for t in self.tasks if t.job == "worker"]
+
+    @property
+    def servers(self) -> list[str]:
+        """Tasks that serve until ended: PS, and a PS job's workers (its chief runs the steps)."""
+        has_ps = any(t.job == "ps" for t in self.tasks)
+        return [t.name for t in self.tasks
+                if t.job == "ps" or (has_ps and t.job == "worker" and t.name not in self.chief)]
+
+    @property
+    def evaluators(self) -> list[str]:
+        return [t.name for t in self.tasks if t.job == cluster.EVALUATOR]
+
+
+def read_documents(path: Path) -> list[dict]:
+    try:
+        import yaml
+    except ImportError:
+        raise LabError("TFJOB needs PyYAML on the host (tflab's one dependency): pip install pyyaml") from None
+    try:
+        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, UnicodeDecodeError) as error:
+        raise ManifestError(f"TFJOB={path} cannot be read: {error}") from None
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where else ""
+        raise ManifestError(f"TFJOB={path} is not YAML{at}: {getattr(error, 'problem', None) or error}") from None
+    for number, document in enumerate(documents, 1):
+        if not isinstance(document, dict):
+            raise ManifestError(f"TFJOB={path}: document {number} is not a Kubernetes object (a mapping)")
+    return documents
+
+
+def _get(obj: dict, key: str, kind, where: str, default=None):
+    value = obj.get(key, default)
+    if value is default:
+        return value
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        name = {str: "a string", int: "an integer", list: "a list", dict: "a mapping", bool: "true or false"}
+        raise ManifestError(f"{where}.{key} is {json.dumps(value, default=str)[:80]}, expected "
+                            f"{name.get(kind, kind)}")
+    return value
+
+
+def _strings(obj: dict, key: str, where: str) -> list[str] | None:
+    values = _get(obj, key, list, where)
+    if values is not None and not all(isinstance(v, str) for v in values):
+        raise ManifestError(f"{where}.{key} must be a list of strings")
+    return values
+
+
+def _extra(obj: dict, applied: set[str], where: str) -> list[str]:
+    return [f"{where}.{key}" for key in obj if key not in applied]
+
+
+def cpus_of(quantity, where: str) -> float:
+    match = CPU.fullmatch(str(quantity))
+    if not match:
+        raise ManifestError(f"{where} is {quantity!r}, expected a CPU quantity such as 500m or 2")
+    value = float(match.group(1)) / (1000 if match.group(2) else 1)
+    if value < 0.01:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is 10m")
+    return value
+
+
+def memory_of(quantity, where: str) -> int:
+    match = MEMORY.fullmatch(str(quantity))
+    if not match:
+        raise ManifestError(f"{where} is {quantity!r}, expected a memory quantity such as 512Mi or 2Gi")
+    value = int(match.group(1)) * MEMORY_FACTORS[match.group(2)]
+    if value < 6 * 2**20:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is 6Mi")
+    return value
+
+
+def load(settings: Settings) -> Plan:
+    """The manifest read and checked whole: ManifestError (one line) for what cannot run."""
+    path = Path(settings.tfjob)
+    documents = read_documents(path)
+    tfjobs = [d for d in documents if d.get("kind") == "TFJob"]
+    if len(tfjobs) != 1:
+        raise ManifestError(f"TFJOB={path} holds {len(tfjobs)} TFJobs, expected exactly one (kind: TFJob)")
+    (job,) = tfjobs
+    if job.get("apiVersion") != API_VERSION:
+        raise ManifestError(f"TFJob.apiVersion is {job.get('apiVersion')!r}, expected {API_VERSION} "
+                            "(training-operator v1)")
+    not_applied: list[str] = []
+    config_maps: dict[str, dict[str, str]] = {}
+    for document in documents:
+        kind = document.get("kind")
+        name = (document.get("metadata") or {}).get("name")
+        if kind == "ConfigMap":
+            data = _get(document, "data", dict, f"ConfigMap {name}", {})
+            if not isinstance(name, str) or not all(isinstance(v, str) for v in data.values()):
+                raise ManifestError(f"ConfigMap {name}: metadata.name and every data value must be strings")
+            config_maps[name] = data
+            not_applied += _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
+        elif kind != "TFJob":
+            not_applied.append(f"{kind} {name}")
+    metadata = _get(job, "metadata", dict, "TFJob", {})
+    name = _get(metadata, "name", str, "TFJob.metadata")
+    namespace = _get(metadata, "namespace", str, "TFJob.metadata", "default")
+    for key, value in (("name", name), ("namespace", namespace)):
+        if not isinstance(value, str) or not DNS_LABEL.fullmatch(value):
+            raise ManifestError(f"TFJob.metadata.{key} is {value!r}, expected a DNS-1123 label")
+    spec = _get(job, "spec", dict, "TFJob")
+    if spec is None:
+        raise ManifestError("TFJob.spec is missing")
+    if spec.get("enableDynamicWorker"):
+        raise ManifestError("TFJob.spec.enableDynamicWorker is true: its sparse TF_CONFIG is not supported; "
+                            "expected false or absent")
+    not_applied += _extra(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker"}, "spec")
+    run_policy = _get(spec, "runPolicy", dict, "spec", {})
+    not_applied += _extra(run_policy, APPLIED_RUN_POLICY, "spec.runPolicy")
+    replica_specs = _get(spec, "tfReplicaSpecs", dict, "spec")
+    if not replica_specs:
+        raise ManifestError("TFJob.spec.tfReplicaSpecs is missing or empty")
+    for replica_type in replica_specs:
+        if replica_type not in REPLICA_TYPES:
+            raise ManifestError(f"spec.tfReplicaSpecs.{replica_type} is not a TFJob replica type; expected "
+                                f"{', '.join(REPLICA_TYPES)}")
+
+    sizes, replicas, policies = {}, {}, set()
+    for replica_type in REPLICA_TYPES:
+        if replica_type not in replica_specs:
+            continue
+        where = f"spec.tfReplicaSpecs.{replica_type}"
+        replica = _get(replica_specs, replica_type, dict, "spec.tfReplicaSpecs")
+        count = _get(replica, "replicas", int, where, 1)  # the operator's default
+        if not 0 <= count <= 64:
+            raise ManifestError(f"{where}.replicas is {count}, expected 0..64")
+        policy = _get(replica, "restartPolicy", str, where, "Never")
+        if policy not in RESTART_POLICIES:
+            raise ManifestError(f"{where}.restartPolicy is {policy!r}, expected {', '.join(RESTART_POLICIES)}")
+        policies.add(policy)
+        not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
+        pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
+        if pod is None:
+            raise ManifestError(f"{where}.template.spec is missing")
+        replicas[replica_type] = (count, pod, f"{where}.template.spec")
+        sizes[replica_type.lower()] = (count, port_of(pod, f"{where}.template.spec"))
+    if sum(count for count, _, _ in replicas.values()) == 0:
+        raise ManifestError("spec.tfReplicaSpecs has no replica at all")
+
+    training = cluster.tfjob_cluster_spec(name, namespace, sizes)
+    distributed = sum(count for count, _ in sizes.values()) != 1  # the operator's isDistributed
+    volumes: dict[str, dict] = {}
+    tasks = []
+    for replica_type, (count, pod, where) in replicas.items():
+        job_name = replica_type.lower()
+        template, pod_volumes, extra = service_of(pod, where, config_maps)
+        not_applied += extra
+        volumes.update(pod_volumes)
+        for index in range(count):
+            task = f"{job_name}-{index}"
+            host = cluster.kubeflow_service(name, job_name, index)
+            service = json.loads(json.dumps(template))
+            if distributed:
+                service["environment"]["TF_CONFIG"] = cluster.tfjob_tf_config(training, task)
+            service["hostname"] = host
+            service["networks"] = {"cluster": {"aliases": [host, f"{host}.{namespace}.svc"]}}
+            tasks.append(Task(task, job_name, index, host, service["image"], service))
+
+    backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
+    restarts = 0 if policies == {"Never"} else (settings.restarts if backoff is None else backoff)
+    deadline = _get(run_policy, "activeDeadlineSeconds", int, "spec.runPolicy", None)
+    clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", "Running")
+    if clean not in CLEAN_POD_POLICIES:
+        raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {clean!r}, expected {', '.join(CLEAN_POD_POLICIES)}")
+    if clean == "None":
+        not_applied.append("spec.runPolicy.cleanPodPolicy=None (the lab ends and removes every container)")
+    return Plan(path, name, namespace, tasks, training, restarts,
+                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes)
+
+
+def grouped(fields: list[str]) -> list[str]:
+    """spec.tfReplicaSpecs.Chief.x and .Worker.x -> spec.tfReplicaSpecs.{Chief,Worker}.x: one line stays short."""
+    types: dict[str, list[str]] = {}
+    for name in fields:
+        match = re.fullmatch(r"spec\.tfReplicaSpecs\.(\w+)\.(.*)", name)
+        key = match.group(2) if match else name
+        types.setdefault(key, [])
+        if match and match.group(1) not in types[key]:
+            types[key].append(match.group(1))
+    return [f"spec.tfReplicaSpecs.{{{','.join(kinds)}}}.{key}" if len(kinds) > 1 else
+            f"spec.tfReplicaSpecs.{kinds[0]}.{key}" if kinds else key for key, kinds in types.items()]
+
+
+def port_of(pod: dict, where: str) -> int:
+    container = tensorflow_container(pod, where)
+    for port in container.get("ports") or []:
+        if isinstance(port, dict) and port.get("name") == PORT_NAME:
+            value = port.get("containerPort")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+                raise ManifestError(f"{where}.containers[{CONTAINER}].ports[{PORT_NAME}].containerPort is "
+                                    f"{value!r}, expected a port number")
+            return value
+    return cluster.PORT
+
+
+def tensorflow_container(pod: dict, where: str) -> dict:
+    containers = _get(pod, "containers", list, where) or []
+    found = [c for c in containers if isinstance(c, dict) and c.get("name") == CONTAINER]
+    if not found:
+        raise ManifestError(f"{where}.containers has no container named {CONTAINER} (the one the operator "
+                            "gives TF_CONFIG, and the one the lab runs)")
+    return found[0]
+
+
+def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, list[str]]:
+    """One replica type's Compose service (less TF_CONFIG, hostname and network), the volumes it
+    needs, and the fields it does not apply."""
+    container = tensorflow_container(pod, where)
+    at = f"{where}.containers[{CONTAINER}]"
+    extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
+    extra += [f"{where}.containers[{c.get('name')}] (a sidecar)" for c in pod["containers"]
+              if isinstance(c, dict) and c is not container]
+    image = _get(container, "image", str, at)
+    if not image:
+        raise ManifestError(f"{at}.image is missing")
+    service: dict = {"image": image, "init": True, "cap_drop": ["ALL"],
+                     "security_opt": ["no-new-privileges:true"], "environment": {}}
+    command, args = _strings(container, "command", at), _strings(container, "args", at)
+    if command is not None:  # Kubernetes' command is Docker's entrypoint, and it drops the image's CMD
+        service["entrypoint"] = command
+        service["command"] = args or []
+    elif args is not None:
+        service["command"] = args
+    working_dir = _get(container, "workingDir", str, at)
+    if working_dir:
+        service["working_dir"] = working_dir
+    for number, entry in enumerate(_get(container, "env", list, at, [])):
+        service["environment"].update([env_entry(entry, f"{at}.env[{number}]", config_maps)])
+    resources = _get(container, "resources", dict, at, {})
+    extra += _extra(resources, {"limits"}, f"{at}.resources")
+    limits = _get(resources, "limits", dict, f"{at}.resources", {})
+    extra += _extra(limits, {"cpu", "memory"}, f"{at}.resources.limits")
+    if "cpu" in limits:
+        service["cpus"] = cpus_of(limits["cpu"], f"{at}.resources.limits.cpu")
+    if "memory" in limits:
+        service["mem_limit"] = memory_of(limits["memory"], f"{at}.resources.limits.memory")
+    pod_security = _get(pod, "securityContext", dict, where, {})
+    extra += [f"{where}.securityContext.{key}" for key in pod_security if key not in APPLIED_SECURITY]
+    extra += [f"{at}.securityContext.{key}" for key in _get(container, "securityContext", dict, at, {})
+              if key not in APPLIED_SECURITY]
+    security = {**pod_security, **container["securityContext"]} if "securityContext" in container else pod_security
+    if "runAsUser" in security:
+        user = _get(security, "runAsUser", int, f"{at}.securityContext")
+        group = _get(security, "runAsGroup", int, f"{at}.securityContext", user)
+        service["user"] = f"{user}:{group}"
+    if security.get("readOnlyRootFilesystem") is True:
+        service["read_only"] = True
+    volumes = {}
+    by_name = {}
+    for number, volume in enumerate(_get(pod, "volumes", list, where, [])):
+        vwhere = f"{where}.volumes[{number}]"
+        if not isinstance(volume, dict) or not isinstance(volume.get("name"), str):
+            raise ManifestError(f"{vwhere} needs a name")
+        by_name[volume["name"]] = (volume, vwhere)
+    mounts, tmpfs = [], []
+    for number, mount in enumerate(_get(container, "volumeMounts", list, at, [])):
+        mwhere = f"{at}.volumeMounts[{number}]"
+        if not isinstance(mount, dict) or not isinstance(mount.get("name"), str) \
+                or not isinstance(mount.get("mountPath"), str) or ":" in mount["mountPath"]:
+            raise ManifestError(f"{mwhere} needs a name and a mountPath (without ':')")
+        if mount.get("subPath") or mount.get("subPathExpr"):
+            raise ManifestError(f"{mwhere}.subPath is not supported; expected whole volumes")
+        if mount["name"] not in by_name:
+            raise ManifestError(f"{mwhere}.name {mount['name']!r} is no volume of {where}.volumes")
+        volume, vwhere = by_name[mount["name"]]
+        read_only = mount.get("readOnly") is True
+        if "emptyDir" in volume:
+            size = (volume.get("emptyDir") or {}).get("sizeLimit")
+            tmpfs.append(mount["mountPath"] + (f":size={memory_of(size, vwhere + '.emptyDir.sizeLimit')}"
+                                               if size else ""))
+        elif "configMap" in volume:
+            source = _get(volume, "configMap", dict, vwhere)
+            map_name = source.get("name")
+            if map_name not in config_maps:
+                raise ManifestError(f"{vwhere}.configMap.name {map_name!r} is no ConfigMap of the same file")
+            items = source.get("items")
+            data = config_maps[map_name]
+            for item in items or []:
+                path = item.get("path") if isinstance(item, dict) else None
+                if not isinstance(item, dict) or item.get("key") not in data or not isinstance(path, str) \
+                        or "/" in path or path.startswith("."):
+                    raise ManifestError(f"{vwhere}.configMap.items: {item} names no key of ConfigMap {map_name} "
+                                        "and a plain file name")
+            folder = map_name if items is None else f"{map_name}-{volume['name']}"
+            volumes[f"configmaps/{folder}"] = {"configMap": map_name, "items": items}
+            mounts.append((f"configmaps/{folder}", mount["mountPath"], True))
+        elif "persistentVolumeClaim" in volume:
+            claim = _get(volume, "persistentVolumeClaim", dict, vwhere).get("claimName")
+            if not isinstance(claim, str) or not DNS_LABEL.fullmatch(claim.replace(".", "-")):
+                raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName is {claim!r}, expected a claim name")
+            volumes[claim] = {"claim": claim}
+            mounts.append((claim, mount["mountPath"], read_only))
+        else:
+            kinds = sorted(set(volume) - {"name"})
+            raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
+                                "emptyDir and persistentVolumeClaim volumes")
+    service["x-mounts"] = mounts
+    if tmpfs:
+        service["tmpfs"] = tmpfs
+    return service, volumes, extra
+
+
+def env_entry(entry, where: str, config_maps: dict) -> tuple[str, str]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+        raise ManifestError(f"{where} needs a name")
+    if "valueFrom" not in entry:
+        value = entry.get("value", "")
+        if not isinstance(value, str):
+            raise ManifestError(f"{where}.value is {value!r}, expected a string (quote numbers in YAML)")
+        return entry["name"], value
+    source = entry["valueFrom"]
+    reference = source.get("configMapKeyRef") if isinstance(source, dict) else None
+    if not isinstance(reference, dict):
+        kinds = ", ".join(source) if isinstance(source, dict) else "?"
+        raise ManifestError(f"{where}.valueFrom.{kinds} is not supported; expected configMapKeyRef (from a "
+                            "ConfigMap in the same file)")
+    data = config_maps.get(reference.get("name"))
+    if data is None or reference.get("key") not in data:
+        if reference.get("optional") is True:
+            return entry["name"], ""
+        raise ManifestError(f"{where}.valueFrom.configMapKeyRef: ConfigMap {reference.get('name')!r} key "
+                            f"{reference.get('key')!r} is not in the same file")
+    return entry["name"], data[reference["key"]]
+
+
+def check_images(plan: Plan) -> None:
+    """Every image on the engine already: the lab pulls and builds nothing for a TFJob."""
+    for image in sorted({task.image for task in plan.tasks}):
+        found = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Id}}", image])
+        if found.returncode != 0:
+            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
+                           f"or pull it (docker pull {image}) first")
+
+
+def write_volumes(plan: Plan, run_dir: Path) -> None:
+    """ConfigMaps as read-only folders of files (volumes/configmaps/<name>/); each claim a folder
+    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be."""
+    for folder_name, volume in plan.volumes.items():
+        folder = run_dir / "volumes" / folder_name
+        folder.mkdir(parents=True, exist_ok=True)
+        if "claim" in volume:
+            folder.chmod(0o777)  # whatever user the image runs as may write, as on a fresh volume
+            continue
+        data = plan.config_maps[volume["configMap"]]
+        for item in volume["items"] or [{"key": key, "path": key} for key in data]:
+            (folder / item["path"]).write_text(data[item["key"]])
+
+
+def render(plan: Plan, run_dir: Path) -> dict:
+    services = {}
+    marks = compose.literal(labels.run_labels(run_dir))
+    for task in plan.tasks:
+        service = dict(task.service)
+        mounts = service.pop("x-mounts")
+        binds = [f"{run_dir / 'volumes' / folder}:{target}{':ro' if read_only else ''}"
+                 for folder, target, read_only in mounts]
+        if binds:
+            service["volumes"] = binds
+        service["labels"] = marks
+        services[task.name] = service
+    return compose.literal({"services": services, "networks": {"cluster": {
+        "internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}, "labels": marks}}})
+
+
+class ReplayStack(compose.ComposeStack):
+    """compose.ComposeStack with the manifest's services instead of the lab's template."""
+
+    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan):
+        self.cli, self.run_dir, self.plan = cli, run_dir, plan
+        self.project = labels.project_name(run_dir)
+        self.tasks = [task.name for task in plan.tasks]
+        self.proxied = frozenset()
+        self.files = [run_dir / COMPOSE_FILE]
+        self.started = False
+        self.description = f"compose ({cli}), project {self.project}"
+        self.env = dict(os.environ)
+
+    def start(self, spec: dict = None) -> None:
+        compose.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
+        self._up(*self.tasks)
+        self.started = True
+        self.follow_output("all")
+
+    def restart(self) -> None:
+        super().restart()
+        self.follow_output("0")  # both CLIs: from now on (an earlier attempt's lines were shown)
+
+    def follow_output(self, tail: str) -> None:
+        """The replicas' own output as it comes (the image is no lab's: it logs no events), until
+        they exit; `output.log` keeps all of it."""
+        self.stop_following()
+        self.following = subprocess.Popen(self.command("logs", "--follow", "--no-color", "--tail", tail),
+                                          env=self.env, stdout=None, stderr=subprocess.DEVNULL)
+
+    def stop_following(self) -> None:
+        following = getattr(self, "following", None)
+        if following and following.poll() is None:
+            following.terminate()
+            try:
+                following.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                following.kill()
+
+    def close(self) -> None:
+        self.stop_following()
+        super().close()
+
+    def state(self) -> dict[str, dict]:
+        """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
+        ids = compose.run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
+                                 f"label=com.docker.compose.project={self.project}"]).stdout.split()
+        if not ids:
+            return {}
+        found = compose.run_quiet(["docker", "inspect", "--format",
+                                   '{{index .Config.Labels "com.docker.compose.service"}}\t{{.Id}}\t{{json .State}}',
+                                   *ids]).stdout
+        states = {}
+        for line in found.splitlines():
+            service, container, state = line.split("\t", 2)
+            states[service] = {**json.loads(state), "Id": container}
+        return states
+
+
+class Watcher:
+    """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script")."""
+
+    def __init__(self, plan: Plan, run_dir: Path):
+        self.plan, self.run_dir = plan, run_dir
+        self.logs = {task.name: EventLog(run_dir / f"{task.name}.jsonl", task.name) for task in plan.tasks}
+        self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
+        self.peak: dict[str, int] = {}
+
+    def tick(self, states: dict[str, dict]) -> None:
+        for task in self.plan.tasks:
+            state = states.get(task.name)
+            if not state or state.get("StartedAt", "0001").startswith("0001"):
+                continue  # not started yet
+            started, finished = state["StartedAt"], state.get("FinishedAt", "")
+            last = self.seen.get(task.name)
+            if last is None or last[0] != started:
+                self.seen[task.name] = (started, "")
+                self.peak[task.name] = 0
+                self.logs[task.name].emit("start", role="script", strategy="tfjob", cluster=self.plan.spec,
+                                          versions={"image": task.image}, settings={"tfjob": str(self.plan.path)})
+                print(f"[{task.name}] started as {task.host} ({task.image})", flush=True)
+            if state.get("Running"):
+                self.peak[task.name] = max(self.peak.get(task.name, 0), cgroup_peak(state["Id"]))
+            elif state.get("Status") in ("exited", "dead") and self.seen[task.name][1] != finished:
+                self.seen[task.name] = (started, finished)
+                seconds = max(0.0, _unix(finished) - _unix(started))
+                code = int(state.get("ExitCode", -1))
+                self.logs[task.name].emit("end", role="script", exit_code=code, total_seconds=seconds,
+                                          peak_rss_bytes=self.peak.get(task.name, 0))
+                print(f"[{task.name}] exited with code {code} after {seconds:.1f} s", flush=True)
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
+
+
+def cgroup_peak(container: str) -> int:
+    """The container's peak memory so far, from its cgroup where the host can read it (v1, or v2's
+    memory.peak); 0 where it cannot (an engine in a VM)."""
+    for path in (f"/sys/fs/cgroup/memory/docker/{container}/memory.max_usage_in_bytes",
+                 f"/sys/fs/cgroup/system.slice/docker-{container}.scope/memory.peak"):
+        try:
+            return int(Path(path).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return 0
+
+
+def _unix(stamp: str) -> float:
+    """Docker's RFC 3339 time with nanoseconds -> unix seconds."""
+    from datetime import datetime
+
+    main, _, rest = stamp.rstrip("Z").partition(".")
+    fraction = float("0." + (rest[:6] or "0"))
+    return datetime.fromisoformat(main + "+00:00").timestamp() + fraction
+
+
+def describe(plan: Plan) -> str:
+    counts = {}
+    for task in plan.tasks:
+        counts[task.job] = counts.get(task.job, 0) + 1
+    return f"TFJob {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"
+
+
+def up(settings: Settings) -> int:
+    """`tflab up TFJOB=...`: checks everything, then runs the job until its chief (or every worker)
+    is done, restarting the whole job as its restart policy says; 0 only if it succeeded."""
+    plan = load(settings)
+    run_dir = runner.planned_run_dir(settings)
+    compose.check_docker()
+    cli = compose.find_compose(settings.compose)
+    check_images(plan)
+    runner.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
+    runner.make_folder(run_dir, link_latest=True)
+    compose.write_json(run_dir / "config.json", {
+        "run": run_dir.name, "tfjob": str(plan.path), "settings": settings.replace(run=run_dir.name).to_dict(),
+        "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
+        "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
+                      if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
+        "hosts": {t.name: t.host for t in plan.tasks}})
+    write_volumes(plan, run_dir)
+    stack = ReplayStack(cli, run_dir, plan)
+    watcher = Watcher(plan, run_dir)
+    runner.say(f"run {run_dir.name}: {describe(plan)} on {stack.description}")
+    runner.say(f"outputs in {runner.display_path(run_dir)}/; restarts {plan.restarts}, timeout {plan.timeout:g} s")
+    started = time.time()
+    outcome, stopped, restarts, interrupt = "failed", [], [], None
+    try:
+        stack.start()
+        while True:
+            outcome, stopped = follow(stack, watcher, plan, time.monotonic() + plan.timeout - (time.time() - started))
+            if outcome != "failed" or len(restarts) >= plan.restarts:
+                break
+            restarts.append(time.time())
+            runner.say(f"restarting every replica ({len(restarts)} of {plan.restarts}), as the restart policy says")
+            stack.restart()
+    except KeyboardInterrupt as error:
+        interrupt = error
+        outcome, stopped = "interrupted", [t for t, c in stack.exit_codes().items() if c is None]
+        runner.say(f"{runner.describe_interrupt(error)}: stopping every task")
+        stack.stop(stopped)
+    except LabError as error:
+        runner.say(str(error))
+    finally:
+        watcher.tick(stack.state())
+        codes = stack.exit_codes()
+        stack.save_output()
+        stack.close()
+        watcher.close()
+    result = summarise(plan, run_dir, codes, stopped, outcome, started, time.time(), restarts)
+    compose.write_json(run_dir / "summary.json", result)
+    print(summary.table(result))
+    if interrupt is not None:
+        raise interrupt
+    return 0 if result["ok"] else 1
+
+
+def follow(stack: ReplayStack, watcher: Watcher, plan: Plan, deadline: float) -> tuple[str, list[str]]:
+    failed_at = done_at = None
+    servers, evaluators = set(plan.servers), set(plan.evaluators)
+    while True:
+        watcher.tick(stack.state())
+        codes = stack.exit_codes()
+        running = [task for task, code in codes.items() if code is None]
+        failed = [task for task, code in codes.items() if code not in (None, 0)]
+        chief_done = all(codes[task] == 0 for task in plan.chief)
+        if not running:
+            return ("ok" if not failed else "failed"), []
+        if chief_done and not failed and set(running) <= servers | evaluators:
+            done_at = done_at or time.monotonic()
+            if not set(running) & evaluators or time.monotonic() - done_at > EVALUATOR_END_SECONDS:
+                runner.say(f"the job is done; ending {', '.join(running)}")
+                codes, left = runner.end_servers(stack, running)
+                watcher.tick(stack.state())
+                return "ok", left
+        if failed and failed_at is None:
+            failed_at = time.monotonic()
+            runner.say(f"{failed[0]} exited with code {codes[failed[0]]}; the other replicas get "
+                       f"{runner.FAILURE_GRACE_SECONDS} s to end by themselves")
+        if failed_at is not None and time.monotonic() - failed_at > runner.FAILURE_GRACE_SECONDS:
+            runner.say(f"stopping {', '.join(running)}")
+            stack.stop(running)
+            return "failed", running
+        if time.monotonic() > deadline:
+            runner.say(f"activeDeadlineSeconds / TIMEOUT ({plan.timeout:g} s) passed; stopping {', '.join(running)}")
+            stack.stop(running)
+            return "timed out", running
+        time.sleep(runner.POLL_SECONDS)
+
+
+def own_end(run_dir: Path, task: str) -> dict:
+    """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
+    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it)."""
+    from tflab.schema import by_event, read_events
+
+    for path in sorted((run_dir / "volumes").glob(f"*/**/{task}.jsonl")):
+        ends = by_event(read_events(path), "end")
+        if ends:
+            return ends[-1]
+    return {}
+
+
+def summarise(plan: Plan, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
+              started: float, ended: float, restarts: list[float]) -> dict:
+    """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
+    or evaluator the replay ended once the chief was done is ok, whatever its exit code (SIGTERM's),
+    as the operator's cleanPodPolicy ends them: the chief's success is the job's."""
+    from tflab.schema import by_event, read_events
+
+    rows = []
+    for task in plan.tasks:
+        records = read_events(run_dir / f"{task.name}.jsonl")
+        end = (by_event(records, "end") or [{}])[-1]
+        code = codes.get(task.name)
+        status = "stopped" if task.name in stopped else "missing" if code is None else \
+            "ok" if code == 0 or task.name in plan.servers + plan.evaluators and outcome == "ok" else "failed"
+        own = own_end(run_dir, task.name)  # the lab's own trainer, where it wrote its log to a claim
+        rows.append({"task": task.name, "role": "script", "host": task.host, "image": task.image,
+                     "status": status, "exit_code": code, "attempts": len(by_event(records, "start")),
+                     "total_seconds": end.get("total_seconds"), "peak_rss_bytes": end.get("peak_rss_bytes") or None,
+                     "final_loss": own.get("final_loss"), "weights_sha256": own.get("weights_sha256"),
+                     "error": None if status in ("ok", "stopped") else f"exit code {code}"})
+    ok = outcome == "ok" and all(row["status"] in ("ok", "stopped") for row in rows)
+    return {"run": run_dir.name, "strategy": "tfjob", "backend": "compose", "tfjob": str(plan.path),
+            "outcome": "ok" if ok else ("failed" if outcome == "ok" else outcome), "ok": ok,
+            "launched_at": started, "wall_seconds": ended - started, "weights_agree": False,
+            "restarts": restarts, "not_applied": plan.not_applied, "tasks": rows}
+

@@ -1,0 +1,222 @@
+"""`tflab up TFJOB=`: the manifests `make k8s` writes, replayed on Compose as the training operator
+would run them, train to the same losses as `make up` with the same settings."""
+
+import json
+import logging
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+from labtest.cli import REPO, lab_env, run_lab
+from tflab import labels
+
+SAME = dict(STRATEGY="multiworker", CHIEF=1, WORKERS=2, SEED=0, GLOBAL_BATCH=96, EXAMPLES=4096, EPOCHS=3)
+# The same program on the same cluster shape, seed and data: only the hostnames differ, so the
+# losses should be identical; 1e-6 relative allows nothing but float printing.
+LOSS_RTOL = 1e-6
+log = logging.getLogger("tflab.tests")
+
+
+@pytest.fixture(scope="module")
+def direct(lab):
+    return lab.run("roundtrip-up", **SAME)
+
+
+@pytest.fixture(scope="module")
+def manifest(lab, trainer_image):
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="roundtrip-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image,
+                  BACKUP="off", **{k: str(v) for k, v in SAME.items()})
+    result = run_lab("k8s", env=env)
+    assert result.returncode == 0, result.output
+    return lab.runs_dir / "roundtrip-k8s" / "tfjob.yaml"
+
+
+@pytest.fixture(scope="module")
+def replay(lab, manifest):
+    run = lab.run("roundtrip-replay", TFJOB=str(manifest))
+    log.info("replay of a 1-chief, 2-worker TFJob took %.1f s (the lab's whole command)", run.seconds)
+    return run
+
+
+def own_losses(path):
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["loss"] for r in records if r["event"] == "epoch"]
+
+
+def test_the_replay_runs_every_replica_with_the_operators_names(replay):
+    assert replay.finished.returncode == 0, replay.why()
+    assert replay.config["tasks"] == ["chief-0", "worker-0", "worker-1"]
+    assert replay.config["hosts"] == {"chief-0": "tflab-chief-0", "worker-0": "tflab-worker-0",
+                                      "worker-1": "tflab-worker-1"}
+    workers = ["tflab-worker-0.default.svc:2222", "tflab-worker-1.default.svc:2222"]
+    assert replay.config["cluster"] == {"chief": ["tflab-chief-0.default.svc:2222"], "worker": workers}
+    assert replay.config["tf_config"]["worker-1"]["environment"] == "cloud"
+    assert "not applied: NetworkPolicy tflab-tasks-only" in replay.finished.stdout
+    rows = replay.summary["tasks"]
+    assert [(r["task"], r["status"], r["exit_code"]) for r in rows] == \
+        [("chief-0", "ok", 0), ("worker-0", "ok", 0), ("worker-1", "ok", 0)]
+    for task in replay.tasks:  # watched from outside: a start and an end with the exit code
+        kinds = [r["event"] for r in replay.events(task)]
+        assert kinds == ["start", "end"], kinds
+        assert replay.of(task, "end")[0]["exit_code"] == 0
+    assert (replay.run_dir / "volumes" / "out" / "tflab" / "model.keras").is_file()
+
+
+def test_the_replay_trains_to_make_ups_losses(direct, replay):
+    assert direct.finished.returncode == 0, direct.why()
+    theirs = own_losses(replay.run_dir / "volumes" / "out" / "tflab" / "chief-0.jsonl")
+    ours = direct.losses("chief-0")
+    assert len(ours) == len(theirs) == SAME["EPOCHS"]
+    for a, b in zip(ours, theirs):
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL), (ours, theirs)
+    final = {row["task"]: row["final_loss"] for row in replay.summary["tasks"]}
+    assert final["chief-0"] == pytest.approx(ours[-1], rel=LOSS_RTOL)
+
+
+def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_image):
+    """The restore a cluster does: `make k8s K8S_PVC=...` keeps BACKUP, a worker is killed after
+    epoch 2, and the whole job restarts (the replay's restart policy; no step of the lab's between
+    restarts): every worker adopts the chief's backup itself (train.adopt_chief_backup) and the
+    job resumes after the saved epoch and ends ok."""
+    settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="6", BACKUP="epoch", RESTARTS="1")
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="restore-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image, **settings)
+    written = run_lab("k8s", env=env)
+    assert written.returncode == 0 and "BACKUP=epoch is off" not in written.output, written.output
+    run_dir = lab.runs_dir / "test-restore-replay"
+    process = subprocess.Popen([sys.executable, "-m", "tflab", "up"], cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env=lab_env(RUNS_DIR=str(lab.runs_dir), RUN=run_dir.name,
+                                           TFJOB=str(lab.runs_dir / "restore-k8s" / "tfjob.yaml")))
+    own_log = run_dir / "volumes" / "out" / "tflab" / "worker-1.jsonl"
+    deadline = time.monotonic() + 600
+    while not (own_log.exists() and len(own_losses(own_log)) >= 2):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
+        time.sleep(0.5)
+    found = subprocess.run(["docker", "ps", "--quiet", "--filter",
+                            f"label=com.docker.compose.project={labels.project_name(run_dir)}",
+                            "--filter", "label=com.docker.compose.service=worker-1"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run(["docker", "kill", *found], capture_output=True, check=True)
+    output, _ = process.communicate(timeout=900)
+    assert process.returncode == 0, output
+    assert "restarting every replica (1 of 1)" in output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ok"] and len(summary["restarts"]) == 1, output
+    for task in ("worker-0", "worker-1"):
+        records = [json.loads(line) for line in (own_log.parent / f"{task}.jsonl").read_text().splitlines()]
+        restored = [r for r in records if r["event"] == "restored"]
+        assert restored and restored[-1]["epoch"] >= 3, (task, restored)  # resumed after the saved epoch 2+
+        assert [r["epoch"] for r in records if r["event"] == "epoch"][-1] == 6
+
+
+USER_SCRIPT = """
+import json, os, pathlib, socket, time
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
+name = f"{task['type']}-{task['index']}"
+out = pathlib.Path("/out")
+
+def wait_for(suffix):  # a rendezvous on the shared claim, as TensorFlow's would be on the network
+    deadline = time.monotonic() + 120
+    while len(list(out.glob("*" + suffix))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+(out / f"{name}.ready").touch()
+wait_for(".ready")
+# Every training task's Service name resolves on the job's network, as on the cluster.
+resolved = {address: socket.gethostbyname(address.split(":")[0])
+            for addresses in config["cluster"].values() for address in addresses}
+(out / f"{name}.json").write_text(json.dumps({
+    "tf_config": config, "hostname": socket.gethostname(), "resolved": resolved,
+    "greeting": os.environ["GREETING"], "file": open("/conf/greeting").read(), "cwd": os.getcwd()}))
+wait_for(".json")
+print("hello from", socket.gethostname(), flush=True)
+"""
+
+HAND_WRITTEN = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {{name: hand, namespace: lab}}
+spec:
+  runPolicy: {{backoffLimit: 0, activeDeadlineSeconds: 300}}
+  tfReplicaSpecs:
+{replicas}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: hello}}
+data: {{greeting: "hi there"}}
+"""
+REPLICA = """    {kind}:
+      replicas: {count}
+      restartPolicy: Never
+      template:
+        spec:
+          nodeSelector: {{pool: cpu}}
+          containers:
+          - name: tensorflow
+            image: {image}
+            command: [python3, /app/hello.py]
+            workingDir: /app
+            env:
+            - name: GREETING
+              valueFrom: {{configMapKeyRef: {{name: hello, key: greeting}}}}
+            resources: {{limits: {{cpu: "1", memory: 512Mi}}}}
+            volumeMounts: [{{name: conf, mountPath: /conf}}, {{name: out, mountPath: /out}}]
+          volumes:
+          - {{name: conf, configMap: {{name: hello}}}}
+          - {{name: out, persistentVolumeClaim: {{claimName: out}}}}
+"""
+
+
+def test_a_hand_written_tfjob_on_a_user_image(lab, trainer_image, tmp_path):
+    """A user's image (FROM the trainer image, with a script of its own) as a Chief, two Workers
+    and an Evaluator: each replica gets the operator's TF_CONFIG, resolves its peers' Service names,
+    reads the ConfigMap as env and as files, shares the claim; nodeSelector is listed as not applied."""
+    image = "tflab-test-user:replay"
+    (tmp_path / "hello.py").write_text(USER_SCRIPT)
+    (tmp_path / "Dockerfile").write_text(f"FROM {trainer_image}\nCOPY hello.py /app/hello.py\n")
+    built = subprocess.run(["docker", "build", "--quiet", "--tag", image, str(tmp_path)],
+                           capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    try:
+        replicas = "".join(REPLICA.format(kind=kind, count=count, image=image)
+                           for kind, count in (("Chief", 1), ("Worker", 2), ("Evaluator", 1)))
+        manifest = tmp_path / "hand.yaml"
+        manifest.write_text(HAND_WRITTEN.format(replicas=replicas))
+        run = lab.run("hand-written", TFJOB=str(manifest))
+    finally:
+        subprocess.run(["docker", "rmi", "--force", image], capture_output=True)
+    assert run.finished.returncode == 0, run.why()
+    assert "not applied: spec.tfReplicaSpecs.{Chief,Worker,Evaluator}.template.spec.nodeSelector" in run.finished.stdout
+    assert "hello from hand-chief-0" in run.finished.stdout  # the replicas' own output, as it comes
+    cluster = {"chief": ["hand-chief-0.lab.svc:2222"],
+               "worker": ["hand-worker-0.lab.svc:2222", "hand-worker-1.lab.svc:2222"]}
+    for task in ("chief-0", "worker-0", "worker-1", "evaluator-0"):
+        seen = json.loads((run.run_dir / "volumes" / "out" / f"{task}.json").read_text())
+        job, index = task.rsplit("-", 1)
+        assert seen["tf_config"] == {"cluster": cluster, "task": {"type": job, "index": int(index)},
+                                     "environment": "cloud"}
+        assert seen["hostname"] == f"hand-{task}"
+        assert set(seen["resolved"]) == {a for addresses in cluster.values() for a in addresses}
+        assert seen["greeting"] == seen["file"] == "hi there" and seen["cwd"] == "/app"
+    rows = {row["task"]: row for row in run.summary["tasks"]}
+    assert all(row["status"] == "ok" and row["exit_code"] == 0 for row in rows.values()), rows
+
+
+def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
+    """make k8s STRATEGY=parameter_server replayed: the chief trains; its workers and ps serve until
+    the replay ends them when the chief is done, as the operator's cleanPodPolicy Running does."""
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="ps-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image,
+                  STRATEGY="parameter_server", WORKERS="2", PS="1", EPOCHS="2")
+    written = run_lab("k8s", env=env)
+    assert written.returncode == 0, written.output
+    run = lab.run("ps-replay", TFJOB=str(lab.runs_dir / "ps-k8s" / "tfjob.yaml"))
+    assert run.finished.returncode == 0, run.why()
+    assert run.tasks == ["chief-0", "worker-0", "worker-1", "ps-0"]
+    assert "the job is done; ending worker-0, worker-1, ps-0" in run.finished.stdout
+    rows = {row["task"]: row for row in run.summary["tasks"]}
+    assert rows["chief-0"]["exit_code"] == 0 and all(row["status"] == "ok" for row in rows.values()), rows
+    assert len(own_losses(run.run_dir / "volumes" / "out" / "tflab" / "chief-0.jsonl")) == 2

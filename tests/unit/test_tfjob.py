@@ -1,0 +1,197 @@
+"""`tflab up TFJOB=`: a TFJob read as the training operator v1.9 would run it; what the lab cannot
+run is one line naming the field, what it does not apply is listed."""
+
+import json
+import textwrap
+
+import pytest
+import yaml
+from labtest.cli import lab_env, run_lab
+from tflab import k8s, tfjob
+from tflab.settings import Settings
+
+
+def plan_of(tmp_path, text: str, **settings):
+    path = tmp_path / "tfjob.yaml"
+    path.write_text(textwrap.dedent(text))
+    return tfjob.load(Settings(tfjob=str(path), **settings))
+
+
+JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: mnist, namespace: team}
+spec:
+  runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 120, cleanPodPolicy: Running}
+  tfReplicaSpecs:
+    Chief:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          nodeSelector: {gpu: "yes"}
+          containers:
+          - name: tensorflow
+            image: mine:1
+            command: [python, train.py]
+            args: [--epochs, "2"]
+            workingDir: /app
+            ports: [{name: tfjob-port, containerPort: 3333}]
+            env:
+            - {name: PLAIN, value: "a b"}
+            - name: FROM_MAP
+              valueFrom: {configMapKeyRef: {name: settings, key: lr}}
+            resources: {limits: {cpu: 500m, memory: 1Gi}, requests: {cpu: 100m}}
+            volumeMounts:
+            - {name: conf, mountPath: /conf}
+            - {name: scratch, mountPath: /scratch}
+            - {name: shared, mountPath: /out}
+          - {name: sidecar, image: busybox}
+          volumes:
+          - {name: conf, configMap: {name: settings}}
+          - {name: scratch, emptyDir: {}}
+          - {name: shared, persistentVolumeClaim: {claimName: outputs}}
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          tolerations: [{key: x}]
+          containers:
+          - {name: tensorflow, image: mine:1}
+    Evaluator:
+      replicas: 1
+      template:
+        spec:
+          containers:
+          - {name: tensorflow, image: mine:1}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {lr: "0.01"}
+"""
+
+
+def operator_tf_config(name, namespace, types: dict, task_type: str, index: int) -> str:
+    """A port of the operator's genClusterSpec + genTFConfigJSONStr (pkg/controller.v1/tensorflow,
+    v1.9): per replica type but the Evaluator, `<name>-<type>-<i>.<namespace>.svc:<port>`, marshalled
+    by Go (map keys sorted, struct fields in order) with "environment": "cloud"."""
+    cluster = {rtype.lower(): [f"{name}-{rtype.lower()}-{i}.{namespace}.svc:{port}" for i in range(count)]
+               for rtype, (count, port) in sorted(types.items(), key=lambda kv: kv[0].lower())
+               if rtype != "Evaluator"}
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}, "environment": "cloud"},
+                      separators=(",", ":"))
+
+
+def test_every_replica_is_a_task_with_the_operators_hostname_and_tf_config(tmp_path):
+    plan = plan_of(tmp_path, JOB)
+    assert [t.name for t in plan.tasks] == ["chief-0", "worker-0", "worker-1", "evaluator-0"]
+    assert [t.host for t in plan.tasks] == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-evaluator-0"]
+    types = {"Chief": (1, 3333), "Worker": (2, 2222), "Evaluator": (1, 2222)}
+    for task in plan.tasks:
+        expected = operator_tf_config("mnist", "team", types, task.job, task.index)
+        assert task.service["environment"]["TF_CONFIG"] == expected
+        assert task.service["networks"]["cluster"]["aliases"] == [task.host, f"{task.host}.team.svc"]
+    assert plan.chief == ["chief-0"] and plan.evaluators == ["evaluator-0"] and plan.servers == []
+
+
+def test_the_container_is_applied(tmp_path):
+    plan = plan_of(tmp_path, JOB)
+    chief = plan.tasks[0].service
+    assert chief["entrypoint"] == ["python", "train.py"] and chief["command"] == ["--epochs", "2"]
+    assert chief["working_dir"] == "/app"
+    assert chief["environment"]["PLAIN"] == "a b" and chief["environment"]["FROM_MAP"] == "0.01"
+    assert chief["cpus"] == 0.5 and chief["mem_limit"] == 2**30
+    assert chief["tmpfs"] == ["/scratch"]
+    assert chief["x-mounts"] == [["configmaps/settings", "/conf", True], ["outputs", "/out", False]]
+    assert chief["cap_drop"] == ["ALL"] and chief["security_opt"] == ["no-new-privileges:true"]
+    assert "user" not in chief  # the image's own user
+    assert "entrypoint" not in plan.tasks[1].service and "command" not in plan.tasks[1].service
+    assert (plan.restarts, plan.timeout) == (3, 120.0)
+
+
+def test_what_is_not_applied_is_listed(tmp_path):
+    listed = plan_of(tmp_path, JOB).not_applied
+    assert "spec.tfReplicaSpecs.Chief.template.spec.nodeSelector" in listed
+    assert "spec.tfReplicaSpecs.Worker.template.spec.tolerations" in listed
+    assert "spec.tfReplicaSpecs.Chief.template.spec.containers[sidecar] (a sidecar)" in listed
+    assert "spec.tfReplicaSpecs.Chief.template.spec.containers[tensorflow].resources.requests" in listed
+
+
+def test_one_replica_in_all_gets_no_tf_config_and_never_means_no_restarts(tmp_path):
+    plan = plan_of(tmp_path, """
+        apiVersion: kubeflow.org/v1
+        kind: TFJob
+        metadata: {name: one}
+        spec:
+          tfReplicaSpecs:
+            Worker:
+              restartPolicy: Never
+              template: {spec: {containers: [{name: tensorflow, image: mine:1}]}}
+        """, restarts=5)
+    (task,) = plan.tasks
+    assert "TF_CONFIG" not in task.service["environment"]
+    assert plan.restarts == 0 and plan.timeout == 900
+
+
+@pytest.mark.parametrize("change, named", [
+    (("apiVersion: kubeflow.org/v1", "apiVersion: kubeflow.org/v2"), "TFJob.apiVersion"),
+    (("Evaluator:", "Sidecar:"), "spec.tfReplicaSpecs.Sidecar"),
+    (("replicas: 2", "replicas: two"), "spec.tfReplicaSpecs.Worker.replicas"),
+    (("- {name: tensorflow, image: mine:1}\n    Evaluator", "- {name: tf, image: mine:1}\n    Evaluator"),
+     "spec.tfReplicaSpecs.Worker.template.spec.containers has no container named tensorflow"),
+    (("configMapKeyRef: {name: settings, key: lr}", "secretKeyRef: {name: s, key: k}"), "valueFrom.secretKeyRef"),
+    (("emptyDir: {}", "hostPath: {path: /etc}"), "hostPath volume"),
+    (("cpu: 500m", "cpu: lots"), "resources.limits.cpu"),
+    (("memory: 1Gi", "memory: 1e9"), "resources.limits.memory"),
+    (("{name: conf, mountPath: /conf}", "{name: conf, mountPath: /conf, subPath: a}"), "subPath"),
+    (("key: lr", "key: nope"), "configMapKeyRef"),
+    (("restartPolicy: OnFailure", "restartPolicy: Sometimes"), "restartPolicy"),
+    (("cleanPodPolicy: Running", "cleanPodPolicy: Some"), "cleanPodPolicy"),
+    (("kind: TFJob", "kind: PyTorchJob"), "0 TFJobs"),
+    (("metadata: {name: mnist, namespace: team}", "metadata: {name: Mnist_1}"), "metadata.name"),
+    (("spec:\n  runPolicy", "spec:\n  enableDynamicWorker: true\n  runPolicy"), "enableDynamicWorker"),
+    (("tfReplicaSpecs:", "tfReplicaSpecs: [\n"), "not YAML"),
+])
+def test_what_cannot_run_is_one_line_naming_the_field(tmp_path, change, named):
+    old, new = change
+    text = textwrap.dedent(JOB)
+    assert old in text
+    with pytest.raises(tfjob.ManifestError, match=named.replace("[", r"\[").replace("{", r"\{")) as error:
+        plan_of(tmp_path, text.replace(old, new, 1))
+    assert "\n" not in str(error.value)
+
+
+def test_make_k8s_output_loads_with_the_same_cluster_as_its_config_map(tmp_path):
+    settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96, k8s_pvc="out")
+    manifests, _ = k8s.render(settings, "test")
+    path = tmp_path / "tfjob.yaml"
+    path.write_text(k8s.to_yaml_documents(manifests["tfjob.yaml"]))
+    plan = tfjob.load(Settings(tfjob=str(path)))
+    config = json.loads(next(d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "ConfigMap")
+                        ["data"]["config.json"])
+    assert plan.spec == config["cluster"]
+    for task in plan.tasks:
+        assert json.loads(task.service["environment"]["TF_CONFIG"])["cluster"] == config["cluster"]
+        assert task.service["user"] == "1000:1000" and task.service["read_only"] is True
+    assert plan.not_applied[0] == "NetworkPolicy tflab-tasks-only"
+
+
+def test_the_cli_refuses_a_bad_manifest_in_one_line_before_anything(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(textwrap.dedent(JOB).replace("image: mine:1\n            command", "command"))
+    result = run_lab("up", env=lab_env(TFJOB=str(path), RUNS_DIR=str(tmp_path / "runs"), RUN="never"))
+    assert result.returncode != 0
+    assert result.stderr.strip().count("\n") == 0 and "spec.tfReplicaSpecs.Chief" in result.stderr, result.output
+    assert "image is missing" in result.stderr
+    assert not (tmp_path / "runs" / "never").exists()
+
+
+def test_the_cli_refuses_an_image_the_engine_lacks(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(JOB).replace("mine:1", "tflab-no-such-image:never"))
+    result = run_lab("up", env=lab_env(TFJOB=str(path), RUNS_DIR=str(tmp_path / "runs"), RUN="never"))
+    assert result.returncode != 0
+    assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
+    assert not (tmp_path / "runs" / "never").exists()
