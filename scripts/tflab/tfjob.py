@@ -470,6 +470,7 @@ class ReplayStack(compose.ComposeStack):
         self.proxied = frozenset()
         self.files = [run_dir / COMPOSE_FILE]
         self.started = False
+        self.oom_killed: dict[str, bool] = {}  # exit_codes() fills it, as for the lab's own stack
         self.description = f"compose ({cli}), project {self.project}"
         self.env = dict(os.environ)
 
