@@ -508,14 +508,19 @@ def _script(name: str, raw: str) -> str:
     return raw
 
 
-def _script_on_host(name: str, raw: str) -> str:
+def _existing_file(raw: str, suffixes: tuple[str, ...] = ()) -> str:
+    """The file's resolved path, or "" where there is no such file (with one of `suffixes`)."""
     try:
         path = Path(raw).expanduser()
-        found = path.suffix == ".py" and path.is_file()
-        resolved = str(path.resolve()) if found else ""
+        found = path.is_file() and (not suffixes or path.suffix in suffixes)
+        return str(path.resolve()) if found else ""
     except (OSError, RuntimeError):  # a name too long; ~user of no such user
-        found = False
-    if not found:
+        return ""
+
+
+def _script_on_host(name: str, raw: str) -> str:
+    resolved = _existing_file(raw, (".py",))
+    if not resolved:
         raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing Python file (*.py)")
     if ":" in resolved:
         raise SettingsError(f"{name}={raw} is not allowed: its path {resolved} has a ':', and Docker's volume "
@@ -532,11 +537,7 @@ def _tfjob(name: str, raw: str) -> str:
 
 
 def _tfjob_on_host(name: str, raw: str) -> str:
-    try:
-        path = Path(raw).expanduser()
-        resolved = str(path.resolve()) if path.is_file() else ""
-    except (OSError, RuntimeError):
-        resolved = ""
+    resolved = _existing_file(raw)
     if not resolved:
         raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing TFJob manifest")
     return resolved
