@@ -8,13 +8,10 @@ a ratio of two runs made minutes apart on the same machine is the figure worth r
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from tflab import compose, images, local, runner
+from tflab import compose, imagebench, images, local, runner
 from tflab.errors import LabError
 from tflab.schema import by_event, read_events
 from tflab.settings import Settings
@@ -43,36 +40,6 @@ def run(folder: Path, label: str, settings: Settings) -> dict:
     return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary["launched_at"],
             "wall_seconds": summary["wall_seconds"], "rss": [r["peak_rss_bytes"] for r in ends],
             "examples_per_second": settings.global_batch / end["steady_step_seconds"]}
-
-
-def code_only_rebuild_seconds(base: str, trainer: images.Variant) -> float:
-    """Builds the trainer image from a copy of the build context with one comment added to the
-    code, so exactly the code layers are new, and times it; the copy's tag is removed after."""
-    with tempfile.TemporaryDirectory(dir=compose.REPO / "images") as scratch:
-        context = Path(scratch)
-        requirements = trainer.requirements.relative_to(compose.REPO)
-        for relative in ("images/trainer/Dockerfile", ".dockerignore", requirements):
-            (context / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(compose.REPO / relative, context / relative)
-        wheels = context / trainer.wheels.relative_to(compose.REPO)
-        wheels.mkdir(parents=True, exist_ok=True)
-        for wheel in trainer.wheels.iterdir():  # the same files, so the package layers stay cached
-            (wheels / wheel.name).hardlink_to(wheel)  # hard links: no copying of 322 MB
-        shutil.copytree(compose.REPO / "scripts/tflab", context / "scripts/tflab",
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        with open(context / "scripts/tflab/__init__.py", "a") as module:
-            module.write(f"# bench rebuild {time.time()}\n")
-        tag = "tflab-trainer:bench-rebuild"
-        started = time.monotonic()
-        built = subprocess.run(["docker", "build", "--file", str(context / "images/trainer/Dockerfile"),
-                                "--build-arg", f"BASE_IMAGE={base}", *trainer.build_args, "--tag", tag,
-                                str(context)],
-                               capture_output=True, text=True)
-        seconds = time.monotonic() - started
-        subprocess.run(["docker", "image", "rm", tag], capture_output=True)
-        if built.returncode != 0:
-            raise RuntimeError(built.stdout[-2000:] + built.stderr[-2000:])
-        return seconds
 
 
 def best_of(results: list[dict]) -> dict:
@@ -137,8 +104,8 @@ def bench(settings: Settings) -> int:
     step = {name: result.get("steady_step_seconds") for name, result in r.items()}
     floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
     size = int(compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", image]).stdout)
-    rebuild = code_only_rebuild_seconds(images.ensure_base(settings.base_image, trainer.platform, trainer.platform),
-                                        trainer)
+    base = images.ensure_base(settings.base_image, trainer.platform, trainer.platform)
+    rebuild = imagebench.code_only_rebuild_seconds(trainer, images.packages_tag(trainer, images.image_id(base)))
     eight = r["eight"]
     eps = {name: result.get("examples_per_second") for name, result in r.items()}
     first = {name: result.get("to_first_step") for name, result in r.items()}

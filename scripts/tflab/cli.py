@@ -178,8 +178,8 @@ def command_clean(settings: Settings) -> int:
     """Removes what the lab can rebuild; never a run's outputs."""
     command_down(settings)
     variants = [images.variant(gpu=False), images.variant(gpu=True), images.variant(platform=images.ARM64)]
-    # Scripts' images first: they are layers on the trainer's.
-    for name in images.script_images() + images.built_images() + list(images.LOCAL_BASES.values()):
+    # Only what this checkout built, each image before the one it is built on.
+    for name in images.removal_order():
         if images.image_id(name):
             subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
             print(f"tflab: removed image {name}")

@@ -5,19 +5,24 @@
   packages by images/base/build.sh. The same Dockerfile builds on every one of them.
 - Wheelhouse: requirements/trainer.txt downloaded by the host's pip into images/trainer/wheels/,
   so `docker build` needs no network; a stamp file remembers for which pins it was filled.
+- Two builds: the packages image, tflab-trainer-packages:<variant>-<digest of base, pins and
+  packages.Dockerfile> (TensorFlow and the rest, 1.3 GB, minutes), built only when those change;
+  and on it the trainer image, which adds the lab's code as one small layer (seconds). Each build
+  gets a context of its own with only what it copies (builder.py), and leaves no untagged images.
 - Tag: tflab-trainer:<variant>-<digest>, the digest of everything the image is built from (the
-  base's image id, the Dockerfile, the pins, the lab's code). Two checkouts or versions of the lab
+  base's image id, both Dockerfiles, the pins, the lab's code). Two checkouts or versions of the lab
   on one engine therefore never overwrite or silently reuse each other's image, and a warm
   `make up` costs no build at all: the tag exists. (A label would need a build step after the
   1.6 GB package layer, which costs ~10 s on slow storage drivers; the tag costs nothing.)
-  images/trainer/.built.json records the tags this checkout built, so `make clean` removes those
-  and no other checkout's, and a rebuild removes the image it replaces.
-- GPU variant (GPUS set): the same Dockerfile with two build arguments, REQUIREMENTS and WHEELS,
-  selecting requirements/trainer-gpu.txt (tensorflow[and-cuda]: TensorFlow with CUDA's libraries
-  as wheels, several GB) and its own wheelhouse, images/trainer/wheels-gpu/; tagged
+  images/trainer/.built.json records the tags this checkout built (trainer and packages images, and
+  the local base if it bootstrapped it), so `make clean` removes those and no other checkout's, and
+  a rebuild removes the image it replaces.
+- GPU variant (GPUS set): the same Dockerfiles with another context: requirements/trainer-gpu.txt
+  (tensorflow[and-cuda]: TensorFlow with CUDA's libraries as wheels, several GB) and its
+  wheelhouse, images/trainer/wheels-gpu/; tagged
   tflab-trainer:gpu-<digest>. x86_64 only.
 - Platform: the engine's own (`docker info`'s Architecture), or PLATFORM. linux/amd64 is the CPU
-  image above; linux/arm64 (Apple Silicon under Docker Desktop) is the same Dockerfile with
+  image above; linux/arm64 (Apple Silicon under Docker Desktop) is the same Dockerfiles with
   requirements/trainer-arm64.txt (`tensorflow`: PyPI has no aarch64 `tensorflow-cpu`), wheels
   downloaded for manylinux aarch64 into images/trainer/wheels-arm64/, an arm64 base
   (tflab-base:bookworm-arm64, or python:3.11-slim pulled for linux/arm64); tagged
@@ -38,12 +43,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import compose, progress
+from tflab import builder, compose, progress
 from tflab.compose import REPO, run_quiet
 from tflab.errors import LabError
 from tflab.settings import Settings
 
 REPOSITORY = "tflab-trainer"  # tagged <variant>-<digest of the build's inputs>
+PACKAGES_REPOSITORY = "tflab-trainer-packages"  # tagged <variant>-<digest of base, pins, packages.Dockerfile>
 PUBLIC_BASE = "python:3.11-slim"
 AMD64, ARM64 = "linux/amd64", "linux/arm64"
 PLATFORMS = (AMD64, ARM64)
@@ -51,24 +57,23 @@ ENGINE_ARCHITECTURES = {"x86_64": AMD64, "amd64": AMD64, "aarch64": ARM64, "arm6
 MACHINES = {AMD64: "x86_64", ARM64: "aarch64"}  # the platforms' names in wheel tags
 LOCAL_BASES = {AMD64: "tflab-base:bookworm", ARM64: "tflab-base:bookworm-arm64"}
 LOCAL_BASE = LOCAL_BASES[AMD64]
-DOCKERFILE = REPO / "images/trainer/Dockerfile"
+DOCKERFILE = REPO / "images/trainer/Dockerfile"  # the code, on the packages image
+PACKAGES_DOCKERFILE = REPO / "images/trainer/packages.Dockerfile"
+CODE = REPO / "scripts/tflab"
 SCRIPT_DOCKERFILE = REPO / "images/script/Dockerfile"
 SCRIPT_IMAGE = "tflab-script"  # tagged with a digest of the requirements and the trainer image
 BASE_SCRIPT = REPO / "images/base/build.sh"
 REQUIREMENTS = REPO / "requirements/trainer.txt"
 WHEELS = REPO / "images/trainer/wheels"
 WHEEL_STAMP = WHEELS / ".pins-sha256"
-BUILT = REPO / "images/trainer/.built.json"  # {"images": [tags this checkout built, oldest first]}
-# What the Dockerfile's REQUIREMENTS and WHEELS build arguments are for the GPU image, relative to
-# the build context (the repository).
-GPU_BUILD_ARGS = {"REQUIREMENTS": "requirements/trainer-gpu.txt", "WHEELS": "images/trainer/wheels-gpu"}
-GPU_REQUIREMENTS = REPO / GPU_BUILD_ARGS["REQUIREMENTS"]
-GPU_WHEELS = REPO / GPU_BUILD_ARGS["WHEELS"]
+BUILT = REPO / "images/trainer/.built.json"  # {"images": [tags this checkout built, oldest first], "bases": [...]}
+# The GPU image's pins and wheelhouse.
+GPU_REQUIREMENTS = REPO / "requirements/trainer-gpu.txt"
+GPU_WHEELS = REPO / "images/trainer/wheels-gpu"
 GPU_WHEEL_STAMP = GPU_WHEELS / ".pins-sha256"
 # The same for the arm64 CPU image.
-ARM64_BUILD_ARGS = {"REQUIREMENTS": "requirements/trainer-arm64.txt", "WHEELS": "images/trainer/wheels-arm64"}
-ARM64_REQUIREMENTS = REPO / ARM64_BUILD_ARGS["REQUIREMENTS"]
-ARM64_WHEELS = REPO / ARM64_BUILD_ARGS["WHEELS"]
+ARM64_REQUIREMENTS = REPO / "requirements/trainer-arm64.txt"
+ARM64_WHEELS = REPO / "images/trainer/wheels-arm64"
 ARM64_WHEEL_STAMP = ARM64_WHEELS / ".pins-sha256"
 DIGEST_LENGTH = 12  # hex digits of the inputs' sha256 in a tag
 BUILD_STEP_QUIET_SECONDS = 3  # a build step is said once it has taken this long (cached ones take none)
@@ -94,16 +99,11 @@ class Variant:
     wheels: Path
     stamp: Path  # which pins the wheelhouse was filled for
     wheels_size: str  # for the user's patience
-    build_args: tuple[str, ...]  # beyond BASE_IMAGE
     platform: str = AMD64
 
     @property
     def wheel_target(self) -> list[str]:
         return wheel_target(self.platform)
-
-
-def _build_args(args: dict[str, str]) -> tuple[str, ...]:
-    return tuple(arg for name, value in args.items() for arg in ("--build-arg", f"{name}={value}"))
 
 
 def variant(gpu: bool = False, platform: str = AMD64) -> Variant:
@@ -112,12 +112,10 @@ def variant(gpu: bool = False, platform: str = AMD64) -> Variant:
     if platform == ARM64:
         if gpu:
             raise LabError(GPU_AMD64_ONLY)
-        return Variant("cpu-arm64", ARM64_REQUIREMENTS, ARM64_WHEELS, ARM64_WHEEL_STAMP, "about 340 MB",
-                       _build_args(ARM64_BUILD_ARGS), ARM64)
+        return Variant("cpu-arm64", ARM64_REQUIREMENTS, ARM64_WHEELS, ARM64_WHEEL_STAMP, "about 340 MB", ARM64)
     if not gpu:
-        return Variant("cpu", REQUIREMENTS, WHEELS, WHEEL_STAMP, "about 334 MB", ())
-    return Variant("gpu", GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP,
-                   "several GB: CUDA's libraries come as wheels", _build_args(GPU_BUILD_ARGS))
+        return Variant("cpu", REQUIREMENTS, WHEELS, WHEEL_STAMP, "about 334 MB")
+    return Variant("gpu", GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP, "several GB: CUDA's libraries come as wheels")
 
 
 GPU_AMD64_ONLY = ("GPUS is not allowed on linux/arm64: the GPU image is x86_64 only (CUDA's wheels are "
@@ -212,6 +210,7 @@ def ensure_base(requested: str, platform: str = AMD64, native: str = AMD64) -> s
     if build.returncode != 0 or not image_id(local):
         raise LabError(f"could not build the local base image {local} (see above); or set "
                        "BASE_IMAGE to a Python 3.11 image you have")
+    record_built(local, key="bases")  # so that this checkout's `make clean` removes it, and no other's
     return local
 
 
@@ -257,12 +256,20 @@ def ensure_wheels(image: Variant | None = None) -> None:
     image.stamp.write_text(pins + "\n")
 
 
-def build_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
+def _digest(base_id: str, paths: list[Path]) -> str:
     digest = hashlib.sha256(base_id.encode())
-    for path in [DOCKERFILE, REPO / ".dockerignore", requirements,
-                 *sorted((REPO / "scripts/tflab").rglob("*.py"))]:
+    for path in paths:
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def packages_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
+    return _digest(base_id, [PACKAGES_DOCKERFILE, requirements])
+
+
+def build_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
+    """The trainer image's inputs: the packages image's and the code's."""
+    return _digest(base_id, [PACKAGES_DOCKERFILE, DOCKERFILE, requirements, *sorted(CODE.rglob("*.py"))])
 
 
 def image_tag(image: Variant, base_id: str) -> str:
@@ -270,61 +277,118 @@ def image_tag(image: Variant, base_id: str) -> str:
     return f"{REPOSITORY}:{image.name}-{build_inputs_digest(base_id, image.requirements)[:DIGEST_LENGTH]}"
 
 
-def build_command(image: Variant, base: str, tag: str, native: str = AMD64) -> list[str]:
-    # --platform only for a foreign platform: the classic builder takes the base's anyway, but
-    # BuildKit (Docker Desktop) would otherwise build for the engine's own.
-    platform = ["--platform", image.platform] if image.platform != native else []
-    return ["docker", "build", "--file", str(DOCKERFILE), *platform, "--build-arg", f"BASE_IMAGE={base}",
-            *image.build_args, "--tag", tag, str(REPO)]
+def packages_tag(image: Variant, base_id: str) -> str:
+    """The packages image's name: tflab-trainer-packages:cpu-0123456789ab."""
+    return f"{PACKAGES_REPOSITORY}:{image.name}-{packages_inputs_digest(base_id, image.requirements)[:DIGEST_LENGTH]}"
 
 
-def built_images() -> list[str]:
-    """The trainer images this checkout built and has not removed, oldest first."""
+def foreign_platform(image: Variant, native: str) -> str:
+    # Only for a foreign platform: the legacy builder takes the base's anyway, but BuildKit
+    # (Docker Desktop) would otherwise build for the engine's own.
+    return image.platform if image.platform != native else ""
+
+
+def built_images(key: str = "images") -> list[str]:
+    """The images this checkout built and has not removed, oldest first: trainer and packages
+    images, or with key="bases" the local base images it bootstrapped."""
     try:
-        recorded = json.loads(BUILT.read_text()).get("images", [])
+        recorded = json.loads(BUILT.read_text()).get(key, [])
     except (FileNotFoundError, json.JSONDecodeError, AttributeError):
         return []
-    return [tag for tag in recorded if isinstance(tag, str) and tag.startswith(REPOSITORY + ":")]
+    names = {"images": (f"{REPOSITORY}:", f"{PACKAGES_REPOSITORY}:"), "scripts": (f"{SCRIPT_IMAGE}:",),
+             "bases": tuple(LOCAL_BASES.values())}[key]
+    return [tag for tag in recorded if isinstance(tag, str) and tag.startswith(names)]
 
 
-def record_built(tag: str, forget: set[str] = frozenset()) -> None:
-    kept = [old for old in built_images() if old != tag and old not in forget]
-    BUILT.write_text(json.dumps({"images": [*kept, tag]}) + "\n")
+def record_built(tag: str, key: str = "images") -> None:
+    try:
+        record = json.loads(BUILT.read_text())
+        record = record if isinstance(record, dict) else {}
+    except (FileNotFoundError, json.JSONDecodeError):
+        record = {}
+    record[key] = [*[old for old in built_images(key) if old != tag], tag]
+    BUILT.parent.mkdir(parents=True, exist_ok=True)
+    BUILT.write_text(json.dumps(record) + "\n")
+
+
+def forget_built(names: set[str]) -> None:
+    try:
+        record = json.loads(BUILT.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return
+    if isinstance(record, dict):
+        BUILT.write_text(json.dumps({key: [name for name in value if name not in names] if isinstance(value, list)
+                                     else value for key, value in record.items()}) + "\n")
+
+
+def remove_replaced(repository: str, image: Variant, keep: str) -> None:
+    """Removes the images of this repository and variant that this checkout built, but `keep`
+    (an image a container still uses stays, and stays recorded)."""
+    prefix = f"{repository}:{image.name}-"
+    replaced = [old for old in built_images() if old.startswith(prefix) and old != keep
+                and re.fullmatch(r"[0-9a-f]+", old[len(prefix):])]  # cpu- is not cpu-arm64-
+    forget_built({old for old in replaced if run_quiet(["docker", "image", "rm", old]).returncode == 0})
+
+
+def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str:
+    """The packages image for this variant on this base, built unless it exists; its tag."""
+    tag = packages_tag(image, base_id)
+    if image_id(tag):
+        return tag
+    ensure_wheels(image)
+    slow = f", {image.platform} emulated: about 7 minutes" if foreign_platform(image, native) else ""
+    say(f"building {tag} on {base}: TensorFlow and its packages, once (minutes{slow})")
+    files = {"packages.Dockerfile": PACKAGES_DOCKERFILE, "requirements.txt": image.requirements,
+             **{f"wheels/{wheel.name}": wheel for wheel in sorted(image.wheels.glob("*.whl"))}}
+    with builder.context(image.wheels.parent, files) as context:
+        docker_build(context / "packages.Dockerfile", context, tag, {"BASE_IMAGE": base},
+                     foreign_platform(image, native))
+    record_built(tag)
+    return tag
 
 
 def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     """Builds the trainer image (the CPU one unless told) unless one from the same inputs exists;
-    returns its tag. The image this checkout built before for the same variant is removed, so
-    code changes do not pile images up (an image a container still uses is kept)."""
+    returns its tag. The packages image under it is built only when the base or the pins changed.
+    The images this checkout built before for the same variant are removed, so code changes do not
+    pile images up (an image a container still uses is kept)."""
     image = image or variant()
     native = engine_platform()
     base = ensure_base(base_image, image.platform, native)
     if image.platform != native:
         check_emulation(image.platform, base)
-    tag = image_tag(image, image_id(base))
+    base_id = image_id(base)
+    tag = image_tag(image, base_id)
     if image_id(tag):
         return tag
-    ensure_wheels(image)
-    slow = f", {image.platform} emulated: about 7 minutes" if image.platform != native else ""
-    say(f"building {tag} on {base} (minutes when the package layer is not cached{slow})")
-    docker_build(build_command(image, base, tag, native), tag)
-    replaced = [old for old in built_images() if old.startswith(f"{REPOSITORY}:{image.name}-") and old != tag]
-    removed = {old for old in replaced if run_quiet(["docker", "image", "rm", old]).returncode == 0}
-    record_built(tag, forget=removed)
+    packages = ensure_packages(image, base, base_id, native)
+    say(f"building {tag}: the lab's code on {packages}")
+    with builder.context(image.wheels.parent, {"Dockerfile": DOCKERFILE, "tflab": CODE}) as context:
+        docker_build(context / "Dockerfile", context, tag, {"PACKAGES_IMAGE": packages},
+                     foreign_platform(image, native))
+    record_built(tag)
+    remove_replaced(REPOSITORY, image, tag)
+    remove_replaced(PACKAGES_REPOSITORY, image, packages)
     return tag
 
 
-def script_images() -> list[str]:
-    """Every image ensure_script_image built (one per requirements file and trainer image)."""
-    found = run_quiet(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", SCRIPT_IMAGE])
-    return found.stdout.split() if found.returncode == 0 else []
+def removal_order() -> list[str]:
+    """What `make clean` removes of the images this checkout built, each before what it is built
+    on: scripts' images, trainer images, packages images, then a local base it bootstrapped (a
+    base another checkout bootstrapped stays: that checkout's images are built on it)."""
+    built = built_images()
+    return (built_images("scripts") + [tag for tag in built if tag.startswith(f"{REPOSITORY}:")]
+            + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:")] + built_images("bases"))
 
 
-def docker_build(command: list[str], image: str) -> None:
-    """Runs a `docker build`, a line per build step and a heartbeat while one is long; on failure
+def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[str, str], platform: str = "") -> None:
+    """Runs a `docker build` with BuildKit where the CLI has it, else the legacy builder, a line
+    per build step and a heartbeat while one is long, and leaves no intermediate image; on failure
     its output's end and a LabError."""
-    code, tail = progress.run_summarised(command, progress.build_step, say, f"building {image}",
-                                         quiet_below=BUILD_STEP_QUIET_SECONDS)
+    use_buildkit = builder.buildkit()
+    command = builder.build_command(dockerfile, context, image, build_args, platform, use_buildkit)
+    code, tail = builder.run_build(command, f"building {image}", say, use_buildkit,
+                                   quiet_below=BUILD_STEP_QUIET_SECONDS)
     if code != 0:
         print(tail, file=sys.stderr)
         raise LabError(f"building {image} failed (docker build's output above)")
@@ -362,6 +426,6 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
                            "every one must be on PyPI as a wheel for CPython 3.11 on manylinux "
                            f"{MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")
-        docker_build(["docker", "build", "--file", str(SCRIPT_DOCKERFILE),
-                      "--build-arg", f"TRAINER_IMAGE={trainer_image}", "--tag", image, context], image)
+        docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image})
+    record_built(image, key="scripts")
     return image

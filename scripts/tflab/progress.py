@@ -58,12 +58,12 @@ class WheelCounter:
 
 
 def run_summarised(command: list[str], summarise: Callable[[str], str | None], say: Callable[[str], None],
-                   what: str, quiet_below: float = 0) -> tuple[int, str]:
+                   what: str, quiet_below: float = 0, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Runs `command`, saying each line `summarise` turns into a message, and every
     HEARTBEAT_SECONDS the last message with the time so far; returns (exit code, output's tail).
     With `quiet_below`, a message is said only once its step has lasted that long: a cached build
     step takes no time and is no news."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:

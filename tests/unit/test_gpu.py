@@ -2,6 +2,7 @@
 anything starts, the GPU image's build, its pins, and scripts/gpu-check.sh's own check. No GPU
 is needed for any of it; what needs one is scripts/gpu-check.sh, on a GPU host."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -208,39 +209,47 @@ def test_a_refused_gpu_run_writes_and_builds_nothing(monkeypatch, tmp_path):
     assert not runs.exists()
 
 
-def test_the_cpu_image_builds_as_it_always_did():
-    cpu = images.variant_for("")
-    assert (cpu.name, cpu.requirements, cpu.wheels) == ("cpu", images.REQUIREMENTS, images.WHEELS)
-    assert images.build_command(cpu, "python:3.11-slim", "tflab-trainer:cpu-0123456789ab") == [
-        "docker", "build", "--file", str(REPO / "images/trainer/Dockerfile"),
-        "--build-arg", "BASE_IMAGE=python:3.11-slim", "--tag", "tflab-trainer:cpu-0123456789ab", str(REPO)]
+def test_each_variant_builds_from_a_context_of_its_own_pins_and_wheels(monkeypatch, tmp_path):
+    """The packages build's context holds the Dockerfile, the variant's pins as requirements.txt and
+    its wheelhouse, nothing else: the GPU and arm64 wheels never travel with a CPU build."""
+    contexts = {}
+
+    def build(dockerfile, context, tag, build_args, platform=""):
+        contexts[tag] = sorted(str(path.relative_to(context)) for path in context.rglob("*") if path.is_file())
+        assert dockerfile == context / "packages.Dockerfile" and build_args == {"BASE_IMAGE": "tflab-base:bookworm"}
+        assert (context / "requirements.txt").read_bytes() == image.requirements.read_bytes()
+
+    monkeypatch.setattr(images, "docker_build", build)
+    monkeypatch.setattr(images, "ensure_wheels", lambda image: None)
+    monkeypatch.setattr(images, "image_id", lambda name: None)
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    for image in (images.variant_for(""), images.variant_for("all")):
+        wheels = tmp_path / image.name
+        wheels.mkdir()
+        (wheels / f"{image.name}-1.0-py3-none-any.whl").write_text("wheel")
+        (wheels / "README.md").write_text("not sent")
+        image = dataclasses.replace(image, wheels=wheels)
+        tag = images.ensure_packages(image, "tflab-base:bookworm", "sha256:base", images.AMD64)
+        assert tag.startswith(f"tflab-trainer-packages:{image.name}-")
+        assert contexts[tag] == ["packages.Dockerfile", "requirements.txt", f"wheels/{image.name}-1.0-py3-none-any.whl"]
+        assert not list(wheels.parent.glob(".context-*"))  # the scratch context is gone
+    assert images.built_images() == list(contexts)
 
 
-def test_the_gpu_image_is_the_same_dockerfile_with_other_packages():
+def test_the_gpu_image_is_the_same_dockerfiles_with_other_packages():
     gpu = images.variant_for("0,1")
     assert images.variant_for("all") == gpu
     assert gpu.name == "gpu"
-    assert images.build_command(gpu, "tflab-base:bookworm", "tflab-trainer:gpu-0123456789ab") == [
-        "docker", "build", "--file", str(REPO / "images/trainer/Dockerfile"),
-        "--build-arg", "BASE_IMAGE=tflab-base:bookworm",
-        "--build-arg", "REQUIREMENTS=requirements/trainer-gpu.txt",
-        "--build-arg", "WHEELS=images/trainer/wheels-gpu",
-        "--tag", "tflab-trainer:gpu-0123456789ab", str(REPO)]
     assert gpu.requirements.is_file() and gpu.wheels.is_dir()
     assert {gpu.wheels, gpu.stamp.parent} & {images.WHEELS} == set()
-    # The Dockerfile's defaults are the CPU image's, so a build without the arguments is the CPU one.
-    dockerfile = images.DOCKERFILE.read_text()
-    assert "ARG REQUIREMENTS=requirements/trainer.txt\n" in dockerfile
-    assert "ARG WHEELS=images/trainer/wheels\n" in dockerfile
-    assert "COPY ${REQUIREMENTS} /tmp/requirements/trainer.txt\n" in dockerfile
-    assert "COPY ${WHEELS}/ /tmp/wheels/\n" in dockerfile
-    allowed = (REPO / ".dockerignore").read_text().splitlines()
-    assert {"!requirements/trainer-gpu.txt", "!images/trainer/wheels-gpu/"} <= set(allowed)
+    assert images.packages_tag(gpu, "sha256:base").startswith("tflab-trainer-packages:gpu-")
+    assert images.packages_tag(gpu, "sha256:base") != images.packages_tag(images.variant_for(""), "sha256:base")
 
 
 def test_the_image_tag_is_a_digest_of_what_it_is_built_from(monkeypatch, tmp_path):
     """Two checkouts or versions of the lab on one engine never share or overwrite an image: the tag
-    changes with the base, the pins or the code, and is the same for the same inputs."""
+    changes with the base, the pins or the code, and is the same for the same inputs. The packages
+    image's tag does not change with the code: a code change never rebuilds it."""
     cpu, gpu = images.variant_for(""), images.variant_for("all")
     tag = images.image_tag(cpu, "sha256:base")
     assert re.fullmatch(r"tflab-trainer:cpu-[0-9a-f]{12}", tag)
@@ -249,46 +258,63 @@ def test_the_image_tag_is_a_digest_of_what_it_is_built_from(monkeypatch, tmp_pat
     assert images.image_tag(gpu, "sha256:base").startswith("tflab-trainer:gpu-")
     code = tmp_path / "scripts/tflab"
     code.mkdir(parents=True)
-    for path in [images.DOCKERFILE, REPO / ".dockerignore", images.REQUIREMENTS]:
+    for path in [images.DOCKERFILE, images.PACKAGES_DOCKERFILE, images.REQUIREMENTS]:
         (tmp_path / path.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path.relative_to(REPO)).write_bytes(path.read_bytes())
     (code / "train.py").write_text("print('a')\n")
     monkeypatch.setattr(images, "REPO", tmp_path)
+    monkeypatch.setattr(images, "CODE", code)
     monkeypatch.setattr(images, "DOCKERFILE", tmp_path / "images/trainer/Dockerfile")
+    monkeypatch.setattr(images, "PACKAGES_DOCKERFILE", tmp_path / "images/trainer/packages.Dockerfile")
     requirements = tmp_path / "requirements/trainer.txt"
     before = images.build_inputs_digest("sha256:base", requirements)
+    packages = images.packages_inputs_digest("sha256:base", requirements)
     (code / "train.py").write_text("print('b')\n")
     assert images.build_inputs_digest("sha256:base", requirements) != before
+    assert images.packages_inputs_digest("sha256:base", requirements) == packages
+    images.PACKAGES_DOCKERFILE.write_text("changed")
+    assert images.packages_inputs_digest("sha256:base", requirements) != packages
 
 
 def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(monkeypatch, tmp_path):
     monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
     images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
     images.record_built("tflab-trainer:gpu-bbbbbbbbbbbb")
+    images.record_built("tflab-trainer-packages:gpu-cccccccccccc")
     monkeypatch.setattr(images, "engine_platform", lambda: images.AMD64)
     monkeypatch.setattr(images, "ensure_base", lambda requested, platform, native: "python:3.11-slim")
     present = {"python:3.11-slim"}
     monkeypatch.setattr(images, "image_id", lambda name: f"sha256:{name}" if name in present else None)
     wheels = []
     monkeypatch.setattr(images, "ensure_wheels", lambda image: wheels.append(image.wheels))
-    commands = []
+    commands, builds = [], []
 
     def docker(command, **kwargs):
         commands.append(command)
-        if command[:2] == ["docker", "build"]:
-            present.add(command[-2])
         return subprocess.CompletedProcess(command, 0, "", "")
 
+    def build(dockerfile, context, tag, build_args, platform=""):
+        builds.append((dockerfile.name, tag, build_args))
+        present.add(tag)
+
     monkeypatch.setattr(images.subprocess, "run", docker)
-    monkeypatch.setattr(images, "docker_build", lambda command, image: docker(command))
+    monkeypatch.setattr(images, "docker_build", build)
     tag = images.ensure_image("", images.variant_for("all"))
+    packages = images.packages_tag(images.variant_for("all"), "sha256:python:3.11-slim")
     assert tag == images.image_tag(images.variant_for("all"), "sha256:python:3.11-slim")
-    assert commands[0][-3:] == ["--tag", tag, str(REPO)] and wheels == [images.GPU_WHEELS]
+    assert builds == [("packages.Dockerfile", packages, {"BASE_IMAGE": "python:3.11-slim"}),
+                      ("Dockerfile", tag, {"PACKAGES_IMAGE": packages})]
+    assert wheels == [images.GPU_WHEELS]
     assert ["docker", "image", "rm", "tflab-trainer:gpu-bbbbbbbbbbbb"] in commands
+    assert ["docker", "image", "rm", "tflab-trainer-packages:gpu-cccccccccccc"] in commands
     assert not any("cpu-aaaaaaaaaaaa" in " ".join(command) for command in commands)
-    assert images.built_images() == ["tflab-trainer:cpu-aaaaaaaaaaaa", tag]
+    assert images.built_images() == ["tflab-trainer:cpu-aaaaaaaaaaaa", packages, tag]
     assert images.ensure_image("", images.variant_for("all")) == tag
-    assert len([command for command in commands if command[:2] == ["docker", "build"]]) == 1  # nothing changed
+    assert len(builds) == 2  # nothing changed
+    # A code change: the trainer image only, on the same packages image.
+    present.discard(tag)
+    images.ensure_image("", images.variant_for("all"))
+    assert [name for name, _, _ in builds[2:]] == ["Dockerfile"]
 
 
 def pins(path) -> dict[str, str]:

@@ -13,7 +13,6 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     # (this test once removed a swarm stack an integration test was running).
     monkeypatch.setattr(compose, "lab_projects", lambda scope, tensorboard=True: [])
     monkeypatch.setattr(swarm, "lab_stacks", lambda scope: [])
-    monkeypatch.setattr(images, "script_images", lambda: [])
     monkeypatch.setattr(images, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")
     monkeypatch.setattr(images, "WHEEL_STAMP", tmp_path / "wheels" / ".stamp")

@@ -1,0 +1,135 @@
+"""builder.py: the build command for either builder, the images a legacy build leaves (read from
+its own output), and the per-build context. No engine is needed."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from tflab import builder, images, progress
+
+# The legacy builder's output for the packages image: a fresh install stage, then a final stage
+# whose first steps came from an earlier build's cache. Recorded from Docker 20.10 (ids shortened).
+LEGACY_OUTPUT = """\
+Sending build context to Docker daemon  350.2MB
+Step 1/13 : ARG BASE_IMAGE=python:3.11-slim
+Step 2/13 : FROM ${BASE_IMAGE} AS install
+ ---> 42a0fbab8b5b
+Step 3/13 : LABEL tflab.image=trainer-install-stage
+ ---> Running in 5d1c0e0b7a11
+Removing intermediate container 5d1c0e0b7a11
+ ---> 0a1b2c3d4e5f
+Step 4/13 : COPY requirements.txt /tmp/requirements.txt
+ ---> 1a1b2c3d4e5f
+Step 5/13 : COPY wheels/ /tmp/wheels/
+ ---> 2a1b2c3d4e5f
+Step 6/13 : RUN python3 -m venv /opt/venv && pip install ...
+ ---> Running in 9f9f9f9f9f9f
+Removing intermediate container 9f9f9f9f9f9f
+ ---> 3a1b2c3d4e5f
+Step 7/13 : FROM ${BASE_IMAGE}
+ ---> 42a0fbab8b5b
+Step 8/13 : LABEL tflab.image=trainer
+ ---> Using cache
+ ---> 4a1b2c3d4e5f
+Step 9/13 : ENV PATH=/opt/venv/bin:/usr/bin
+ ---> Using cache
+ ---> 5a1b2c3d4e5f
+Step 10/13 : COPY --from=install /opt/venv /opt/venv
+ ---> 6a1b2c3d4e5f
+Successfully built 6a1b2c3d4e5f
+Successfully tagged tflab-trainer-packages:cpu-0123456789ab
+"""
+
+
+def read(output: str) -> builder.LegacyOutput:
+    reader = builder.LegacyOutput()
+    for line in output.splitlines():
+        reader(line.strip())  # as progress.run_summarised hands lines over
+    return reader
+
+
+def test_a_legacy_build_leaves_only_its_install_stage_to_remove():
+    reader = read(LEGACY_OUTPUT)
+    assert reader.final == "6a1b2c3d4e5f"
+    # The install stage's last image is the 2 GB one with wheels and packages; the final stage's is
+    # the image itself; the base (a FROM's image) is never ours.
+    assert reader.leftovers() == ["3a1b2c3d4e5f"]
+
+
+def test_stage_images_taken_from_cache_are_an_earlier_builds_and_stay():
+    install = LEGACY_OUTPUT.split("Step 7/13")[0]
+    for step in ("Running in 5d1c0e0b7a11\nRemoving intermediate container 5d1c0e0b7a11",
+                 "Running in 9f9f9f9f9f9f\nRemoving intermediate container 9f9f9f9f9f9f"):
+        install = install.replace(step, "Using cache")
+    for step in ("Step 4/13 : COPY requirements.txt /tmp/requirements.txt\n",
+                 "Step 5/13 : COPY wheels/ /tmp/wheels/\n"):
+        install = install.replace(step, step + " ---> Using cache\n")
+    reader = read(install + "Step 7/13" + LEGACY_OUTPUT.split("Step 7/13")[1])
+    assert reader.stage_images == ["", "6a1b2c3d4e5f"] and reader.leftovers() == []
+
+
+def test_a_failed_legacy_build_leaves_its_finished_steps_to_remove():
+    failed = LEGACY_OUTPUT.split("Step 6/13")[0] + "Step 6/13 : RUN false\n ---> Running in 9f9f\n" \
+        "The command '/bin/sh -c false' returned a non-zero code: 1\n"
+    reader = read(failed)
+    assert reader.final == "" and reader.leftovers() == ["2a1b2c3d4e5f"]
+
+
+def test_the_reader_still_says_each_step():
+    reader = builder.LegacyOutput()
+    assert reader("Step 6/13 : RUN python3 -m venv /opt/venv") == progress.build_step(
+        "Step 6/13 : RUN python3 -m venv /opt/venv") == "step 6/13: RUN python3 -m venv /opt/venv"
+
+
+def test_the_build_command_for_each_builder():
+    context = Path("/ctx")
+    legacy = builder.build_command(context / "Dockerfile", context, "t:1", {"PACKAGES_IMAGE": "p:1"})
+    assert legacy == ["docker", "build", "--force-rm", "--file", "/ctx/Dockerfile", "--build-arg",
+                      "PACKAGES_IMAGE=p:1", "--tag", "t:1", "/ctx"]
+    buildkit = builder.build_command(context / "Dockerfile", context, "t:1", {}, "linux/arm64", use_buildkit=True)
+    assert buildkit == ["docker", "build", "--progress=plain", "--load", "--file", "/ctx/Dockerfile",
+                        "--platform", "linux/arm64", "--tag", "t:1", "/ctx"]
+    assert builder.build_environment(True)["DOCKER_BUILDKIT"] == "1"
+    assert builder.build_environment(False)["DOCKER_BUILDKIT"] == "0"
+
+
+def test_buildkit_plain_progress_is_said_step_by_step():
+    assert progress.build_step("#9 [install 3/4] RUN python3 -m venv /opt/venv") == \
+        "install step 3/4: RUN python3 -m venv /opt/venv"
+
+
+def test_a_context_holds_only_what_it_is_given_as_hard_links(tmp_path):
+    wheels = tmp_path / "wheels"
+    code = tmp_path / "code"
+    (code / "__pycache__").mkdir(parents=True)
+    wheels.mkdir()
+    (wheels / "a.whl").write_text("a")
+    (wheels / "b.whl").write_text("b")
+    (code / "train.py").write_text("x")
+    (code / "__pycache__" / "train.cpython-311.pyc").write_text("compiled")
+    with builder.context(wheels.parent, {"wheels/a.whl": wheels / "a.whl", "tflab": code}) as root:
+        found = sorted(str(path.relative_to(root)) for path in root.rglob("*") if path.is_file())
+        assert found == ["tflab/train.py", "wheels/a.whl"]
+        assert os.stat(root / "wheels/a.whl").st_ino == os.stat(wheels / "a.whl").st_ino
+        assert builder.context_bytes(root) == 2
+    assert not root.exists()
+
+
+def test_clean_removes_what_is_built_on_an_image_before_it_and_only_this_checkouts_base(monkeypatch, tmp_path):
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    images.record_built("tflab-trainer-packages:cpu-0123456789ab")
+    images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
+    assert images.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer-packages:cpu-0123456789ab"]
+    images.record_built("tflab-base:bookworm", key="bases")
+    assert images.removal_order()[-1] == "tflab-base:bookworm"
+    assert json.loads(images.BUILT.read_text())["bases"] == ["tflab-base:bookworm"]
+    images.forget_built({"tflab-trainer:cpu-aaaaaaaaaaaa"})
+    assert images.built_images() == ["tflab-trainer-packages:cpu-0123456789ab"]
+
+
+@pytest.mark.parametrize("code, found", [(0, True), (1, False)])
+def test_buildkit_is_used_where_the_cli_has_buildx(monkeypatch, code, found):
+    import subprocess
+    monkeypatch.setattr(builder, "run_quiet", lambda command, timeout=60: subprocess.CompletedProcess(command, code))
+    assert builder.buildkit() is found
