@@ -11,9 +11,10 @@ import json
 import time
 from pathlib import Path
 
-from tflab import compose, imagebench, images, local, runner
+from tflab import compose, console, docker, imagebench, images, local, runfolder, runner
 from tflab.errors import LabError
-from tflab.schema import by_event, read_events
+from tflab.runfolder import Summary
+from tflab.schema import by_event
 from tflab.settings import Settings
 
 ALLREDUCE_CALLS = 200
@@ -22,23 +23,23 @@ FAST = dict(loop="custom", steps_per_execution=16)  # the lab's quickest step: i
 
 def chief_end(run_dir: Path) -> dict:
     config = json.loads((run_dir / "config.json").read_text())
-    records = read_events(run_dir / f"{config['tasks'][0]}.jsonl")
+    records = runfolder.events(run_dir, config['tasks'][0])
     end = (by_event(records, "end") or [{}])[-1]
     probe = (by_event(records, "allreduce") or [{}])[-1]
     return {**end, "allreduce_seconds": probe.get("median_seconds"), "allreduce_floats": probe.get("floats")}
 
 
 def run(folder: Path, label: str, settings: Settings) -> dict:
-    runner.say(f"--- bench: {label}")
+    console.say(f"--- bench: {label}")
     code = runner.up(settings.replace(runs_dir=str(folder), run=label), link_latest=False)
     run_dir = folder / label
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = Summary.read(run_dir)
     end = chief_end(run_dir)
     if code != 0:
         return {"ok": False, **end}
-    ends = [r for task in summary["tasks"] for r in by_event(read_events(run_dir / f"{task['task']}.jsonl"), "end")]
-    return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary["launched_at"],
-            "wall_seconds": summary["wall_seconds"], "rss": [r["peak_rss_bytes"] for r in ends],
+    ends = [r for row in summary.tasks for r in by_event(runfolder.events(run_dir, row.task), "end")]
+    return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary.launched_at,
+            "wall_seconds": summary.wall_seconds, "rss": [r["peak_rss_bytes"] for r in ends],
             "examples_per_second": settings.global_batch / end["steady_step_seconds"]}
 
 
@@ -78,14 +79,14 @@ def plan(settings: Settings) -> Settings:
 
 def bench(settings: Settings) -> int:
     two = plan(settings)
-    folder = runner.planned_run_dir(settings)
-    compose.check_docker()
-    compose.check_cpus("CPUS", settings.cpus)
+    folder = runfolder.planned(settings)
+    docker.check()
+    docker.check_cpus("CPUS", settings.cpus)
     compose.find_compose(settings.compose)
     local.find_python()
     trainer = images.trainer_variant(settings)
     image = images.ensure_image(settings.base_image, trainer)
-    runner.make_folder(folder, link_latest=True)
+    runfolder.make(folder, link_latest=True)
     fast = FAST
     # The backends alternate, twice, and each keeps its better run: one cold start (a page cache
     # flushed by a build, say) should not decide the lab's overhead.
@@ -103,7 +104,7 @@ def bench(settings: Settings) -> int:
     }
     step = {name: result.get("steady_step_seconds") for name, result in r.items()}
     floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
-    size = int(compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", image]).stdout)
+    size = int(docker.run("image", "inspect", "--format", "{{.Size}}", image).stdout)
     base = images.ensure_base(settings.base_image, trainer.platform, trainer.platform)
     rebuild = imagebench.code_only_rebuild_seconds(trainer, images.packages_tag(trainer, images.image_id(base)))
     eight = r["eight"]
@@ -135,6 +136,6 @@ def bench(settings: Settings) -> int:
     ]
     print("\n".join(["", f"bench {folder.name} ({time.strftime('%Y-%m-%d')}):", *lines]))
     (folder / "bench.txt").write_text("\n".join(lines) + "\n")
-    compose.write_json(folder / "bench.json", {"runs": r, "floor_seconds": floor, "image_bytes": size,
+    runfolder.write_json(folder / "bench.json", {"runs": r, "floor_seconds": floor, "image_bytes": size,
                                                "code_only_rebuild_seconds": rebuild})
     return 0 if all(result["ok"] for result in r.values()) else 1

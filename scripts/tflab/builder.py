@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from tflab import progress
-from tflab.compose import run_quiet
+from tflab.docker import run_quiet
 
 STEP = re.compile(r"^Step \d+/\d+ : (\S+)")
 IMAGE = re.compile(r"^---> ([0-9a-f]{12,64})$")  # as run_summarised hands it: stripped

@@ -29,16 +29,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab import cluster, compose, runner
+from tflab import backends, cluster, console, docker, runfolder, runner
 from tflab.errors import LabError
-from tflab.schema import by_event, read_events
+from tflab.runfolder import Summary
+from tflab.schema import by_event
 from tflab.settings import SCENARIOS, Settings
 
 SWARM_SCENARIOS = ("kill", "stop")
 
 
-def docker(*args: str) -> subprocess.CompletedProcess:
-    return compose.run_quiet(["docker", *args], timeout=60)
+def engine(*args: str) -> subprocess.CompletedProcess:
+    return docker.run(*args, timeout=60)
 
 
 class Chaos:
@@ -50,25 +51,26 @@ class Chaos:
             else float(settings.heal)
         self.link = settings.slow_link
         self.slow_cpus = settings.slow_cpus
-        workers = [t for t in cluster.task_names(settings) if t.startswith("worker-")]
-        self.target = settings.target or (workers[-1] if workers else cluster.chief_task(settings))
+        self.cluster = cluster.build(settings)  # the tasks it may act on
+        workers = [t for t in self.cluster.tasks if t.startswith("worker-")]
+        self.target = settings.target or (workers[-1] if workers else self.cluster.chief)
         self.settings = settings
         self.run_dir: Path | None = None
         self.injected_at = self.healed_at = self.detected_at = self.recovered_at = None
 
     def check(self, settings: Settings) -> None:
         """Refuses what cannot be done, before anything starts."""
-        tasks = cluster.task_names(settings)
+        tasks = self.cluster.tasks
         check_backend(settings, (self.scenario,))
         if self.target not in tasks:
             raise LabError(f"TARGET={self.target} is not a task of this run; expected one of {', '.join(tasks)}")
         if self.kind == "epoch" and not 1 <= self.at < settings.epochs:
             raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs}: "
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
-        if self.scenario == "slow-link" and not cluster.job_sizes(settings):
+        if self.scenario == "slow-link" and not self.cluster.jobs:
             raise LabError(f"SCENARIO=slow-link needs a cluster: STRATEGY={settings.strategy} has no network link")
         if self.scenario == "slow-node":
-            compose.check_cpus("SLOW_CPUS", settings.slow_cpus)
+            docker.check_cpus("SLOW_CPUS", settings.slow_cpus)
 
     def proxied(self) -> frozenset[str]:
         return frozenset([self.target]) if self.scenario == "slow-link" else frozenset()
@@ -84,9 +86,9 @@ class Chaos:
 
     def record(self, event: str, **fields) -> None:
         line = {"event": event, "time": time.time(), "scenario": self.scenario, "target": self.target, **fields}
-        with open(self.run_dir / "chaos.jsonl", "a") as log:
+        with open(self.run_dir / runfolder.CHAOS_LOG, "a") as log:
             log.write(json.dumps(line) + "\n")
-        runner.say(f"chaos: {event} {json.dumps(fields) if fields else ''}".rstrip())
+        console.say(f"chaos: {event} {json.dumps(fields) if fields else ''}".rstrip())
 
     def tick(self, backend, codes: dict) -> None:
         self.run_dir = backend.run_dir
@@ -105,14 +107,14 @@ class Chaos:
                 self.record("detected", seconds=self.detected_at - self.injected_at)
         since = self.detected_at or self.healed_at
         if since and self.recovered_at is None:
-            chief = cluster.chief_task(self.settings)
+            chief = backend.cluster.chief
             later = [r["time"] for r in self._events(chief, "epoch") if r["time"] > since]
             if later:
                 self.recovered_at = min(later)
                 self.record("recovered", seconds=self.recovered_at - self.injected_at)
 
     def _events(self, task: str, event: str) -> list[dict]:
-        return by_event(read_events(self.run_dir / f"{task}.jsonl"), event)
+        return by_event(runfolder.events(self.run_dir, task), event)
 
     def _due(self, run_dir: Path) -> bool:
         if self.kind == "epoch":
@@ -124,15 +126,15 @@ class Chaos:
         container = backend.container(self.target)
         self.injected_at = time.time()
         if self.scenario == "kill":
-            result = docker("kill", container)
+            result = engine("kill", container)
         elif self.scenario == "stop":
-            result = docker("kill", "--signal", "SIGTERM", container)
+            result = engine("kill", "--signal", "SIGTERM", container)
         elif self.scenario == "pause":
-            result = docker("pause", container)
+            result = engine("pause", container)
         elif self.scenario == "partition":
-            result = docker("network", "disconnect", backend.network(), container)
+            result = engine("network", "disconnect", backend.network(), container)
         elif self.scenario == "slow-node":
-            result = docker("update", "--cpus", f"{self.slow_cpus:g}", container)
+            result = engine("update", "--cpus", f"{self.slow_cpus:g}", container)
         else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
             runner.set_link(backend.run_dir, self.target, self.link)
             result = subprocess.CompletedProcess([], 0, "", "")
@@ -142,9 +144,9 @@ class Chaos:
     def undo(self, backend) -> None:
         container = backend.container(self.target)
         if self.scenario == "pause":
-            result = docker("unpause", container)
+            result = engine("unpause", container)
         else:
-            result = docker("network", "connect", "--alias", self.target, backend.network(), container)
+            result = engine("network", "connect", "--alias", self.target, backend.network(), container)
         self.healed_at = time.time()
         self.record("undone", ok=result.returncode == 0)
 
@@ -158,7 +160,7 @@ class Chaos:
             self.healed_at = time.time()
             self.record("undone", by="the restart")
         elif self.scenario == "partition" and self.heal is None:
-            result = docker("network", "disconnect", backend.network(), backend.container(self.target))
+            result = engine("network", "disconnect", backend.network(), backend.container(self.target))
             self.record("cut again after the restart", ok=result.returncode == 0)
 
     def finish(self, backend) -> None:
@@ -166,14 +168,14 @@ class Chaos:
         if self.injected_at is not None and self.healed_at is None and self.scenario == "pause":
             self.undo(backend)
 
-    def result(self, run_dir: Path, summary: dict) -> dict:
+    def result(self, run_dir: Path, summary: Summary) -> dict:
         def since(moment):
             return moment - self.injected_at if moment and self.injected_at else None
 
         return {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
                 "heal": self.settings.heal, "injected": self.injected_at is not None,
                 "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
-                "restarts": len(summary.get("restarts", [])), "outcome": outcome_of(summary)}
+                "restarts": len(summary.restarts), "outcome": outcome_of(summary)}
 
 
 def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) -> None:
@@ -191,7 +193,7 @@ def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) ->
                        f"{' and '.join(SWARM_SCENARIOS)} (make soak draws from every scenario, so it needs compose)")
 
 
-def outcome_of(summary: dict) -> str:
+def outcome_of(summary: Summary | dict) -> str:
     """survived: finished ok (restarts or not); ended cleanly: failed, every task ended, with an
     error saying why; hung: stopped by TIMEOUT, or failed without a word."""
     if summary["ok"]:
@@ -208,13 +210,14 @@ def chaos(settings: Settings) -> int:
 
 def soak(settings: Settings) -> int:
     """SOAK random scenarios, one run each, in runs/<RUN>/; prints the counts and worst times."""
-    folder = runner.planned_run_dir(settings)
+    folder = runfolder.planned(settings)
     check_backend(settings)
     if settings.epochs < 2:
         raise LabError(f"EPOCHS={settings.epochs} is not allowed with make soak: expected 2 or more (each fault "
                        "comes after one of the first EPOCHS-1 epochs, with training left)")
     rng = random.Random(settings.seed)
-    workers = [t for t in cluster.task_names(settings) if t.startswith("worker-")] or cluster.task_names(settings)
+    tasks = cluster.build(settings).tasks
+    workers = [t for t in tasks if t.startswith("worker-")] or tasks
     trials = []
     for index in range(settings.soak):
         scenario = rng.choice(["kill", "stop", "pause", "partition", "slow-link", "slow-node"])
@@ -224,13 +227,13 @@ def soak(settings: Settings) -> int:
                                  heal=heal if scenario in ("pause", "partition") else "5")
         Chaos(trial).check(trial)  # every trial checked before the soak's folder is written
         trials.append(trial)
-    runner.check_engine(settings)
-    runner.make_folder(folder, link_latest=True)
+    backends.check_engine(settings)
+    runfolder.make(folder, link_latest=True)
     results = []
     for index, trial in enumerate(trials):
-        runner.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).describe()}")
+        console.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).describe()}")
         runner.up(trial, link_latest=False, chaos=Chaos(trial))
-        results.append(json.loads((folder / trial.run / "summary.json").read_text())["chaos"])
+        results.append(Summary.read(folder / trial.run).chaos)
     outcomes = ("survived", "ended cleanly", "hung")
     counts = {outcome: sum(r["outcome"] == outcome for r in results) for outcome in outcomes}
     detection = [r["detection_seconds"] for r in results if r["detection_seconds"] is not None]
@@ -245,7 +248,7 @@ def soak(settings: Settings) -> int:
               f"recovery {fmt(r['recovery_seconds'])})" for r in results]
     print("\n".join(lines))
     (folder / "soak.txt").write_text("\n".join(lines) + "\n")
-    compose.write_json(folder / "soak.json", {"counts": counts, "runs": results})
+    runfolder.write_json(folder / "soak.json", {"counts": counts, "runs": results})
     return 0 if counts["hung"] == 0 else 1
 
 

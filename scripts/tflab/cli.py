@@ -23,8 +23,25 @@ import subprocess
 import sys
 import textwrap
 
-from tflab import cluster, compose, images, k8s, local, report, runner, summary, swarm
+from tflab import (
+    backends,
+    compare,
+    compose,
+    console,
+    docker,
+    images,
+    k8s,
+    labels,
+    report,
+    runfolder,
+    runner,
+    summary,
+    swarm,
+    tensorboard,
+)
 from tflab.errors import LabError
+from tflab.home import LAB_HOME
+from tflab.runfolder import Summary
 from tflab.settings import SPECS, Settings, settings_table
 
 USAGE_ERROR = 2
@@ -49,7 +66,7 @@ def command_up(settings: Settings) -> int:
 
 
 def command_compare(settings: Settings) -> int:
-    return runner.compare(settings)
+    return compare.compare(settings)
 
 
 # What reading a file the lab did not write (or one cut short) raises: JSON and UTF-8 errors are
@@ -59,18 +76,18 @@ MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError)
 
 def malformed(path, error: Exception) -> LabError:
     reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
-    return LabError(f"{runner.display_path(path)} holds a file the lab did not write, or one cut short ({reason}); "
+    return LabError(f"{console.display_path(path)} holds a file the lab did not write, or one cut short ({reason}); "
                     "expected the summary.json, config.json and compare.json of a lab run")
 
 
 def command_report(settings: Settings) -> int:
-    folder = runner.existing_run_dir(settings)
+    folder = runfolder.existing(settings)
     try:
         found, written = report.write(folder)
         print(report.table(found))
     except MALFORMED as error:
         raise malformed(folder, error) from None
-    print("tflab: wrote " + ", ".join(runner.display_path(path) for path in written))
+    print("tflab: wrote " + ", ".join(console.display_path(path) for path in written))
     if not any(path.suffix == ".png" for path in written):
         print(f"tflab: {report.PNG_SKIPPED}")
     return 0
@@ -96,17 +113,10 @@ def command_soak(settings: Settings) -> int:
 
 def command_config(settings: Settings) -> int:
     """Prints the resolved settings, the cluster spec and each task's TF_CONFIG, as JSON."""
-    if settings.backend == "local":
-        address = cluster.local_addresses(local.free_ports(len(cluster.task_names(settings))))
-        note = "local: ports are picked afresh when a run starts"
-    elif settings.backend == "swarm":
-        address, note = cluster.compose_address, "swarm: service names in the stack's network, port 2222"
-    else:
-        address, note = cluster.compose_address, "compose: stable hostnames, port 2222"
-    spec = cluster.cluster_spec(settings, address)
-    print(json.dumps({"settings": settings.to_dict(), "addresses": note, "cluster": spec}, indent=2))
-    for task in cluster.task_names(settings):
-        tf_config = json.dumps(cluster.tf_config_for(spec, task)) if spec else "(none: one process)"
+    the_cluster, note = backends.config_cluster(settings)
+    print(json.dumps({"settings": settings.to_dict(), "addresses": note, "cluster": the_cluster.spec}, indent=2))
+    for task in the_cluster.tasks:
+        tf_config = json.dumps(the_cluster.tf_config(task)) if the_cluster.spec else "(none: one process)"
         print(f"{task}: TF_CONFIG={tf_config}")
     return 0
 
@@ -116,20 +126,19 @@ def command_k8s(settings: Settings) -> int:
 
 
 def command_summary(settings: Settings) -> int:
-    run_dir = runner.existing_run_dir(settings)
-    path = run_dir / "summary.json"
-    if not path.exists():
-        raise LabError(f"run {run_dir.name} has no summary.json: it is still running, or the lab was killed")
+    run_dir = runfolder.existing(settings)
     try:
-        print(summary.table(json.loads(path.read_text())))
+        print(summary.table(Summary.read(run_dir)))
+    except FileNotFoundError:
+        raise LabError(f"run {run_dir.name} has no summary.json: it is still running, or the lab was killed") from None
     except MALFORMED as error:
-        raise malformed(path, error) from None
+        raise malformed(run_dir / runfolder.SUMMARY, error) from None
     return 0
 
 
 def command_logs(settings: Settings) -> int:
-    run_dir = runner.existing_run_dir(settings)
-    output = run_dir / "output.log"
+    run_dir = runfolder.existing(settings)
+    output = run_dir / runfolder.OUTPUT
     if not output.exists():
         raise LabError(f"run {run_dir.name} has no output.log yet: it is still running, "
                        f"follow it in its <task>.jsonl files in {run_dir}")
@@ -140,25 +149,25 @@ def command_logs(settings: Settings) -> int:
 def command_down(settings: Settings) -> int:
     """Removes what the runs under RUNS_DIR (RUN=<id>: that run, or that compare's runs) left on
     the engine, found by their labels (labels.py); never another folder's runs or project."""
-    compose.check_docker()
-    scope = runner.runs_dir(settings) / settings.run if settings.run else runner.runs_dir(settings)
-    projects = compose.lab_projects(scope, tensorboard=not settings.run)
+    docker.check()
+    scope = runfolder.runs_dir(settings) / settings.run if settings.run else runfolder.runs_dir(settings)
+    projects = docker.lab_projects(scope, None if settings.run else labels.tensorboard_project(scope))
     for project in projects:
-        compose.remove_project(project)
+        docker.remove_project(project)
         print(f"tflab: removed {project}")
     stacks = swarm.lab_stacks(scope)
     for stack in stacks:
         removed = swarm.remove_stack(stack)
         print(f"tflab: removed stack {stack}" if removed else f"tflab: stack {stack} is still being removed")
     if not projects and not stacks:
-        print(f"tflab: nothing of the runs in {runner.display_path(scope)} is left on the engine")
+        print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
     return 0
 
 
 def command_images(settings: Settings) -> int:
-    compose.check_docker()
+    docker.check()
     name = images.ensure_image(settings.base_image, images.trainer_variant(settings))
-    size = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Size}}", name]).stdout.strip()
+    size = docker.run("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
     print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB); its tag is a digest of what it is built from")
     return 0
 
@@ -170,7 +179,7 @@ def command_stack_up(settings: Settings) -> int:
 def command_wheels(settings: Settings) -> int:
     image = images.variant_for(settings.gpus, settings.platform or images.machine_platform())
     images.ensure_wheels(image)
-    print(f"tflab: {image.wheels.relative_to(compose.REPO)}/ holds the pinned wheels")
+    print(f"tflab: {image.wheels.relative_to(LAB_HOME)}/ holds the pinned wheels")
     return 0
 
 
@@ -189,21 +198,21 @@ def command_clean(settings: Settings) -> int:
             wheel.unlink()
         variant.stamp.unlink(missing_ok=True)
     print("tflab: removed the wheelhouses")
-    runs = runner.runs_dir(settings)
+    runs = runfolder.runs_dir(settings)
     kept = len([p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()]) if runs.exists() else 0
     print(f"tflab: kept {kept} run folder(s) in {runs}: delete them yourself (rm -rf {runs}) if you mean to")
     return 0
 
 
 def command_tensorboard(settings: Settings) -> int:
-    compose.check_docker()
+    docker.check()
     cli = compose.find_compose(settings.compose)
-    runs = runner.runs_dir(settings)
-    compose.check_tensorboard_port(settings.tensorboard_port, runs)
+    runs = runfolder.runs_dir(settings)
+    tensorboard.check_port(settings.tensorboard_port, runs)
     runs.mkdir(parents=True, exist_ok=True)
-    url = compose.serve_tensorboard(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image,
+    url = tensorboard.serve(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image,
                                                                                  images.trainer_variant(settings)))
-    print(f"tflab: TensorBoard shows every run in {runner.display_path(runs)}/ at {url} "
+    print(f"tflab: TensorBoard shows every run in {console.display_path(runs)}/ at {url} "
           "(127.0.0.1 only; `make down` stops it)")
     return 0
 
@@ -219,11 +228,11 @@ def command_check(settings: Settings) -> int:
     if command not in CHECKED_FIRST:
         raise LabError(f"TFLAB_CHECK={command} is not allowed: expected one of {', '.join(CHECKED_FIRST)}")
     if command in ("up", "compare", "bench"):
-        runner.planned_run_dir(settings)
+        runfolder.planned(settings)
     if command == "compare":
         settings.compare_runs()
     elif command == "report":
-        runner.existing_run_dir(settings)
+        runfolder.existing(settings)
     elif command == "bench":
         from tflab import bench
 

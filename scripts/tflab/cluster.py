@@ -1,11 +1,13 @@
 """The cluster spec and each task's TF_CONFIG: built here and nowhere else.
 
-    spec = cluster_spec(settings)                 # {"worker": ["worker-0:2222", "worker-1:2222"]}
-    tf_config_for(spec, "worker-1")               # {"cluster": spec, "task": {"type": "worker", "index": 1}}
+    the_cluster = build(settings)                 # built once per run, handed along
+    the_cluster.tasks                             # ["worker-0", "worker-1"]
+    the_cluster.spec                              # {"worker": ["worker-0:2222", "worker-1:2222"]}
+    the_cluster.tf_config("worker-1")             # {"cluster": spec, "task": {"type": "worker", "index": 1}}
 
 Compose gives every task a stable hostname, `<job>-<index>`, and every task listens on port 2222
 (the Kubeflow TFJob convention), so the spec needs nothing but the job sizes. The local backend
-runs the same tasks as processes on loopback and passes `local_addresses(...)` instead: the same
+runs the same tasks as processes on loopback and takes `readdressed(local_addresses(...))`: the same
 generator, the same JSON shape, only the addresses differ (one host cannot give every process
 port 2222). On Kubernetes (`make k8s`, tflab/k8s.py) `kubeflow_address(...)` gives each task the
 headless Service the Kubeflow training operator makes for it, so the spec is the operator's own.
@@ -16,6 +18,7 @@ Shared by the host side and the trainer: imports neither TensorFlow nor any Dock
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 from tflab.settings import Settings
@@ -24,9 +27,90 @@ PORT = 2222
 EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evaluator
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """A run's cluster, built once by `build` and handed along: its tasks in start order, each
+    task's role, the spec's addresses and every TF_CONFIG. A backend that needs other addresses
+    (local ports, delay proxies) takes `readdressed(...)`: the same tasks, its own addresses."""
+
+    strategy: str
+    jobs: dict[str, int]  # tasks per TF job of the training cluster; empty for one process
+    evaluator: bool  # EVALUATOR=1: evaluator-0, outside the training cluster (see evaluators)
+    script: bool  # SCRIPT: every task's role is "script", watched from outside
+    spec: dict[str, list[str]]  # TF's cluster spec: job -> each task's address, in index order
+
+    @property
+    def tasks(self) -> list[str]:
+        """Every task the run starts, in start order; also its service and log file name."""
+        if not self.jobs:
+            return [self.strategy]  # "single" or "mirrored"
+        return [f"{job}-{index}" for job, size in self.jobs.items() for index in range(size)] + self.evaluators
+
+    @property
+    def evaluators(self) -> list[str]:
+        """EVALUATOR=1: evaluator-0. Outside the training cluster, as the training operator and
+        TensorFlow have it: genClusterSpec leaves the Evaluator out of every TF_CONFIG's cluster ("not
+        part of training cluster"), its own TF_CONFIG names the training cluster and task evaluator 0,
+        and MultiWorkerMirroredStrategy counts it in no collective (worker_count)."""
+        return [f"{EVALUATOR}-0"] if self.evaluator and self.jobs else []
+
+    @property
+    def chief(self) -> str:
+        """The task that writes the final model: chief-0 where there is one, else worker-0 (TF's
+        default chief), or the only task."""
+        return self.tasks[0]
+
+    @property
+    def servers(self) -> list[str]:
+        """Tasks that serve until they are ended (parameter_server's workers and ps): they never exit
+        by themselves, so the lab ends them once the chief is done, and that is no failure."""
+        if self.strategy != "parameter_server":
+            return []
+        return [task for task in self.tasks if parse_task(task)[0] in ("worker", "ps")]
+
+    @property
+    def trainers(self) -> list[str]:
+        """The tasks that train: neither parameter_server's servers nor the evaluator."""
+        return [task for task in self.tasks if task not in self.servers and task not in self.evaluators]
+
+    @property
+    def replicas(self) -> list[str]:
+        """The tasks that hold a replica of the model: multiworker's chief and workers,
+        parameter_server's workers (its chief and ps compute nothing), or the one process."""
+        if not self.jobs:
+            return self.tasks
+        kinds = ("chief", "worker") if self.strategy == "multiworker" else ("worker",)
+        return [task for task in self.tasks if parse_task(task)[0] in kinds]
+
+    def role(self, task: str) -> str:
+        """The role its log's start and end events carry (schema.ROLES)."""
+        if self.script:
+            return "script"
+        if task in self.evaluators:
+            return "evaluator"
+        return "server" if task in self.servers else "trainer"
+
+    def tf_config(self, task: str) -> dict:
+        return tf_config_for(self.spec, task)
+
+    def tf_config_env(self, task: str) -> dict[str, str]:
+        return tf_config_env(self.spec, task)
+
+    def readdressed(self, address) -> "Cluster":
+        """The same tasks at other addresses (`address(job, index) -> "host:port"`)."""
+        return replace(self, spec=_spec(self.jobs, address))
+
+
+def build(settings: Settings, address=None) -> Cluster:
+    """The cluster of a run with these settings; Compose's addresses unless `address` is given."""
+    jobs = job_sizes(settings)
+    return Cluster(strategy=settings.strategy, jobs=jobs, evaluator=bool(settings.evaluator),
+                   script=bool(settings.script), spec=_spec(jobs, address or compose_address))
+
+
 def job_sizes(settings: Settings) -> dict[str, int]:
     """Tasks per TF job of the training cluster. Single-process strategies have no cluster at all.
-    The evaluator is no part of it (see task_names)."""
+    The evaluator is no part of it (Cluster.evaluators)."""
     if settings.strategy == "multiworker":
         # CHIEF=1: TensorFlow counts the chief as one more worker, with id 0 in the collective and
         # the workers after it (multi_worker_util.worker_count, id_in_cluster), and makes it the
@@ -37,23 +121,6 @@ def job_sizes(settings: Settings) -> dict[str, int]:
         # The chief coordinates (it runs fit); workers run the steps it schedules; ps hold the variables.
         return {"chief": 1, "worker": settings.workers, "ps": settings.ps}
     return {}
-
-
-def task_names(settings: Settings) -> list[str]:
-    """Every task the run starts, in start order; also its container service and log file name."""
-    jobs = job_sizes(settings)
-    if not jobs:
-        return [settings.strategy]  # "single" or "mirrored"
-    tasks = [f"{job}-{index}" for job, size in jobs.items() for index in range(size)]
-    return tasks + evaluator_tasks(settings)
-
-
-def evaluator_tasks(settings: Settings) -> list[str]:
-    """EVALUATOR=1: evaluator-0. Outside the training cluster, as the training operator and
-    TensorFlow have it: genClusterSpec leaves the Evaluator out of every TF_CONFIG's cluster ("not
-    part of training cluster"), its own TF_CONFIG names the training cluster and task evaluator 0,
-    and MultiWorkerMirroredStrategy counts it in no collective (worker_count)."""
-    return [f"{EVALUATOR}-0"] if settings.evaluator and job_sizes(settings) else []
 
 
 def compose_address(job: str, index: int) -> str:
@@ -121,8 +188,11 @@ def local_addresses(ports: Sequence[int]):
 
 def cluster_spec(settings: Settings, address=compose_address) -> dict[str, list[str]]:
     """TF's cluster spec: job name -> the address of each of its tasks, in index order."""
-    return {job: [address(job, index) for index in range(size)]
-            for job, size in job_sizes(settings).items()}
+    return build(settings, address).spec
+
+
+def _spec(jobs: Mapping[str, int], address) -> dict[str, list[str]]:
+    return {job: [address(job, index) for index in range(size)] for job, size in jobs.items()}
 
 
 def parse_task(task: str) -> tuple[str, int]:
@@ -144,7 +214,7 @@ def tf_config_for(spec: Mapping[str, Sequence[str]], task: str) -> dict:
     """The TF_CONFIG dict for one task of `spec`."""
     job, index = parse_task(task)
     if job == EVALUATOR and index == 0 and spec:
-        pass  # outside the cluster it evaluates (evaluator_tasks)
+        pass  # outside the cluster it evaluates (Cluster.evaluators)
     elif job not in spec or index >= len(spec[job]):
         raise ValueError(f"task {task!r} is not in the cluster {dict(spec)}")
     return {"cluster": {name: list(addresses) for name, addresses in spec.items()},
@@ -157,23 +227,3 @@ def tf_config_env(spec: Mapping[str, Sequence[str]], task: str) -> dict[str, str
     if spec:
         env["TF_CONFIG"] = json.dumps(tf_config_for(spec, task), separators=(",", ":"))
     return env
-
-
-def chief_task(settings: Settings) -> str:
-    """The task that writes the final model: chief-0 where there is one, else worker-0 (TF's
-    default chief), or the only task."""
-    return task_names(settings)[0]
-
-
-def trainer_tasks(settings: Settings) -> list[str]:
-    """The tasks that train: neither parameter_server's servers nor the evaluator."""
-    return [task for task in task_names(settings)
-            if task not in server_tasks(settings) and task not in evaluator_tasks(settings)]
-
-
-def server_tasks(settings: Settings) -> list[str]:
-    """Tasks that serve until they are ended (parameter_server's workers and ps): they never exit
-    by themselves, so the lab ends them once the chief is done, and that is no failure."""
-    if settings.strategy != "parameter_server":
-        return []
-    return [task for task in task_names(settings) if parse_task(task)[0] in ("worker", "ps")]

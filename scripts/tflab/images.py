@@ -43,9 +43,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import builder, compose, progress
-from tflab.compose import REPO, run_quiet
+from tflab import builder, docker, progress
+from tflab.docker import run_quiet
 from tflab.errors import LabError
+from tflab.home import LAB_HOME as REPO
 from tflab.settings import Settings
 
 REPOSITORY = "tflab-trainer"  # tagged <variant>-<digest of the build's inputs>
@@ -133,7 +134,7 @@ def variant_for(gpus: str, platform: str = AMD64) -> Variant:
 def engine_platform() -> str:
     """The engine's own platform, from `docker info`'s Architecture (x86_64 -> linux/amd64,
     aarch64 -> linux/arm64: Docker Desktop on Apple Silicon)."""
-    architecture = compose.docker_info().get("Architecture", "")
+    architecture = docker.info().get("Architecture", "")
     if architecture not in ENGINE_ARCHITECTURES:
         raise LabError(f"the Docker engine's architecture is {architecture or 'unknown'}: the lab's images are "
                        f"for {' and '.join(PLATFORMS)}; set PLATFORM to one of them (it then runs emulated)")

@@ -26,7 +26,8 @@ import json
 import math
 import re
 
-from tflab import cluster, runner
+from tflab import cluster, console, runfolder
+from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.settings import Settings, default_of
 
@@ -54,23 +55,24 @@ def write(settings: Settings) -> int:
     if settings.gpus:
         raise LabError(f"GPUS={settings.gpus} is not allowed with make k8s: expected GPUS empty (the manifests "
                        "request no GPUs yet; add nvidia.com/gpu limits to the pod templates yourself)")
-    folder = runner.planned_run_dir(settings.replace(run=settings.run or f"k8s-{runner.new_run_id()}"))
+    folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
     manifests, notes = render(settings, folder.name)
-    runner.make_folder(folder, link_latest=False)
+    runfolder.make(folder, link_latest=False)
     for name, documents in manifests.items():
         (folder / name).write_text(to_yaml_documents(documents, header(name, settings)))
-    runner.say(f"wrote {runner.display_path(folder)}/ for {runner.describe(settings)}, as "
-               f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
+    shape = console.describe_run(settings, cluster.build(settings))
+    console.say(f"wrote {console.display_path(folder)}/ for {shape}, as "
+                f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
     for name in manifests:
         print(f"  {name:<11} {about(name, settings)}")
     if settings.k8s_image == default_of("K8S_IMAGE"):
         notes.append(f"K8S_IMAGE={settings.k8s_image} is `make images`'s local name: push the image to a "
                      "registry the cluster can pull from and name it in K8S_IMAGE")
     for note in notes:
-        runner.say(note)
-    runner.say("apply one file, not both (they name the same objects):" if len(manifests) > 1 else "apply it:")
+        console.say(note)
+    console.say("apply one file, not both (they name the same objects):" if len(manifests) > 1 else "apply it:")
     for name in manifests:
-        print(f"  kubectl apply -f {runner.display_path(folder / name)}")
+        print(f"  kubectl apply -f {console.display_path(folder / name)}")
     return 0
 
 
@@ -94,25 +96,26 @@ def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[st
                      "chief's backup on every worker, and each pod's own emptyDir shares nothing; give "
                      "K8S_PVC=<a ReadWriteMany claim> to keep it")
         settings = settings.replace(backup="off")
-    spec = cluster.cluster_spec(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
-    shared = [config_map(settings, runner.run_config(settings, run, spec))]
+    the_cluster = cluster.build(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
+    spec = the_cluster.spec
+    shared = [config_map(settings, runfolder.run_config(settings, run, the_cluster))]
     if settings.network == "internal":
         shared.append(network_policy(settings))
     if settings.link:
         notes.append(f"LINK={settings.link} has no counterpart in the manifests: the tasks talk directly")
     jobs = list(shared)
-    for task in cluster.task_names(settings):
+    for task in the_cluster.tasks:
         if spec:
             jobs.append(service(settings, *cluster.parse_task(task)))
         jobs.append(job(settings, task, spec))
     if settings.strategy == "parameter_server":
-        chief_job = f"{settings.k8s_name}-{cluster.chief_task(settings)}"
+        chief_job = f"{settings.k8s_name}-{the_cluster.chief}"
         notes.append("the workers and ps never exit by themselves: the TFJob ends them when the chief is done; "
                      f"with jobs.yaml, delete them once Job {chief_job} has completed (or TIMEOUT ends them)")
     if not spec:
         notes.append(f"STRATEGY={settings.strategy} is one process: one Job, no TFJob needed")
         return {"jobs.yaml": jobs}, notes
-    return {"tfjob.yaml": shared + [tfjob(settings, spec)], "jobs.yaml": jobs}, notes
+    return {"tfjob.yaml": shared + [tfjob(settings, the_cluster)], "jobs.yaml": jobs}, notes
 
 
 def labels(settings: Settings) -> dict[str, str]:
@@ -160,13 +163,14 @@ def job(settings: Settings, task: str, spec: dict) -> dict:
                      "template": pod_template(settings, env, restart_policy(settings), task)}}
 
 
-def tfjob(settings: Settings, spec: dict) -> dict:
+def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
     """The TFJob: one replica spec per job of the cluster spec. The operator sets TF_CONFIG per pod,
     except where the job has one pod in all ("not distributed": no TF_CONFIG at all), while the
     trainer expects the cluster of config.json; there the template carries it."""
     replica_specs = {}
+    spec = the_cluster.spec
     sizes = {**{job_name: len(addresses) for job_name, addresses in spec.items()},
-             **{cluster.EVALUATOR: len(cluster.evaluator_tasks(settings))}}
+             **{cluster.EVALUATOR: len(the_cluster.evaluators)}}
     for job_name, size in sizes.items():
         if not size:
             continue
@@ -251,7 +255,8 @@ def resource_limits(settings: Settings) -> dict[str, str]:
 
 def header(name: str, settings: Settings) -> str:
     lines = [f"{name}: {about(name, settings)}.",
-             f"Written by `make k8s` (scripts/tflab/k8s.py) for {runner.describe(settings)}.",
+             "Written by `make k8s` (scripts/tflab/k8s.py) for "
+             f"{console.describe_run(settings, cluster.build(settings))}.",
              f"Apply with `kubectl apply -f {name}`; the image {settings.k8s_image} must be pullable by the cluster."]
     if name == "tfjob.yaml":
         lines.append("The operator sets TF_CONFIG in each pod; the trainer takes its task from it.")

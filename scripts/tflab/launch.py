@@ -25,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+from tflab import runfolder
 from tflab.explain import exception_head
 from tflab.schema import EventLog
 from tflab.settings import SettingsError, read_run_config
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: TFLAB_CONFIG=... TFLAB_TASK=... python -m tflab.launch -- COMMAND...", file=sys.stderr)
         return 2
     started = time.time()
-    log_path = Path(config_path).parent / f"{task}.jsonl"
+    log_path = runfolder.log_path(Path(config_path).parent, task)
     log = EventLog(log_path, task)
     try:
         config, settings = read_run_config(Path(config_path))

@@ -16,10 +16,13 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster, compose
+from tflab import cluster
+from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.home import CODE_ROOT, LAB_HOME
+from tflab.runfolder import CONFIG, OUTPUT
 from tflab.settings import Settings
+from tflab.user_script import script_command
 
 
 def find_python() -> str:
@@ -53,37 +56,38 @@ def free_ports(count: int) -> list[int]:
 
 
 class LocalProcesses:
-    """The Backend for BACKEND=local (see runner.py for what a backend does)."""
+    """The Backend (backend.py) for BACKEND=local."""
 
-    def __init__(self, settings: Settings, run_dir: Path, python: str):
+    proxied: frozenset[str] = frozenset()  # no delay proxies between processes
+
+    def __init__(self, settings: Settings, run_dir: Path, the_cluster: Cluster, python: str):
         self.settings, self.run_dir, self.python = settings, run_dir, python
-        self.tasks = cluster.task_names(settings)
-        self.address = cluster.local_addresses(free_ports(len(self.tasks)))
+        self.cluster = the_cluster.readdressed(cluster.local_addresses(free_ports(len(the_cluster.tasks))))
+        self.tasks = self.cluster.tasks
+        self.oom_killed: dict[str, bool] = {}  # a process's kernel OOM kill shows only as SIGKILL
         self.description = f"local processes ({python})"
         self._processes: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
         self._output_lock = threading.Lock()
         self._output = None
 
-    def start(self, spec: dict) -> None:
-        self._spec = spec
-        self._output = open(self.run_dir / "output.log", "a", buffering=1)
+    def start(self) -> None:
+        self._output = open(self.run_dir / OUTPUT, "a", buffering=1)
         self._launch()
 
     def restart(self) -> None:
         self._launch()
 
     def _launch(self) -> None:
-        spec = self._spec
         for task in self.tasks:
-            env = {**os.environ, **cluster.tf_config_env(spec, task),
+            env = {**os.environ, **self.cluster.tf_config_env(task),
                    "PYTHONPATH": str(CODE_ROOT), "PYTHONUNBUFFERED": "1",
                    "TF_USE_LEGACY_KERAS": "1"}
-            if not spec:
+            if not self.cluster.spec:
                 env.pop("TF_CONFIG", None)
-            env.update(TFLAB_CONFIG=str(self.run_dir / "config.json"), TFLAB_TASK=task)
+            env.update(TFLAB_CONFIG=str(self.run_dir / CONFIG), TFLAB_TASK=task)
             if self.settings.script:  # the same launcher as in a container, the script in place
-                command = compose.script_command(self.settings, self.settings.script, self.python)
+                command = script_command(self.settings, self.settings.script, self.python)
                 cwd = Path(self.settings.script).parent
             else:
                 command, cwd = [self.python, "-m", "tflab.train"], None

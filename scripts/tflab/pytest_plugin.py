@@ -20,18 +20,19 @@ summary as interrupted, before the fixture gives up on it.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import pytest
 
-from tflab.schema import read_events
+from tflab import runfolder
+from tflab.runfolder import Summary, TaskRow
 from tflab.settings import SPECS
 from tflab.summary import explanation_lines
 
@@ -45,7 +46,7 @@ class Task:
     """One task's result: its summary row's fields as attributes, and its log's events."""
 
     name: str
-    row: dict
+    row: TaskRow
     events: list[dict] = field(repr=False)
 
     def __getattr__(self, key: str):
@@ -60,29 +61,44 @@ class Task:
 
 @dataclass
 class LabRun:
+    """One finished lab run: the lab's exit code and output, and everything its folder holds."""
+
     returncode: int
     output: str = field(repr=False)
     run_dir: Path
 
-    @property
-    def summary(self) -> dict:
-        return json.loads((self.run_dir / "summary.json").read_text())
+    @cached_property
+    def config(self) -> dict:
+        return runfolder.read_config(self.run_dir)
+
+    @cached_property
+    def summary(self) -> Summary:
+        """summary.json, typed (runfolder.Summary); it reads as a dict too: `summary["ok"]`."""
+        return Summary.read(self.run_dir)
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.summary["ok"]
+        return self.returncode == 0 and self.summary.ok
 
     @property
     def tasks(self) -> dict[str, Task]:
-        return {row["task"]: Task(row["task"], row, read_events(self.run_dir / f"{row['task']}.jsonl"))
-                for row in self.summary["tasks"]}
+        return {row.task: Task(row.task, row, self.events(row.task)) for row in self.summary.tasks}
+
+    def events(self, task: str) -> list[dict]:
+        return runfolder.events(self.run_dir, task)
+
+    def of(self, task: str, event: str) -> list[dict]:
+        return [record for record in self.events(task) if record["event"] == event]
+
+    def losses(self, task: str) -> list[float]:
+        return [record["loss"] for record in self.of(task, "epoch")]
 
     def why(self) -> str:
         """What to read when an assertion about this run fails: first what broke and what to do
         (the summary's explanations), then the lab's output."""
         try:
-            explained = explanation_lines(self.summary["tasks"])
-        except (OSError, ValueError, KeyError):  # no summary: the lab ended before it wrote one
+            explained = explanation_lines(self.summary.tasks)
+        except (OSError, ValueError, TypeError):  # no summary: the lab ended before it wrote one
             explained = []
         head = "".join(f"{line}\n" for line in explained)
         return f"{head}lab run in {self.run_dir} exited {self.returncode}:\n{self.output[-4000:]}"

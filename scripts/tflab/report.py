@@ -15,7 +15,9 @@ import io
 import json
 from pathlib import Path
 
-from tflab.schema import by_event, read_events
+from tflab.console import cell, columns
+from tflab.runfolder import COMPARE, CONFIG, Summary, events, read_config
+from tflab.schema import by_event
 from tflab.settings import RUN_ID_PATTERN
 
 FLOAT32_BYTES = 4
@@ -23,7 +25,7 @@ FLOAT32_BYTES = 4
 
 def run_folders(folder: Path) -> list[Path]:
     """The runs a report covers: every run inside a compare folder, in COMPARE order, or the run itself."""
-    compare = folder / "compare.json"
+    compare = folder / COMPARE
     if compare.exists():
         labels = json.loads(compare.read_text())["runs"]
         if not isinstance(labels, list) or not all(isinstance(label, str) and RUN_ID_PATTERN.fullmatch(label)
@@ -35,12 +37,14 @@ def run_folders(folder: Path) -> list[Path]:
 
 def run_row(run_dir: Path) -> dict:
     """One report row from a run's config.json, summary.json and task logs."""
-    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    config = read_config(run_dir) if (run_dir / CONFIG).exists() else {}
     settings = config.get("settings", {})
     tasks = config.get("tasks", [])
-    summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
-    logs = {task: read_events(run_dir / f"{task}.jsonl") for task in tasks}
+    try:
+        summary = Summary.read(run_dir)
+    except FileNotFoundError:
+        summary = None
+    logs = {task: events(run_dir, task) for task in tasks}
     chief = tasks[0] if tasks else None
     chief_log = logs.get(chief, [])
     end = (by_event(chief_log, "end") or [{}])[-1]
@@ -59,8 +63,8 @@ def run_row(run_dir: Path) -> dict:
         "processes": len(tasks),
         "replicas": replicas,
         "final_loss": end.get("final_loss"),
-        "wall_seconds": summary["wall_seconds"] if summary else None,
-        "time_to_first_step_seconds": (end["first_step_at"] - summary["launched_at"])
+        "wall_seconds": summary.wall_seconds if summary else None,
+        "time_to_first_step_seconds": (end["first_step_at"] - summary.launched_at)
         if summary and "first_step_at" in end else None,
         "first_step_seconds": end.get("first_step_seconds"),
         "steady_step_seconds": steady,
@@ -79,17 +83,17 @@ def run_row(run_dir: Path) -> dict:
     }
 
 
-def status_of(summary: dict | None, logs: dict[str, list[dict]]) -> str:
+def status_of(summary: Summary | None, logs: dict[str, list[dict]]) -> str:
     if summary is None:
         return "incomplete: no summary.json (still running, or the lab was killed)"
-    if summary["ok"]:
+    if summary.ok:
         return "ok"
-    bad = [row for row in summary["tasks"] if row["status"] != "ok"]
-    first = bad[0] if bad else {"task": "?", "status": summary["outcome"], "exit_code": None, "error": None}
+    bad = [row for row in summary.tasks if row.status != "ok"]
+    first = bad[0] if bad else {"task": "?", "status": summary.outcome, "exit_code": None, "error": None}
     why = f"{first['task']} {first['status']} (exit {first['exit_code']})"
     if first.get("error"):
         why += f": {first['error'].splitlines()[0][:120]}"
-    return f"{summary['outcome']}: {why}"
+    return f"{summary.outcome}: {why}"
 
 
 def rows(folder: Path) -> list[dict]:
@@ -126,20 +130,13 @@ SHARED = ("model", "loop", "steps_per_execution", "collective", "bytes_per_pack"
           "epochs", "examples", "seed")
 
 
-def cell(row: dict, key: str, fmt: str, scale: float) -> str:
-    value = row.get(key)
-    if value is None:
-        return "-"
-    return fmt.format(value * scale if scale != 1 else value)
-
-
 def markdown(folder: Path, found: list[dict]) -> str:
     lines = [f"# tflab report: {folder.name}", ""]
     shared = {key: sorted({str(r[key]) for r in found if r[key] is not None}) for key in SHARED}
     lines.append("Shared by every run: " + ", ".join(f"{key} {'/'.join(values)}" for key, values in shared.items()))
     lines += ["", "| " + " | ".join(c[0] for c in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in found:
-        lines.append("| " + " | ".join(cell(row, key, fmt, scale).replace("|", "\\|")
+        lines.append("| " + " | ".join(cell(row.get(key), fmt, scale).replace("|", "\\|")
                                       for _, key, fmt, scale in COLUMNS) + " |")
     lines += ["", *NOTES]
     return "\n".join(lines) + "\n"
@@ -217,11 +214,8 @@ def plot(found: list[dict], path: Path) -> bool:
 
 
 def table(found: list[dict]) -> str:
-    cells = [[c[0] for c in COLUMNS[:-1]]] + [[cell(r, key, fmt, scale) for _, key, fmt, scale in COLUMNS[:-1]]
-                                             for r in found]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    lines = ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
-             for r in cells]
+    lines = columns([c[0] for c in COLUMNS[:-1]],
+                    [[cell(r.get(key), fmt, scale) for _, key, fmt, scale in COLUMNS[:-1]] for r in found])
     lines += [f"{r['run']}: {r['status']}" for r in found if r["status"] != "ok"]
     return "\n".join(lines)
 

@@ -10,13 +10,16 @@ import json
 import re
 from pathlib import Path
 
-from tflab import cluster, explain
-from tflab.schema import attempts, by_event, read_events
+from tflab import explain
+from tflab.cluster import Cluster
+from tflab.console import cell, columns
+from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path
+from tflab.schema import attempts, by_event
 from tflab.settings import Settings
 
 
-def task_row(task: str, records: list[dict], exit_code: int | None, stopped: bool,
-             settings: Settings, output: str = "", oom_killed: bool | None = None) -> dict:
+def task_row(task: str, role: str, records: list[dict], exit_code: int | None, stopped: bool,
+             settings: Settings, output: str = "", oom_killed: bool | None = None) -> TaskRow:
     tries = attempts(records)
     last = tries[-1] if tries else []  # after restarts, the task's last attempt is its result
     end = (by_event(last, "end") or [{}])[-1]
@@ -33,36 +36,36 @@ def task_row(task: str, records: list[dict], exit_code: int | None, stopped: boo
         status = "failed"
     steady = end.get("steady_step_seconds")
     losses = [epochs[n]["loss"] for n in sorted(epochs)]
-    return {
-        "task": task,
-        "role": task_role(settings, task),
-        "status": status,
-        "exit_code": exit_code,
-        "epochs_done": len(epochs),
-        "losses": losses,
-        "attempts": len(tries),
-        "restored": [{"epoch": r["epoch"], "step": r["step"]} for r in by_event(records, "restored")],
-        "earlier_errors": [r["message"].splitlines()[0][:300] for attempt in tries[:-1]
-                           for r in by_event(attempt, "error")],
+    return TaskRow(
+        task=task,
+        role=role,
+        status=status,
+        exit_code=exit_code,
+        epochs_done=len(epochs),
+        losses=losses,
+        attempts=len(tries),
+        restored=[{"epoch": r["epoch"], "step": r["step"]} for r in by_event(records, "restored")],
+        earlier_errors=[r["message"].splitlines()[0][:300] for attempt in tries[:-1]
+                        for r in by_event(attempt, "error")],
         # A user's script (SCRIPT) has a loss only where it logs epochs with tflab's callback.
-        "final_loss": end.get("final_loss", losses[-1] if end and losses else None),
-        "cluster_ready_seconds": ready.get("seconds"),
-        "first_step_seconds": end.get("first_step_seconds"),
-        "steady_step_seconds": steady,
-        "examples_per_second": settings.global_batch / steady if steady else None,
-        "total_seconds": end.get("total_seconds"),
-        "peak_rss_bytes": end.get("peak_rss_bytes"),
-        "weights_sha256": end.get("weights_sha256"),
-        "parameters": end.get("parameters"),
-        "first_step_at": end.get("first_step_at"),
-        "error": errors[0]["message"] if errors else None,
+        final_loss=end.get("final_loss", losses[-1] if end and losses else None),
+        cluster_ready_seconds=ready.get("seconds"),
+        first_step_seconds=end.get("first_step_seconds"),
+        steady_step_seconds=steady,
+        examples_per_second=settings.global_batch / steady if steady else None,
+        total_seconds=end.get("total_seconds"),
+        peak_rss_bytes=end.get("peak_rss_bytes"),
+        weights_sha256=end.get("weights_sha256"),
+        parameters=end.get("parameters"),
+        first_step_at=end.get("first_step_at"),
+        error=errors[0]["message"] if errors else None,
         # What happened and what to do (explain.py), for a task that failed by itself.
-        "explanation": explanation.to_dict() if status == "failed" and (explanation := explain.explain(
+        explanation=explanation.to_dict() if status == "failed" and (explanation := explain.explain(
             evidence_of(task, last, records, exit_code, settings, output, oom_killed))) else None,
         # The evaluator's: each checkpoint it evaluated (its epoch, step and loss).
-        **({"evals": [{k: r[k] for k in ("epoch", "step", "loss")} for r in by_event(last, "eval")]}
-           if task_role(settings, task) == "evaluator" else {}),
-    }
+        evals=[{k: r[k] for k in ("epoch", "step", "loss")} for r in by_event(last, "eval")]
+        if role == "evaluator" else None,
+    )
 
 
 def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int | None, settings: Settings,
@@ -87,41 +90,35 @@ def task_output(log: str, task: str) -> str:
     return "\n".join(lines)
 
 
-def task_role(settings: Settings, task: str) -> str:
-    """The role its log's start and end events carry (schema.ROLES)."""
-    if settings.script:
-        return "script"
-    if task in cluster.evaluator_tasks(settings):
-        return "evaluator"
-    return "server" if task in cluster.server_tasks(settings) else "trainer"
-
-
-def summarise(settings: Settings, run_dir: Path, exit_codes: dict, stopped: list[str],
-              outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None) -> dict:
-    """The run's summary.json: one row per task, from its log, its exit code, its output and
-    the engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it)."""
+def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
+              outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None,
+              restarts: list[float] | None = None, chaos: dict | None = None) -> Summary:
+    """The run's summary: one row per task, from its log, its exit code, its output and the
+    engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it)."""
     try:
-        log = (run_dir / "output.log").read_text(errors="replace")
+        log = (run_dir / OUTPUT).read_text(errors="replace")
     except FileNotFoundError:
         log = ""
     oom_killed = oom_killed or {}
-    rows = [task_row(task, read_events(run_dir / f"{task}.jsonl"), exit_codes.get(task),
+    rows = [task_row(task, the_cluster.role(task), events(run_dir, task), exit_codes.get(task),
                      task in stopped, settings, task_output(log, task), oom_killed.get(task))
-            for task in cluster.task_names(settings)]
-    digests = {row["weights_sha256"] for row in rows if row["role"] == "trainer"}
-    ok = outcome == "ok" and all(row["status"] == "ok" for row in rows)
-    return {
-        "run": run_dir.name,
-        "strategy": settings.strategy,
-        "backend": settings.backend,
-        "outcome": "ok" if ok else ("failed" if outcome == "ok" else outcome),
-        "ok": ok,
-        "launched_at": launched_at,  # unix time the tasks were started
-        "wall_seconds": ended_at - launched_at,
-        "settings": settings.to_dict(),
-        "weights_agree": len(digests) == 1 and None not in digests,
-        "tasks": rows,
-    }
+            for task in the_cluster.tasks]
+    digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
+    ok = outcome == "ok" and all(row.status == "ok" for row in rows)
+    return Summary(
+        run=run_dir.name,
+        strategy=settings.strategy,
+        backend=settings.backend,
+        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome),
+        ok=ok,
+        launched_at=launched_at,
+        wall_seconds=ended_at - launched_at,
+        settings=settings.to_dict(),
+        weights_agree=len(digests) == 1 and None not in digests,
+        tasks=rows,
+        restarts=list(restarts or []),
+        chaos=chaos,
+    )
 
 
 COLUMNS = [  # header, row key, format
@@ -138,38 +135,29 @@ COLUMNS = [  # header, row key, format
 ]
 
 
-def table(result: dict) -> str:
-    def cell(row, column):
-        header, key, fmt, *scale = column
-        value = row.get(key)
-        if value is None:
-            return "-"
-        return fmt.format(value * scale[0] if scale else value)
-
-    cells = [[column[0] for column in COLUMNS]] + [[cell(row, c) for c in COLUMNS] for row in result["tasks"]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
-    lines = ["  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
-             for r in cells]
-    for row in result["tasks"]:
-        if row["error"] and not row.get("explanation"):
-            lines.append(f"{row['task']}: {row['error'].splitlines()[0][:300]}")
-    lines += explanation_lines(result["tasks"])
-    trainers = [row for row in result["tasks"] if row.get("role", "trainer") == "trainer"]
-    agree = "" if len(trainers) < 2 or any(row["weights_sha256"] is None for row in trainers) else (
-        "; every task ended with the same weights" if result["weights_agree"] else "; weights differ")
-    restarts = len(result.get("restarts", []))
+def table(result: Summary) -> str:
+    lines = columns([column[0] for column in COLUMNS],
+                    [[cell(getattr(row, key), fmt, *scale) for _, key, fmt, *scale in COLUMNS] for row in result.tasks])
+    for row in result.tasks:
+        if row.error and not row.explanation:
+            lines.append(f"{row.task}: {row.error.splitlines()[0][:300]}")
+    lines += explanation_lines(result.tasks)
+    trainers = [row for row in result.tasks if row.role == "trainer"]
+    agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
+        "; every task ended with the same weights" if result.weights_agree else "; weights differ")
+    restarts = len(result.restarts)
     if restarts:
         agree += f"; {restarts} restart{'s' * (restarts > 1)}"
-    chaos = result.get("chaos")
+    chaos = result.chaos
     if chaos:
         lines.append(f"chaos: {chaos['scenario']} on {chaos['target']} at {chaos['at']}: {chaos['outcome']}; "
                      f"detected after {_seconds(chaos['detection_seconds'])}, "
                      f"training again after {_seconds(chaos['recovery_seconds'])}")
-    lines.append(f"run {result['run']}: {result['outcome']} in {result['wall_seconds']:.1f} s{agree}")
+    lines.append(f"run {result.run}: {result.outcome} in {result.wall_seconds:.1f} s{agree}")
     return "\n".join(lines)
 
 
-def explanation_lines(rows: list[dict]) -> list[str]:
+def explanation_lines(rows: list[TaskRow]) -> list[str]:
     """Per failed task, what happened and what to do; tasks that failed alike share the lines."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -195,11 +183,11 @@ def _seconds(value) -> str:
 class ProgressPrinter:
     """Prints each new event of every task's log once: the chief's epochs, everyone's milestones."""
 
-    def __init__(self, settings: Settings, run_dir: Path):
+    def __init__(self, settings: Settings, the_cluster: Cluster, run_dir: Path):
         self.settings = settings
         self.run_dir = run_dir
-        self.chief = cluster.chief_task(settings)
-        self.offsets = {task: 0 for task in cluster.task_names(settings)}
+        self.chief = the_cluster.chief
+        self.offsets = {task: 0 for task in the_cluster.tasks}
 
     def print_new(self) -> None:
         for task in self.offsets:
@@ -209,7 +197,7 @@ class ProgressPrinter:
                     print(f"[{task}] {line}", flush=True)
 
     def _new_records(self, task: str) -> list[dict]:
-        path = self.run_dir / f"{task}.jsonl"
+        path = log_path(self.run_dir, task)
         try:
             with open(path, "rb") as f:
                 f.seek(self.offsets[task])

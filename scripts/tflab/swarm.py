@@ -31,10 +31,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import cluster, labels
-from tflab.compose import VANISHED, container_user, literal, run_quiet, script_service, write_json
+from tflab import labels
+from tflab.backend import VANISHED
+from tflab.cluster import Cluster
+from tflab.compose import literal
+from tflab.docker import run_quiet
 from tflab.errors import LabError
+from tflab.runfolder import OUTPUT, container_user, write_json
 from tflab.settings import Settings
+from tflab.user_script import script_service
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
 STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7
@@ -105,7 +110,7 @@ def check_names(stack: str, tasks: list[str]) -> None:
                        f"would exceed swarm's {MAX_SERVICE_NAME} characters; choose a shorter RUN")
 
 
-def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node: SwarmNode) -> dict:
+def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: Path, node: SwarmNode) -> dict:
     """The run's whole stack file: one service per task, each the trainer block with its
     TF_CONFIG, pinned to this node, limited by CPUS/MEMORY, on the stack's own network."""
     uid, gid = container_user()
@@ -116,7 +121,7 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
         limits["memory"] = settings.memory
     services = {}
     marks = labels.run_labels(run_dir)
-    for task in cluster.task_names(settings):
+    for task in the_cluster.tasks:
         service = {
             "image": image,
             "hostname": task,
@@ -125,7 +130,7 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
             "networks": ["cluster"],
             "volumes": [{"type": "bind", "source": str(run_dir), "target": RUN_MOUNT},
                         {"type": "tmpfs", "target": TMPFS_MOUNT}],
-            "environment": {**TRAINER["environment"], **cluster.tf_config_env(spec, task)},
+            "environment": {**TRAINER["environment"], **the_cluster.tf_config_env(task)},
             "labels": marks,  # the containers'
             "deploy": {
                 "labels": marks,  # the services'
@@ -222,18 +227,19 @@ def remove_stack(stack: str) -> bool:
 
 
 class SwarmStack:
-    """The Backend for BACKEND=swarm (see runner.py): one stack per run, `tflab-<RUN>`."""
+    """The Backend (backend.py) for BACKEND=swarm: one stack per run, `tflab-<RUN>`."""
 
     proxied: frozenset[str] = frozenset()  # LINK's delay proxies are Compose services only
 
-    def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode):
+    def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode, the_cluster: Cluster):
         self.run_dir = run_dir
         self.settings = settings
         self.image = image
         self.node = node
         self.stack = stack_name(run_dir)
-        self.tasks = cluster.task_names(settings)
-        self.address = cluster.compose_address
+        self.cluster = the_cluster  # inside a stack's network every service answers to its short name
+        self.tasks = the_cluster.tasks
+        self.oom_killed: dict[str, bool] = {}  # swarm tasks carry no OOMKilled
         missing = [NOT_APPLIED] + ([] if node.applies_cap_drop else ["cap_drop (needs engine API 1.41)"])
         self.description = (f"swarm (engine {node.engine}), stack {self.stack}, image {image}; "
                             f"not applied: {', '.join(missing)}")
@@ -244,9 +250,9 @@ class SwarmStack:
     def service(self, task: str) -> str:
         return f"{self.stack}_{task}"
 
-    def start(self, spec: dict) -> None:
+    def start(self) -> None:
         path = self.run_dir / STACK_FILE
-        write_json(path, render_stack(self.settings, spec, self.image, self.run_dir, self.node))
+        write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node))
         # --resolve-image never: the image is local, and no registry need be asked for its digest.
         result = run_quiet(["docker", "stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
                             self.stack], timeout=300)
@@ -353,7 +359,7 @@ class SwarmStack:
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
         history = run_quiet(["docker", "stack", "ps", "--no-trunc", "--format",
                              "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack]).stdout
-        (self.run_dir / "output.log").write_text("\n".join(lines + ["--- swarm tasks ---", history]))
+        (self.run_dir / OUTPUT).write_text("\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:
         if not remove_stack(self.stack):

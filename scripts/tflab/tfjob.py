@@ -30,8 +30,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab import cluster, compose, labels, runner, summary
+from tflab import cluster, compose, console, docker, labels, runfolder, runner, summary
 from tflab.errors import LabError
+from tflab.runfolder import Summary, TaskRow
 from tflab.schema import EventLog
 from tflab.settings import Settings
 
@@ -424,7 +425,7 @@ def env_entry(entry, where: str, config_maps: dict) -> tuple[str, str]:
 def check_images(plan: Plan) -> None:
     """Every image on the engine already: the lab pulls and builds nothing for a TFJob."""
     for image in sorted({task.image for task in plan.tasks}):
-        found = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Id}}", image])
+        found = docker.run("image", "inspect", "--format", "{{.Id}}", image)
         if found.returncode != 0:
             raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
                            f"or pull it (docker pull {image}) first")
@@ -475,7 +476,7 @@ class ReplayStack(compose.ComposeStack):
         self.env = dict(os.environ)
 
     def start(self, spec: dict = None) -> None:
-        compose.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
+        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
         self._up(*self.tasks)
         self.started = True
         self.follow_output("all")
@@ -506,13 +507,8 @@ class ReplayStack(compose.ComposeStack):
 
     def state(self) -> dict[str, dict]:
         """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
-        ids = compose.run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
-                                 f"label=com.docker.compose.project={self.project}"]).stdout.split()
-        if not ids:
-            return {}
-        found = compose.run_quiet(["docker", "inspect", "--format",
-                                   '{{index .Config.Labels "com.docker.compose.service"}}\t{{.Id}}\t{{json .State}}',
-                                   *ids]).stdout
+        ids = docker.project_containers(self.project)
+        found = docker.inspect(ids, '{{index .Config.Labels "com.docker.compose.service"}}\t{{.Id}}\t{{json .State}}')
         states = {}
         for line in found.splitlines():
             service, container, state = line.split("\t", 2)
@@ -525,7 +521,7 @@ class Watcher:
 
     def __init__(self, plan: Plan, run_dir: Path):
         self.plan, self.run_dir = plan, run_dir
-        self.logs = {task.name: EventLog(run_dir / f"{task.name}.jsonl", task.name) for task in plan.tasks}
+        self.logs = {task.name: EventLog(runfolder.log_path(run_dir, task.name), task.name) for task in plan.tasks}
         self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
         self.peak: dict[str, int] = {}
 
@@ -589,13 +585,13 @@ def up(settings: Settings) -> int:
     """`tflab up TFJOB=...`: checks everything, then runs the job until its chief (or every worker)
     is done, restarting the whole job as its restart policy says; 0 only if it succeeded."""
     plan = load(settings)
-    run_dir = runner.planned_run_dir(settings)
-    compose.check_docker()
+    run_dir = runfolder.planned(settings)
+    docker.check()
     cli = compose.find_compose(settings.compose)
     check_images(plan)
-    runner.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    runner.make_folder(run_dir, link_latest=True)
-    compose.write_json(run_dir / "config.json", {
+    console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
+    runfolder.make(run_dir, link_latest=True)
+    runfolder.write_json(run_dir / runfolder.CONFIG, {
         "run": run_dir.name, "tfjob": str(plan.path), "settings": settings.replace(run=run_dir.name).to_dict(),
         "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
         "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
@@ -604,8 +600,8 @@ def up(settings: Settings) -> int:
     write_volumes(plan, run_dir)
     stack = ReplayStack(cli, run_dir, plan)
     watcher = Watcher(plan, run_dir)
-    runner.say(f"run {run_dir.name}: {describe(plan)} on {stack.description}")
-    runner.say(f"outputs in {runner.display_path(run_dir)}/; restarts {plan.restarts}, timeout {plan.timeout:g} s")
+    console.say(f"run {run_dir.name}: {describe(plan)} on {stack.description}")
+    console.say(f"outputs in {console.display_path(run_dir)}/; restarts {plan.restarts}, timeout {plan.timeout:g} s")
     started = time.time()
     outcome, stopped, restarts, interrupt = "failed", [], [], None
     try:
@@ -615,27 +611,27 @@ def up(settings: Settings) -> int:
             if outcome != "failed" or len(restarts) >= plan.restarts:
                 break
             restarts.append(time.time())
-            runner.say(f"restarting every replica ({len(restarts)} of {plan.restarts}), as the restart policy says")
+            console.say(f"restarting every replica ({len(restarts)} of {plan.restarts}), as the restart policy says")
             stack.restart()
     except KeyboardInterrupt as error:
         interrupt = error
         outcome, stopped = "interrupted", [t for t, c in stack.exit_codes().items() if c is None]
-        runner.say(f"{runner.describe_interrupt(error)}: stopping every task")
+        console.say(f"{runner.describe_interrupt(error)}: stopping every task")
         stack.stop(stopped)
     except LabError as error:
-        runner.say(str(error))
+        console.say(str(error))
     finally:
         watcher.tick(stack.state())
         codes = stack.exit_codes()
         stack.save_output()
         stack.close()
         watcher.close()
-    result = summarise(plan, run_dir, codes, stopped, outcome, started, time.time(), restarts)
-    compose.write_json(run_dir / "summary.json", result)
+    result = summarise(plan, settings, run_dir, codes, stopped, outcome, started, time.time(), restarts)
+    result.write(run_dir)
     print(summary.table(result))
     if interrupt is not None:
         raise interrupt
-    return 0 if result["ok"] else 1
+    return 0 if result.ok else 1
 
 
 def follow(stack: ReplayStack, watcher: Watcher, plan: Plan, deadline: float) -> tuple[str, list[str]]:
@@ -652,20 +648,20 @@ def follow(stack: ReplayStack, watcher: Watcher, plan: Plan, deadline: float) ->
         if chief_done and not failed and set(running) <= servers | evaluators:
             done_at = done_at or time.monotonic()
             if not set(running) & evaluators or time.monotonic() - done_at > EVALUATOR_END_SECONDS:
-                runner.say(f"the job is done; ending {', '.join(running)}")
+                console.say(f"the job is done; ending {', '.join(running)}")
                 codes, left = runner.end_servers(stack, running)
                 watcher.tick(stack.state())
                 return "ok", left
         if failed and failed_at is None:
             failed_at = time.monotonic()
-            runner.say(f"{failed[0]} exited with code {codes[failed[0]]}; the other replicas get "
+            console.say(f"{failed[0]} exited with code {codes[failed[0]]}; the other replicas get "
                        f"{runner.FAILURE_GRACE_SECONDS} s to end by themselves")
         if failed_at is not None and time.monotonic() - failed_at > runner.FAILURE_GRACE_SECONDS:
-            runner.say(f"stopping {', '.join(running)}")
+            console.say(f"stopping {', '.join(running)}")
             stack.stop(running)
             return "failed", running
         if time.monotonic() > deadline:
-            runner.say(f"activeDeadlineSeconds / TIMEOUT ({plan.timeout:g} s) passed; stopping {', '.join(running)}")
+            console.say(f"activeDeadlineSeconds / TIMEOUT ({plan.timeout:g} s) passed; stopping {', '.join(running)}")
             stack.stop(running)
             return "timed out", running
         time.sleep(runner.POLL_SECONDS)
@@ -683,29 +679,29 @@ def own_end(run_dir: Path, task: str) -> dict:
     return {}
 
 
-def summarise(plan: Plan, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
-              started: float, ended: float, restarts: list[float]) -> dict:
+def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
+              started: float, ended: float, restarts: list[float]) -> Summary:
     """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
     or evaluator the replay ended once the chief was done is ok, whatever its exit code (SIGTERM's),
     as the operator's cleanPodPolicy ends them: the chief's success is the job's."""
-    from tflab.schema import by_event, read_events
+    from tflab.schema import by_event
 
     rows = []
     for task in plan.tasks:
-        records = read_events(run_dir / f"{task.name}.jsonl")
+        records = runfolder.events(run_dir, task.name)
         end = (by_event(records, "end") or [{}])[-1]
         code = codes.get(task.name)
         status = "stopped" if task.name in stopped else "missing" if code is None else \
             "ok" if code == 0 or task.name in plan.servers + plan.evaluators and outcome == "ok" else "failed"
         own = own_end(run_dir, task.name)  # the lab's own trainer, where it wrote its log to a claim
-        rows.append({"task": task.name, "role": "script", "host": task.host, "image": task.image,
-                     "status": status, "exit_code": code, "attempts": len(by_event(records, "start")),
-                     "total_seconds": end.get("total_seconds"), "peak_rss_bytes": end.get("peak_rss_bytes") or None,
-                     "final_loss": own.get("final_loss"), "weights_sha256": own.get("weights_sha256"),
-                     "error": None if status in ("ok", "stopped") else f"exit code {code}"})
-    ok = outcome == "ok" and all(row["status"] in ("ok", "stopped") for row in rows)
-    return {"run": run_dir.name, "strategy": "tfjob", "backend": "compose", "tfjob": str(plan.path),
-            "outcome": "ok" if ok else ("failed" if outcome == "ok" else outcome), "ok": ok,
-            "launched_at": started, "wall_seconds": ended - started, "weights_agree": False,
-            "restarts": restarts, "not_applied": plan.not_applied, "tasks": rows}
+        rows.append(TaskRow(task=task.name, role="script", host=task.host, image=task.image,
+                            status=status, exit_code=code, attempts=len(by_event(records, "start")),
+                            total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
+                            final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
+                            error=None if status in ("ok", "stopped") else f"exit code {code}"))
+    ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+    return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=str(plan.path),
+                   outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
+                   launched_at=started, wall_seconds=ended - started, settings=settings.to_dict(),
+                   weights_agree=False, restarts=restarts, not_applied=plan.not_applied, tasks=rows)
 

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tflab import cluster
+from tflab import cluster, runfolder
 from tflab.explain import PREEMPTED  # TF's PreemptionCheckpointHandler exits with this after its backup
 from tflab.peerwait import PeerWait
 from tflab.schema import EventLog
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     config_path = Path(args.config)
     run_dir = Path(args.output or config_path.parent)
     run_dir.mkdir(parents=True, exist_ok=True)
-    log = EventLog(run_dir / f"{args.task}.jsonl", args.task)
+    log = EventLog(runfolder.log_path(run_dir, args.task), args.task)
     try:
         config, settings = read_run_config(config_path)
     except SettingsError as error:  # the host's own checks refused it: one line, no traceback
@@ -112,8 +112,7 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     spec = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
     if spec != expected_cluster:
         raise RuntimeError(f"TF_CONFIG's cluster {spec} is not the run's cluster {expected_cluster}")
-    role = "server" if task in cluster.server_tasks(settings) else \
-        "evaluator" if task in cluster.evaluator_tasks(settings) else "trainer"
+    role = cluster.build(settings).role(task)
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
     log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
@@ -155,7 +154,7 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
                       steps_per_execution=settings.steps_per_execution)
     # TensorBoard scalars, written by the chief alone (make tensorboard serves every run's).
     writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
-        if task == cluster.chief_task(settings) else None
+        if task == cluster.build(settings).chief else None
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
     callbacks = backup_callbacks(settings, run_dir) + checkpoint_callbacks(settings, run_dir) + [timing]
     # (the backup restores before timing starts)
@@ -267,7 +266,7 @@ def backup_callbacks(settings: Settings, run_dir: Path) -> list:
     if settings.strategy == "multiworker":
         enable_preemption_checkpoints()
     return [tf.keras.callbacks.BackupAndRestore(
-        backup_dir=str(run_dir / "backup"),
+        backup_dir=str(run_dir / runfolder.BACKUP),
         save_freq="epoch" if settings.backup == "epoch" else int(settings.backup),
         save_before_preemption=settings.strategy == "multiworker",
     )]
@@ -284,10 +283,10 @@ def adopt_chief_backup(settings: Settings, task: str, run_dir: Path) -> None:
     meanwhile: nothing trains until this worker has joined the cluster."""
     if settings.strategy != "multiworker" or settings.backup == "off" or settings.loop == "custom":
         return
-    chief = run_dir / "backup" / "chief"
-    if task == cluster.chief_task(settings) or not chief.is_dir():
+    chief = run_dir / runfolder.BACKUP / "chief"
+    if task == cluster.build(settings).chief or not chief.is_dir():
         return
-    own = run_dir / "backup" / f"workertemp_{cluster.parse_task(task)[1]}"
+    own = run_dir / runfolder.BACKUP / f"workertemp_{cluster.parse_task(task)[1]}"
     shutil.rmtree(own, ignore_errors=True)
     shutil.copytree(chief, own)
 
@@ -555,7 +554,7 @@ def peak_rss_bytes() -> int:
 def save_model(model, task: str, settings: Settings, run_dir: Path) -> None:
     """The chief writes <run>/model.keras. Under multiworker every worker must take part in saving
     (TF's rule), so the others save to scratch space of their own, deleted at once."""
-    if task == cluster.chief_task(settings):
+    if task == cluster.build(settings).chief:
         model.save(run_dir / "model.keras")
         return
     scratch = tempfile.mkdtemp(prefix=f"tflab-{task}-")

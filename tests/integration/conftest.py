@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from labtest.cli import REPO, lab_env, run_lab
 from labtest.runs import LabRun, lab_containers
-from tflab import compose
+from tflab import compose, docker
 from tflab.errors import LabError
 from tflab.pytest_plugin import tflab_cluster  # noqa: F401  - the fixture users import, tested on itself
 
@@ -31,7 +31,7 @@ def require(condition: bool, why: str) -> None:
 @pytest.fixture(scope="session")
 def engine() -> str:
     try:
-        return compose.check_docker()
+        return docker.check()
     except LabError as error:
         pytest.fail(f"integration tests need a working Docker engine: {error}", pytrace=False)
 
@@ -91,7 +91,8 @@ class Lab:
         env = lab_env(RUNS_DIR=str(self.runs_dir), RUN=run_id, **extra, **settings)
         started = time.monotonic()
         finished = run_lab(command, env=env, timeout=float(settings.get("TIMEOUT", 900)) + 300)
-        run = LabRun(name, settings, finished, self.runs_dir / run_id, time.monotonic() - started)
+        run = LabRun(finished.returncode, finished.output, self.runs_dir / run_id, name=name, settings=settings,
+                     finished=finished, seconds=time.monotonic() - started)
         log.info("run %s took %.1f s, exit %d", name, run.seconds, finished.returncode)
         leftovers = [c for c in lab_containers() if c.startswith(f"tflab-{run_id}")]
         assert leftovers == [], f"run {name} left containers behind: {leftovers}"

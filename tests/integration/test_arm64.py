@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab import compose, images
+from tflab import docker, images
 
 log = logging.getLogger("tflab.tests")
 SKIP = os.environ.get("TFLAB_SKIP_ARM64") == "1"
@@ -42,7 +42,7 @@ def arm64_unavailable() -> str | None:
     Desktop (a VM, which has its own emulation) is left to the lab's own check before its build."""
     if images.engine_platform() == images.ARM64:
         return None
-    if sys.platform != "linux" or "Docker Desktop" in compose.docker_info().get("OperatingSystem", ""):
+    if sys.platform != "linux" or "Docker Desktop" in docker.info().get("OperatingSystem", ""):
         return None
     handler = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
     text = handler.read_text() if handler.exists() else ""
@@ -77,7 +77,7 @@ def runs(arm64_image, lab):
 
 
 def test_the_arm64_image_is_an_arm64_image(arm64_image):
-    inspect = compose.run_quiet(["docker", "image", "inspect", "--format", "{{.Os}}/{{.Architecture}} {{.Size}}",
+    inspect = docker.run_quiet(["docker", "image", "inspect", "--format", "{{.Os}}/{{.Architecture}} {{.Size}}",
                                  arm64_image])
     platform, size = inspect.stdout.split()
     assert platform == images.ARM64
@@ -89,7 +89,7 @@ def test_both_runs_trained_and_the_arm64_one_on_aarch64(runs):
         assert run.finished.returncode == 0 and run.summary["ok"], run.why()
         assert [row["exit_code"] for row in run.summary["tasks"]] == [0, 0], run.why()
         machine = {"amd64": "x86_64", "arm64": "aarch64"}[name]
-        for task in run.tasks:
+        for task in run.task_names:
             versions = run.of(task, "start")[0]["versions"]
             assert versions["machine"] == machine and versions["tensorflow"].startswith("2.21."), versions
             losses = run.losses(task)
@@ -103,7 +103,7 @@ def test_both_runs_trained_and_the_arm64_one_on_aarch64(runs):
 
 def test_arm64_trains_to_the_x86_64_losses(runs):
     worst = 0.0
-    for task in runs["amd64"].tasks:
+    for task in runs["amd64"].task_names:
         reference, emulated = runs["amd64"].losses(task), runs["arm64"].losses(task)
         assert emulated == pytest.approx(reference, rel=LOSS_RTOL), (task, reference, emulated)
         worst = max([worst, *(abs(e - r) / abs(r) for r, e in zip(reference, emulated))])

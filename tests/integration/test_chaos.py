@@ -39,7 +39,7 @@ def assert_survived(run, restarts):
     assert run.finished.returncode == 0, run.why()
     assert run.summary["ok"] and run.summary["chaos"]["outcome"] == "survived", run.why()
     assert len(run.summary["restarts"]) == restarts, run.why()
-    for task in run.tasks:
+    for task in run.task_names:
         assert completeness(run.events(task), epochs=SIZE["EPOCHS"]) == [], run.why()
     assert run.summary["weights_agree"]
     assert (run.run_dir / "chaos.jsonl").exists()
@@ -56,7 +56,7 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     # one the chief reported before it died, which is never earlier than 3.
     reported = len(first_attempt(run, "worker-0", "epoch"))
     assert reported >= 2
-    for task in run.tasks:
+    for task in run.task_names:
         assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(reported + 1, 0)]
     assert run.losses("worker-0") == pytest.approx(reference.losses("worker-0"), rel=1e-6)
     assert run.of("worker-0", "end")[-1]["weights_sha256"] == reference.of("worker-0", "end")[0]["weights_sha256"]
@@ -65,7 +65,7 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
 def test_stop_is_a_preemption_saved_at_the_same_step_on_every_worker(lab, reference):
     run = chaos(lab, "stop", SCENARIO="stop", TARGET="worker-1", AT="epoch:2")
     assert_survived(run, restarts=1)
-    for task in run.tasks:
+    for task in run.task_names:
         errors = [r["message"] for r in run.of(task, "error")]
         assert errors and errors[0].startswith("preempted (SIGTERM): every worker saved the backup"), errors
         # Saved mid-epoch: resumed inside the epoch that was running when the signal came.

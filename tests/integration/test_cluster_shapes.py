@@ -33,11 +33,11 @@ def parameter_server(lab):
 
 def test_the_chief_is_one_more_replica(with_chief):
     assert with_chief.finished.returncode == 0, with_chief.why()
-    assert with_chief.tasks == ["chief-0", "worker-0", "worker-1", "evaluator-0"]
+    assert with_chief.task_names == ["chief-0", "worker-0", "worker-1", "evaluator-0"]
     assert with_chief.config["cluster"] == {"chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"]}
     assert with_chief.config["tf_config"]["evaluator-0"]["task"] == {"type": "evaluator", "index": 0}
     rows = {row["task"]: row for row in with_chief.summary["tasks"]}
-    assert [rows[t]["role"] for t in with_chief.tasks] == ["trainer", "trainer", "trainer", "evaluator"]
+    assert [rows[t]["role"] for t in with_chief.task_names] == ["trainer", "trainer", "trainer", "evaluator"]
     assert all(row["status"] == "ok" for row in rows.values()), rows
     assert with_chief.summary["weights_agree"]
     for task in ("chief-0", "worker-0", "worker-1"):
@@ -73,7 +73,7 @@ def test_the_evaluator_logs_an_eval_per_checkpoint_and_ends_with_training(with_c
 def test_parameter_server_with_an_evaluator(parameter_server):
     run = parameter_server
     assert run.finished.returncode == 0, run.why()
-    assert run.tasks == ["chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"]
+    assert run.task_names == ["chief-0", "worker-0", "worker-1", "ps-0", "evaluator-0"]
     assert "evaluator" not in run.config["cluster"]
     assert completeness(run.events("evaluator-0"), epochs=2, role="evaluator") == [], run.why()
     assert run.of("evaluator-0", "eval")[-1]["epoch"] == 2

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from labtest.runs import lab_containers
-from tflab import cluster, compose, runner, swarm
+from tflab import cluster, compose, docker, gpus, runfolder, swarm, user_script
 from tflab.settings import Settings
 
 
@@ -29,15 +29,15 @@ def test_both_clis_read_the_worker_services_as_rendered(cli_env, workers, tmp_pa
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     cli = compose.find_compose(cli_env["COMPOSE"])
-    stack = compose.ComposeStack(cli, run_dir, settings, "tflab-trainer:cpu-0123456789ab")
-    spec = cluster.cluster_spec(settings)
-    compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, spec))
+    stack = compose.ComposeStack(cli, run_dir, settings, "tflab-trainer:cpu-0123456789ab", cluster.build(settings))
+    spec = stack.cluster.spec
+    runfolder.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, stack.cluster))
     result = stack.compose("config")
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)
     workers_seen = sorted(name for name in config["services"] if name.startswith("worker-"))
-    assert workers_seen == sorted(cluster.task_names(settings))
-    for task in cluster.task_names(settings):
+    assert workers_seen == sorted(cluster.build(settings).tasks)
+    for task in cluster.build(settings).tasks:
         service = config["services"][task]
         assert service["hostname"] == task
         assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(spec, task)
@@ -66,14 +66,14 @@ def test_both_clis_read_the_gpu_reservations_as_rendered(cli_env, settings, host
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-trainer:gpu",
-                                 host_gpus=host_gpus)
-    compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, cluster.cluster_spec(settings),
+                                 cluster.build(settings), host_gpus=host_gpus)
+    runfolder.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, cluster.build(settings),
                                                                       host_gpus=host_gpus))
     result = stack.compose("config")
     assert result.returncode == 0, result.stderr
     services = yaml.safe_load(result.stdout)["services"]
-    requests = compose.gpu_requests(settings, host_gpus)
-    assert set(requests) == set(cluster.task_names(settings))
+    requests = gpus.gpu_requests(settings, cluster.build(settings), host_gpus)
+    assert set(requests) == set(cluster.build(settings).tasks)
     for task, request in requests.items():
         service = services[task]
         [device] = service["deploy"]["resources"]["reservations"]["devices"]
@@ -102,15 +102,15 @@ def test_both_clis_pass_dollars_in_args_and_paths_literally(cli_env, tmp_path, m
     settings = Settings.from_env({}, {"SCRIPT": str(folder / "train.py"), "ARGS": DOLLARS})
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-script:x")
-    spec = cluster.cluster_spec(settings)
-    compose.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, spec))
+    stack = compose.ComposeStack(compose.find_compose(cli_env["COMPOSE"]), run_dir, settings, "tflab-script:x",
+                                 cluster.build(settings))
+    runfolder.write_json(run_dir / compose.RUN_FILE, compose.render_run(settings, stack.cluster))
     result = stack.compose("config")
     assert result.returncode == 0, result.stderr
     # `config` prints a file Compose can read again, so both CLIs print a literal `$` escaped, as `$$`.
     service = yaml.safe_load(result.stdout)["services"]["worker-0"]
     command = [part.replace("$$", "$") for part in service["command"]]
-    assert command == compose.script_command(settings, f"{compose.SCRIPT_DIR}/train.py")
+    assert command == user_script.script_command(settings, f"{user_script.SCRIPT_DIR}/train.py")
     assert command[-9:] == ["--home", "$HOME", "--user", "${USER}", "--price", "$5", "$$", "--end", "$"]
     assert service["command"][-8] == "$$HOME"  # escaped once: interpolated, it would be /host-home
     # The script's folder, not interpolated (v1 prints a volume's path unescaped, v2 escaped).
@@ -126,12 +126,12 @@ def test_a_swarm_stack_passes_dollars_literally(tmp_path, monkeypatch):
     settings = Settings.from_env({}, {"SCRIPT": str(tmp_path / "train.py"), "ARGS": DOLLARS})
     node = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
     path = tmp_path / swarm.STACK_FILE
-    compose.write_json(path, swarm.render_stack(settings, cluster.cluster_spec(settings), "tflab-script:x", tmp_path,
+    runfolder.write_json(path, swarm.render_stack(settings, cluster.build(settings), "tflab-script:x", tmp_path,
                                                 node))
-    result = compose.run_quiet(["docker", "stack", "config", "--compose-file", str(path)])
+    result = docker.run_quiet(["docker", "stack", "config", "--compose-file", str(path)])
     assert result.returncode == 0, result.stderr
     service = yaml.safe_load(result.stdout)["services"]["worker-1"]
-    assert service["command"] == compose.script_command(settings, f"{compose.SCRIPT_DIR}/train.py")
+    assert service["command"] == user_script.script_command(settings, f"{user_script.SCRIPT_DIR}/train.py")
     assert "/host-home" not in result.stdout
 
 
@@ -152,7 +152,7 @@ def test_issue_10_inputs_start_no_container_and_write_nothing(engine, tmp_path):
     runs = tmp_path / "runs"
     (tmp_path / "a:b").mkdir()
     (tmp_path / "a:b" / "train.py").write_text("")
-    cpus = compose.docker_info()["NCPU"]
+    cpus = docker.info()["NCPU"]
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -177,16 +177,18 @@ def test_issue_10_inputs_start_no_container_and_write_nothing(engine, tmp_path):
                 (command, arguments, result.stderr)
     assert not runs.exists()
     assert not [c for c in lab_containers() if c.startswith("tflab-refused-")]
-    networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+    networks = docker.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
     assert not [n for n in networks if n.startswith("tflab-refused-")]
 
 
 def orphan(trainer_image: str, runs_dir: Path, name: str) -> compose.ComposeStack:
     """A run whose lab was killed: its containers and network stay behind."""
     settings = Settings(strategy="single", runs_dir=str(runs_dir))
-    stack = compose.ComposeStack(compose.find_compose("auto"), runs_dir / name, settings, trainer_image)
-    runner.write_run_folder(settings, runs_dir / name, {})
-    stack.start({})
+    stack = compose.ComposeStack(compose.find_compose("auto"), runs_dir / name, settings, trainer_image,
+                                 cluster.build(settings))
+    runfolder.make(runs_dir / name, link_latest=True)
+    runfolder.write_config(runs_dir / name, settings, stack.cluster)
+    stack.start()
     return stack
 
 
@@ -204,7 +206,7 @@ def test_down_removes_what_a_killed_lab_left_behind_and_nothing_else(engine, tra
         result = run_lab("down", env=lab_env(RUNS_DIR=str(tmp_path / "runs")))
         assert result.returncode == 0 and f"removed {mine.project}" in result.stdout, result.output
         assert not [c for c in lab_containers() if c.startswith(mine.project)]
-        networks = compose.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+        networks = docker.run_quiet(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
         assert not [n for n in networks if n.startswith(mine.project)]
         assert [c for c in lab_containers() if c.startswith(theirs.project)], "another runs folder's run was removed"
         assert foreign in lab_containers(), "a tflab-* project the lab did not start was removed"

@@ -9,7 +9,7 @@ import time
 from labtest.cli import lab_env
 from labtest.runs import lab_containers
 from labtest.trainers import local_cluster, start_trainer, write_config
-from tflab import cluster, compose, runner
+from tflab import cluster, compose, runfolder, runner
 from tflab.schema import read_events
 from tflab.settings import Settings
 
@@ -39,13 +39,13 @@ def test_a_worker_container_alone_names_the_peer_that_does_not_resolve(tmp_path,
     settings = Settings(workers=2, peer_timeout=PEER_TIMEOUT, runs_dir=str(tmp_path))
     run_dir = tmp_path / "alone"
     cli = compose.find_compose("auto")
-    stack = compose.ComposeStack(cli, run_dir, settings, trainer_image)
-    spec = cluster.cluster_spec(settings)
-    runner.write_run_folder(settings, run_dir, spec)
+    stack = compose.ComposeStack(cli, run_dir, settings, trainer_image, cluster.build(settings))
+    runfolder.make(run_dir, link_latest=True)
+    runfolder.write_config(run_dir, settings, stack.cluster)
     stack.tasks = ["worker-1"]  # start worker-1 only
     started = time.monotonic()
     try:
-        stack.start(spec)
+        stack.start()
         while stack.exit_codes()["worker-1"] is None and time.monotonic() - started < DETECTION_BOUND:
             time.sleep(0.5)
         code = stack.exit_codes()["worker-1"]
@@ -101,9 +101,9 @@ def test_keras_3_still_fails_under_multiworker_mirrored_strategy(tmp_path):
     spec = local_cluster(settings)
     write_config(tmp_path, settings, spec)
     trainers = [start_trainer(tmp_path, spec, task, TF_USE_LEGACY_KERAS="0")
-                for task in cluster.task_names(settings)]
+                for task in cluster.build(settings).tasks]
     outputs = [trainer.communicate(timeout=300)[0] for trainer in trainers]
-    for task, trainer, output in zip(cluster.task_names(settings), trainers, outputs):
+    for task, trainer, output in zip(cluster.build(settings).tasks, trainers, outputs):
         records = read_events(tmp_path / f"{task}.jsonl")
         assert records[0]["versions"]["keras"].startswith("keras 3."), records[0]
         errors = [r["message"] for r in records if r["event"] == "error"]

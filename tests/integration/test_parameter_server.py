@@ -14,10 +14,10 @@ def run(lab):
 
 def test_every_task_ends_ok_and_the_servers_are_ended_by_the_lab(run):
     assert run.finished.returncode == 0, run.why()
-    assert run.tasks == ["chief-0", "worker-0", "worker-1", "ps-0"]
+    assert run.task_names == ["chief-0", "worker-0", "worker-1", "ps-0"]
     rows = {row["task"]: row for row in run.summary["tasks"]}
     assert all(row["status"] == "ok" and row["exit_code"] == 0 for row in rows.values()), rows
-    assert [rows[t]["role"] for t in run.tasks] == ["trainer", "server", "server", "server"]
+    assert [rows[t]["role"] for t in run.task_names] == ["trainer", "server", "server", "server"]
     assert "the chief is done; ending worker-0, worker-1, ps-0" in run.finished.stdout
 
 

@@ -57,7 +57,7 @@ def test_every_task_exited_0_and_the_lab_said_ok(swarm_run):
     assert run.finished.returncode == 0, run.why()
     assert "on swarm (engine " in run.finished.stdout
     assert run.summary["ok"] and run.summary["outcome"] == "ok", run.why()
-    assert run.tasks == ["worker-0", "worker-1"]
+    assert run.task_names == ["worker-0", "worker-1"]
     assert [row["exit_code"] for row in run.summary["tasks"]] == [0, 0], run.why()
     assert [row["status"] for row in run.summary["tasks"]] == ["ok", "ok"]
 
@@ -67,7 +67,7 @@ def test_the_stack_carried_cluster_pys_tf_config(swarm_run):
     stack = json.loads((run.run_dir / "stack.run.json").read_text())
     spec = cluster.cluster_spec(Settings(workers=2))
     assert run.config["cluster"] == spec == {"worker": ["worker-0:2222", "worker-1:2222"]}
-    for task in run.tasks:
+    for task in run.task_names:
         tf_config = json.loads(stack["services"][task]["environment"]["TF_CONFIG"])
         assert tf_config == cluster.tf_config_for(spec, task)
         start = run.of(task, "start")[0]
@@ -77,19 +77,19 @@ def test_the_stack_carried_cluster_pys_tf_config(swarm_run):
 
 def test_every_log_is_complete_and_the_weights_agree(swarm_run):
     run, _ = swarm_run
-    for task in run.tasks:
+    for task in run.task_names:
         assert completeness(run.events(task), epochs=SETTINGS["EPOCHS"]) == [], run.why()
-    digests = {run.of(task, "end")[0]["weights_sha256"] for task in run.tasks}
+    digests = {run.of(task, "end")[0]["weights_sha256"] for task in run.task_names}
     assert len(digests) == 1 and len(digests.pop()) == 64
     assert run.summary["weights_agree"]
-    losses = [run.losses(task) for task in run.tasks]
+    losses = [run.losses(task) for task in run.task_names]
     assert losses[0] == losses[1] and all(b < a for a, b in zip(losses[0], losses[0][1:])), losses
 
 
 def test_the_output_holds_every_task_and_the_stack_is_gone(swarm_run):
     run, left = swarm_run
     output = (run.run_dir / "output.log").read_text()
-    for task in run.tasks:
+    for task in run.task_names:
         assert f"[{task}] done: final loss" in output, f"{task} missing from output.log"
     assert "--- swarm tasks ---" in output
     assert left == {"stacks": [], "containers": [], "networks": []}

@@ -4,7 +4,7 @@ HTTP with requests, as a person's browser would."""
 import pytest
 import requests
 from labtest.cli import lab_env, run_lab
-from tflab import compose, labels
+from tflab import docker, labels
 from tflab.local import free_ports
 
 EPOCHS = 3
@@ -21,7 +21,7 @@ def served(lab):
         assert started.returncode == 0, started.output
         yield run, f"http://127.0.0.1:{port}", started.stdout
     finally:
-        compose.remove_project(labels.tensorboard_project(lab.runs_dir))
+        docker.remove_project(labels.tensorboard_project(lab.runs_dir))
 
 
 def test_it_says_where_it_serves(served):
@@ -49,7 +49,7 @@ def test_it_serves_the_chiefs_loss_per_epoch(served):
 
 def test_its_one_published_port_is_on_loopback(served, lab):
     _, url, _ = served
-    published = compose.run_quiet(["docker", "ps", "--filter", f"label=com.docker.compose.project="
+    published = docker.run_quiet(["docker", "ps", "--filter", f"label=com.docker.compose.project="
                                    f"{labels.tensorboard_project(lab.runs_dir)}", "--format",
                                    "{{.Ports}}"]).stdout.split()
     assert published == [f"{url.removeprefix('http://')}->6006/tcp"]

@@ -57,7 +57,7 @@ def test_the_replay_runs_every_replica_with_the_operators_names(replay):
     rows = replay.summary["tasks"]
     assert [(r["task"], r["status"], r["exit_code"]) for r in rows] == \
         [("chief-0", "ok", 0), ("worker-0", "ok", 0), ("worker-1", "ok", 0)]
-    for task in replay.tasks:  # watched from outside: a start and an end with the exit code
+    for task in replay.task_names:  # watched from outside: a start and an end with the exit code
         kinds = [r["event"] for r in replay.events(task)]
         assert kinds == ["start", "end"], kinds
         assert replay.of(task, "end")[0]["exit_code"] == 0
@@ -215,7 +215,7 @@ def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
     assert written.returncode == 0, written.output
     run = lab.run("ps-replay", TFJOB=str(lab.runs_dir / "ps-k8s" / "tfjob.yaml"))
     assert run.finished.returncode == 0, run.why()
-    assert run.tasks == ["chief-0", "worker-0", "worker-1", "ps-0"]
+    assert run.task_names == ["chief-0", "worker-0", "worker-1", "ps-0"]
     assert "the job is done; ending worker-0, worker-1, ps-0" in run.finished.stdout
     rows = {row["task"]: row for row in run.summary["tasks"]}
     assert rows["chief-0"]["exit_code"] == 0 and all(row["status"] == "ok" for row in rows.values()), rows

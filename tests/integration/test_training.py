@@ -39,15 +39,15 @@ def run(request, lab):
 def test_every_task_exited_0_and_the_lab_said_ok(run):
     assert run.finished.returncode == 0, run.why()
     assert run.summary["ok"] and run.summary["outcome"] == "ok", run.why()
-    assert [row["status"] for row in run.summary["tasks"]] == ["ok"] * len(run.tasks), run.why()
-    assert [row["exit_code"] for row in run.summary["tasks"]] == [0] * len(run.tasks)
+    assert [row["status"] for row in run.summary["tasks"]] == ["ok"] * len(run.task_names), run.why()
+    assert [row["exit_code"] for row in run.summary["tasks"]] == [0] * len(run.task_names)
     expected = {"single": 1, "mirrored": 1, "multiworker": int(run.settings.get("WORKERS", 0))}
-    assert len(run.tasks) == expected[run.settings["STRATEGY"]]
+    assert len(run.task_names) == expected[run.settings["STRATEGY"]]
     assert f"run test-{run.name}: ok in" in run.finished.stdout
 
 
 def test_every_log_is_complete_and_valid(run):
-    for task in run.tasks:
+    for task in run.task_names:
         assert completeness(run.events(task), epochs=SAME["EPOCHS"]) == [], run.why()
         start = run.of(task, "start")[0]
         assert start["strategy"] == run.settings["STRATEGY"]
@@ -57,7 +57,7 @@ def test_every_log_is_complete_and_valid(run):
 
 
 def test_loss_falls_every_epoch_and_ends_well_below_the_baseline(run):
-    for task in run.tasks:
+    for task in run.task_names:
         losses = run.losses(task)
         baseline = run.of(task, "start")[0]["baseline_loss"]
         assert all(later < earlier for earlier, later in zip(losses, losses[1:])), losses
@@ -67,7 +67,7 @@ def test_loss_falls_every_epoch_and_ends_well_below_the_baseline(run):
 
 def test_timings_are_positive_and_consistent(run):
     steps = SAME["EXAMPLES"] // SAME["GLOBAL_BATCH"]
-    for task in run.tasks:
+    for task in run.task_names:
         records = run.events(task)
         times = [r["time"] for r in records]
         assert times == sorted(times)
@@ -83,11 +83,11 @@ def test_timings_are_positive_and_consistent(run):
         assert 0 < end["steady_step_seconds"] < end["first_step_seconds"] < end["total_seconds"] - ready["seconds"]
         assert end["steady_step_seconds"] < statistics.median(e["seconds"] for e in epochs[1:]) / steps * 3
         assert end["peak_rss_bytes"] > 100e6  # TensorFlow alone takes more than this
-        assert ready["replicas"] == {"single": 1, "mirrored": 2}.get(run.settings["STRATEGY"], len(run.tasks))
+        assert ready["replicas"] == {"single": 1, "mirrored": 2}.get(run.settings["STRATEGY"], len(run.task_names))
 
 
 def test_every_worker_ends_with_the_same_weights(run):
-    digests = {run.of(task, "end")[0]["weights_sha256"] for task in run.tasks}
+    digests = {run.of(task, "end")[0]["weights_sha256"] for task in run.task_names}
     assert len(digests) == 1 and len(digests.pop()) == 64
     assert run.summary["weights_agree"]
 
@@ -95,16 +95,16 @@ def test_every_worker_ends_with_the_same_weights(run):
 def test_the_chief_alone_wrote_the_model_and_the_outputs_are_all_there(run):
     names = {path.name for path in run.run_dir.iterdir()}
     assert {"config.json", "summary.json", "output.log", "model.keras"} <= names
-    assert {f"{task}.jsonl" for task in run.tasks} <= names
+    assert {f"{task}.jsonl" for task in run.task_names} <= names
     assert not [name for name in names if "scratch" in name or name.startswith("tflab-")]
     output = (run.run_dir / "output.log").read_text()
-    for task in run.tasks:
+    for task in run.task_names:
         assert f"[{task}] done: final loss" in output, f"{task} missing from output.log"
     assert (run.run_dir.parent / "latest").resolve().parent == run.run_dir.parent
 
 
 def test_the_summary_is_the_logs(run):
-    for row, task in zip(run.summary["tasks"], run.tasks):
+    for row, task in zip(run.summary["tasks"], run.task_names):
         end = run.of(task, "end")[0]
         assert row["task"] == task
         assert row["final_loss"] == end["final_loss"]
@@ -118,5 +118,5 @@ def test_the_strategies_agree_epoch_by_epoch(lab):
     reference = runs["single"].losses("single")
     assert len(reference) == SAME["EPOCHS"]
     for name, run in runs.items():
-        for task in run.tasks:
+        for task in run.task_names:
             assert run.losses(task) == pytest.approx(reference, rel=LOSS_RTOL), (name, task)

@@ -2,50 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
-from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from tflab.schema import read_events
+import tflab.pytest_plugin
 
 from labtest.cli import Finished
 
 
 @dataclass
-class LabRun:
-    name: str
-    settings: dict[str, str]
-    finished: Finished
-    run_dir: Path
-    seconds: float
+class LabRun(tflab.pytest_plugin.LabRun):
+    """The fixture's LabRun (what users' tests get), with what the lab's own tests add: the run's
+    name and settings, how long it took, and its task names in start order (config.json's)."""
 
-    @cached_property
-    def config(self) -> dict:
-        return json.loads((self.run_dir / "config.json").read_text())
-
-    @cached_property
-    def summary(self) -> dict:
-        return json.loads((self.run_dir / "summary.json").read_text())
+    name: str = ""
+    settings: dict[str, str] = field(default_factory=dict)
+    finished: Finished | None = field(default=None, repr=False)  # the CLI's stdout and stderr apart
+    seconds: float = 0.0
 
     @property
-    def tasks(self) -> list[str]:
+    def task_names(self) -> list[str]:
         return self.config["tasks"]
 
-    def events(self, task: str) -> list[dict]:
-        return read_events(self.run_dir / f"{task}.jsonl")
-
-    def of(self, task: str, event: str) -> list[dict]:
-        return [r for r in self.events(task) if r["event"] == event]
-
-    def losses(self, task: str) -> list[float]:
-        return [r["loss"] for r in self.of(task, "epoch")]
-
     def why(self) -> str:
-        """What to read when an assertion about this run fails."""
-        return (f"run {self.name} ({self.run_dir}), exit {self.finished.returncode}\n"
-                f"--- lab output ---\n{self.finished.output[-4000:]}\n"
+        return (f"run {self.name}: {super().why()}\n"
                 f"--- tasks' output: {self.run_dir / 'output.log'}")
 
 

@@ -19,8 +19,8 @@ def test_tf_config_is_what_tensorflows_own_resolver_understands(workers, monkeyp
     settings = multiworker(workers)
     spec = cluster.cluster_spec(settings)
     assert spec == {"worker": [f"worker-{i}:2222" for i in range(workers)]}
-    assert cluster.task_names(settings) == [f"worker-{i}" for i in range(workers)]
-    for index, task in enumerate(cluster.task_names(settings)):
+    assert cluster.build(settings).tasks == [f"worker-{i}" for i in range(workers)]
+    for index, task in enumerate(cluster.build(settings).tasks):
         env = cluster.tf_config_env(spec, task)
         assert env["TFLAB_TASK"] == task
         monkeypatch.setitem(os.environ, "TF_CONFIG", env["TF_CONFIG"])
@@ -34,13 +34,13 @@ def test_single_process_strategies_have_no_cluster_and_no_tf_config():
     for strategy in ("single", "mirrored"):
         settings = Settings(strategy=strategy)
         assert cluster.cluster_spec(settings) == {}
-        assert cluster.task_names(settings) == [strategy]
+        assert cluster.build(settings).tasks == [strategy]
         assert cluster.tf_config_env({}, strategy) == {"TFLAB_TASK": strategy}
-        assert cluster.chief_task(settings) == strategy
+        assert cluster.build(settings).chief == strategy
 
 
 def test_worker_0_is_the_chief():
-    assert cluster.chief_task(multiworker(3)) == "worker-0"
+    assert cluster.build(multiworker(3)).chief == "worker-0"
 
 
 def test_local_addresses_use_the_same_generator_with_loopback_ports():
@@ -74,18 +74,18 @@ def test_chief_tf_configs_follow_the_tfjob_convention_and_tensorflows_counting()
     settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96)
     spec = cluster.cluster_spec(settings)
     assert spec == {"chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"]}
-    assert cluster.task_names(settings) == ["chief-0", "worker-0", "worker-1"]
-    assert cluster.chief_task(settings) == "chief-0"
+    assert cluster.build(settings).tasks == ["chief-0", "worker-0", "worker-1"]
+    assert cluster.build(settings).chief == "chief-0"
     assert settings.replicas_in_sync == 3
     assert multi_worker_util.coordination_leader(spec) == "/job:chief/replica:0/task:0"
     ids = []
-    for task in cluster.task_names(settings):
+    for task in cluster.build(settings).tasks:
         config = cluster.tf_config_for(spec, task)
         job, index = config["task"]["type"], config["task"]["index"]
         assert multi_worker_util.worker_count(config["cluster"], job) == 3
         ids.append(multi_worker_util.id_in_cluster(config["cluster"], job, index))
     assert ids == [0, 1, 2]
-    assert [multi_worker_util.is_chief(spec, *cluster.parse_task(t)) for t in cluster.task_names(settings)] == \
+    assert [multi_worker_util.is_chief(spec, *cluster.parse_task(t)) for t in cluster.build(settings).tasks] == \
         [True, False, False]
 
 
@@ -98,9 +98,9 @@ def test_the_evaluator_is_outside_the_training_cluster(strategy, chief, monkeypa
     settings = Settings(strategy=strategy, chief=chief, evaluator=1, workers=2)
     spec = cluster.cluster_spec(settings)
     assert "evaluator" not in spec
-    assert cluster.task_names(settings)[-1] == "evaluator-0"
-    assert cluster.evaluator_tasks(settings) == ["evaluator-0"]
-    assert "evaluator-0" not in cluster.trainer_tasks(settings) + cluster.server_tasks(settings)
+    assert cluster.build(settings).tasks[-1] == "evaluator-0"
+    assert cluster.build(settings).evaluators == ["evaluator-0"]
+    assert "evaluator-0" not in cluster.build(settings).trainers + cluster.build(settings).servers
     config = cluster.tf_config_for(spec, "evaluator-0")
     assert config == {"cluster": spec, "task": {"type": "evaluator", "index": 0}}
     monkeypatch.setitem(os.environ, "TF_CONFIG", json.dumps(config))
@@ -125,5 +125,5 @@ def test_chief_and_evaluator_are_refused_where_they_do_not_fit(changes, named):
 
 def test_no_evaluator_and_no_chief_by_default():
     settings = multiworker(2)
-    assert cluster.evaluator_tasks(settings) == []
-    assert cluster.task_names(settings) == ["worker-0", "worker-1"]
+    assert cluster.build(settings).evaluators == []
+    assert cluster.build(settings).tasks == ["worker-0", "worker-1"]

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import yaml
-from tflab import cluster, compose, labels
+from tflab import cluster, compose, labels, user_script
 from tflab.settings import Settings
 
 
@@ -59,8 +59,9 @@ def test_the_header_lists_every_variable_the_file_reads():
 @pytest.mark.parametrize("workers", [1, 2, 3, 16])
 def test_worker_services_extend_the_template_with_their_tf_config(workers):
     settings = Settings(strategy="multiworker", workers=workers, global_batch=48 * workers)
-    spec = cluster.cluster_spec(settings)
-    rendered = compose.render_run(settings, spec)
+    the_cluster = cluster.build(settings)
+    spec = the_cluster.spec
+    rendered = compose.render_run(settings, the_cluster)
     assert list(rendered["services"]) == [f"worker-{i}" for i in range(workers)]
     for index, (name, service) in enumerate(rendered["services"].items()):
         assert service == {
@@ -73,8 +74,9 @@ def test_worker_services_extend_the_template_with_their_tf_config(workers):
 
 def test_a_stack_adds_the_runs_own_file(tmp_path):
     cli = compose.ComposeCli(("docker-compose",), "1.29.2")
-    single = compose.ComposeStack(cli, tmp_path / "r1", Settings(strategy="single"), "img")
-    multi = compose.ComposeStack(cli, tmp_path / "r2", Settings(), "img")
+    single = compose.ComposeStack(cli, tmp_path / "r1", Settings(strategy="single"), "img",
+                                  cluster.build(Settings(strategy="single")))
+    multi = compose.ComposeStack(cli, tmp_path / "r2", Settings(), "img", cluster.build(Settings()))
     assert single.files == [compose.COMPOSE_FILE, tmp_path / "r1" / compose.RUN_FILE]
     assert multi.files == [compose.COMPOSE_FILE, tmp_path / "r2" / compose.RUN_FILE]
     assert multi.project == labels.project_name(tmp_path / "r2") and multi.tasks == ["worker-0", "worker-1"]
@@ -91,9 +93,9 @@ def test_every_dollar_is_escaped_so_compose_interpolates_nothing(tmp_path):
     folder.mkdir()
     (folder / "train.py").write_text("")
     settings = Settings.from_env({}, {"SCRIPT": str(folder / "train.py"), "ARGS": "--home $HOME ${USER} $$"})
-    service = compose.render_run(settings, cluster.cluster_spec(settings))["services"]["worker-1"]
+    service = compose.render_run(settings, cluster.build(settings))["services"]["worker-1"]
     assert service["command"][-4:] == ["--home", "$$HOME", "$${USER}", "$$$$"]
     assert service["volumes"] == [f"{tmp_path}/a$$b:/lab/script:ro"]
     assert compose.literal({"a": ["$x", 1, {"b": "$"}], "c": None}) == {"a": ["$$x", 1, {"b": "$$"}], "c": None}
-    unescaped = json.loads(json.dumps(compose.render_run(settings, cluster.cluster_spec(settings))).replace("$$", "$"))
-    assert unescaped["services"]["worker-1"]["command"] == compose.script_command(settings, "/lab/script/train.py")
+    unescaped = json.loads(json.dumps(compose.render_run(settings, cluster.build(settings))).replace("$$", "$"))
+    assert unescaped["services"]["worker-1"]["command"] == user_script.script_command(settings, "/lab/script/train.py")

@@ -2,12 +2,13 @@
 whose first line `#! key=value ...` gives the evidence beyond the output), the exception head of
 a traceback, the restart policies, and the warning a SCRIPT's imports earn before it runs."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
-from tflab import explain, runner, summary
+from tflab import cluster, explain, runner, summary
 from tflab.explain import Evidence, exception_head, restart_verdict, script_warnings
 from tflab.settings import Settings, SettingsError
 
@@ -133,6 +134,7 @@ class FakeBackend:
     def __init__(self, run_dir: Path, attempts: list[dict]):
         self.run_dir, self.attempts, self.started = run_dir, attempts, 0
         self.tasks = list(attempts[0])
+        self.cluster = cluster.build(Settings(workers=len(self.tasks)))
         self.oom_killed: dict[str, bool] = {}
         self.start()
 
@@ -201,12 +203,12 @@ def test_the_summary_and_its_table_carry_the_explanation(tmp_path):
         (tmp_path / f"{task}.jsonl").write_text(json.dumps({"event": "error", "task": task, "time": 0,
                                                             "message": KERAS_3}) + "\n")
     (tmp_path / "output.log").write_text("worker-0 | 2026-12-03T12:00:00.000Z hello\n")
-    result = summary.summarise(settings, tmp_path, {"worker-0": 1, "worker-1": 137}, [], "failed", 0, 1,
-                               {"worker-1": True})
+    result = summary.summarise(settings, cluster.build(settings), tmp_path, {"worker-0": 1, "worker-1": 137}, [],
+                               "failed", 0, 1, {"worker-1": True})
     rows = {row["task"]: row for row in result["tasks"]}
     assert rows["worker-0"]["explanation"]["signature"] == "keras3-multiworker"
     assert rows["worker-1"]["explanation"]["signature"] == "oom-killed"
-    lines = summary.table({**result, "run": "r", "wall_seconds": 1.0}).splitlines()
+    lines = summary.table(dataclasses.replace(result, run="r", wall_seconds=1.0)).splitlines()
     assert lines[-1] == "run r: failed in 1.0 s"
     explained = lines[lines.index(next(line for line in lines if line.startswith("worker-0: Keras 3"))):]
     assert explained[1] == "  error: " + KERAS_3.splitlines()[0]

@@ -15,9 +15,9 @@ from tflab.settings import Settings, SettingsError
 def test_limits_apply_to_every_task_and_proxies_sit_in_front_of_the_proxied():
     settings = Settings(workers=2, cpus=1.5, memory="2g")
     proxied = frozenset({"worker-1"})
-    spec = cluster.cluster_spec(settings, cluster.linked_address(proxied))
-    assert spec == {"worker": ["worker-0:2222", "worker-1-link:2222"]}
-    services = compose.render_run(settings, spec, proxied)["services"]
+    the_cluster = cluster.build(settings, cluster.linked_address(proxied))
+    assert the_cluster.spec == {"worker": ["worker-0:2222", "worker-1-link:2222"]}
+    services = compose.render_run(settings, the_cluster, proxied)["services"]
     assert set(services) == {"worker-0", "worker-1", "worker-1-link"}
     for task in ("worker-0", "worker-1"):
         assert services[task]["cpus"] == 1.5 and services[task]["mem_limit"] == "2g"
@@ -29,13 +29,14 @@ def test_limits_apply_to_every_task_and_proxies_sit_in_front_of_the_proxied():
 
 
 def test_single_process_runs_get_limits_but_no_cluster_services():
-    services = compose.render_run(Settings(strategy="mirrored", cpus=2), {})["services"]
+    settings = Settings(strategy="mirrored", cpus=2)
+    services = compose.render_run(settings, cluster.build(settings))["services"]
     assert services == {"mirrored": {"cpus": 2.0}}
 
 
 def test_network_bridge_undoes_internal():
-    assert "networks" not in compose.render_run(Settings(), {})
-    bridge = compose.render_run(Settings(network="bridge"), {})["networks"]["cluster"]
+    assert "networks" not in compose.render_run(Settings(), cluster.build(Settings()))
+    bridge = compose.render_run(Settings(network="bridge"), cluster.build(Settings()))["networks"]["cluster"]
     assert bridge["internal"] is False
 
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
-from tflab import cluster, compose, images, runner
+from tflab import cluster, compare, compose, console, docker, gpus, images, runner
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -37,7 +37,7 @@ def one_process(settings: Settings, **request) -> dict:
 def cluster_tasks(settings: Settings, gpu_of: dict[str, str]) -> dict:
     spec = cluster.cluster_spec(settings)
     services = {}
-    for task in cluster.task_names(settings):
+    for task in cluster.build(settings).tasks:
         job, index = cluster.parse_task(task)
         services[task] = {
             "extends": {"file": str(compose.COMPOSE_FILE), "service": "task"},
@@ -52,7 +52,7 @@ def cluster_tasks(settings: Settings, gpu_of: dict[str, str]) -> dict:
 
 
 def rendered(settings: Settings, host_gpus=()) -> dict:
-    return compose.render_run(settings, cluster.cluster_spec(settings), host_gpus=host_gpus)
+    return compose.render_run(settings, cluster.build(settings), host_gpus=host_gpus)
 
 
 @pytest.mark.parametrize("strategy", ["single", "mirrored"])
@@ -105,7 +105,7 @@ def test_parameter_server_gives_gpus_to_its_workers_only():
 
 def test_gpus_sit_beside_limits_and_proxies():
     settings = Settings(strategy="multiworker", workers=2, gpus="1", cpus=2, memory="2g")
-    services = compose.render_run(settings, cluster.cluster_spec(settings), frozenset(["worker-1"]))["services"]
+    services = compose.render_run(settings, cluster.build(settings), frozenset(["worker-1"]))["services"]
     assert services["worker-1"]["cpus"] == 2 and services["worker-1"]["mem_limit"] == "2g"
     assert services["worker-1"]["deploy"] == reserved(device_ids=["1"])["deploy"]
     assert "deploy" not in services["worker-1-link"] and "shm_size" not in services["worker-1-link"]
@@ -126,48 +126,48 @@ def info_answer(monkeypatch, answer: dict) -> list:
         assert command == ["docker", "info", "--format", "{{json .}}"]
         return subprocess.CompletedProcess(command, 0, json.dumps(answer) + "\n", "")
 
-    monkeypatch.setattr(compose, "run_quiet", fake_run_quiet)
+    monkeypatch.setattr(docker, "run_quiet", fake_run_quiet)
     return calls
 
 
 def test_an_engine_without_the_nvidia_runtime_is_refused(monkeypatch):
     calls = info_answer(monkeypatch, ENGINE_WITHOUT_NVIDIA)
     with pytest.raises(LabError) as refused:
-        compose.check_gpus(Settings(strategy="mirrored", gpus="all"))
+        gpus.check_gpus(Settings(strategy="mirrored", gpus="all"))
     assert str(refused.value) == (
         "GPUS=all needs the NVIDIA container runtime, and this Docker engine has only: io.containerd.runc.v2, "
         "runc; install the NVIDIA Container Toolkit, or leave GPUS empty to train on CPUs")
     assert len(calls) == 1
     with pytest.raises(LabError, match=r"^GPUS=0,1 needs the NVIDIA container runtime"):
-        compose.check_gpus(Settings(gpus="0,1"))
+        gpus.check_gpus(Settings(gpus="0,1"))
 
 
 def test_an_unreadable_engine_answer_is_refused_too(monkeypatch):
-    monkeypatch.setattr(compose, "run_quiet", lambda command, timeout=60, env=None:
+    monkeypatch.setattr(docker, "run_quiet", lambda command, timeout=60, env=None:
                         subprocess.CompletedProcess(command, 0, "not json", ""))
     with pytest.raises(LabError, match="this Docker engine has only: none; install"):
-        compose.check_gpus(Settings(gpus="0"))
+        gpus.check_gpus(Settings(gpus="0"))
 
 
 def test_no_gpus_asks_the_engine_nothing(monkeypatch):
-    monkeypatch.setattr(compose, "run_quiet", lambda *args, **kwargs: pytest.fail("docker was asked"))
-    assert compose.check_gpus(Settings()) == ()
+    monkeypatch.setattr(docker, "run_quiet", lambda *args, **kwargs: pytest.fail("docker was asked"))
+    assert gpus.check_gpus(Settings()) == ()
 
 
 @pytest.mark.parametrize("engine", [ENGINE_WITH_NVIDIA, ENGINE_WITH_CDI])
 def test_an_engine_with_nvidia_gpus_passes(monkeypatch, engine):
     info_answer(monkeypatch, engine)
-    monkeypatch.setattr(compose, "host_gpu_indexes", lambda: ["0", "1", "2"])
-    assert compose.check_gpus(Settings(strategy="mirrored", gpus="all")) == ()  # count: all
-    assert compose.check_gpus(Settings(gpus="0,1")) == ()  # the indexes given
-    assert compose.check_gpus(Settings(gpus="all")) == ("0", "1", "2")  # workers need the list
+    monkeypatch.setattr(gpus, "host_gpu_indexes", lambda: ["0", "1", "2"])
+    assert gpus.check_gpus(Settings(strategy="mirrored", gpus="all")) == ()  # count: all
+    assert gpus.check_gpus(Settings(gpus="0,1")) == ()  # the indexes given
+    assert gpus.check_gpus(Settings(gpus="all")) == ("0", "1", "2")  # workers need the list
 
 
 def test_gpus_all_on_a_cluster_without_a_gpu_list_is_refused(monkeypatch):
     info_answer(monkeypatch, ENGINE_WITH_NVIDIA)
-    monkeypatch.setattr(compose.shutil, "which", lambda name: None)
+    monkeypatch.setattr(gpus.shutil, "which", lambda name: None)
     with pytest.raises(LabError) as refused:
-        compose.check_gpus(Settings(strategy="multiworker", gpus="all"))
+        gpus.check_gpus(Settings(strategy="multiworker", gpus="all"))
     assert str(refused.value) == (
         "GPUS=all with STRATEGY=multiworker gives each worker one GPU of the host's list, and that list "
         "cannot be had: nvidia-smi is not on PATH; give the GPU indexes instead, such as GPUS=0,1")
@@ -180,24 +180,24 @@ def test_gpus_all_on_a_cluster_without_a_gpu_list_is_refused(monkeypatch):
     (0, "No devices were found\n", None),
 ])
 def test_the_host_gpu_list_comes_from_nvidia_smi(monkeypatch, returncode, stdout, expected):
-    monkeypatch.setattr(compose.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(gpus.shutil, "which", lambda name: f"/usr/bin/{name}")
 
     def fake_run_quiet(command, timeout=60, env=None):
         assert command == ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
         return subprocess.CompletedProcess(command, returncode, stdout, "NVIDIA-SMI has failed" * (returncode != 0))
 
-    monkeypatch.setattr(compose, "run_quiet", fake_run_quiet)
+    monkeypatch.setattr(docker, "run_quiet", fake_run_quiet)
     if expected is None:
         with pytest.raises(LabError, match="nvidia-smi answered no GPU list"):
-            compose.host_gpu_indexes()
+            gpus.host_gpu_indexes()
     else:
-        assert compose.host_gpu_indexes() == expected
+        assert gpus.host_gpu_indexes() == expected
 
 
 def test_a_refused_gpu_run_writes_and_builds_nothing(monkeypatch, tmp_path):
-    monkeypatch.setattr(compose, "check_docker", lambda: "20.10.24")
+    monkeypatch.setattr(docker, "check", lambda: "20.10.24")
     monkeypatch.setattr(compose, "find_compose", lambda choice: compose.ComposeCli(("docker-compose",), "1.29.2"))
-    monkeypatch.setattr(compose, "docker_info", lambda: ENGINE_WITHOUT_NVIDIA)
+    monkeypatch.setattr(docker, "info", lambda: ENGINE_WITHOUT_NVIDIA)
     monkeypatch.setattr(images, "ensure_image", lambda *args, **kwargs: pytest.fail("an image was built"))
     runs = tmp_path / "runs"
     for settings in (Settings(gpus="all", runs_dir=str(runs)),
@@ -205,7 +205,7 @@ def test_a_refused_gpu_run_writes_and_builds_nothing(monkeypatch, tmp_path):
         with pytest.raises(LabError, match="needs the NVIDIA container runtime"):
             runner.up(settings)
         with pytest.raises(LabError, match="needs the NVIDIA container runtime"):
-            runner.compare(settings)
+            compare.compare(settings)
     assert not runs.exists()
 
 
@@ -331,14 +331,18 @@ def test_the_gpu_pins_are_the_cpu_pins_with_cuda():
     assert {"nvidia-nccl-cu12", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"} <= set(cuda)
 
 
+def describe(settings: Settings) -> str:
+    return console.describe_run(settings, cluster.build(settings))
+
+
 def test_the_run_line_names_the_gpus():
-    assert runner.describe(Settings(strategy="multiworker", gpus="0,1")).startswith(
+    assert describe(Settings(strategy="multiworker", gpus="0,1")).startswith(
         "multiworker, 2 workers, GPUS=0,1, mlp")
-    assert runner.describe(Settings(strategy="mirrored", gpus="0,1,2,3")).startswith(
+    assert describe(Settings(strategy="mirrored", gpus="0,1,2,3")).startswith(
         "mirrored, 4 replicas, GPUS=0,1,2,3, mlp")
-    assert runner.describe(Settings(strategy="mirrored", gpus="all")).startswith(
+    assert describe(Settings(strategy="mirrored", gpus="all")).startswith(
         "mirrored, a replica per GPU, GPUS=all, mlp")
-    assert runner.describe(Settings(strategy="mirrored")).startswith("mirrored, 2 replicas, mlp")
+    assert describe(Settings(strategy="mirrored")).startswith("mirrored, 2 replicas, mlp")
 
 
 GPU_CHECK = REPO / "scripts" / "gpu-check.sh"
@@ -430,8 +434,6 @@ def test_bench_refuses_gpus_before_anything(tmp_path):
 
 
 def test_a_multiworker_chief_takes_a_gpu_like_any_replica_and_the_evaluator_none():
-    from tflab.compose import gpu_requests
-
     settings = Settings(strategy="multiworker", chief=1, workers=2, evaluator=1, gpus="0,1", global_batch=96)
-    assert gpu_requests(settings) == {"chief-0": {"device_ids": ["0"]}, "worker-0": {"device_ids": ["1"]},
-                                      "worker-1": {"device_ids": ["0"]}}
+    assert gpus.gpu_requests(settings, cluster.build(settings)) == {
+        "chief-0": {"device_ids": ["0"]}, "worker-0": {"device_ids": ["1"]}, "worker-1": {"device_ids": ["0"]}}

@@ -105,12 +105,12 @@ def test_tf_config_is_the_generators_and_what_tensorflow_resolves(settings, monk
     for documents in files.values():
         assert config_of(documents)["cluster"] == spec
         assert config_of(documents)["tf_config"] == {task: cluster.tf_config_for(spec, task)
-                                                     for task in cluster.task_names(settings)}
+                                                     for task in cluster.build(settings).tasks}
 
     # The plain Jobs: one per task, each with the generator's TF_CONFIG, which TensorFlow resolves
     # to the same spec and to the task itself.
     jobs = of_kind(files["jobs.yaml"], "Job")
-    assert [job["metadata"]["labels"]["tflab/task"] for job in jobs] == cluster.task_names(settings)
+    assert [job["metadata"]["labels"]["tflab/task"] for job in jobs] == cluster.build(settings).tasks
     for job in jobs:
         task = job["metadata"]["labels"]["tflab/task"]
         env = env_of(job["spec"]["template"])

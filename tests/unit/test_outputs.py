@@ -1,6 +1,6 @@
 """`make clean` removes what the lab can rebuild and never a run's outputs."""
 
-from tflab import cli, compose, images, swarm
+from tflab import cli, docker, images, swarm
 from tflab.settings import Settings
 
 
@@ -8,10 +8,10 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
     (runs / "a").mkdir(parents=True)
     (runs / "a" / "worker-0.jsonl").write_text("{}\n")
-    monkeypatch.setattr(compose, "check_docker", lambda: "20.10")
+    monkeypatch.setattr(docker, "check", lambda: "20.10")
     # Nothing here may reach the real engine: a real `down` would end every lab run on it
     # (this test once removed a swarm stack an integration test was running).
-    monkeypatch.setattr(compose, "lab_projects", lambda scope, tensorboard=True: [])
+    monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: [])
     monkeypatch.setattr(swarm, "lab_stacks", lambda scope: [])
     monkeypatch.setattr(images, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")

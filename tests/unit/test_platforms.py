@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
-from tflab import compose, images
+from tflab import docker, images
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
 
@@ -62,7 +62,7 @@ def test_the_two_platforms_images_never_share_a_tag():
 
 @pytest.mark.parametrize("architecture, platform", [("x86_64", "linux/amd64"), ("aarch64", "linux/arm64")])
 def test_the_platform_is_the_engines_own_unless_set(monkeypatch, architecture, platform):
-    monkeypatch.setattr(compose, "docker_info", lambda: {"Architecture": architecture})
+    monkeypatch.setattr(docker, "info", lambda: {"Architecture": architecture})
     assert images.platform_for("") == platform
     assert images.trainer_variant(Settings()).platform == platform
     assert images.platform_for("linux/amd64") == "linux/amd64"  # PLATFORM wins, without asking
@@ -70,7 +70,7 @@ def test_the_platform_is_the_engines_own_unless_set(monkeypatch, architecture, p
 
 
 def test_an_engine_of_another_architecture_is_refused_in_one_line(monkeypatch):
-    monkeypatch.setattr(compose, "docker_info", lambda: {"Architecture": "s390x"})
+    monkeypatch.setattr(docker, "info", lambda: {"Architecture": "s390x"})
     with pytest.raises(LabError, match=r"^the Docker engine's architecture is s390x: .*set PLATFORM") as refused:
         images.platform_for("")
     assert "\n" not in str(refused.value)

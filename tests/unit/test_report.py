@@ -43,6 +43,7 @@ def record_run(folder, label, strategy, tasks, steady=None, loss=1.0, replicas=1
                  "error": "UnavailableError: worker-1 went away" if t == error else None} for t in tasks]
         ok = all(row["status"] == "ok" for row in rows)
         (run_dir / "summary.json").write_text(json.dumps({
+            "run": label, "strategy": strategy, "backend": "compose", "settings": settings, "weights_agree": ok,
             "ok": ok, "outcome": "ok" if ok else "failed", "launched_at": 1000.0, "wall_seconds": 12.5,
             "tasks": rows}))
     return run_dir

@@ -38,7 +38,7 @@ def test_bad_script_settings_are_refused(overrides, expected):
 @pytest.mark.parametrize("strategy, tasks", [("multiworker", ["worker-0", "worker-1"]), ("mirrored", ["mirrored"])])
 def test_every_task_runs_the_launcher_on_the_mounted_script(strategy, tasks):
     settings = Settings(strategy=strategy, script=str(TUTORIAL), args="--epochs 2 --fail-with 'a b'")
-    override = compose.render_run(settings, cluster.cluster_spec(settings))
+    override = compose.render_run(settings, cluster.build(settings))
     assert sorted(override["services"]) == tasks
     for task in tasks:
         service = override["services"][task]
@@ -124,8 +124,8 @@ def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):
                       "time.sleep(120)\n")
     settings = Settings(strategy="single", backend="local", script=str(script))
     (tmp_path / "config.json").write_text(json.dumps({"settings": settings.to_dict(), "cluster": {}}))
-    tasks = LocalProcesses(settings, tmp_path, sys.executable)
-    tasks.start({})
+    tasks = LocalProcesses(settings, tmp_path, cluster.build(settings), sys.executable)
+    tasks.start()
     try:
         for _ in range(100):
             if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text():

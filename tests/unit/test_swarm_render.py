@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tflab import cluster, compose, labels, swarm
+from tflab import cluster, compose, labels, runfolder, swarm, user_script
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -15,11 +15,11 @@ RUN_DIR = Path("/runs/r1")
 
 
 def render(settings: Settings, node: swarm.SwarmNode = NODE) -> dict:
-    return swarm.render_stack(settings, cluster.cluster_spec(settings), "tflab-trainer:latest", RUN_DIR, node)
+    return swarm.render_stack(settings, cluster.build(settings), "tflab-trainer:latest", RUN_DIR, node)
 
 
 def test_a_two_worker_stack_exactly():
-    uid, gid = compose.container_user()
+    uid, gid = runfolder.container_user()
     stack = render(Settings(workers=2))
     spec = {"worker": ["worker-0:2222", "worker-1:2222"]}
     assert stack == {
@@ -65,7 +65,7 @@ def test_a_two_worker_stack_exactly():
 def test_every_task_is_a_service_with_cluster_pys_tf_config(settings):
     spec = cluster.cluster_spec(settings)
     services = render(settings)["services"]
-    assert list(services) == cluster.task_names(settings)
+    assert list(services) == cluster.build(settings).tasks
     for task, service in services.items():
         assert service["environment"]["TFLAB_TASK"] == task
         assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(spec, task)
@@ -93,7 +93,7 @@ def test_the_stack_carries_compose_files_trainer_block():
     assert trainer["tmpfs"] == [swarm.TMPFS_MOUNT]
     assert {"type": "tmpfs", "target": "/tmp"} in service["volumes"]
     assert trainer["user"] == "${TFLAB_UID:-1000}:${TFLAB_GID:-1000}"
-    assert service["user"] == "{}:{}".format(*compose.container_user())
+    assert service["user"] == "{}:{}".format(*runfolder.container_user())
     # What a stack cannot apply is named in every swarm run's first line.
     assert trainer["security_opt"] == ["no-new-privileges:true"] and "security_opt" not in service
     assert "no-new-privileges" in swarm.NOT_APPLIED
@@ -115,7 +115,7 @@ def test_a_users_script_runs_in_every_service_as_under_compose():
     for task, service in render(settings)["services"].items():
         assert service["volumes"] == [{"type": "bind", "source": str(RUN_DIR), "target": "/lab/run"},
                                       {"type": "tmpfs", "target": "/tmp"}, f"{script.parent}:/lab/script:ro"]
-        assert service["command"] == compose.script_command(settings, "/lab/script/train.py")
+        assert service["command"] == user_script.script_command(settings, "/lab/script/train.py")
         assert service["working_dir"] == "/lab/script"
         assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(
             cluster.cluster_spec(settings), task)
@@ -124,23 +124,24 @@ def test_a_users_script_runs_in_every_service_as_under_compose():
 def test_an_engine_older_than_api_1_41_gets_no_cap_drop_and_says_so():
     old = swarm.SwarmNode("n0de", "19.03.15", (1, 40))
     assert all("cap_drop" not in s for s in render(Settings(), old)["services"].values())
-    stack = swarm.SwarmStack(RUN_DIR, Settings(), "img", old)
+    stack = swarm.SwarmStack(RUN_DIR, Settings(), "img", old, cluster.build(Settings()))
     assert "not applied: no-new-privileges (stack deploy ignores security_opt), cap_drop" in stack.description
-    assert "cap_drop" not in swarm.SwarmStack(RUN_DIR, Settings(), "img", NODE).description
+    assert "cap_drop" not in swarm.SwarmStack(RUN_DIR, Settings(), "img", NODE,
+                                              cluster.build(Settings())).description
 
 
 def test_names_and_addresses():
-    stack = swarm.SwarmStack(Path("/runs/20261202-182819-85f8"), Settings(), "img", NODE)
+    stack = swarm.SwarmStack(Path("/runs/20261202-182819-85f8"), Settings(), "img", NODE, cluster.build(Settings()))
     name = "tflab-20261202-182819-85f8-" + labels.digest(Path("/runs/20261202-182819-85f8"))
     assert stack.stack == name
     assert stack.service("worker-1") == f"{name}_worker-1"
     assert stack.network() == f"{name}_cluster"
-    assert cluster.cluster_spec(Settings(), stack.address) == {"worker": ["worker-0:2222", "worker-1:2222"]}
+    assert stack.cluster.spec == {"worker": ["worker-0:2222", "worker-1:2222"]}
     assert stack.proxied == frozenset()
 
 
 def test_a_run_id_too_long_for_a_service_name_is_refused():
-    tasks = cluster.task_names(Settings(workers=16, global_batch=64))
+    tasks = cluster.build(Settings(workers=16, global_batch=64)).tasks
     swarm.check_names("tflab-" + "r" * 47, tasks)  # tflab-rrr..._worker-15: 63 characters
     refusal = r"^RUN=r{48} is too long for BACKEND=swarm: service tflab-r{48}_worker-1\d would exceed"
     with pytest.raises(LabError, match=refusal):

@@ -1,0 +1,68 @@
+"""Choosing the backend a run's settings name (BACKEND), with every check it needs done before
+anything is written or started; and the image its tasks run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tflab import cluster, compose, docker, gpus, images, local, swarm
+from tflab.backend import Backend
+from tflab.cluster import Cluster
+from tflab.errors import LabError
+from tflab.settings import Settings
+
+
+def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str] = frozenset()) -> Backend:
+    """The backend for BACKEND, its checks passed; nothing is written or started yet."""
+    if settings.link and settings.backend != "compose":
+        raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies are Compose services")
+    if settings.backend == "local":
+        return local.LocalProcesses(settings, run_dir, the_cluster, local.find_python())
+    docker.check()
+    docker.check_cpus("CPUS", settings.cpus)
+    if settings.backend == "swarm":
+        node = swarm.check_swarm()
+        swarm.check_names(swarm.stack_name(run_dir), the_cluster.tasks)
+        return swarm.SwarmStack(run_dir, settings, task_image(settings), node, the_cluster)
+    cli = compose.find_compose(settings.compose)
+    host_gpus = gpus.check_gpus(settings)  # before the image: the GPU one is several GB
+    image = task_image(settings)
+    if settings.link:
+        proxied = frozenset(the_cluster.tasks)
+    return compose.ComposeStack(cli, run_dir, settings, image, the_cluster, proxied, host_gpus)
+
+
+def task_image(settings: Settings) -> str:
+    """The image every task runs: the trainer's (CPU or GPU, for PLATFORM), plus a user script's
+    requirements where it has them."""
+    variant = images.trainer_variant(settings)
+    image = images.ensure_image(settings.base_image, variant)
+    return images.ensure_script_image(Path(settings.script), image, variant) if settings.script else image
+
+
+def check_engine(settings: Settings) -> None:
+    """What make checks of the engine, for the commands that make several runs in one folder
+    (compare, soak): once, before that folder is written."""
+    if settings.backend == "local":
+        local.find_python()
+        return
+    docker.check()
+    docker.check_cpus("CPUS", settings.cpus)
+    if settings.backend == "swarm":
+        swarm.check_swarm()
+    else:
+        compose.find_compose(settings.compose)
+        gpus.check_gpus(settings)
+    task_image(settings)
+
+
+def config_cluster(settings: Settings) -> tuple[Cluster, str]:
+    """The cluster `make config` shows for BACKEND, and a note on its addresses."""
+    the_cluster = cluster.build(settings)
+    if settings.backend == "local":
+        ports = local.free_ports(len(the_cluster.tasks))
+        note = "local: ports are picked afresh when a run starts"
+        return the_cluster.readdressed(cluster.local_addresses(ports)), note
+    if settings.backend == "swarm":
+        return the_cluster, "swarm: service names in the stack's network, port 2222"
+    return the_cluster, "compose: stable hostnames, port 2222"

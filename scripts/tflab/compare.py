@@ -1,0 +1,26 @@
+"""`make compare`: one run per COMPARE entry, side by side in one folder, then the report of them all."""
+
+from __future__ import annotations
+
+from tflab import backends, report, runfolder, runner
+from tflab.console import display_path, say
+from tflab.settings import Settings
+
+
+def compare(settings: Settings) -> int:
+    entries = settings.compare_runs()
+    folder = runfolder.planned(settings)
+    backends.check_engine(settings)
+    runfolder.make(folder, link_latest=True)
+    labels = [label for label, _ in entries]
+    runfolder.write_json(folder / runfolder.COMPARE, {"settings": settings.to_dict(), "runs": labels})
+    codes = []
+    for label, entry in entries:
+        say(f"--- compare {folder.name}: {label} ({len(codes) + 1} of {len(entries)})")
+        codes.append(runner.up(entry.replace(runs_dir=str(folder)), link_latest=False))
+    found, written = report.write(folder)
+    print(report.table(found))
+    say("wrote " + ", ".join(display_path(path) for path in written))
+    if not any(path.suffix == ".png" for path in written):
+        say(report.PNG_SKIPPED)
+    return 0 if all(code == 0 for code in codes) else 1

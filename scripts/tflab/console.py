@@ -1,0 +1,61 @@
+"""What the lab says on the terminal: one `tflab: ` line per thing, paths as the user typed them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only for the annotations: the console imports nothing of the lab's
+    from tflab.cluster import Cluster
+    from tflab.settings import Settings
+
+
+def say(message: str) -> None:
+    print(f"tflab: {message}", flush=True)
+
+
+def display_path(path: Path) -> str:
+    """A path relative to the folder the lab was started from, where it is under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def columns(header: list[str], rows: list[list[str]], left: int = 2) -> list[str]:
+    """Rows of cells as aligned text lines: the first `left` columns to the left, numbers to the right."""
+    cells = [header, *rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return ["  ".join(value.ljust(width) if i < left else value.rjust(width)
+                      for i, (value, width) in enumerate(zip(row, widths))) for row in cells]
+
+
+def cell(value, fmt: str, scale: float = 1) -> str:
+    """One table cell: `-` for a missing value, else the value (scaled) in its format."""
+    if value is None:
+        return "-"
+    return fmt.format(value * scale if scale != 1 else value)
+
+
+def describe_run(settings: Settings, the_cluster: Cluster) -> str:
+    """The run's shape in words, for its first line and the manifests' comments."""
+    if settings.strategy == "multiworker":
+        shape = "a chief, " * settings.chief + f"{settings.workers} worker{'s' * (settings.workers != 1)}"
+    elif settings.strategy == "parameter_server":
+        shape = f"a chief, {settings.workers} worker{'s' * (settings.workers != 1)}, {settings.ps} ps"
+    elif settings.strategy == "mirrored" and settings.gpus == "all":
+        shape = "a replica per GPU"
+    elif settings.strategy == "mirrored":
+        replicas = settings.replicas_in_sync
+        shape = f"{replicas} replica{'s' * (replicas != 1)}"
+    else:
+        shape = "1 replica"
+    if the_cluster.evaluators:
+        shape += ", an evaluator"
+    if settings.gpus:
+        shape += f", GPUS={settings.gpus}"
+    if settings.script:
+        command = " ".join([display_path(Path(settings.script)), settings.args]).rstrip()
+        return f"{settings.strategy}, {shape}, {command}"
+    return (f"{settings.strategy}, {shape}, {settings.model}, {settings.epochs} epochs of "
+            f"{settings.examples} examples, global batch {settings.global_batch}, seed {settings.seed}")

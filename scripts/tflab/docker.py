@@ -1,0 +1,135 @@
+"""The one door to the Docker CLI: every `docker ...` the lab runs goes through here.
+
+    docker.run("ps", "--all", "--quiet")          # a CompletedProcess, never an exception for a non-zero exit
+    docker.check()                                # the engine's version, or one LabError line
+    docker.labelled_containers("tflab.run=abc")   # ids, running or not
+
+The lab drives the engine through its CLI, not its HTTP API: the CLI is what every user has (and
+what Compose v1 and v2, `docker stack` and BuildKit sit on), it follows DOCKER_HOST and contexts
+the way the user's own commands do, and it needs no client library in an installed lab.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+
+from tflab import labels
+from tflab.errors import LabError
+
+PROJECT_LABEL = "com.docker.compose.project"  # Compose v1 and v2 label every container and network
+SERVICE_LABEL = "com.docker.compose.service"
+
+
+def run_quiet(command: list[str], timeout: float = 60, env=None) -> subprocess.CompletedProcess:
+    """Any command, its output captured as text; the caller reads the exit code."""
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def run(*args: str, timeout: float = 60, env=None) -> subprocess.CompletedProcess:
+    """`docker <args>`, its output captured as text; the caller reads the exit code."""
+    return run_quiet(["docker", *args], timeout=timeout, env=env)
+
+
+def last_line(result: subprocess.CompletedProcess) -> str:
+    """What a failed command said last (stderr first), for a one-line error."""
+    lines = (result.stderr + result.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit code {result.returncode}"
+
+
+def check() -> str:
+    """The engine's version; LabError if docker is missing or its engine does not answer."""
+    if shutil.which("docker") is None:
+        raise LabError("docker is not installed (no `docker` on PATH); install Docker Engine or "
+                       "Docker Desktop, or run without containers with BACKEND=local")
+    try:
+        info = run("info", "--format", "{{.ServerVersion}}", timeout=30)
+    except subprocess.TimeoutExpired:
+        raise LabError("Docker is not running: `docker info` did not answer in 30 s") from None
+    if info.returncode != 0 or not info.stdout.strip():
+        reason = (info.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise LabError(f"Docker is not running ({reason}); start the Docker daemon or Docker Desktop")
+    return info.stdout.strip()
+
+
+def info() -> dict:
+    """`docker info` as a dict (every engine version answers `{{json .}}`); empty if unreadable."""
+    try:
+        result = run("info", "--format", "{{json .}}", timeout=30)
+    except (OSError, subprocess.TimeoutExpired):  # no docker at all: check() says so
+        return {}
+    try:
+        found = json.loads(result.stdout) if result.returncode == 0 else {}
+    except json.JSONDecodeError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+@functools.lru_cache(maxsize=1)
+def engine_cpus() -> int | None:
+    """The engine's CPUs (`docker info`'s NCPU), asked once; None where it does not say."""
+    cpus = info().get("NCPU")
+    return cpus if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0 else None
+
+
+def check_cpus(name: str, cpus: float) -> None:
+    """A CPU limit against what the engine has (`docker info`'s NCPU), before anything is written:
+    Docker itself refuses more only when the container is created ("Range of CPUs is from 0.01 to
+    N"), after the run folder exists. 0 is no limit."""
+    if not cpus:
+        return
+    available = engine_cpus()
+    if available and cpus > available:
+        raise LabError(f"{name}={cpus:g} is more than this Docker engine's {available} CPUs; expected 0.01 to "
+                       f"{available}, or 0 (no limit)")
+
+
+def labelled_containers(*label_filters: str) -> list[str]:
+    """The ids of every container, running or not, that carries all these labels (`key=value` or `key`)."""
+    filters = [arg for label in label_filters for arg in ("--filter", f"label={label}")]
+    return run("ps", "--all", "--quiet", *filters).stdout.split()
+
+
+def project_containers(project: str, service: str | None = None) -> list[str]:
+    """A Compose project's containers (one service's, with `service`), running or not."""
+    return labelled_containers(f"{PROJECT_LABEL}={project}", *([f"{SERVICE_LABEL}={service}"] if service else []))
+
+
+def inspect(ids: list[str], template: str) -> str:
+    """`docker inspect --format template` of these containers; a container removed meanwhile is left out."""
+    return run("inspect", "--format", template, *ids).stdout if ids else ""
+
+
+def remove_project(project: str) -> None:
+    """Removes a Compose project's containers and networks by label, without its Compose files."""
+    ids = project_containers(project)
+    if ids:
+        run("rm", "--force", "--volumes", *ids, timeout=120)
+    networks = run("network", "ls", "--quiet", "--filter", f"label={PROJECT_LABEL}={project}").stdout.split()
+    if networks:
+        run("network", "rm", *networks, timeout=60)
+
+
+def lab_projects(scope, tensorboard_project: str | None = None) -> list[str]:
+    """The Compose projects of the runs under `scope` (a runs folder, a run, a compare) that still
+    have containers or networks, running or not, and `tensorboard_project` where it has any.
+    Found by the labels every run puts on what it creates: nothing else is ever listed."""
+    template = f'{{{{.Label "{labels.RUN_DIR}"}}}}\t{{{{.Label "{PROJECT_LABEL}"}}}}'
+    projects = set()
+    for kind in (["ps", "--all"], ["network", "ls"]):
+        found = run(*kind, "--filter", f"label={labels.RUN_DIR}", "--format", template)
+        for line in found.stdout.splitlines():
+            run_dir, _, project = line.partition("\t")
+            if project and labels.within(run_dir, scope):
+                projects.add(project)
+    if tensorboard_project and project_containers(tensorboard_project):
+        projects.add(tensorboard_project)
+    return sorted(projects)
+
+
+def published(project: str, port: int) -> bool:
+    """Whether a container of the project publishes this host port."""
+    return bool(run("ps", "--quiet", "--filter", f"label={PROJECT_LABEL}={project}",
+                    "--filter", f"publish={port}").stdout.strip())

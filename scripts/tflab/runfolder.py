@@ -1,0 +1,229 @@
+"""The run folder, `runs/<RUN>/`: its file names, config.json, and summary.json as a typed record.
+
+    run_dir = planned(settings)            # runs/<RUN>, refused if it exists
+    make(run_dir, link_latest=True)        # created, owned by the trainers' user; runs/latest -> it
+    write_config(run_dir, settings, the_cluster)
+    events(run_dir, "worker-0")            # the task's JSONL log, parsed
+    Summary.read(run_dir).tasks[0].losses  # what the run ended with
+
+Every module that names a file of a run goes through here, so a reader finds the folder's whole
+layout in one place (docs/run-folder.md describes it for users). summary.json has one writer,
+`Summary.write`, and every reader (the CLI's summary, the report, bench, soak, the pytest fixture)
+reads it through `Summary.read`, which refuses a file the lab did not write in one line.
+
+Shared by the host side and the trainer: imports neither TensorFlow nor any Docker code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from tflab.errors import LabError
+from tflab.schema import read_events
+from tflab.settings import Settings
+
+CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
+SUMMARY = "summary.json"  # the run's result (Summary), written once when the run ends
+OUTPUT = "output.log"  # every task's merged, timestamped output
+COMPARE = "compare.json"  # a compare folder's list of runs
+CHAOS_LOG = "chaos.jsonl"  # what make chaos did, and when
+LINKS = "links"  # LINK and slow-link: one delay profile per proxied task, polled by its proxy
+BACKUP = "backup"  # BackupAndRestore's folder, shared by every task
+LATEST = "latest"  # the link to the newest run
+
+
+def log_path(run_dir: Path, task: str) -> Path:
+    """A task's JSONL log (schema.py): `<task>.jsonl`."""
+    return run_dir / f"{task}.jsonl"
+
+
+def events(run_dir: Path, task: str) -> list[dict]:
+    return read_events(log_path(run_dir, task))
+
+
+def link_path(run_dir: Path, task: str) -> Path:
+    return run_dir / LINKS / f"{task}.json"
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def container_user() -> tuple[int, int]:
+    """The uid:gid trainers run as: the host user's, so the run folder stays theirs; never root."""
+    uid, gid = os.getuid(), os.getgid()
+    return (uid, gid) if uid != 0 else (1000, 1000)
+
+
+def runs_dir(settings: Settings) -> Path:
+    """RUNS_DIR, relative to the folder the lab was started from (the checkout, under make)."""
+    return Path(settings.runs_dir).absolute()
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def planned(settings: Settings) -> Path:
+    """The folder a new run will write: RUN, or a fresh id; refused if it exists."""
+    run_dir = runs_dir(settings) / (settings.run or new_run_id())
+    if run_dir.exists() or run_dir.is_symlink():
+        raise LabError(f"RUN={run_dir.name} already exists ({run_dir}); a run's outputs are never "
+                       "overwritten: choose another RUN, or leave it empty for a fresh id")
+    return run_dir
+
+
+def existing(settings: Settings) -> Path:
+    """The run a command refers to: RUN, else the newest (runs/latest)."""
+    run_dir = runs_dir(settings) / (settings.run or LATEST)
+    if not (run_dir / CONFIG).exists() and not (run_dir / COMPARE).exists():
+        if settings.run:
+            raise LabError(f"RUN={settings.run} does not exist in {runs_dir(settings)}")
+        raise LabError(f"no runs yet in {runs_dir(settings)}; start one with `make up`")
+    return run_dir.resolve()
+
+
+def make(path: Path, link_latest: bool) -> None:
+    path.mkdir(parents=True)
+    uid, gid = container_user()
+    if os.getuid() == 0:
+        os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
+    if link_latest:
+        temporary = path.parent / f".{LATEST}-{path.name}"
+        temporary.symlink_to(path.name)
+        temporary.replace(path.parent / LATEST)
+
+
+def run_config(settings: Settings, run: str, cluster) -> dict:
+    """config.json: the settings, the cluster spec, every task and its TF_CONFIG (cluster.Cluster)."""
+    return {
+        "run": run,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings.replace(run=run).to_dict(),
+        "cluster": cluster.spec,
+        "tasks": list(cluster.tasks),
+        "tf_config": {task: cluster.tf_config(task) if cluster.spec else None for task in cluster.tasks},
+    }
+
+
+def write_config(run_dir: Path, settings: Settings, cluster) -> None:
+    write_json(run_dir / CONFIG, run_config(settings, run_dir.name, cluster))
+
+
+def read_config(run_dir: Path) -> dict:
+    return json.loads((run_dir / CONFIG).read_text())
+
+
+SUMMARY_VERSION = 1  # 1: the first versioned summary (2026-12); a file without `version` is older
+
+
+class Record(Mapping):
+    """A typed record that also reads as the dict its JSON is: `summary.ok` and `summary["ok"]`
+    both work, so tests written against the JSON (the fixture's users' among them) keep working."""
+
+    def __getitem__(self, key: str):
+        if key not in self._keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def _keys(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self) if not (f.name in OPTIONAL and getattr(self, f.name) is None)]
+
+    def to_dict(self) -> dict:
+        return {key: value.to_dict() if isinstance(value, Record) else
+                [item.to_dict() if isinstance(item, Record) else item for item in value] if isinstance(value, list)
+                else value for key, value in self.items()}
+
+
+OPTIONAL = {"evals", "host", "image", "chaos", "tfjob", "not_applied"}  # left out of the JSON when None
+
+
+@dataclasses.dataclass(eq=False)
+class TaskRow(Record):
+    """One task's line of the summary: from its log, its exit code and the engine's word on it."""
+
+    task: str
+    status: str  # ok, failed, stopped (still running when the lab ended the run), missing
+    role: str = "trainer"  # schema.ROLES
+    exit_code: int | None = None
+    epochs_done: int = 0
+    losses: list = dataclasses.field(default_factory=list)
+    attempts: int = 0
+    restored: list = dataclasses.field(default_factory=list)  # {"epoch", "step"} after each restart
+    earlier_errors: list = dataclasses.field(default_factory=list)  # the errors of attempts before the last
+    final_loss: float | None = None
+    cluster_ready_seconds: float | None = None
+    first_step_seconds: float | None = None
+    steady_step_seconds: float | None = None
+    examples_per_second: float | None = None
+    total_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    weights_sha256: str | None = None
+    parameters: int | None = None
+    first_step_at: float | None = None
+    error: str | None = None
+    explanation: dict | None = None  # explain.Explanation's dict, for a task that failed by itself
+    evals: list | None = None  # the evaluator's: {"epoch", "step", "loss"} per checkpoint
+    host: str | None = None  # a TFJob replay's: the replica's hostname
+    image: str | None = None  # a TFJob replay's: the replica's image
+
+
+@dataclasses.dataclass(eq=False)
+class Summary(Record):
+    """summary.json: the run's outcome and one TaskRow per task."""
+
+    run: str
+    strategy: str  # or "tfjob" for a replay
+    backend: str
+    outcome: str  # ok, failed, timed out, interrupted
+    ok: bool
+    launched_at: float  # unix time the tasks were started
+    wall_seconds: float
+    settings: dict
+    weights_agree: bool
+    tasks: list[TaskRow]
+    restarts: list = dataclasses.field(default_factory=list)  # unix time of each restart
+    chaos: dict | None = None  # make chaos: what was done, when it was noticed and recovered
+    tfjob: str | None = None  # a replay's manifest
+    not_applied: list | None = None  # a replay's fields the lab does not apply
+    version: int = SUMMARY_VERSION
+
+    def write(self, run_dir: Path) -> None:
+        write_json(run_dir / SUMMARY, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Summary":
+        """A summary from its JSON; ValueError or TypeError for anything the lab did not write."""
+        if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+            raise ValueError("not a summary: no list of tasks")
+        rows = [_record(TaskRow, row) for row in data["tasks"]]
+        summary = _record(cls, {**data, "tasks": rows})
+        if not isinstance(summary.ok, bool) or not all(isinstance(getattr(summary, key), (int, float))
+                                                       for key in ("launched_at", "wall_seconds")):
+            raise TypeError("ok, launched_at or wall_seconds is of the wrong type")
+        return summary
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "Summary":
+        """FileNotFoundError where the run has none yet; ValueError/TypeError for a foreign file."""
+        return cls.from_dict(json.loads((run_dir / SUMMARY).read_text()))
+
+
+def _record(kind, data: Any):
+    if not isinstance(data, dict):
+        raise TypeError(f"{kind.__name__} is {type(data).__name__}, not an object")
+    known = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{key: value for key, value in data.items() if key in known})  # TypeError if one is missing
