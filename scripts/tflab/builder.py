@@ -1,5 +1,10 @@
 """How an image is built on this engine: the builder, the build context, and what a build leaves.
 
+- Two ways: `docker build` of a Dockerfile (the code image, a user script's packages), or a
+  container of the base that installs from a folder mounted read-only and is then committed (the
+  packages image: no Dockerfile step can read a mounted folder on the legacy builder, and copying
+  the wheels in, or the installed packages across stages, costs minutes).
+
 - Builder: BuildKit where the Docker CLI has it (`docker buildx`, on every current Docker), else
   the legacy builder (Docker 20.10's CLI, or a CLI without buildx, as on this lab's development
   machine). Both read the same Dockerfiles: they use nothing BuildKit alone has.
@@ -21,6 +26,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +110,31 @@ def run_build(command: list[str], what: str, say: Callable[[str], None], use_bui
     for image in output.leftovers():
         run_quiet(["docker", "image", "rm", image])
     return code, tail
+
+
+def install_and_commit(base: str, folder: Path, mounted_at: str, command: list[str], tag: str, changes: list[str],
+                       label: str, what: str, say: Callable[[str], None], summarise: Callable[[str], str | None],
+                       platform: str = "") -> tuple[int, str]:
+    """Runs `command` as root in a container of `base`, with `folder` mounted read-only at
+    `mounted_at` and no network, and commits the container as `tag` with `changes` (Dockerfile
+    instructions: ENV, USER, CMD ...); the container goes whatever happens, an interruption
+    included. Returns (exit code, output's tail)."""
+    name = f"tflab-build-{uuid.uuid4().hex[:12]}"
+    created = run_quiet(["docker", "create", "--name", name, "--label", label, "--network", "none", "--user", "0:0",
+                         *(["--platform", platform] if platform else []),
+                         "--volume", f"{folder}:{mounted_at}:ro", base, *command])
+    if created.returncode != 0:
+        return created.returncode, created.stdout + created.stderr
+    try:
+        code, tail = progress.run_summarised(["docker", "start", "--attach", name], summarise, say, what, quiet_below=3)
+        if code != 0:
+            return code, tail
+        say(f"{what}: committing the packages as an image")
+        committed = run_quiet(["docker", "commit", *[arg for change in changes for arg in ("--change", change)],
+                               name, tag], timeout=1800)
+        return committed.returncode, tail + committed.stdout + committed.stderr
+    finally:
+        run_quiet(["docker", "rm", "--force", "--volumes", name], timeout=120)
 
 
 def place(source: Path, target: Path) -> None:

@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent
 CODE_ROOT = PACKAGE.parent  # what goes on PYTHONPATH for `python -m tflab...`
 BUNDLED = PACKAGE / "_lab"  # an installed lab's copy of the repository's files
 # What a checkout has and an installed lab carries; the build context needs every one.
-LAB_FILES = ("docker-compose.yml", "images/trainer/Dockerfile", "images/trainer/packages.Dockerfile",
+LAB_FILES = ("docker-compose.yml", "images/trainer/Dockerfile", "images/trainer/install-packages.sh",
              "images/script/Dockerfile",
              "images/base/build.sh", "requirements/trainer.txt", "requirements/trainer-gpu.txt",
              "requirements/trainer-arm64.txt")

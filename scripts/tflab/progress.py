@@ -57,6 +57,24 @@ class WheelCounter:
                 f"{self.megabytes:.0f} MB so far)")
 
 
+class InstallCounter:
+    """Turns pip install's lines into 'wheel 3 of 39: grpcio-...whl', then 'installing 39 packages'."""
+
+    def __init__(self, expected: int):
+        self.expected = expected
+        self.count = 0
+
+    def __call__(self, line: str) -> str | None:
+        if line.startswith("Processing ") and line.endswith(".whl"):
+            self.count += 1
+            return f"wheel {self.count} of {self.expected}: {line.rsplit('/', 1)[-1]}"
+        if line.startswith("Installing collected packages:"):
+            return f"installing {self.count} packages"
+        if line.startswith("checking:"):
+            return line
+        return None
+
+
 def run_summarised(command: list[str], summarise: Callable[[str], str | None], say: Callable[[str], None],
                    what: str, quiet_below: float = 0, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Runs `command`, saying each line `summarise` turns into a message, and every

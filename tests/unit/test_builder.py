@@ -133,3 +133,35 @@ def test_buildkit_is_used_where_the_cli_has_buildx(monkeypatch, code, found):
     import subprocess
     monkeypatch.setattr(builder, "run_quiet", lambda command, timeout=60: subprocess.CompletedProcess(command, code))
     assert builder.buildkit() is found
+
+
+def test_pip_installs_lines_become_progress():
+    count = progress.InstallCounter(39)
+    assert count("Processing /tmp/tflab-install/wheels/absl_py-2.5.1-py3-none-any.whl") == \
+        "wheel 1 of 39: absl_py-2.5.1-py3-none-any.whl"
+    assert count("Installing collected packages: absl-py, numpy") == "installing 1 packages"
+    assert count("Successfully installed absl-py-2.5.1") is None
+
+
+@pytest.mark.parametrize("install_code", [0, 3])
+def test_the_install_container_is_committed_once_it_succeeded_and_removed_either_way(monkeypatch, install_code):
+    import subprocess
+    commands = []
+
+    def docker(command, timeout=60):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(builder, "run_quiet", docker)
+    monkeypatch.setattr(builder.progress, "run_summarised", lambda command, *args, **kwargs: (
+        commands.append(command) or (install_code, "pip's tail")))
+    code, tail = builder.install_and_commit("tflab-base:bookworm", Path("/ctx"), "/tmp/in", ["sh", "/tmp/in/x.sh"],
+                                            "p:1", ["USER 1000:1000"], "tflab.image=trainer", "making p:1",
+                                            lambda message: None, lambda line: None)
+    name = commands[0][commands[0].index("--name") + 1]
+    assert commands[0][-5:] == ["--volume", "/ctx:/tmp/in:ro", "tflab-base:bookworm", "sh", "/tmp/in/x.sh"]
+    assert {"--network", "none", "--user", "0:0"} <= set(commands[0])
+    assert commands[1] == ["docker", "start", "--attach", name]
+    commits = [command for command in commands if command[:2] == ["docker", "commit"]]
+    assert commits == ([["docker", "commit", "--change", "USER 1000:1000", name, "p:1"]] if install_code == 0 else [])
+    assert commands[-1] == ["docker", "rm", "--force", "--volumes", name] and code == install_code

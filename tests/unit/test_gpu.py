@@ -209,17 +209,20 @@ def test_a_refused_gpu_run_writes_and_builds_nothing(monkeypatch, tmp_path):
     assert not runs.exists()
 
 
-def test_each_variant_builds_from_a_context_of_its_own_pins_and_wheels(monkeypatch, tmp_path):
-    """The packages build's context holds the Dockerfile, the variant's pins as requirements.txt and
-    its wheelhouse, nothing else: the GPU and arm64 wheels never travel with a CPU build."""
+def test_each_variant_installs_from_a_folder_of_its_own_pins_and_wheels(monkeypatch, tmp_path):
+    """The packages install sees the script, the variant's pins as requirements.txt and its
+    wheelhouse, nothing else: the GPU and arm64 wheels never travel with a CPU image."""
     contexts = {}
 
-    def build(dockerfile, context, tag, build_args, platform=""):
-        contexts[tag] = sorted(str(path.relative_to(context)) for path in context.rglob("*") if path.is_file())
-        assert dockerfile == context / "packages.Dockerfile" and build_args == {"BASE_IMAGE": "tflab-base:bookworm"}
-        assert (context / "requirements.txt").read_bytes() == image.requirements.read_bytes()
+    def install(base, folder, mounted_at, command, tag, changes, label, what, say, summarise, platform=""):
+        contexts[tag] = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+        assert base == "tflab-base:bookworm" and command == ["sh", f"{mounted_at}/install-packages.sh"]
+        assert (folder / "requirements.txt").read_bytes() == image.requirements.read_bytes()
+        assert 'CMD ["python", "-m", "tflab.train"]' in changes and "USER 1000:1000" in changes
+        assert f"LABEL {label}" in changes
+        return 0, ""
 
-    monkeypatch.setattr(images, "docker_build", build)
+    monkeypatch.setattr(images.builder, "install_and_commit", install)
     monkeypatch.setattr(images, "ensure_wheels", lambda image: None)
     monkeypatch.setattr(images, "image_id", lambda name: None)
     monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
@@ -231,7 +234,8 @@ def test_each_variant_builds_from_a_context_of_its_own_pins_and_wheels(monkeypat
         image = dataclasses.replace(image, wheels=wheels)
         tag = images.ensure_packages(image, "tflab-base:bookworm", "sha256:base", images.AMD64)
         assert tag.startswith(f"tflab-trainer-packages:{image.name}-")
-        assert contexts[tag] == ["packages.Dockerfile", "requirements.txt", f"wheels/{image.name}-1.0-py3-none-any.whl"]
+        assert contexts[tag] == ["install-packages.sh", "requirements.txt",
+                                 f"wheels/{image.name}-1.0-py3-none-any.whl"]
         assert not list(wheels.parent.glob(".context-*"))  # the scratch context is gone
     assert images.built_images() == list(contexts)
 
@@ -258,21 +262,21 @@ def test_the_image_tag_is_a_digest_of_what_it_is_built_from(monkeypatch, tmp_pat
     assert images.image_tag(gpu, "sha256:base").startswith("tflab-trainer:gpu-")
     code = tmp_path / "scripts/tflab"
     code.mkdir(parents=True)
-    for path in [images.DOCKERFILE, images.PACKAGES_DOCKERFILE, images.REQUIREMENTS]:
+    for path in [images.DOCKERFILE, images.INSTALL_SCRIPT, images.REQUIREMENTS]:
         (tmp_path / path.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path.relative_to(REPO)).write_bytes(path.read_bytes())
     (code / "train.py").write_text("print('a')\n")
     monkeypatch.setattr(images, "REPO", tmp_path)
     monkeypatch.setattr(images, "CODE", code)
     monkeypatch.setattr(images, "DOCKERFILE", tmp_path / "images/trainer/Dockerfile")
-    monkeypatch.setattr(images, "PACKAGES_DOCKERFILE", tmp_path / "images/trainer/packages.Dockerfile")
+    monkeypatch.setattr(images, "INSTALL_SCRIPT", tmp_path / "images/trainer/install-packages.sh")
     requirements = tmp_path / "requirements/trainer.txt"
     before = images.build_inputs_digest("sha256:base", requirements)
     packages = images.packages_inputs_digest("sha256:base", requirements)
     (code / "train.py").write_text("print('b')\n")
     assert images.build_inputs_digest("sha256:base", requirements) != before
     assert images.packages_inputs_digest("sha256:base", requirements) == packages
-    images.PACKAGES_DOCKERFILE.write_text("changed")
+    images.INSTALL_SCRIPT.write_text("changed")
     assert images.packages_inputs_digest("sha256:base", requirements) != packages
 
 
@@ -297,12 +301,18 @@ def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(mo
         builds.append((dockerfile.name, tag, build_args))
         present.add(tag)
 
+    def install(base, folder, mounted_at, command, tag, *args, **kwargs):
+        builds.append(("install-packages.sh", tag, {"BASE_IMAGE": base}))
+        present.add(tag)
+        return 0, ""
+
     monkeypatch.setattr(images.subprocess, "run", docker)
     monkeypatch.setattr(images, "docker_build", build)
+    monkeypatch.setattr(images.builder, "install_and_commit", install)
     tag = images.ensure_image("", images.variant_for("all"))
     packages = images.packages_tag(images.variant_for("all"), "sha256:python:3.11-slim")
     assert tag == images.image_tag(images.variant_for("all"), "sha256:python:3.11-slim")
-    assert builds == [("packages.Dockerfile", packages, {"BASE_IMAGE": "python:3.11-slim"}),
+    assert builds == [("install-packages.sh", packages, {"BASE_IMAGE": "python:3.11-slim"}),
                       ("Dockerfile", tag, {"PACKAGES_IMAGE": packages})]
     assert wheels == [images.GPU_WHEELS]
     assert ["docker", "image", "rm", "tflab-trainer:gpu-bbbbbbbbbbbb"] in commands

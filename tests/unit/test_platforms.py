@@ -120,15 +120,17 @@ class FakeEngine:
         raise AssertionError(f"unexpected command {command}")
 
 
-def test_the_base_is_taken_only_for_its_platform(monkeypatch):
+def test_the_base_is_taken_only_for_its_platform(monkeypatch, tmp_path):
     """An amd64 python:3.11-slim on the engine is not an arm64 base: with a registry it is pulled
     for linux/arm64; without one, the arm64 Debian base is built under its own tag."""
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")  # a base it bootstraps is recorded
     engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=True)
     assert images.ensure_base("", images.ARM64, images.AMD64) == "python:3.11-slim"
     assert ["docker", "pull", "--quiet", "--platform", "linux/arm64", "python:3.11-slim"] in engine.commands
     engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=False)
     assert images.ensure_base("", images.ARM64, images.AMD64) == "tflab-base:bookworm-arm64"
     assert ["bash", str(images.BASE_SCRIPT), "tflab-base:bookworm-arm64", "linux/arm64"] in engine.commands
+    assert images.built_images("bases") == ["tflab-base:bookworm-arm64"]  # so this checkout's clean removes it
     # x86_64 as before: the image it has, no pull, no --platform.
     engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64", "tflab-base:bookworm-arm64": "arm64"}, False)
     assert images.ensure_base("", images.AMD64, images.AMD64) == "python:3.11-slim"
