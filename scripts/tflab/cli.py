@@ -42,7 +42,7 @@ from tflab import (
 from tflab.errors import LabError
 from tflab.home import LAB_HOME
 from tflab.runfolder import Summary
-from tflab.settings import SPECS, Settings, settings_table
+from tflab.settings import SPECS, Settings, given_values, settings_table
 
 USAGE_ERROR = 2
 
@@ -57,11 +57,12 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
     return pairs
 
 
-def command_up(settings: Settings) -> int:
+def command_up(settings: Settings, given: dict[str, str] | None = None) -> int:
+    """given: the settings the user gave (given_values), which a TFJob replay refuses where the TFJob decides."""
     if settings.tfjob:
         from tflab import tfjob  # PyYAML is needed only here
 
-        return tfjob.up(settings)
+        return tfjob.up(settings, given)
     return runner.up(settings)
 
 
@@ -345,7 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     for number in INTERRUPTING:
         signal.signal(number, interrupt)
     try:
-        settings = Settings.from_env(os.environ, given_settings(args))
+        assignments = given_settings(args)
+        given = given_values(os.environ, assignments)
+        if "TFJOB" in given:  # before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH
+            from tflab import tfjob
+
+            tfjob.refuse_given(os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command, given)
+        settings = Settings.from_env(os.environ, assignments)
+        if args.command == "up":
+            return command_up(settings, given)
         return COMMANDS[args.command][0](settings)
     except LabError as error:
         print(f"tflab: {error}", file=sys.stderr)

@@ -321,6 +321,15 @@ def _shown_default(name: str) -> str:
     return f"the default, {default:g}" if isinstance(default, float) else f"the default, {default}"
 
 
+def given_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> dict[str, str]:
+    """The settings a user gave, as given, in the table's order: by name (an argument, a flag, on
+    make's command line, which make hands on as environment) or as an environment variable that is
+    not blank (from_env takes an empty one as unset)."""
+    overrides = dict(overrides)
+    return {name: overrides.get(name, env.get(name, "")) for name in SPECS
+            if name in overrides or env.get(name, "").strip()}
+
+
 def check_make_variables(env: Mapping[str, str]) -> None:
     """`make up WORKER=3`: make takes any NAME=value, so the Makefile hands the lab the names of
     its command-line variables (TFLAB_MAKE_VARIABLES) and of its own (TFLAB_MAKE_OWN), and a name
