@@ -65,9 +65,7 @@ def make_backend(settings: Settings, run_dir: Path, proxied: frozenset[str] = fr
     compose.check_docker()
     compose.check_cpus("CPUS", settings.cpus)
     if settings.backend == "swarm":
-        node = swarm.check_swarm()
-        swarm.check_names(swarm.stack_name(run_dir), cluster.task_names(settings))
-        return swarm.SwarmStack(run_dir, settings, task_image(settings), node)
+        return swarm.make_stack(run_dir, settings, lambda: task_image(settings))
     cli = compose.find_compose(settings.compose)
     host_gpus = compose.check_gpus(settings)  # before the image: the GPU one is several GB
     image = task_image(settings)
