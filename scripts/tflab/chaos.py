@@ -123,10 +123,11 @@ class Chaos:
     def inject(self, backend) -> None:
         container = backend.container(self.target)
         self.injected_at = time.time()
-        if self.scenario == "kill":
-            result = docker("kill", container)
-        elif self.scenario == "stop":
-            result = docker("kill", "--signal", "SIGTERM", container)
+        if self.scenario in ("kill", "stop"):
+            # On a swarm the target may run on another node: its engine's docker (swarm.py).
+            engine = backend.docker_for(self.target) if hasattr(backend, "docker_for") else ["docker"]
+            signal = ["--signal", "SIGTERM"] if self.scenario == "stop" else []
+            result = compose.run_quiet([*(engine or ["docker"]), "kill", *signal, container], timeout=60)
         elif self.scenario == "pause":
             result = docker("pause", container)
         elif self.scenario == "partition":

@@ -122,6 +122,7 @@ class Settings:
     swarm_placement: str = "spread"  # BACKEND=swarm: spread (a task per node, in turn) | local (all on this node)
     registry: str = ""  # BACKEND=swarm across nodes: host:port of a registry every node pulls from
     shared_runs_dir: int = 0  # BACKEND=swarm across nodes: 1 states RUNS_DIR is at the same path on every node
+    node_engines: str = ""  # BACKEND=swarm: "hostname=ssh://user@host ...", each other node's engine, for chaos
     nodes: int = 3  # make swarm-sim: the simulated swarm's nodes, this host's engine included
 
     @property
@@ -516,6 +517,25 @@ def _registry(name: str, raw: str) -> str:
     return raw
 
 
+NODE_ENGINE_PATTERN = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,62})=((?:ssh|tcp|unix)://[^\s=]+)")
+
+
+def _node_engines(name: str, raw: str) -> str:
+    entries = raw.split()
+    bad = [entry for entry in entries if not NODE_ENGINE_PATTERN.fullmatch(entry)]
+    hosts = [entry.split("=", 1)[0] for entry in entries]
+    if bad or not entries or len(set(hosts)) != len(hosts):
+        what = f"entry {bad[0]}" if bad else "a node named twice"
+        raise SettingsError(f"{name}={raw!r} is not allowed ({what}): expected hostname=engine entries, such as "
+                            "node-2=ssh://admin@node-2 node-3=tcp://10.0.0.3:2376 (the docker CLI's -H)")
+    return " ".join(entries)
+
+
+def node_engine_map(raw: str) -> dict[str, str]:
+    """NODE_ENGINES as hostname -> the docker CLI's -H address."""
+    return dict(entry.split("=", 1) for entry in raw.split())
+
+
 def _script(name: str, raw: str) -> str:
     _printable(name, raw)
     if not raw.endswith(".py") or ":" in raw:
@@ -698,6 +718,9 @@ SPECS: dict[str, Spec] = {
     "SHARED_RUNS_DIR": Spec("shared_runs_dir", _integer(0, 1), "0 | 1",
                             "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
                             "every node (NFS, or make swarm-sim's nodes, which share this host's files)"),
+    "NODE_ENGINES": Spec("node_engines", _node_engines, "empty | hostname=ssh://user@host ...",
+                         "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
+                         "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none"),
     "NODES": Spec("nodes", _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
                   "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
                   "NODES-1 engines in network namespaces"),

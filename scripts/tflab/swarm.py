@@ -49,7 +49,7 @@ from pathlib import Path
 from tflab import cluster, labels
 from tflab.compose import VANISHED, container_user, literal, run_quiet, script_service, write_json
 from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.settings import Settings, node_engine_map
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
 STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7
@@ -354,7 +354,10 @@ class SwarmStack:
                                                 {node.node_id: node.hostname or "this node"}, node.node_id)
         from tflab import swarmsim  # the simulated swarm's engines, where one is up
 
-        self.engines = swarmsim.node_engines()  # node id -> `docker -H` address, for tasks on other nodes
+        named = node_engine_map(settings.node_engines)
+        # node id -> `docker -H` address, for tasks on other nodes: the sim's, and NODE_ENGINES by hostname
+        self.engines = {**swarmsim.node_engines(),
+                        **{node: named[host] for node, host in self.placement.hostnames.items() if host in named}}
         missing = [NOT_APPLIED] + ([] if node.applies_cap_drop else ["cap_drop (needs engine API 1.41)"])
         where = (f"across {len(set(self.placement.nodes.values()))} nodes ({self.placement.describe()})"
                  if self.placement.across_nodes else "on this node")

@@ -166,6 +166,10 @@ def up(settings: Settings) -> int:
     if swarm.get("LocalNodeState") == "active" and not swarm.get("ControlAvailable"):
         raise LabError("this engine is a worker of another swarm; make swarm-sim needs it to be a manager or in "
                        "no swarm (it does not leave a swarm it did not make)")
+    if swarm.get("LocalNodeState") == "active" and ipaddress.ip_address(swarm.get("NodeAddr") or "0.0.0.0").is_loopback:
+        raise LabError(f"this engine's swarm advertises {swarm['NodeAddr']}, which no other node can reach; make "
+                       "swarm-sim joins its nodes to an existing swarm only at a reachable address (or `docker swarm "
+                       "leave --force` first, and it makes its own)")
     started = time.monotonic()
     state = {"subnet": str(SUBNET), "bridge": None, "forward_rule": None, "nodes": [], "registry": None,
              "host_swarm_before": swarm.get("LocalNodeState", "inactive"), "host_node_id": None,
