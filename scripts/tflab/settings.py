@@ -511,7 +511,8 @@ REGISTRY_PATTERN = re.compile(rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1
 
 
 def _registry(name: str, raw: str) -> str:
-    if len(raw) > 255 or not REGISTRY_PATTERN.fullmatch(raw) or ":" in raw and not 0 < int(raw.rsplit(":", 1)[1]) < 65536:
+    port = raw.rsplit(":", 1)[1] if ":" in raw else "1"
+    if len(raw) > 255 or not REGISTRY_PATTERN.fullmatch(raw) or not 0 < int(port) < 65536:
         raise SettingsError(f"{name}={raw!r} is not allowed: expected a registry's host:port, such as "
                             "198.18.213.1:5000 or registry.example.com:5000 (no scheme, no path)")
     return raw

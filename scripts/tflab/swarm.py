@@ -40,7 +40,9 @@ TF_CONFIG needs, with no virtual IP (which needs IPVS, missing from some kernels
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -160,6 +162,24 @@ def place(settings: Settings, node: SwarmNode, nodes: dict[str, str] | None = No
 
 
 PUSH_SECONDS = 1800
+# Swarm's encrypted overlay is IPsec ESP with AES-GCM (rfc4106) between the nodes' VXLAN endpoints.
+XFRM_PROBE = ["ip", "xfrm", "state", "add", "src", "192.0.2.1", "dst", "192.0.2.2", "proto", "esp", "spi", "0x100",
+              "mode", "transport", "aead", "rfc4106(gcm(aes))", "0x" + "00" * 20, "128"]
+
+
+def kernel_encrypts() -> bool | None:
+    """Whether this kernel has the IPsec that an encrypted overlay needs: an ESP state with
+    swarm's cipher added in a throwaway network namespace; None where it cannot be asked (not root,
+    no `ip`). Only this node's kernel: on a real swarm every node's must have it."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        return None
+    probe = f"tflab-xfrm-{os.getpid()}"
+    if run_quiet(["ip", "netns", "add", probe]).returncode != 0:
+        return None
+    try:
+        return run_quiet(["ip", "netns", "exec", probe, *XFRM_PROBE]).returncode == 0
+    finally:
+        run_quiet(["ip", "netns", "delete", probe])
 
 
 def push(image: str, registry: str) -> str:
@@ -210,7 +230,7 @@ def check_names(stack: str, tasks: list[str]) -> None:
 
 
 def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node: SwarmNode,
-                 placement: dict[str, str] | None = None) -> dict:
+                 placement: dict[str, str] | None = None, encrypted: bool = False) -> dict:
     """The run's whole stack file: one service per task, each the trainer block with its
     TF_CONFIG, pinned to its node (`placement`: task -> node id; default this node), limited by
     CPUS/MEMORY, on the stack's own network."""
@@ -250,7 +270,8 @@ def render_stack(settings: Settings, spec: dict, image: str, run_dir: Path, node
             del service["cap_drop"]
         services[task] = service
     # No route out and nothing published: TensorFlow's gRPC servers are unauthenticated.
-    network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks}
+    network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks,
+               **({"driver_opts": {"encrypted": ""}} if encrypted else {})}
     # stack deploy interpolates `$` as Compose does: ARGS and paths are escaped to reach the task as given.
     return literal({"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}})
 
@@ -359,6 +380,11 @@ class SwarmStack:
         self.engines = {**swarmsim.node_engines(),
                         **{node: named[host] for node, host in self.placement.hostnames.items() if host in named}}
         missing = [NOT_APPLIED] + ([] if node.applies_cap_drop else ["cap_drop (needs engine API 1.41)"])
+        # Across nodes TensorFlow's unauthenticated gRPC crosses a network: encrypted where the kernel can.
+        self.encrypted = self.placement.across_nodes and kernel_encrypts() is True
+        if self.placement.across_nodes and not self.encrypted:
+            missing.append("an encrypted overlay (this kernel has no IPsec rfc4106(gcm(aes)); the tasks' traffic "
+                           "between nodes is not encrypted)")
         where = (f"across {len(set(self.placement.nodes.values()))} nodes ({self.placement.describe()})"
                  if self.placement.across_nodes else "on this node")
         self.description = (f"swarm (engine {node.engine}), stack {self.stack}, {where}, image {image}; "
@@ -372,7 +398,8 @@ class SwarmStack:
 
     def start(self, spec: dict) -> None:
         path = self.run_dir / STACK_FILE
-        write_json(path, render_stack(self.settings, spec, self.image, self.run_dir, self.node, self.placement.nodes))
+        write_json(path, render_stack(self.settings, spec, self.image, self.run_dir, self.node, self.placement.nodes,
+                                      self.encrypted))
         # --resolve-image never: the image is local, and no registry need be asked for its digest.
         result = run_quiet(["docker", "stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
                             self.stack], timeout=300)

@@ -38,6 +38,7 @@ from pathlib import Path
 from tflab.compose import run_quiet, write_json
 from tflab.errors import LabError
 from tflab.settings import Settings
+from tflab.swarm import _last_line as last_line
 
 SIM_ROOT = Path("/var/lib/tflab-swarm-sim")
 STATE = SIM_ROOT / "state.json"
@@ -53,14 +54,19 @@ REGISTRY_READY_SECONDS = 30
 NODES_READY_SECONDS = 60
 STOP_SECONDS = 30
 INSTALL_SECONDS = 300
+FOREIGN_SERVICES_SECONDS = 120
 CGROUP_V1 = ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids")
 # Run inside the node's network namespace, in a UTS namespace of its own: its hostname, the cgroup
 # mounts `ip netns exec` took away, then dockerd in place of the shell (so the recorded pid is its).
 LAUNCHER = """set -e
 hostname "$NODE"
 mount -t tmpfs cgroup /sys/fs/cgroup
-for hierarchy in {hierarchies}; do mkdir -p /sys/fs/cgroup/$hierarchy; mount -t cgroup -o $hierarchy cgroup /sys/fs/cgroup/$hierarchy; done
-mkdir -p /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
+for hierarchy in {hierarchies}; do
+  mkdir -p /sys/fs/cgroup/$hierarchy
+  mount -t cgroup -o $hierarchy cgroup /sys/fs/cgroup/$hierarchy
+done
+mkdir -p /sys/fs/cgroup/systemd
+mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
 exec dockerd --config-file "$NODE_DIR/daemon.json"
 """.format(hierarchies=" ".join(CGROUP_V1))
 
@@ -381,6 +387,11 @@ def down(settings: Settings) -> int:
         say(f"no simulated swarm is up (no {STATE}); nothing to remove")
         return 0
     started = time.monotonic()
+    if state.get("swarm_created"):
+        # Leaving the swarm the sim made would take every service on it along: wait for others' to end.
+        wait_for(lambda: not run_quiet(["docker", "service", "ls", "--quiet"]).stdout.split(), FOREIGN_SERVICES_SECONDS,
+                 "services still run on the simulated swarm (`docker service ls`); remove them (`make down`), "
+                 "then `make swarm-sim-down` again: they were not gone")
     left = remove(state)
     if left:
         raise LabError(f"swarm-sim-down could not remove: {'; '.join(left)} (kept {STATE} for another try)")
@@ -471,8 +482,3 @@ def stop(pid: int) -> bool:
 
 def link_exists(name: str) -> bool:
     return run_quiet(["ip", "link", "show", name]).returncode == 0
-
-
-def last_line(result: subprocess.CompletedProcess) -> str:
-    lines = (result.stderr + result.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit code {result.returncode}"

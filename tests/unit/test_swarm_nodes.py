@@ -125,3 +125,11 @@ def test_a_recorded_pid_is_ended_only_while_it_is_the_sims(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_an_encrypted_overlay_where_the_kernel_has_ipsec():
+    settings = Settings(**ACROSS)
+    stack = swarm.render_stack(settings, cluster.cluster_spec(settings), "i", Path("/runs/r1"), NODE, encrypted=True)
+    assert stack["networks"]["cluster"]["driver_opts"] == {"encrypted": ""}
+    plain = swarm.render_stack(settings, cluster.cluster_spec(settings), "i", Path("/runs/r1"), NODE)
+    assert "driver_opts" not in plain["networks"]["cluster"]
