@@ -177,6 +177,18 @@ def command_stack_up(settings: Settings) -> int:
     return runner.up(settings.replace(backend="swarm"))
 
 
+def command_swarm_sim(settings: Settings) -> int:
+    from tflab import swarmsim
+
+    return swarmsim.up(settings)
+
+
+def command_swarm_sim_down(settings: Settings) -> int:
+    from tflab import swarmsim
+
+    return swarmsim.down(settings)
+
+
 def command_wheels(settings: Settings) -> int:
     image = images.variant_for(settings.gpus, settings.platform or images.machine_platform())
     images.ensure_wheels(image)
@@ -252,6 +264,9 @@ def command_settings(settings: Settings) -> int:
 COMMANDS = {
     "up": (command_up, "run a training on the lab and wait for its end"),
     "stack-up": (command_stack_up, "the same run as a Docker Swarm stack (BACKEND=swarm)"),
+    "swarm-sim": (command_swarm_sim, "a multi-node swarm simulated on this host: NODES-1 engines in network "
+                  "namespaces, a registry (root)"),
+    "swarm-sim-down": (command_swarm_sim_down, "remove the simulated swarm, exactly what swarm-sim made"),
     "compare": (command_compare, "run every COMPARE entry side by side and write their report"),
     "report": (command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
     "bench": (command_bench, "measure the lab's overhead and the multi-worker step, side by side"),

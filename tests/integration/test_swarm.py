@@ -11,7 +11,8 @@ from tflab import cluster, swarm
 from tflab.schema import completeness
 from tflab.settings import Settings
 
-SETTINGS = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=3, EXAMPLES=2048, BACKEND="swarm")
+# SWARM_PLACEMENT=local: this node only, whatever swarm is up (a simulated multi-node one included).
+SETTINGS = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=3, EXAMPLES=2048, BACKEND="swarm", SWARM_PLACEMENT="local")
 
 
 @pytest.fixture(scope="module")
