@@ -128,7 +128,7 @@ class Chaos:
         if self.scenario in ("kill", "stop"):
             # On a swarm the target may run on another node: its engine's docker (swarm.py).
             signal = ["--signal", "SIGTERM"] if self.scenario == "stop" else []
-            result = docker.run_quiet([*backend.docker_for(self.target), "kill", *signal, container], timeout=60)
+            result = docker.run("kill", *signal, container, timeout=60, engine=backend.docker_for(self.target))
         elif self.scenario == "pause":
             result = engine("pause", container)
         elif self.scenario == "partition":

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 
@@ -203,7 +202,7 @@ def command_clean(settings: Settings) -> int:
     # Scripts' images first: they are layers on the trainer's.
     for name in images.script_images() + images.built_images() + list(images.LOCAL_BASES.values()):
         if images.image_id(name):
-            subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
+            docker.run("image", "rm", "--force", name, timeout=120)
             print(f"tflab: removed image {name}")
     images.BUILT.unlink(missing_ok=True)
     for variant in variants:

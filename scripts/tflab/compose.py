@@ -191,7 +191,7 @@ class ComposeStack:
         return f"{self.project}_cluster"
 
     def docker_for(self, task: str) -> list[str]:
-        return ["docker"]  # every container of a Compose project is on this engine
+        return docker.engine_at(None)  # every container of a Compose project is on this engine
 
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, None while its container is not (yet) finished, or VANISHED once the

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import docker, progress
-from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
 from tflab.settings import Settings
@@ -163,13 +162,13 @@ def say(message: str) -> None:
 
 
 def image_id(name: str) -> str | None:
-    result = run_quiet(["docker", "image", "inspect", "--format", "{{.Id}}", name])
+    result = docker.run("image", "inspect", "--format", "{{.Id}}", name)
     return result.stdout.strip() if result.returncode == 0 else None
 
 
 def image_platform(name: str) -> str:
     """The platform an image on this engine is for, as linux/amd64 or linux/arm64; empty if unknown."""
-    result = run_quiet(["docker", "image", "inspect", "--format", "{{.Architecture}}", name])
+    result = docker.run("image", "inspect", "--format", "{{.Architecture}}", name)
     architecture = result.stdout.strip() if result.returncode == 0 else ""
     return ENGINE_ARCHITECTURES.get(architecture, architecture and f"linux/{architecture}")
 
@@ -178,7 +177,7 @@ def pull(name: str, platform: str = "") -> bool:
     """Pulls `name`; for `platform` where it is not the engine's own."""
     say(f"pulling {name}" + (f" for {platform}" if platform else ""))
     try:
-        result = run_quiet(["docker", "pull", "--quiet", *(["--platform", platform] if platform else []), name],
+        result = docker.run("pull", "--quiet", *(["--platform", platform] if platform else []), name,
                            timeout=600)
     except subprocess.TimeoutExpired:
         return False
@@ -229,7 +228,7 @@ def check_emulation(platform: str, base: str) -> None:
     """LabError, with how to enable it, unless the engine runs `platform` containers: `true` in the
     base, a second under emulation. Checked every time, since a reboot drops a binfmt handler."""
     try:
-        result = run_quiet(["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", base], timeout=120)
+        result = docker.run("run", "--rm", "--network", "none", "--entrypoint", "true", base, timeout=120)
     except subprocess.TimeoutExpired:
         result = subprocess.CompletedProcess([], 1, "", "timed out")
     if result.returncode != 0:
@@ -310,14 +309,14 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     say(f"building {tag} on {base} (minutes when the package layer is not cached{slow})")
     docker_build(build_command(image, base, tag, native), tag)
     replaced = [old for old in built_images() if old.startswith(f"{REPOSITORY}:{image.name}-") and old != tag]
-    removed = {old for old in replaced if run_quiet(["docker", "image", "rm", old]).returncode == 0}
+    removed = {old for old in replaced if docker.run("image", "rm", old).returncode == 0}
     record_built(tag, forget=removed)
     return tag
 
 
 def script_images() -> list[str]:
     """Every image ensure_script_image built (one per requirements file and trainer image)."""
-    found = run_quiet(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", SCRIPT_IMAGE])
+    found = docker.run("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", SCRIPT_IMAGE)
     return found.stdout.split() if found.returncode == 0 else []
 
 

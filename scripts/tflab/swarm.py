@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import labels
+from tflab import docker, labels
 from tflab.backend import VANISHED
 from tflab.cluster import Cluster
 from tflab.compose import literal
@@ -97,8 +97,8 @@ class SwarmNode:
 
 def check_swarm() -> SwarmNode:
     """This engine as a swarm manager; LabError (one line) if it is not one."""
-    info = run_quiet(["docker", "info", "--format",
-                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}} {{.Name}}"], timeout=30)
+    info = docker.run("info", "--format",
+                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}} {{.Name}}", timeout=30)
     state, manager, node_id, hostname = (info.stdout.split() + ["", "", "", ""])[:4]
     if state != "active":
         what = "run `docker swarm init` first" if state == "inactive" else "see `docker info`"
@@ -107,7 +107,7 @@ def check_swarm() -> SwarmNode:
     if manager != "true":
         raise LabError("BACKEND=swarm needs a swarm manager to deploy a stack, and this engine is a "
                        "worker node: run the lab on a manager")
-    version = run_quiet(["docker", "version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}"])
+    version = docker.run("version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}")
     engine, api_text = (version.stdout.split() + ["unknown", "0.0"])[:2]
     try:
         api = tuple(int(part) for part in api_text.split(".")[:2])
@@ -136,7 +136,7 @@ class Placement:
 
 def ready_nodes(this_node: str) -> dict[str, str]:
     """node id -> hostname of the swarm's Ready, Active nodes: this node first, the others by hostname."""
-    found = run_quiet(["docker", "node", "ls", "--format", "{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}"])
+    found = docker.run("node", "ls", "--format", "{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
     nodes = {}
     for line in found.stdout.splitlines():
         parts = line.split()
@@ -190,13 +190,13 @@ def kernel_encrypts() -> bool | None:
 def push(image: str, registry: str) -> str:
     """Pushes the image to the registry; returns its reference by digest, which every node pulls."""
     name = f"{registry}/{image}"
-    tagged = run_quiet(["docker", "tag", image, name])
+    tagged = docker.run("tag", image, name)
     if tagged.returncode != 0:
         raise LabError(f"docker tag {image} {name} failed: {_last_line(tagged)}")
     print(f"tflab: pushing {image} to {registry} (every node pulls it from there)", flush=True)
     started = time.monotonic()
     try:
-        pushed = run_quiet(["docker", "push", name], timeout=PUSH_SECONDS)
+        pushed = docker.run("push", name, timeout=PUSH_SECONDS)
     except subprocess.TimeoutExpired:
         raise LabError(f"docker push {name} did not finish in {PUSH_SECONDS} s") from None
     if pushed.returncode != 0:
@@ -315,11 +315,11 @@ def container_of(task: dict) -> str | None:
 
 def lab_stacks(scope: Path) -> list[str]:
     """The stacks of the runs under `scope` (labels.py); none where this engine is no swarm manager."""
-    ids = run_quiet(["docker", "service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}"])
+    ids = docker.run("service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}")
     if ids.returncode != 0 or not ids.stdout.split():
         return []
     template = f'{{{{index .Spec.Labels "{labels.RUN_DIR}"}}}}\t{{{{index .Spec.Labels "com.docker.stack.namespace"}}}}'
-    found = run_quiet(["docker", "service", "inspect", "--format", template, *ids.stdout.split()])
+    found = docker.run("service", "inspect", "--format", template, *ids.stdout.split())
     stacks = set()
     for line in found.stdout.splitlines():
         run_dir, _, stack = line.partition("\t")
@@ -332,32 +332,32 @@ def engine_command(node: str | None, this_node: str, engines: dict[str, str]) ->
     """`docker` for this node's containers, `docker -H <engine>` for another node's whose engine is
     known; [] where it is not (then only the swarm's manager can act on that task)."""
     if not node or node == this_node:
-        return ["docker"]
-    return ["docker", "-H", engines[node]] if node in engines else []
+        return docker.engine_at(None)
+    return docker.engine_at(engines[node]) if node in engines else []
 
 
 def stack_containers(stack: str, command: list[str] | None = None) -> list[str]:
-    return run_quiet([*(command or ["docker"]), "ps", "--all", "--quiet", "--filter",
-                      f"label=com.docker.stack.namespace={stack}"]).stdout.split()
+    return docker.run("ps", "--all", "--quiet", "--filter", f"label=com.docker.stack.namespace={stack}",
+                      engine=command).stdout.split()
 
 
 def stack_networks(stack: str) -> list[str]:
-    return run_quiet(["docker", "network", "ls", "--quiet", "--filter",
-                      f"label=com.docker.stack.namespace={stack}"]).stdout.split()
+    return docker.run("network", "ls", "--quiet", "--filter",
+                      f"label=com.docker.stack.namespace={stack}").stdout.split()
 
 
 def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
     """`docker stack rm`, then waits until its containers (here, and on the other nodes' `engines`
     the lab can reach) and network are gone (False if they are not in time): stack rm returns
     before the engines have removed them, and a network can only go once nothing uses it."""
-    run_quiet(["docker", "stack", "rm", stack], timeout=120)
+    docker.run("stack", "rm", stack, timeout=120)
     deadline = time.monotonic() + REMOVAL_SECONDS
     while time.monotonic() < deadline:
-        if not any(stack_containers(stack, command) for command in [["docker"], *[e for e in engines if e]]):
+        if not any(stack_containers(stack, command) for command in [None, *[e for e in engines if e]]):
             networks = stack_networks(stack)
             if not networks:
                 return True
-            run_quiet(["docker", "network", "rm", *networks])  # stack rm gave up while tasks still used it
+            docker.run("network", "rm", *networks)  # stack rm gave up while tasks still used it
         time.sleep(1)
     return False
 
@@ -407,8 +407,8 @@ class SwarmStack:
         write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
                                       self.placement.nodes, self.encrypted))
         # --resolve-image never: the image is local, and no registry need be asked for its digest.
-        result = run_quiet(["docker", "stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
-                            self.stack], timeout=300)
+        result = docker.run("stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
+                            self.stack, timeout=300)
         if result.returncode != 0:
             raise LabError(f"docker stack deploy failed: {_last_line(result)}")
 
@@ -417,8 +417,8 @@ class SwarmStack:
         each has one, or the old tasks' exit codes would read as the new run's."""
         before = {service: task["ID"] for service, task in self._newest().items()}
         for task in self.tasks:
-            result = run_quiet(["docker", "service", "update", "--force", "--detach", "--quiet",
-                                self.service(task)], timeout=120)
+            result = docker.run("service", "update", "--force", "--detach", "--quiet",
+                                self.service(task), timeout=120)
             if result.returncode != 0:
                 raise LabError(f"docker service update of {self.service(task)} failed: {_last_line(result)}")
         deadline = time.monotonic() + RESTART_SECONDS
@@ -432,8 +432,8 @@ class SwarmStack:
     def _service_names(self) -> dict[str, str]:
         """service id -> task name, learnt once every service exists."""
         if len(self._service_ids) < len(self.tasks):
-            found = run_quiet(["docker", "service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
-                               "--format", "{{.ID}} {{.Name}}"])
+            found = docker.run("service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
+                               "--format", "{{.ID}} {{.Name}}")
             for line in found.stdout.splitlines():
                 short_id, name = line.split()
                 if name.startswith(f"{self.stack}_"):
@@ -441,10 +441,10 @@ class SwarmStack:
         return self._service_ids
 
     def _all_tasks(self) -> list[dict]:
-        ids = run_quiet(["docker", "stack", "ps", "--no-trunc", "--quiet", self.stack]).stdout.split()
+        ids = docker.run("stack", "ps", "--no-trunc", "--quiet", self.stack).stdout.split()
         if not ids:
             return []
-        found = run_quiet(["docker", "inspect", *ids])
+        found = docker.run("inspect", *ids)
         return json.loads(found.stdout) if found.returncode == 0 and found.stdout.strip() else []
 
     def _task_name(self, service_id: str) -> str | None:
@@ -497,7 +497,7 @@ class SwarmStack:
                 command = engine_command(newest[task].get("NodeID"), self.node.node_id, self.engines)
                 by_engine.setdefault(tuple(command), []).append(container_of(newest[task]))
         for command, containers in by_engine.items():
-            run_quiet([*command, "kill", *signal, *containers], timeout=60)
+            docker.run("kill", *signal, *containers, timeout=60, engine=list(command))
 
     def terminate(self, tasks: list[str]) -> None:
         self._kill(tasks, "--signal", "SIGTERM")
@@ -517,13 +517,13 @@ class SwarmStack:
                 # A node whose engine the lab cannot reach: the manager relays its task's logs.
                 what = ["logs", "--timestamps", container] if command else \
                     ["service", "logs", "--raw", "--no-trunc", "--timestamps", task["ID"]]
-                logs = subprocess.run([*(command or ["docker"]), *what], stdout=subprocess.PIPE,
+                logs = subprocess.run(docker.command(*what, engine=command), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, timeout=120).stdout
                 lines += [f"{name} | {line}" for line in logs.splitlines()]
         # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
-        history = run_quiet(["docker", "stack", "ps", "--no-trunc", "--format",
-                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack]).stdout
+        history = docker.run("stack", "ps", "--no-trunc", "--format",
+                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack).stdout
         (self.run_dir / OUTPUT).write_text("\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:

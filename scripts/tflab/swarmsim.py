@@ -35,6 +35,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tflab import docker
 from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.runfolder import write_json
@@ -156,7 +157,7 @@ def check_can_run() -> None:
 
 
 def host_swarm() -> dict:
-    info = run_quiet(["docker", "info", "--format", "{{json .Swarm}}"], timeout=30)
+    info = docker.run("info", "--format", "{{json .Swarm}}", timeout=30)
     if info.returncode != 0:
         raise LabError(f"Docker is not running ({last_line(info)}); make swarm-sim needs this host's engine")
     return json.loads(info.stdout)
@@ -288,7 +289,7 @@ def host_daemon_json() -> dict:
 
 def node_answers(node: dict) -> bool:
     try:
-        return run_quiet(["docker", "-H", node["socket"], "version", "--format", "{{.Server.Version}}"],
+        return docker.run("-H", node["socket"], "version", "--format", "{{.Server.Version}}",
                          timeout=10).returncode == 0
     except subprocess.TimeoutExpired:
         return False
@@ -341,7 +342,7 @@ def registry_answers(ca: Path) -> bool:
 
 def join_swarm(state: dict) -> None:
     if state["host_swarm_before"] != "active":
-        must(["docker", "swarm", "init", "--advertise-addr", HOST_ADDRESS, "--listen-addr", f"{HOST_ADDRESS}:2377"],
+        must(docker.command("swarm", "init", "--advertise-addr", HOST_ADDRESS, "--listen-addr", f"{HOST_ADDRESS}:2377"),
              "docker swarm init")
         state["swarm_created"] = True
         save(state)
@@ -353,11 +354,14 @@ def join_swarm(state: dict) -> None:
             must(["ip", "netns", "exec", node["netns"], "ip", "route", "add", f"{host}/32", "via", HOST_ADDRESS],
                  f"routing {node['name']} to the manager {host}")
     state["host_node_id"] = host_swarm()["NodeID"]
-    token = must(["docker", "swarm", "join-token", "--quiet", "worker"], "docker swarm join-token").strip()
+    token = must(docker.command("swarm", "join-token", "--quiet", "worker"), "docker swarm join-token").strip()
     for node in state["nodes"]:
-        must(["docker", "-H", node["socket"], "swarm", "join", "--token", token, "--advertise-addr", node["address"],
-              "--listen-addr", f"{node['address']}:2377", manager], f"{node['name']} joining the swarm", timeout=120)
-        node["node_id"] = json.loads(must(["docker", "-H", node["socket"], "info", "--format", "{{json .Swarm}}"],
+        must(docker.command("swarm", "join", "--token", token, "--advertise-addr", node["address"],
+                            "--listen-addr", f"{node['address']}:2377", manager,
+                            engine=docker.engine_at(node["socket"])),
+             f"{node['name']} joining the swarm", timeout=120)
+        node["node_id"] = json.loads(must(docker.command("info", "--format", "{{json .Swarm}}",
+                                                         engine=docker.engine_at(node["socket"])),
                                           f"{node['name']}'s swarm state"))["NodeID"]
         save(state)
     ids = {node["node_id"] for node in state["nodes"]}
@@ -365,7 +369,7 @@ def join_swarm(state: dict) -> None:
 
 
 def ready_nodes() -> set[str]:
-    found = run_quiet(["docker", "node", "ls", "--format", "{{.ID}} {{.Status}}"])
+    found = docker.run("node", "ls", "--format", "{{.ID}} {{.Status}}")
     return {line.split()[0] for line in found.stdout.splitlines() if line.split()[1:] == ["Ready"]}
 
 
@@ -390,7 +394,7 @@ def down(settings: Settings) -> int:
     started = time.monotonic()
     if state.get("swarm_created"):
         # Leaving the swarm the sim made would take every service on it along: wait for others' to end.
-        wait_for(lambda: not run_quiet(["docker", "service", "ls", "--quiet"]).stdout.split(), FOREIGN_SERVICES_SECONDS,
+        wait_for(lambda: not docker.run("service", "ls", "--quiet").stdout.split(), FOREIGN_SERVICES_SECONDS,
                  "services still run on the simulated swarm (`docker service ls`); remove them (`make down`), "
                  "then `make swarm-sim-down` again: they were not gone")
     left = remove(state)
@@ -407,18 +411,18 @@ def remove(state: dict) -> list[str]:
     left: list[str] = []
     for node in state.get("nodes", []):
         if node.get("pid") and alive(node["pid"]):
-            run_quiet(["docker", "-H", node["socket"], "swarm", "leave", "--force"], timeout=60)
-            containers = run_quiet(["docker", "-H", node["socket"], "ps", "--all", "--quiet"]).stdout.split()
+            docker.run("-H", node["socket"], "swarm", "leave", "--force", timeout=60)
+            containers = docker.run("-H", node["socket"], "ps", "--all", "--quiet").stdout.split()
             if containers:
-                run_quiet(["docker", "-H", node["socket"], "rm", "--force", *containers], timeout=120)
+                docker.run("-H", node["socket"], "rm", "--force", *containers, timeout=120)
     if state.get("swarm_created"):
-        result = run_quiet(["docker", "swarm", "leave", "--force"], timeout=60)
+        result = docker.run("swarm", "leave", "--force", timeout=60)
         if result.returncode != 0 and host_swarm().get("LocalNodeState") != "inactive":
             left.append(f"this engine's swarm ({last_line(result)})")
     else:
         for node in state.get("nodes", []):
             if node.get("node_id"):
-                run_quiet(["docker", "node", "rm", "--force", node["node_id"]], timeout=60)
+                docker.run("node", "rm", "--force", node["node_id"], timeout=60)
     for node in state.get("nodes", []):
         if node.get("pid") and not stop(node["pid"]):
             left.append(f"{node['name']}'s dockerd (pid {node['pid']})")
