@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import docker, labels
+from tflab import docker, labels, swarmsim
 from tflab.backend import VANISHED
 from tflab.cluster import Cluster
 from tflab.compose import literal
@@ -192,7 +192,7 @@ def push(image: str, registry: str) -> str:
     name = f"{registry}/{image}"
     tagged = docker.run("tag", image, name)
     if tagged.returncode != 0:
-        raise LabError(f"docker tag {image} {name} failed: {_last_line(tagged)}")
+        raise LabError(f"docker tag {image} {name} failed: {docker.last_line(tagged)}")
     print(f"tflab: pushing {image} to {registry} (every node pulls it from there)", flush=True)
     started = time.monotonic()
     try:
@@ -200,11 +200,11 @@ def push(image: str, registry: str) -> str:
     except subprocess.TimeoutExpired:
         raise LabError(f"docker push {name} did not finish in {PUSH_SECONDS} s") from None
     if pushed.returncode != 0:
-        raise LabError(f"docker push {name} failed: {_last_line(pushed)}; is REGISTRY={registry} a registry "
+        raise LabError(f"docker push {name} failed: {docker.last_line(pushed)}; is REGISTRY={registry} a registry "
                        "this engine trusts (its CA in /etc/docker/certs.d/<host:port>/, or insecure-registries)?")
     digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
     if not digest:
-        raise LabError(f"docker push {name} printed no digest: {_last_line(pushed)}")
+        raise LabError(f"docker push {name} printed no digest: {docker.last_line(pushed)}")
     reference = f"{name.rsplit(':', 1)[0]}@{digest.group(1)}"
     print(f"tflab: pushed in {time.monotonic() - started:.1f} s: {reference}", flush=True)
     return reference
@@ -379,8 +379,6 @@ class SwarmStack:
         self.oom_killed: dict[str, bool] = {}  # swarm tasks carry no OOMKilled
         self.placement = placement or Placement({task: node.node_id for task in self.tasks},
                                                 {node.node_id: node.hostname or "this node"}, node.node_id)
-        from tflab import swarmsim  # the simulated swarm's engines, where one is up
-
         named = node_engine_map(settings.node_engines)
         # node id -> `docker -H` address, for tasks on other nodes: the sim's, and NODE_ENGINES by hostname
         self.engines = {**swarmsim.node_engines(),
@@ -410,7 +408,7 @@ class SwarmStack:
         result = docker.run("stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
                             self.stack, timeout=300)
         if result.returncode != 0:
-            raise LabError(f"docker stack deploy failed: {_last_line(result)}")
+            raise LabError(f"docker stack deploy failed: {docker.last_line(result)}")
 
     def restart(self) -> None:
         """A new task for every service (after all have ended): same spec, same logs. Waits until
@@ -420,7 +418,7 @@ class SwarmStack:
             result = docker.run("service", "update", "--force", "--detach", "--quiet",
                                 self.service(task), timeout=120)
             if result.returncode != 0:
-                raise LabError(f"docker service update of {self.service(task)} failed: {_last_line(result)}")
+                raise LabError(f"docker service update of {self.service(task)} failed: {docker.last_line(result)}")
         deadline = time.monotonic() + RESTART_SECONDS
         while time.monotonic() < deadline:
             newest = self._newest()
@@ -531,8 +529,3 @@ class SwarmStack:
                                          for node in set(self.placement.nodes.values()) - {self.node.node_id}]):
             print(f"tflab: stack {self.stack} was not gone {REMOVAL_SECONDS} s after `docker stack rm`; "
                   "`make down` removes what is left", flush=True)
-
-
-def _last_line(result: subprocess.CompletedProcess) -> str:
-    lines = (result.stderr + result.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit code {result.returncode}"

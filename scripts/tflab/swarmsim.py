@@ -40,7 +40,6 @@ from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.runfolder import write_json
 from tflab.settings import Settings
-from tflab.swarm import _last_line as last_line
 
 SIM_ROOT = Path("/var/lib/tflab-swarm-sim")
 STATE = SIM_ROOT / "state.json"
@@ -139,7 +138,8 @@ def check_can_run() -> None:
             raise LabError(f"make swarm-sim needs `{tool}` ({why}), and it is not on PATH")
     probe = run_quiet(["ip", "netns", "list"])
     if probe.returncode != 0:
-        raise LabError(f"make swarm-sim needs network namespaces, and `ip netns list` failed: {last_line(probe)}")
+        raise LabError("make swarm-sim needs network namespaces, and `ip netns list` failed: "
+                       f"{docker.last_line(probe)}")
     if not Path("/sys/fs/cgroup/memory").is_dir():
         raise LabError("make swarm-sim needs cgroup v1 hierarchies under /sys/fs/cgroup (as this engine's "
                        "`docker info` Cgroup Version 1); on a cgroup v2 host use real machines instead")
@@ -159,7 +159,7 @@ def check_can_run() -> None:
 def host_swarm() -> dict:
     info = docker.run("info", "--format", "{{json .Swarm}}", timeout=30)
     if info.returncode != 0:
-        raise LabError(f"Docker is not running ({last_line(info)}); make swarm-sim needs this host's engine")
+        raise LabError(f"Docker is not running ({docker.last_line(info)}); make swarm-sim needs this host's engine")
     return json.loads(info.stdout)
 
 
@@ -215,13 +215,13 @@ def install_registry() -> None:
     except (OSError, subprocess.TimeoutExpired) as error:
         raise LabError(f"apt-get install docker-registry did not finish: {error}") from None
     if result.returncode != 0 or not shutil.which("docker-registry"):
-        raise LabError(f"apt-get install docker-registry failed: {last_line(result)}")
+        raise LabError(f"apt-get install docker-registry failed: {docker.last_line(result)}")
 
 
 def must(command: list[str], what: str, timeout: float = 60) -> str:
     result = run_quiet(command, timeout=timeout)
     if result.returncode != 0:
-        raise LabError(f"{what} failed: {last_line(result)}")
+        raise LabError(f"{what} failed: {docker.last_line(result)}")
     return result.stdout
 
 
@@ -418,7 +418,7 @@ def remove(state: dict) -> list[str]:
     if state.get("swarm_created"):
         result = docker.run("swarm", "leave", "--force", timeout=60)
         if result.returncode != 0 and host_swarm().get("LocalNodeState") != "inactive":
-            left.append(f"this engine's swarm ({last_line(result)})")
+            left.append(f"this engine's swarm ({docker.last_line(result)})")
     else:
         for node in state.get("nodes", []):
             if node.get("node_id"):
