@@ -28,7 +28,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 # Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
-.PHONY: help up stack-up chaos soak compare report bench config k8s summary logs tensorboard down
+.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare report bench config k8s summary logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration clean
 
 help: ## list the targets and the settings
@@ -44,6 +44,12 @@ up: ## train on the lab and print a summary: make up STRATEGY=mirrored
 
 stack-up: ## the same run as a Docker Swarm stack (needs `docker swarm init`): make stack-up WORKERS=3
 	@$(LAB) stack-up
+
+swarm-sim: ## a multi-node swarm simulated on this host (root): make swarm-sim NODES=3
+	@$(LAB) swarm-sim
+
+swarm-sim-down: ## remove the simulated swarm, and only what swarm-sim made
+	@$(LAB) swarm-sim-down
 
 chaos: ## a run with one fault on purpose: make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
 	@$(LAB) chaos

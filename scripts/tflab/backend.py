@@ -54,3 +54,6 @@ class ContainerBackend(Backend, Protocol):
 
     def network(self) -> str:
         """The name of the run's cluster network."""
+
+    def docker_for(self, task: str) -> list[str]:
+        """The docker command that reaches a task's container: `docker`, or `docker -H <its node>`."""

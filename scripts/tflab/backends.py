@@ -21,9 +21,7 @@ def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: froze
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
     if settings.backend == "swarm":
-        node = swarm.check_swarm()
-        swarm.check_names(swarm.stack_name(run_dir), the_cluster.tasks)
-        return swarm.SwarmStack(run_dir, settings, task_image(settings), node, the_cluster)
+        return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
     cli = compose.find_compose(settings.compose)
     host_gpus = gpus.check_gpus(settings)  # before the image: the GPU one is several GB
     image = task_image(settings)

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from tflab import progress
-from tflab.docker import run_quiet
+from tflab import docker, progress
 
 STEP = re.compile(r"^Step \d+/\d+ : (\S+)")
 IMAGE = re.compile(r"^---> ([0-9a-f]{12,64})$")  # as run_summarised hands it: stripped
@@ -44,7 +43,7 @@ def buildkit() -> bool:
     """Whether `docker build` can use BuildKit here: the CLI has the buildx plugin. Engines since
     18.09 serve it; only the CLI may lack it (Debian's docker.io 20.10 has no buildx)."""
     try:
-        return run_quiet(["docker", "buildx", "version"], timeout=30).returncode == 0
+        return docker.run("buildx", "version", timeout=30).returncode == 0
     except subprocess.TimeoutExpired:
         return False
 
@@ -56,8 +55,8 @@ def build_command(dockerfile: Path, context: Path, tag: str, build_args: dict[st
     leaves the image on the engine. Legacy: --force-rm, so a failed step's container goes too."""
     args = [arg for name, value in build_args.items() for arg in ("--build-arg", f"{name}={value}")]
     own = ["--progress=plain", "--load"] if use_buildkit else ["--force-rm"]
-    return ["docker", "build", *own, "--file", str(dockerfile), *(["--platform", platform] if platform else []),
-            *args, "--tag", tag, str(context)]
+    return docker.command("build", *own, "--file", str(dockerfile), *(["--platform", platform] if platform else []),
+                          *args, "--tag", tag, str(context))
 
 
 def build_environment(use_buildkit: bool) -> dict[str, str]:
@@ -108,7 +107,7 @@ def run_build(command: list[str], what: str, say: Callable[[str], None], use_bui
     code, tail = progress.run_summarised(command, progress.build_step if use_buildkit else output, say, what,
                                          quiet_below=quiet_below, env=build_environment(use_buildkit))
     for image in output.leftovers():
-        run_quiet(["docker", "image", "rm", image])
+        docker.run("image", "rm", image)
     return code, tail
 
 
@@ -120,21 +119,22 @@ def install_and_commit(base: str, folder: Path, mounted_at: str, command: list[s
     instructions: ENV, USER, CMD ...); the container goes whatever happens, an interruption
     included. Returns (exit code, output's tail)."""
     name = f"tflab-build-{uuid.uuid4().hex[:12]}"
-    created = run_quiet(["docker", "create", "--name", name, "--label", label, "--network", "none", "--user", "0:0",
+    created = docker.run("create", "--name", name, "--label", label, "--network", "none", "--user", "0:0",
                          *(["--platform", platform] if platform else []),
-                         "--volume", f"{folder}:{mounted_at}:ro", base, *command])
+                         "--volume", f"{folder}:{mounted_at}:ro", base, *command)
     if created.returncode != 0:
         return created.returncode, created.stdout + created.stderr
     try:
-        code, tail = progress.run_summarised(["docker", "start", "--attach", name], summarise, say, what, quiet_below=3)
+        code, tail = progress.run_summarised(docker.command("start", "--attach", name), summarise, say, what,
+                                             quiet_below=3)
         if code != 0:
             return code, tail
         say(f"{what}: committing the packages as an image")
-        committed = run_quiet(["docker", "commit", *[arg for change in changes for arg in ("--change", change)],
-                               name, tag], timeout=1800)
+        committed = docker.run("commit", *[arg for change in changes for arg in ("--change", change)], name, tag,
+                               timeout=1800)
         return committed.returncode, tail + committed.stdout + committed.stderr
     finally:
-        run_quiet(["docker", "rm", "--force", "--volumes", name], timeout=120)
+        docker.run("rm", "--force", "--volumes", name, timeout=120)
 
 
 def place(source: Path, target: Path) -> None:

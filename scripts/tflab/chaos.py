@@ -125,10 +125,10 @@ class Chaos:
     def inject(self, backend) -> None:
         container = backend.container(self.target)
         self.injected_at = time.time()
-        if self.scenario == "kill":
-            result = engine("kill", container)
-        elif self.scenario == "stop":
-            result = engine("kill", "--signal", "SIGTERM", container)
+        if self.scenario in ("kill", "stop"):
+            # On a swarm the target may run on another node: its engine's docker (swarm.py).
+            signal = ["--signal", "SIGTERM"] if self.scenario == "stop" else []
+            result = docker.run("kill", *signal, container, timeout=60, engine=backend.docker_for(self.target))
         elif self.scenario == "pause":
             result = engine("pause", container)
         elif self.scenario == "partition":

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 
@@ -42,7 +41,7 @@ from tflab import (
 from tflab.errors import LabError
 from tflab.home import LAB_HOME
 from tflab.runfolder import Summary
-from tflab.settings import SPECS, Settings, settings_table
+from tflab.settings import SPECS, Settings, given_values, settings_table
 
 USAGE_ERROR = 2
 
@@ -57,11 +56,12 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
     return pairs
 
 
-def command_up(settings: Settings) -> int:
+def command_up(settings: Settings, given: dict[str, str] | None = None) -> int:
+    """given: the settings the user gave (given_values), which a TFJob replay refuses where the TFJob decides."""
     if settings.tfjob:
         from tflab import tfjob  # PyYAML is needed only here
 
-        return tfjob.up(settings)
+        return tfjob.up(settings, given)
     return runner.up(settings)
 
 
@@ -176,6 +176,18 @@ def command_stack_up(settings: Settings) -> int:
     return runner.up(settings.replace(backend="swarm"))
 
 
+def command_swarm_sim(settings: Settings) -> int:
+    from tflab import swarmsim
+
+    return swarmsim.up(settings)
+
+
+def command_swarm_sim_down(settings: Settings) -> int:
+    from tflab import swarmsim
+
+    return swarmsim.down(settings)
+
+
 def command_wheels(settings: Settings) -> int:
     image = images.variant_for(settings.gpus, settings.platform or images.machine_platform())
     images.ensure_wheels(image)
@@ -190,7 +202,7 @@ def command_clean(settings: Settings) -> int:
     # Only what this checkout built, each image before the one it is built on.
     for name in images.removal_order():
         if images.image_id(name):
-            subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
+            docker.run("image", "rm", "--force", name, timeout=120)
             print(f"tflab: removed image {name}")
     images.BUILT.unlink(missing_ok=True)
     for variant in variants:
@@ -251,6 +263,9 @@ def command_settings(settings: Settings) -> int:
 COMMANDS = {
     "up": (command_up, "run a training on the lab and wait for its end"),
     "stack-up": (command_stack_up, "the same run as a Docker Swarm stack (BACKEND=swarm)"),
+    "swarm-sim": (command_swarm_sim, "a multi-node swarm simulated on this host: NODES-1 engines in network "
+                  "namespaces, a registry (root)"),
+    "swarm-sim-down": (command_swarm_sim_down, "remove the simulated swarm, exactly what swarm-sim made"),
     "compare": (command_compare, "run every COMPARE entry side by side and write their report"),
     "report": (command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
     "bench": (command_bench, "measure the lab's overhead and the multi-worker step, side by side"),
@@ -345,7 +360,15 @@ def main(argv: list[str] | None = None) -> int:
     for number in INTERRUPTING:
         signal.signal(number, interrupt)
     try:
-        settings = Settings.from_env(os.environ, given_settings(args))
+        assignments = given_settings(args)
+        given = given_values(os.environ, assignments)
+        if "TFJOB" in given:  # before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH
+            from tflab import tfjob
+
+            tfjob.refuse_given(os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command, given)
+        settings = Settings.from_env(os.environ, assignments)
+        if args.command == "up":
+            return command_up(settings, given)
         return COMMANDS[args.command][0](settings)
     except LabError as error:
         print(f"tflab: {error}", file=sys.stderr)

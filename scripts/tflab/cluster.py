@@ -96,6 +96,12 @@ class Cluster:
     def tf_config_env(self, task: str) -> dict[str, str]:
         return tf_config_env(self.spec, task)
 
+    def at(self, spec: Mapping[str, Sequence[str]]) -> "Cluster":
+        """The same tasks at the addresses of a spec read back (TF_CONFIG's, config.json's)."""
+        if {job: len(addresses) for job, addresses in spec.items()} != self.jobs:
+            raise ValueError(f"the spec {dict(spec)} is not a cluster of {self.jobs}")
+        return replace(self, spec={job: list(addresses) for job, addresses in spec.items()})
+
     def readdressed(self, address) -> "Cluster":
         """The same tasks at other addresses (`address(job, index) -> "host:port"`)."""
         return replace(self, spec=_spec(self.jobs, address))

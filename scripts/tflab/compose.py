@@ -190,6 +190,9 @@ class ComposeStack:
     def network(self) -> str:
         return f"{self.project}_cluster"
 
+    def docker_for(self, task: str) -> list[str]:
+        return docker.engine_at(None)  # every container of a Compose project is on this engine
+
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, None while its container is not (yet) finished, or VANISHED once the
         run has started and its container is gone."""

@@ -28,9 +28,21 @@ def run_quiet(command: list[str], timeout: float = 60, env=None) -> subprocess.C
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def run(*args: str, timeout: float = 60, env=None) -> subprocess.CompletedProcess:
-    """`docker <args>`, its output captured as text; the caller reads the exit code."""
-    return run_quiet(["docker", *args], timeout=timeout, env=env)
+def engine_at(address: str | None) -> list[str]:
+    """The docker command that reaches an engine: this host's, or another's (`-H ssh://...`,
+    `-H unix:///...`: a swarm node's, which the lab reaches only this way)."""
+    return ["docker", "-H", address] if address else ["docker"]
+
+
+def command(*args: str, engine: list[str] | None = None) -> list[str]:
+    """The argv of `docker <args>` on `engine` (engine_at's; this host's when None), for a caller
+    that streams its output (a build, `logs --follow`)."""
+    return [*(engine or ["docker"]), *args]
+
+
+def run(*args: str, timeout: float = 60, env=None, engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    """`docker <args>` on `engine`, its output captured as text; the caller reads the exit code."""
+    return run_quiet(command(*args, engine=engine), timeout=timeout, env=env)
 
 
 def last_line(result: subprocess.CompletedProcess) -> str:

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import builder, docker, progress
-from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
 from tflab.settings import Settings
@@ -173,13 +172,13 @@ def say(message: str) -> None:
 
 
 def image_id(name: str) -> str | None:
-    result = run_quiet(["docker", "image", "inspect", "--format", "{{.Id}}", name])
+    result = docker.run("image", "inspect", "--format", "{{.Id}}", name)
     return result.stdout.strip() if result.returncode == 0 else None
 
 
 def image_platform(name: str) -> str:
     """The platform an image on this engine is for, as linux/amd64 or linux/arm64; empty if unknown."""
-    result = run_quiet(["docker", "image", "inspect", "--format", "{{.Architecture}}", name])
+    result = docker.run("image", "inspect", "--format", "{{.Architecture}}", name)
     architecture = result.stdout.strip() if result.returncode == 0 else ""
     return ENGINE_ARCHITECTURES.get(architecture, architecture and f"linux/{architecture}")
 
@@ -188,7 +187,7 @@ def pull(name: str, platform: str = "") -> bool:
     """Pulls `name`; for `platform` where it is not the engine's own."""
     say(f"pulling {name}" + (f" for {platform}" if platform else ""))
     try:
-        result = run_quiet(["docker", "pull", "--quiet", *(["--platform", platform] if platform else []), name],
+        result = docker.run("pull", "--quiet", *(["--platform", platform] if platform else []), name,
                            timeout=600)
     except subprocess.TimeoutExpired:
         return False
@@ -240,7 +239,7 @@ def check_emulation(platform: str, base: str) -> None:
     """LabError, with how to enable it, unless the engine runs `platform` containers: `true` in the
     base, a second under emulation. Checked every time, since a reboot drops a binfmt handler."""
     try:
-        result = run_quiet(["docker", "run", "--rm", "--network", "none", "--entrypoint", "true", base], timeout=120)
+        result = docker.run("run", "--rm", "--network", "none", "--entrypoint", "true", base, timeout=120)
     except subprocess.TimeoutExpired:
         result = subprocess.CompletedProcess([], 1, "", "timed out")
     if result.returncode != 0:
@@ -340,7 +339,7 @@ def remove_replaced(repository: str, image: Variant, keep: str) -> None:
     prefix = f"{repository}:{image.name}-"
     replaced = [old for old in built_images() if old.startswith(prefix) and old != keep
                 and re.fullmatch(r"[0-9a-f]+", old[len(prefix):])]  # cpu- is not cpu-arm64-
-    forget_built({old for old in replaced if run_quiet(["docker", "image", "rm", old]).returncode == 0})
+    forget_built({old for old in replaced if docker.run("image", "rm", old).returncode == 0})
 
 
 def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str:

@@ -31,6 +31,8 @@ NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
 LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
 BACKENDS = ("compose", "local", "swarm")
+PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
+MAX_SIM_NODES = 8
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them
 COMPOSE_CLIS = ("auto", "v2", "v1")
 PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -117,6 +119,11 @@ class Settings:
     args: str = ""  # arguments for SCRIPT, as a shell would split them
     tfjob: str = ""  # tflab up: a Kubeflow TFJob manifest (YAML) whose replicas run as the tasks; empty: none
     tensorboard_port: int = 6006  # make tensorboard: the port on 127.0.0.1
+    swarm_placement: str = "spread"  # BACKEND=swarm: spread (a task per node, in turn) | local (all on this node)
+    registry: str = ""  # BACKEND=swarm across nodes: host:port of a registry every node pulls from
+    shared_runs_dir: int = 0  # BACKEND=swarm across nodes: 1 states RUNS_DIR is at the same path on every node
+    node_engines: str = ""  # BACKEND=swarm: "hostname=ssh://user@host ...", each other node's engine, for chaos
+    nodes: int = 3  # make swarm-sim: the simulated swarm's nodes, this host's engine included
 
     @property
     def gpu_indexes(self) -> tuple[str, ...]:
@@ -321,6 +328,15 @@ def _shown_default(name: str) -> str:
     return f"the default, {default:g}" if isinstance(default, float) else f"the default, {default}"
 
 
+def given_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> dict[str, str]:
+    """The settings a user gave, as given, in the table's order: by name (an argument, a flag, on
+    make's command line, which make hands on as environment) or as an environment variable that is
+    not blank (from_env takes an empty one as unset)."""
+    overrides = dict(overrides)
+    return {name: overrides.get(name, env.get(name, "")) for name in SPECS
+            if name in overrides or env.get(name, "").strip()}
+
+
 def check_make_variables(env: Mapping[str, str]) -> None:
     """`make up WORKER=3`: make takes any NAME=value, so the Makefile hands the lab the names of
     its command-line variables (TFLAB_MAKE_VARIABLES) and of its own (TFLAB_MAKE_OWN), and a name
@@ -500,6 +516,36 @@ def _image(name: str, raw: str) -> str:
     return raw
 
 
+REGISTRY_PATTERN = re.compile(rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1,5}})?")
+
+
+def _registry(name: str, raw: str) -> str:
+    port = raw.rsplit(":", 1)[1] if ":" in raw else "1"
+    if len(raw) > 255 or not REGISTRY_PATTERN.fullmatch(raw) or not 0 < int(port) < 65536:
+        raise SettingsError(f"{name}={raw!r} is not allowed: expected a registry's host:port, such as "
+                            "198.18.213.1:5000 or registry.example.com:5000 (no scheme, no path)")
+    return raw
+
+
+NODE_ENGINE_PATTERN = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]{0,62})=((?:ssh|tcp|unix)://[^\s=]+)")
+
+
+def _node_engines(name: str, raw: str) -> str:
+    entries = raw.split()
+    bad = [entry for entry in entries if not NODE_ENGINE_PATTERN.fullmatch(entry)]
+    hosts = [entry.split("=", 1)[0] for entry in entries]
+    if bad or not entries or len(set(hosts)) != len(hosts):
+        what = f"entry {bad[0]}" if bad else "a node named twice"
+        raise SettingsError(f"{name}={raw!r} is not allowed ({what}): expected hostname=engine entries, such as "
+                            "node-2=ssh://admin@node-2 node-3=tcp://10.0.0.3:2376 (the docker CLI's -H)")
+    return " ".join(entries)
+
+
+def node_engine_map(raw: str) -> dict[str, str]:
+    """NODE_ENGINES as hostname -> the docker CLI's -H address."""
+    return dict(entry.split("=", 1) for entry in raw.split())
+
+
 def _script(name: str, raw: str) -> str:
     _printable(name, raw)
     if not raw.endswith(".py") or ":" in raw:
@@ -673,6 +719,21 @@ SPECS: dict[str, Spec] = {
                     "empty | a PVC name",
                     "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
                     "empty: each pod's own emptyDir, gone with the pod"),
+    "SWARM_PLACEMENT": Spec("swarm_placement", _choice(PLACEMENTS), " | ".join(PLACEMENTS),
+                            "BACKEND=swarm: spread puts task i on node i (this node first, then the others by "
+                            "hostname), in turn; local pins every task to this node"),
+    "REGISTRY": Spec("registry", _registry, "empty | host:port",
+                     "BACKEND=swarm across nodes: the registry the lab pushes the image to and every node pulls "
+                     "it from, by digest (make swarm-sim starts one); empty: the image stays on this node"),
+    "SHARED_RUNS_DIR": Spec("shared_runs_dir", _integer(0, 1), "0 | 1",
+                            "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
+                            "every node (NFS, or make swarm-sim's nodes, which share this host's files)"),
+    "NODE_ENGINES": Spec("node_engines", _node_engines, "empty | hostname=ssh://user@host ...",
+                         "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
+                         "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none"),
+    "NODES": Spec("nodes", _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
+                  "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
+                  "NODES-1 engines in network namespaces"),
 }
 
 

@@ -19,26 +19,43 @@ What a stack applies differently from Compose:
   itself (RESTARTS), as with Compose.
 
 The lab never changes the engine's swarm state: it refuses to start unless this engine is an
-active swarm manager. Every task is placed on this node, where the image and the run folder are.
+active swarm manager.
+
+Across nodes (SWARM_PLACEMENT=spread, the default, on a swarm of several Ready nodes): task i runs
+on node i (this node first, then the others by hostname), in turn, each service constrained to its
+node by id in the stack file. Two things must then reach every node, and the lab checks that the
+user has provided both before anything starts:
+- the image: pushed to REGISTRY and deployed by digest (`registry/tflab-trainer@sha256:...`), so a
+  node pulls exactly the image built here and never asks a public registry;
+- the run folder: bind-mounted at the same path on every node, which the user states with
+  SHARED_RUNS_DIR=1 (an NFS mount on a real swarm; the simulated swarm's nodes share this host's
+  files). The lab reads the JSONL logs, backups and model from that folder as on one node, so what
+  it shows is the same.
+Tasks on another node are signalled (chaos, stop) and read (output.log) through that node's
+engine where the lab knows it (swarmsim.node_engines), else their logs through `docker service logs`.
+Every service uses `endpoint_mode: dnsrr`: a service name resolves to its task's own address, as
+TF_CONFIG needs, with no virtual IP (which needs IPVS, missing from some kernels, this one's included).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import labels
+from tflab import docker, labels, swarmsim
 from tflab.backend import VANISHED
 from tflab.cluster import Cluster
 from tflab.compose import literal
 from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.runfolder import OUTPUT, container_user, write_json
-from tflab.settings import Settings
+from tflab.settings import Settings, node_engine_map
 from tflab.user_script import script_service
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
@@ -71,6 +88,7 @@ class SwarmNode:
     node_id: str
     engine: str  # the engine's version, for the run's description
     api: tuple[int, int]  # the engine's API version
+    hostname: str = ""
 
     @property
     def applies_cap_drop(self) -> bool:
@@ -79,9 +97,9 @@ class SwarmNode:
 
 def check_swarm() -> SwarmNode:
     """This engine as a swarm manager; LabError (one line) if it is not one."""
-    info = run_quiet(["docker", "info", "--format",
-                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}}"], timeout=30)
-    state, manager, node_id = (info.stdout.split() + ["", "", ""])[:3]
+    info = docker.run("info", "--format",
+                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}} {{.Name}}", timeout=30)
+    state, manager, node_id, hostname = (info.stdout.split() + ["", "", "", ""])[:4]
     if state != "active":
         what = "run `docker swarm init` first" if state == "inactive" else "see `docker info`"
         raise LabError(f"BACKEND=swarm needs an active Docker Swarm, and this engine's swarm is "
@@ -89,13 +107,119 @@ def check_swarm() -> SwarmNode:
     if manager != "true":
         raise LabError("BACKEND=swarm needs a swarm manager to deploy a stack, and this engine is a "
                        "worker node: run the lab on a manager")
-    version = run_quiet(["docker", "version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}"])
+    version = docker.run("version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}")
     engine, api_text = (version.stdout.split() + ["unknown", "0.0"])[:2]
     try:
         api = tuple(int(part) for part in api_text.split(".")[:2])
     except ValueError:
         api = (0, 0)  # unknown: the stack leaves out what needs a newer engine
-    return SwarmNode(node_id, engine, api)
+    return SwarmNode(node_id, engine, api, hostname)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each task runs, and what the other nodes need for it."""
+    nodes: dict[str, str]  # task -> node id
+    hostnames: dict[str, str]  # node id -> hostname
+    this_node: str
+
+    @property
+    def across_nodes(self) -> bool:
+        return any(node != self.this_node for node in self.nodes.values())
+
+    def describe(self) -> str:
+        by_node: dict[str, list[str]] = {}
+        for task, node in self.nodes.items():
+            by_node.setdefault(self.hostnames.get(node, node), []).append(task)
+        return "; ".join(f"{', '.join(tasks)} on {host}" for host, tasks in by_node.items())
+
+
+def ready_nodes(this_node: str) -> dict[str, str]:
+    """node id -> hostname of the swarm's Ready, Active nodes: this node first, the others by hostname."""
+    found = docker.run("node", "ls", "--format", "{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
+    nodes = {}
+    for line in found.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2:] == ["Ready", "Active"]:
+            nodes[parts[0]] = parts[1]
+    ordered = sorted(nodes.items(), key=lambda item: (item[0] != this_node, item[1], item[0]))
+    return dict(ordered) if this_node in nodes else {this_node: "this node", **dict(ordered)}
+
+
+def place(settings: Settings, the_cluster: Cluster, node: SwarmNode, nodes: dict[str, str] | None = None) -> Placement:
+    """Each task's node, and the checks a run across nodes needs, before anything starts."""
+    tasks = the_cluster.tasks
+    nodes = nodes if nodes is not None else (
+        ready_nodes(node.node_id) if settings.swarm_placement == "spread" else {node.node_id: node.hostname})
+    ids = list(nodes) if settings.swarm_placement == "spread" else [node.node_id]
+    placement = Placement({task: ids[index % len(ids)] for index, task in enumerate(tasks)}, nodes, node.node_id)
+    if placement.across_nodes:
+        count = len(set(placement.nodes.values()))
+        if not settings.registry:
+            raise LabError(f"BACKEND=swarm would run tasks on {count} nodes, and the image is on this one only: give "
+                           "REGISTRY=host:port, a registry every node can pull from (make swarm-sim starts one), "
+                           "or SWARM_PLACEMENT=local")
+        if not settings.shared_runs_dir:
+            raise LabError(f"BACKEND=swarm would run tasks on {count} nodes, and each writes its logs to the run "
+                           "folder: mount RUNS_DIR at the same path on every node (NFS; make swarm-sim's nodes "
+                           "share this host's files) and give SHARED_RUNS_DIR=1, or SWARM_PLACEMENT=local")
+    return placement
+
+
+PUSH_SECONDS = 1800
+# Swarm's encrypted overlay is IPsec ESP with AES-GCM (rfc4106) between the nodes' VXLAN endpoints.
+XFRM_PROBE = ["ip", "xfrm", "state", "add", "src", "192.0.2.1", "dst", "192.0.2.2", "proto", "esp", "spi", "0x100",
+              "mode", "transport", "aead", "rfc4106(gcm(aes))", "0x" + "00" * 20, "128"]
+
+
+def kernel_encrypts() -> bool | None:
+    """Whether this kernel has the IPsec that an encrypted overlay needs: an ESP state with
+    swarm's cipher added in a throwaway network namespace; None where it cannot be asked (not root,
+    no `ip`). Only this node's kernel: on a real swarm every node's must have it."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        return None
+    probe = f"tflab-xfrm-{os.getpid()}"
+    if run_quiet(["ip", "netns", "add", probe]).returncode != 0:
+        return None
+    try:
+        return run_quiet(["ip", "netns", "exec", probe, *XFRM_PROBE]).returncode == 0
+    finally:
+        run_quiet(["ip", "netns", "delete", probe])
+
+
+def push(image: str, registry: str) -> str:
+    """Pushes the image to the registry; returns its reference by digest, which every node pulls."""
+    name = f"{registry}/{image}"
+    tagged = docker.run("tag", image, name)
+    if tagged.returncode != 0:
+        raise LabError(f"docker tag {image} {name} failed: {docker.last_line(tagged)}")
+    print(f"tflab: pushing {image} to {registry} (every node pulls it from there)", flush=True)
+    started = time.monotonic()
+    try:
+        pushed = docker.run("push", name, timeout=PUSH_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"docker push {name} did not finish in {PUSH_SECONDS} s") from None
+    if pushed.returncode != 0:
+        raise LabError(f"docker push {name} failed: {docker.last_line(pushed)}; is REGISTRY={registry} a registry "
+                       "this engine trusts (its CA in /etc/docker/certs.d/<host:port>/, or insecure-registries)?")
+    digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
+    if not digest:
+        raise LabError(f"docker push {name} printed no digest: {docker.last_line(pushed)}")
+    reference = f"{name.rsplit(':', 1)[0]}@{digest.group(1)}"
+    print(f"tflab: pushed in {time.monotonic() - started:.1f} s: {reference}", flush=True)
+    return reference
+
+
+def make_stack(run_dir: Path, settings: Settings, the_cluster: Cluster, image_of) -> "SwarmStack":
+    """The swarm backend, every check first: the swarm, the names, the placement (and what it
+    needs); then the image (`image_of()`, built if need be), pushed where other nodes need it."""
+    node = check_swarm()
+    check_names(stack_name(run_dir), the_cluster.tasks)
+    placement = place(settings, the_cluster, node)
+    image = image_of()
+    if placement.across_nodes:
+        image = push(image, settings.registry)
+    return SwarmStack(run_dir, settings, image, node, the_cluster, placement)
 
 
 def stack_name(run_dir: Path) -> str:
@@ -110,9 +234,11 @@ def check_names(stack: str, tasks: list[str]) -> None:
                        f"would exceed swarm's {MAX_SERVICE_NAME} characters; choose a shorter RUN")
 
 
-def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: Path, node: SwarmNode) -> dict:
+def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: Path, node: SwarmNode,
+                 placement: dict[str, str] | None = None, encrypted: bool = False) -> dict:
     """The run's whole stack file: one service per task, each the trainer block with its
-    TF_CONFIG, pinned to this node, limited by CPUS/MEMORY, on the stack's own network."""
+    TF_CONFIG, pinned to its node (`placement`: task -> node id; default this node), limited by
+    CPUS/MEMORY, on the stack's own network."""
     uid, gid = container_user()
     limits = {}
     if settings.cpus:
@@ -135,8 +261,9 @@ def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: 
             "deploy": {
                 "labels": marks,  # the services'
                 "replicas": 1,  # one task per service: TF_CONFIG needs a stable index per task
+                "endpoint_mode": "dnsrr",  # the name is the task's address; a VIP needs IPVS
                 "restart_policy": {"condition": "none"},  # the lab restarts the whole cluster itself
-                "placement": {"constraints": [f"node.id == {node.node_id}"]},  # the image and run folder are here
+                "placement": {"constraints": [f"node.id == {(placement or {}).get(task, node.node_id)}"]},
                 **({"resources": {"limits": limits}} if limits else {}),
             },
         }
@@ -148,7 +275,8 @@ def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: 
             del service["cap_drop"]
         services[task] = service
     # No route out and nothing published: TensorFlow's gRPC servers are unauthenticated.
-    network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks}
+    network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks,
+               **({"driver_opts": {"encrypted": ""}} if encrypted else {})}
     # stack deploy interpolates `$` as Compose does: ARGS and paths are escaped to reach the task as given.
     return literal({"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}})
 
@@ -187,11 +315,11 @@ def container_of(task: dict) -> str | None:
 
 def lab_stacks(scope: Path) -> list[str]:
     """The stacks of the runs under `scope` (labels.py); none where this engine is no swarm manager."""
-    ids = run_quiet(["docker", "service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}"])
+    ids = docker.run("service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}")
     if ids.returncode != 0 or not ids.stdout.split():
         return []
     template = f'{{{{index .Spec.Labels "{labels.RUN_DIR}"}}}}\t{{{{index .Spec.Labels "com.docker.stack.namespace"}}}}'
-    found = run_quiet(["docker", "service", "inspect", "--format", template, *ids.stdout.split()])
+    found = docker.run("service", "inspect", "--format", template, *ids.stdout.split())
     stacks = set()
     for line in found.stdout.splitlines():
         run_dir, _, stack = line.partition("\t")
@@ -200,28 +328,36 @@ def lab_stacks(scope: Path) -> list[str]:
     return sorted(stacks)
 
 
-def stack_containers(stack: str) -> list[str]:
-    return run_quiet(["docker", "ps", "--all", "--quiet", "--filter",
-                      f"label=com.docker.stack.namespace={stack}"]).stdout.split()
+def engine_command(node: str | None, this_node: str, engines: dict[str, str]) -> list[str]:
+    """`docker` for this node's containers, `docker -H <engine>` for another node's whose engine is
+    known; [] where it is not (then only the swarm's manager can act on that task)."""
+    if not node or node == this_node:
+        return docker.engine_at(None)
+    return docker.engine_at(engines[node]) if node in engines else []
+
+
+def stack_containers(stack: str, command: list[str] | None = None) -> list[str]:
+    return docker.run("ps", "--all", "--quiet", "--filter", f"label=com.docker.stack.namespace={stack}",
+                      engine=command).stdout.split()
 
 
 def stack_networks(stack: str) -> list[str]:
-    return run_quiet(["docker", "network", "ls", "--quiet", "--filter",
-                      f"label=com.docker.stack.namespace={stack}"]).stdout.split()
+    return docker.run("network", "ls", "--quiet", "--filter",
+                      f"label=com.docker.stack.namespace={stack}").stdout.split()
 
 
-def remove_stack(stack: str) -> bool:
-    """`docker stack rm`, then waits until its containers and network are gone (False if they are
-    not in time): stack rm returns before the engine has removed them, and a network can only go
-    once nothing uses it."""
-    run_quiet(["docker", "stack", "rm", stack], timeout=120)
+def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
+    """`docker stack rm`, then waits until its containers (here, and on the other nodes' `engines`
+    the lab can reach) and network are gone (False if they are not in time): stack rm returns
+    before the engines have removed them, and a network can only go once nothing uses it."""
+    docker.run("stack", "rm", stack, timeout=120)
     deadline = time.monotonic() + REMOVAL_SECONDS
     while time.monotonic() < deadline:
-        if not stack_containers(stack):
+        if not any(stack_containers(stack, command) for command in [None, *[e for e in engines if e]]):
             networks = stack_networks(stack)
             if not networks:
                 return True
-            run_quiet(["docker", "network", "rm", *networks])  # stack rm gave up while tasks still used it
+            docker.run("network", "rm", *networks)  # stack rm gave up while tasks still used it
         time.sleep(1)
     return False
 
@@ -231,7 +367,8 @@ class SwarmStack:
 
     proxied: frozenset[str] = frozenset()  # LINK's delay proxies are Compose services only
 
-    def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode, the_cluster: Cluster):
+    def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode, the_cluster: Cluster,
+                 placement: Placement | None = None):
         self.run_dir = run_dir
         self.settings = settings
         self.image = image
@@ -240,8 +377,21 @@ class SwarmStack:
         self.cluster = the_cluster  # inside a stack's network every service answers to its short name
         self.tasks = the_cluster.tasks
         self.oom_killed: dict[str, bool] = {}  # swarm tasks carry no OOMKilled
+        self.placement = placement or Placement({task: node.node_id for task in self.tasks},
+                                                {node.node_id: node.hostname or "this node"}, node.node_id)
+        named = node_engine_map(settings.node_engines)
+        # node id -> `docker -H` address, for tasks on other nodes: the sim's, and NODE_ENGINES by hostname
+        self.engines = {**swarmsim.node_engines(),
+                        **{node: named[host] for node, host in self.placement.hostnames.items() if host in named}}
         missing = [NOT_APPLIED] + ([] if node.applies_cap_drop else ["cap_drop (needs engine API 1.41)"])
-        self.description = (f"swarm (engine {node.engine}), stack {self.stack}, image {image}; "
+        # Across nodes TensorFlow's unauthenticated gRPC crosses a network: encrypted where the kernel can.
+        self.encrypted = self.placement.across_nodes and kernel_encrypts() is True
+        if self.placement.across_nodes and not self.encrypted:
+            missing.append("an encrypted overlay (this kernel has no IPsec rfc4106(gcm(aes)); the tasks' traffic "
+                           "between nodes is not encrypted)")
+        where = (f"across {len(set(self.placement.nodes.values()))} nodes ({self.placement.describe()})"
+                 if self.placement.across_nodes else "on this node")
+        self.description = (f"swarm (engine {node.engine}), stack {self.stack}, {where}, image {image}; "
                             f"not applied: {', '.join(missing)}")
         self._service_ids: dict[str, str] = {}
         self._reported: set[str] = set()
@@ -252,22 +402,23 @@ class SwarmStack:
 
     def start(self) -> None:
         path = self.run_dir / STACK_FILE
-        write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node))
+        write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
+                                      self.placement.nodes, self.encrypted))
         # --resolve-image never: the image is local, and no registry need be asked for its digest.
-        result = run_quiet(["docker", "stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
-                            self.stack], timeout=300)
+        result = docker.run("stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
+                            self.stack, timeout=300)
         if result.returncode != 0:
-            raise LabError(f"docker stack deploy failed: {_last_line(result)}")
+            raise LabError(f"docker stack deploy failed: {docker.last_line(result)}")
 
     def restart(self) -> None:
         """A new task for every service (after all have ended): same spec, same logs. Waits until
         each has one, or the old tasks' exit codes would read as the new run's."""
         before = {service: task["ID"] for service, task in self._newest().items()}
         for task in self.tasks:
-            result = run_quiet(["docker", "service", "update", "--force", "--detach", "--quiet",
-                                self.service(task)], timeout=120)
+            result = docker.run("service", "update", "--force", "--detach", "--quiet",
+                                self.service(task), timeout=120)
             if result.returncode != 0:
-                raise LabError(f"docker service update of {self.service(task)} failed: {_last_line(result)}")
+                raise LabError(f"docker service update of {self.service(task)} failed: {docker.last_line(result)}")
         deadline = time.monotonic() + RESTART_SECONDS
         while time.monotonic() < deadline:
             newest = self._newest()
@@ -279,8 +430,8 @@ class SwarmStack:
     def _service_names(self) -> dict[str, str]:
         """service id -> task name, learnt once every service exists."""
         if len(self._service_ids) < len(self.tasks):
-            found = run_quiet(["docker", "service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
-                               "--format", "{{.ID}} {{.Name}}"])
+            found = docker.run("service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
+                               "--format", "{{.ID}} {{.Name}}")
             for line in found.stdout.splitlines():
                 short_id, name = line.split()
                 if name.startswith(f"{self.stack}_"):
@@ -288,10 +439,10 @@ class SwarmStack:
         return self._service_ids
 
     def _all_tasks(self) -> list[dict]:
-        ids = run_quiet(["docker", "stack", "ps", "--no-trunc", "--quiet", self.stack]).stdout.split()
+        ids = docker.run("stack", "ps", "--no-trunc", "--quiet", self.stack).stdout.split()
         if not ids:
             return []
-        found = run_quiet(["docker", "inspect", *ids])
+        found = docker.run("inspect", *ids)
         return json.loads(found.stdout) if found.returncode == 0 and found.stdout.strip() else []
 
     def _task_name(self, service_id: str) -> str | None:
@@ -331,12 +482,20 @@ class SwarmStack:
     def network(self) -> str:
         return f"{self.stack}_cluster"
 
+    def docker_for(self, task: str) -> list[str]:
+        """The docker command that reaches a task's container: this engine's, or its node's."""
+        node = self._newest().get(task, {}).get("NodeID") or self.placement.nodes.get(task)
+        return engine_command(node, self.node.node_id, self.engines)
+
     def _kill(self, tasks: list[str], *signal: str) -> None:
         newest = self._newest()
-        running = [newest[task] for task in tasks if task in newest and exit_code_of(newest[task]) is None]
-        containers = [container_of(task) for task in running if container_of(task)]
-        if containers:
-            run_quiet(["docker", "kill", *signal, *containers], timeout=60)
+        by_engine: dict[tuple, list[str]] = {}
+        for task in tasks:
+            if task in newest and exit_code_of(newest[task]) is None and container_of(newest[task]):
+                command = engine_command(newest[task].get("NodeID"), self.node.node_id, self.engines)
+                by_engine.setdefault(tuple(command), []).append(container_of(newest[task]))
+        for command, containers in by_engine.items():
+            docker.run("kill", *signal, *containers, timeout=60, engine=list(command))
 
     def terminate(self, tasks: list[str]) -> None:
         self._kill(tasks, "--signal", "SIGTERM")
@@ -352,21 +511,21 @@ class SwarmStack:
             name = self._task_name(task["ServiceID"]) or "?"
             container = container_of(task)
             if container:
-                logs = subprocess.run(["docker", "logs", "--timestamps", container], stdout=subprocess.PIPE,
+                command = engine_command(task.get("NodeID"), self.node.node_id, self.engines)
+                # A node whose engine the lab cannot reach: the manager relays its task's logs.
+                what = ["logs", "--timestamps", container] if command else \
+                    ["service", "logs", "--raw", "--no-trunc", "--timestamps", task["ID"]]
+                logs = subprocess.run(docker.command(*what, engine=command), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True, timeout=120).stdout
                 lines += [f"{name} | {line}" for line in logs.splitlines()]
         # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
-        history = run_quiet(["docker", "stack", "ps", "--no-trunc", "--format",
-                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack]).stdout
+        history = docker.run("stack", "ps", "--no-trunc", "--format",
+                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack).stdout
         (self.run_dir / OUTPUT).write_text("\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:
-        if not remove_stack(self.stack):
+        if not remove_stack(self.stack, [engine_command(node, self.node.node_id, self.engines)
+                                         for node in set(self.placement.nodes.values()) - {self.node.node_id}]):
             print(f"tflab: stack {self.stack} was not gone {REMOVAL_SECONDS} s after `docker stack rm`; "
                   "`make down` removes what is left", flush=True)
-
-
-def _last_line(result: subprocess.CompletedProcess) -> str:
-    lines = (result.stderr + result.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit code {result.returncode}"

@@ -57,6 +57,46 @@ APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsN
 APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
 EVALUATOR_END_SECONDS = runner.EVALUATOR_END_SECONDS
 
+# `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
+# would be dropped without a word: it is refused, naming what decides it instead. The replay reads
+# RUN, RUNS_DIR and COMPOSE, BACKEND=compose, and TIMEOUT and RESTARTS where the TFJob leaves them
+# to the lab (Plan.decided); the other commands' settings (SCENARIO, COMPARE, ...) `up` never reads.
+CONTAINER_FIELD = f"spec.tfReplicaSpecs.<type>.template.spec.containers[{CONTAINER}]"
+TRAINED_AS_THE_CONTAINERS_SAY = (
+    "the TFJob's containers train as their own command, args and env say (those make k8s writes: as their "
+    f"ConfigMap's config.json says); edit {CONTAINER_FIELD}.args or env, or the ConfigMap, or write the "
+    "manifests again with make k8s")
+DECIDED_BY_THE_TFJOB = {
+    "STRATEGY": "the TFJob's replica types set the strategy; edit spec.tfReplicaSpecs",
+    "WORKERS": "the TFJob's Worker replicas set the workers; edit spec.tfReplicaSpecs.Worker.replicas",
+    "REPLICAS": "the TFJob's replicas set the tasks; edit spec.tfReplicaSpecs.<type>.replicas",
+    "PS": "the TFJob's PS replicas set the parameter servers; edit spec.tfReplicaSpecs.PS.replicas",
+    "CHIEF": "the TFJob's Chief replica sets the chief; edit spec.tfReplicaSpecs.Chief",
+    "EVALUATOR": "the TFJob's Evaluator replica sets the evaluator; edit spec.tfReplicaSpecs.Evaluator",
+    "SCRIPT": f"the TFJob's containers run their own command; edit {CONTAINER_FIELD}.command and args",
+    "ARGS": f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args",
+    **dict.fromkeys(("EPOCHS", "GLOBAL_BATCH", "EXAMPLES", "SEED", "MODEL", "LOOP", "STEPS_PER_EXECUTION",
+                     "COLLECTIVE", "BYTES_PER_PACK", "ALLREDUCE_PROBE", "PEER_TIMEOUT", "BACKUP"),
+                    TRAINED_AS_THE_CONTAINERS_SAY),
+    "CPUS": f"the TFJob's CPU limits apply; edit {CONTAINER_FIELD}.resources.limits.cpu",
+    "MEMORY": f"the TFJob's memory limits apply; edit {CONTAINER_FIELD}.resources.limits.memory",
+    "GPUS": "the replay gives no GPUs (it lists a TFJob's nvidia.com/gpu limits as not applied); leave GPUS out",
+    **dict.fromkeys(("BASE_IMAGE", "PLATFORM"), "the TFJob's containers run their own image, built or pulled "
+                                                 f"beforehand; edit {CONTAINER_FIELD}.image"),
+    "RESTART_POLICY": "the TFJob's restart policies say which failures restart; edit "
+                      "spec.tfReplicaSpecs.<type>.restartPolicy",
+    "NETWORK": "the replay's tasks are always on an internal network of their own; leave NETWORK out",
+    "LINK": "the replay's tasks talk directly; leave LINK out",
+    "K8S_NAME": "the TFJob's name names its tasks' hosts; edit metadata.name",
+    "K8S_NAMESPACE": "the TFJob's namespace is in its tasks' addresses; edit metadata.namespace",
+    "K8S_IMAGE": f"the TFJob's containers name their image; edit {CONTAINER_FIELD}.image",
+    "K8S_PVC": "the TFJob's volumes name their claims; edit spec.tfReplicaSpecs.<type>.template.spec.volumes",
+}
+APPLIED_SETTINGS = ("TFJOB", "RUN", "RUNS_DIR", "COMPOSE", "BACKEND", "TIMEOUT", "RESTARTS")  # the replay's own
+# The commands that run or describe a cluster of the settings, where TFJOB would be taken to shape
+# it; the others (summary, logs, down, ...) never read it, as `up` never reads SCENARIO.
+NOT_REPLAYING = ("stack-up", "chaos", "soak", "compare", "bench", "config", "k8s")
+
 
 class ManifestError(LabError):
     """One line naming the field of the manifest the lab cannot run."""
@@ -84,6 +124,7 @@ class Plan:
     not_applied: list[str]
     config_maps: dict[str, dict[str, str]]
     volumes: dict[str, dict]  # name -> its kind and source, for the run folder
+    decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
 
     @property
     def chief(self) -> list[str]:
@@ -263,8 +304,46 @@ def load(settings: Settings) -> Plan:
         raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {clean!r}, expected {', '.join(CLEAN_POD_POLICIES)}")
     if clean == "None":
         not_applied.append("spec.runPolicy.cleanPodPolicy=None (the lab ends and removes every container)")
+    decided = {}
+    if deadline:
+        decided["TIMEOUT"] = (f"the TFJob's spec.runPolicy.activeDeadlineSeconds ({deadline}) sets the deadline; "
+                              "edit it, or leave it out for TIMEOUT to apply")
+    if policies == {"Never"}:
+        decided["RESTARTS"] = ("the TFJob's restartPolicy is Never for every replica, so nothing restarts; edit "
+                               "spec.tfReplicaSpecs.<type>.restartPolicy")
+    elif backoff is not None:
+        decided["RESTARTS"] = (f"the TFJob's spec.runPolicy.backoffLimit ({backoff}) sets the restarts; edit it, "
+                               "or leave it out for RESTARTS to apply")
     return Plan(path, name, namespace, tasks, training, restarts,
-                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes)
+                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
+                decided)
+
+
+def refuse_given(command: str, given: dict[str, str]) -> None:
+    """Before anything is read: TFJOB is not for the commands that would ignore it (NOT_REPLAYING),
+    and `up` takes with it no setting that the TFJob decides (DECIDED_BY_THE_TFJOB) nor a backend
+    other than Compose. `given`: given_values'; `command`: what make check checks for, under check."""
+    if "TFJOB" not in given:
+        return
+    tfjob = f"TFJOB={given['TFJOB']}"
+    if command in NOT_REPLAYING:
+        raise LabError(f"{tfjob} is not allowed with make {command}: only make up (tflab up) replays a TFJob; "
+                       "leave TFJOB out")
+    if command != "up":
+        return
+    for name, value in given.items():
+        if name in DECIDED_BY_THE_TFJOB:
+            raise LabError(f"{name}={value} does not apply with {tfjob}: {DECIDED_BY_THE_TFJOB[name]}")
+    if given.get("BACKEND", "compose").strip() != "compose":
+        raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
+                       "as a container on Compose; expected BACKEND=compose, or leave it out")
+
+
+def refuse_decided(plan: Plan, given: dict[str, str]) -> None:
+    """Once the TFJob is read: TIMEOUT and RESTARTS where the TFJob sets them itself."""
+    for name, why in plan.decided.items():
+        if name in given:
+            raise LabError(f"{name}={given[name]} does not apply with TFJOB={given.get('TFJOB', plan.path)}: {why}")
 
 
 def grouped(fields: list[str]) -> list[str]:
@@ -581,10 +660,12 @@ def describe(plan: Plan) -> str:
     return f"TFJob {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"
 
 
-def up(settings: Settings) -> int:
+def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`tflab up TFJOB=...`: checks everything, then runs the job until its chief (or every worker)
-    is done, restarting the whole job as its restart policy says; 0 only if it succeeded."""
+    is done, restarting the whole job as its restart policy says; 0 only if it succeeded. `given`:
+    the settings the user gave (given_values), refused where the TFJob decides them."""
     plan = load(settings)
+    refuse_decided(plan, given or {})
     run_dir = runfolder.planned(settings)
     docker.check()
     cli = compose.find_compose(settings.compose)

@@ -112,7 +112,8 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     spec = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
     if spec != expected_cluster:
         raise RuntimeError(f"TF_CONFIG's cluster {spec} is not the run's cluster {expected_cluster}")
-    role = cluster.build(settings).role(task)
+    the_cluster = cluster.build(settings).at(spec)
+    role = the_cluster.role(task)
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
     log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
@@ -121,10 +122,10 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     elif role == "evaluator":
         evaluate(settings, task, run_dir, log, x, y)
     else:
-        train(settings, task, spec, run_dir, log, x, y)
+        train(settings, task, the_cluster, run_dir, log, x, y)
 
 
-def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLog, x, y) -> None:
+def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: Path, log: EventLog, x, y) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     tf.config.experimental.enable_op_determinism()
     # Without this, a run that asked for GPUs and got none would train on CPUs and look fine.
@@ -132,8 +133,8 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
     if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
                            "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
-    adopt_chief_backup(settings, task, run_dir)  # before any peer can train, so before the strategy
-    peers = {name: address for job, addresses in spec.items() for i, address in enumerate(addresses)
+    adopt_chief_backup(settings, task, the_cluster.chief, run_dir)  # before any peer can train: before the strategy
+    peers = {name: address for job, addresses in the_cluster.spec.items() for i, address in enumerate(addresses)
              if (name := f"{job}-{i}") != task}
     # TensorFlow itself would wait forever for a peer that never comes (see tflab/peerwait.py).
     wait = PeerWait(settings.peer_timeout, peers, log.path, task).start() if peers else None
@@ -154,7 +155,7 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
                       steps_per_execution=settings.steps_per_execution)
     # TensorBoard scalars, written by the chief alone (make tensorboard serves every run's).
     writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
-        if task == cluster.build(settings).chief else None
+        if task == the_cluster.chief else None
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
     callbacks = backup_callbacks(settings, run_dir) + checkpoint_callbacks(settings, run_dir) + [timing]
     # (the backup restores before timing starts)
@@ -170,7 +171,7 @@ def train(settings: Settings, task: str, spec: dict, run_dir: Path, log: EventLo
     if settings.allreduce_probe and settings.strategy != "parameter_server":
         probe_allreduce(strategy, parameters, settings.allreduce_probe, log)
     weights_sha256 = weights_digest(model.get_weights())
-    save_model(model, task, settings, run_dir)
+    save_model(model, task, the_cluster.chief, run_dir)
     log.emit("end", role="trainer", final_loss=float(losses[-1]), total_seconds=time.time() - STARTED,
              first_step_seconds=timing.first_step_seconds, first_step_at=timing.first_step_at,
              steady_step_seconds=timing.steady_step_seconds(), peak_rss_bytes=peak_rss_bytes(),
@@ -272,7 +273,7 @@ def backup_callbacks(settings: Settings, run_dir: Path) -> list:
     )]
 
 
-def adopt_chief_backup(settings: Settings, task: str, run_dir: Path) -> None:
+def adopt_chief_backup(settings: Settings, task: str, chief_task: str, run_dir: Path) -> None:
     """A restarted multiworker worker takes the chief's backup as its own, before training: Keras
     restores the model from backup/chief on every worker, but TensorFlow's preemption handler reads
     each worker's own backup/workertemp_<i>, which Keras empties after each save; measured here,
@@ -284,7 +285,7 @@ def adopt_chief_backup(settings: Settings, task: str, run_dir: Path) -> None:
     if settings.strategy != "multiworker" or settings.backup == "off" or settings.loop == "custom":
         return
     chief = run_dir / runfolder.BACKUP / "chief"
-    if task == cluster.build(settings).chief or not chief.is_dir():
+    if task == chief_task or not chief.is_dir():
         return
     own = run_dir / runfolder.BACKUP / f"workertemp_{cluster.parse_task(task)[1]}"
     shutil.rmtree(own, ignore_errors=True)
@@ -551,10 +552,10 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def save_model(model, task: str, settings: Settings, run_dir: Path) -> None:
+def save_model(model, task: str, chief: str, run_dir: Path) -> None:
     """The chief writes <run>/model.keras. Under multiworker every worker must take part in saving
     (TF's rule), so the others save to scratch space of their own, deleted at once."""
-    if task == cluster.build(settings).chief:
+    if task == chief:
         model.save(run_dir / "model.keras")
         return
     scratch = tempfile.mkdtemp(prefix=f"tflab-{task}-")

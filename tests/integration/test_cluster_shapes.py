@@ -1,9 +1,13 @@
 """CHIEF=1 and EVALUATOR=1 on real Compose: a TFJob's Chief trains as one more replica, and a
-sidecar evaluator outside the cluster evaluates each checkpoint the chief writes."""
+sidecar evaluator outside the cluster evaluates each checkpoint the chief writes; the evaluator
+again on BACKEND=local and on BACKEND=swarm."""
 
 import math
+from pathlib import Path
 
 import pytest
+from labtest.swarm import active_swarm, stack_leftovers
+from tflab import swarm
 from tflab.schema import completeness
 
 EPOCHS = 3
@@ -54,20 +58,59 @@ def test_chief_and_2_workers_train_as_3_workers(with_chief, three_workers):
         assert math.isclose(a, b, rel_tol=LOSS_RTOL), (ours, theirs)
 
 
-def test_the_evaluator_logs_an_eval_per_checkpoint_and_ends_with_training(with_chief):
-    events = with_chief.events("evaluator-0")
-    assert completeness(events, epochs=EPOCHS, role="evaluator") == [], with_chief.why()
-    evals = with_chief.of("evaluator-0", "eval")
+def check_the_evaluator(run) -> None:
+    """evaluator-0 logged an eval per checkpoint, with the checkpoint's step and a falling loss,
+    and ended by itself with training, exit 0, in a run that ended ok."""
+    assert run.finished.returncode == 0 and run.summary["ok"], run.why()
+    events = run.events("evaluator-0")
+    assert completeness(events, epochs=EPOCHS, role="evaluator") == [], run.why()
+    evals = run.of("evaluator-0", "eval")
     assert [e["epoch"] for e in evals][-1] == EPOCHS
     for e in evals:
         assert e["step"] == e["epoch"] * STEPS_PER_EPOCH  # the optimizer's step, restored from the checkpoint
-    baseline = with_chief.of("evaluator-0", "start")[0]["baseline_loss"]
+    baseline = run.of("evaluator-0", "start")[0]["baseline_loss"]
     assert evals[-1]["loss"] < baseline
     if len(evals) > 1:
         assert evals[-1]["loss"] < evals[0]["loss"]
-    row = next(r for r in with_chief.summary["tasks"] if r["task"] == "evaluator-0")
-    assert row["exit_code"] == 0 and row["evals"][-1]["epoch"] == EPOCHS
-    assert f"[evaluator-0] eval of epoch {EPOCHS}" in with_chief.finished.stdout
+    row = next(r for r in run.summary["tasks"] if r["task"] == "evaluator-0")
+    assert (row["status"], row["exit_code"], row["evals"][-1]["epoch"]) == ("ok", 0, EPOCHS), row
+    assert f"[evaluator-0] eval of epoch {EPOCHS}" in run.finished.stdout
+
+
+def test_the_evaluator_logs_an_eval_per_checkpoint_and_ends_with_training(with_chief):
+    check_the_evaluator(with_chief)
+
+
+EVALUATOR_ON = dict(STRATEGY="multiworker", WORKERS=2, EVALUATOR=1, **SAME)
+
+
+def processes_of(run_dir: Path) -> list[int]:
+    """Processes still running with the run's config: a local task left behind."""
+    marker = f"TFLAB_CONFIG={run_dir / 'config.json'}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def test_the_evaluator_on_local_processes(lab):
+    run = lab.run("evaluator-local", BACKEND="local", **EVALUATOR_ON)
+    check_the_evaluator(run)
+    assert run.task_names == ["worker-0", "worker-1", "evaluator-0"]
+    assert processes_of(run.run_dir) == []
+
+
+def test_the_evaluator_on_a_swarm(engine_lab):
+    with active_swarm():
+        run = engine_lab.run("evaluator-swarm", BACKEND="swarm", **EVALUATOR_ON)
+        left = stack_leftovers(swarm.stack_name(run.run_dir))
+    check_the_evaluator(run)
+    assert run.task_names == ["worker-0", "worker-1", "evaluator-0"]
+    assert left == {"stacks": [], "containers": [], "networks": []}
 
 
 def test_parameter_server_with_an_evaluator(parameter_server):

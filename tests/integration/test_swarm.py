@@ -4,52 +4,24 @@ state, so this test does: it creates a one-node swarm where none is active and, 
 happens, leaves the engine as it found it."""
 
 import json
-import subprocess
 
 import pytest
-from tflab import cluster
+from labtest.swarm import active_swarm, stack_leftovers
+from tflab import cluster, swarm
 from tflab.schema import completeness
 from tflab.settings import Settings
 
-SETTINGS = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=3, EXAMPLES=2048, BACKEND="swarm")
-
-
-def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=120)
-
-
-def swarm_state() -> str:
-    return docker("info", "--format", "{{.Swarm.LocalNodeState}}").stdout.strip()
-
-
-def init_swarm() -> None:
-    first = docker("swarm", "init", check=False)
-    if first.returncode != 0:
-        # "could not choose an IP address to advertise": a host with several addresses; one node
-        # needs none of them.
-        second = docker("swarm", "init", "--advertise-addr", "127.0.0.1", check=False)
-        assert second.returncode == 0, f"docker swarm init failed: {first.stderr}{second.stderr}"
+# SWARM_PLACEMENT=local: this node only, whatever swarm is up (a simulated multi-node one included).
+SETTINGS = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=3, EXAMPLES=2048, BACKEND="swarm", SWARM_PLACEMENT="local")
 
 
 @pytest.fixture(scope="module")
 def swarm_run(engine_lab):
     """The run, plus what was left of its stack after it, on a swarm that exists only as long
     as this module needs it (unless one was active before)."""
-    before = swarm_state()
-    if before != "active":
-        init_swarm()
-    try:
+    with active_swarm():
         run = engine_lab.run("swarm-2", **SETTINGS)
-        stack = f"tflab-{run.run_dir.name}"
-        label = f"label=com.docker.stack.namespace={stack}"
-        left = {"stacks": [s for s in docker("stack", "ls", "--format", "{{.Name}}").stdout.split() if s == stack],
-                "containers": docker("ps", "--all", "--quiet", "--filter", label).stdout.split(),
-                "networks": docker("network", "ls", "--quiet", "--filter", label).stdout.split()}
-        yield run, left
-    finally:
-        if before != "active":
-            docker("swarm", "leave", "--force", check=False)
-        assert swarm_state() == before, "the test did not leave the engine's swarm as it found it"
+        yield run, stack_leftovers(swarm.stack_name(run.run_dir))  # tflab-<run>-<digest>
 
 
 def test_every_task_exited_0_and_the_lab_said_ok(swarm_run):

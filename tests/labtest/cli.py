@@ -39,3 +39,15 @@ def run_lab(*arguments: str, env: dict[str, str] | None = None, timeout: float =
     result = subprocess.run([sys.executable, "-m", "tflab", *arguments], cwd=REPO, env=env or lab_env(),
                             capture_output=True, text=True, timeout=timeout)
     return Finished(result.returncode, result.stdout, result.stderr)
+
+
+def assert_refused(result: Finished, expected: str, runs_dir: Path) -> None:
+    """The lab's answer to bad input: exit 2, one line on stderr starting with `expected`, no
+    traceback, and no run folder written."""
+    assert result.returncode == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"tflab: {expected}"), lines[0]
+    assert "Traceback" not in result.stderr
+    assert not runs_dir.exists() or [p.name for p in runs_dir.iterdir()] == []

@@ -131,7 +131,8 @@ def test_clean_removes_what_is_built_on_an_image_before_it_and_only_this_checkou
 @pytest.mark.parametrize("code, found", [(0, True), (1, False)])
 def test_buildkit_is_used_where_the_cli_has_buildx(monkeypatch, code, found):
     import subprocess
-    monkeypatch.setattr(builder, "run_quiet", lambda command, timeout=60: subprocess.CompletedProcess(command, code))
+    monkeypatch.setattr(builder.docker, "run_quiet",
+                        lambda command, timeout=60, env=None: subprocess.CompletedProcess(command, code))
     assert builder.buildkit() is found
 
 
@@ -148,11 +149,11 @@ def test_the_install_container_is_committed_once_it_succeeded_and_removed_either
     import subprocess
     commands = []
 
-    def docker(command, timeout=60):
+    def docker(command, timeout=60, env=None):
         commands.append(command)
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    monkeypatch.setattr(builder, "run_quiet", docker)
+    monkeypatch.setattr(builder.docker, "run_quiet", docker)
     monkeypatch.setattr(builder.progress, "run_summarised", lambda command, *args, **kwargs: (
         commands.append(command) or (install_code, "pip's tail")))
     code, tail = builder.install_and_commit("tflab-base:bookworm", Path("/ctx"), "/tmp/in", ["sh", "/tmp/in/x.sh"],

@@ -12,19 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from labtest.cli import REPO, lab_env, run_lab
+from labtest.cli import REPO, assert_refused, lab_env, run_lab
 from tflab import cluster
 from tflab.settings import Settings
-
-
-def assert_refused(result, expected: str, runs_dir: Path):
-    assert result.returncode == 2, result.output
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"tflab: {expected}"), lines[0]
-    assert "Traceback" not in result.stderr
-    assert not runs_dir.exists() or [p.name for p in runs_dir.iterdir()] == []
 
 
 @pytest.mark.parametrize("arguments, expected", [

@@ -95,7 +95,7 @@ class FakeEngine:
 
     def __init__(self, monkeypatch, images_here: dict[str, str], registry: bool, native: str = "amd64"):
         self.images, self.registry, self.native, self.commands = dict(images_here), registry, native, []
-        monkeypatch.setattr(images, "run_quiet", self.run)
+        monkeypatch.setattr(docker, "run_quiet", self.run)
         monkeypatch.setattr(images.subprocess, "run", self.run)
 
     def run(self, command, **kwargs):
@@ -153,7 +153,7 @@ def test_an_engine_that_cannot_emulate_arm64_is_told_how_to(monkeypatch):
         assert command[:3] == ["docker", "run", "--rm"]
         return subprocess.CompletedProcess(command, 1, "", "exec /usr/bin/true: exec format error\n")
 
-    monkeypatch.setattr(images, "run_quiet", cannot)
+    monkeypatch.setattr(docker, "run_quiet", cannot)
     with pytest.raises(LabError) as refused:
         images.check_emulation(images.ARM64, "tflab-base:bookworm-arm64")
     assert str(refused.value) == (

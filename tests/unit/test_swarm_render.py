@@ -45,7 +45,7 @@ def test_a_two_worker_stack_exactly():
                 },
                 "labels": {"tflab.run": "r1", "tflab.run-dir": "/runs/r1"},
                 "deploy": {"labels": {"tflab.run": "r1", "tflab.run-dir": "/runs/r1"},
-                           "replicas": 1, "restart_policy": {"condition": "none"},
+                           "replicas": 1, "endpoint_mode": "dnsrr", "restart_policy": {"condition": "none"},
                            "placement": {"constraints": ["node.id == n0de"]}},
             }
             for index in range(2)

@@ -2,13 +2,16 @@
 run is one line naming the field, what it does not apply is listed."""
 
 import json
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
-from labtest.cli import lab_env, run_lab
+from labtest.cli import REPO, assert_refused, lab_env, run_lab
 from tflab import k8s, tfjob
-from tflab.settings import Settings
+from tflab.errors import LabError
+from tflab.settings import SPECS, Settings
 
 
 def plan_of(tmp_path, text: str, **settings):
@@ -195,3 +198,127 @@ def test_the_cli_refuses_an_image_the_engine_lacks(tmp_path):
     assert result.returncode != 0
     assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
     assert not (tmp_path / "runs" / "never").exists()
+
+
+# `tflab up TFJOB=` with the settings the TFJob decides: refused in one line before anything.
+EXAMPLE_SCRIPT = str(REPO / "examples/multiworker-tutorial/train.py")
+DECIDED = {
+    "STRATEGY": "parameter_server", "WORKERS": "3", "REPLICAS": "4", "PS": "2", "CHIEF": "1", "EVALUATOR": "1",
+    "SCRIPT": EXAMPLE_SCRIPT, "ARGS": "--epochs 3", "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
+    "SEED": "7", "MODEL": "cnn", "LOOP": "custom", "STEPS_PER_EXECUTION": "8", "COLLECTIVE": "ring",
+    "BYTES_PER_PACK": "1024", "ALLREDUCE_PROBE": "10", "PEER_TIMEOUT": "30", "BACKUP": "off", "CPUS": "1",
+    "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64",
+    "RESTART_POLICY": "Never", "NETWORK": "bridge", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
+    "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
+}
+OTHER_COMMANDS = ("COMPARE", "SCENARIO", "TARGET", "AT", "HEAL", "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT",
+                  # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
+                  "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES")
+
+
+def test_every_setting_is_decided_by_the_tfjob_applied_or_another_commands():
+    """A setting added later must be placed: refused with TFJOB, read by the replay, or not `up`'s."""
+    assert set(tfjob.DECIDED_BY_THE_TFJOB) == set(DECIDED)
+    assert sorted([*DECIDED, *tfjob.APPLIED_SETTINGS, *OTHER_COMMANDS]) == sorted(SPECS)
+
+
+@pytest.fixture
+def job_file(tmp_path) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(JOB))
+    return path
+
+
+@pytest.mark.parametrize("name", DECIDED)
+def test_a_setting_the_tfjob_decides_is_refused_naming_its_field(name, job_file, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"TFJOB={job_file}", f"RUNS_DIR={runs}", f"{name}={DECIDED[name]}")
+    assert_refused(result, f"{name}={DECIDED[name]} does not apply with TFJOB={job_file}: ", runs)
+    assert re.search(r": the (TFJob's|replay)\b.*; (edit (spec\.|metadata\.)|leave \w+ out)", result.stderr), \
+        result.stderr
+
+
+@pytest.mark.parametrize("how", ["environment", "flag", "make"])
+def test_the_environment_flags_and_make_count_as_given(how, job_file, tmp_path):
+    runs = tmp_path / "runs"
+    if how == "environment":
+        result = run_lab("up", env=lab_env(TFJOB=str(job_file), RUNS_DIR=str(runs), WORKERS="3"))
+    elif how == "flag":
+        result = run_lab("up", "--tfjob", str(job_file), "--runs-dir", str(runs), "--workers", "3")
+    else:  # make hands its command-line variables on as environment, and names them
+        result = run_lab("up", env=lab_env(TFJOB=str(job_file), RUNS_DIR=str(runs), WORKERS="3",
+                                           TFLAB_MAKE_VARIABLES="TFJOB RUNS_DIR WORKERS"))
+    assert_refused(result, f"WORKERS=3 does not apply with TFJOB={job_file}: the TFJob's Worker replicas "
+                           "set the workers; edit spec.tfReplicaSpecs.Worker.replicas", runs)
+
+
+def test_an_empty_environment_variable_is_not_given(job_file, tmp_path):
+    """from_env takes an empty variable as unset, and so does the refusal: the run goes on to the
+    engine's check of the image, which this one lacks."""
+    path = tmp_path / "missing.yaml"
+    path.write_text(job_file.read_text().replace("mine:1", "tflab-no-such-image:never"))
+    result = run_lab("up", env=lab_env(TFJOB=str(path), RUNS_DIR=str(tmp_path / "runs"), WORKERS="", EPOCHS=""))
+    assert "does not apply" not in result.output
+    assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
+
+
+def test_backends_other_than_compose_are_refused(job_file, tmp_path):
+    runs = tmp_path / "runs"
+    for backend in ("local", "swarm"):
+        assert_refused(run_lab("up", f"TFJOB={job_file}", f"RUNS_DIR={runs}", f"BACKEND={backend}"),
+                       f"BACKEND={backend} does not apply with TFJOB={job_file}: the replay runs every replica "
+                       "as a container on Compose; expected BACKEND=compose", runs)
+    # make up BACKEND=local checks before it builds .venv: refused there already
+    check = run_lab("check", f"TFJOB={job_file}", f"RUNS_DIR={runs}", "BACKEND=local",
+                    env=lab_env(TFLAB_CHECK="up"))
+    assert_refused(check, "BACKEND=local does not apply with TFJOB=", runs)
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("TIMEOUT", "60", "TIMEOUT=60 does not apply with TFJOB={job}: the TFJob's spec.runPolicy.activeDeadlineSeconds "
+                      "(120) sets the deadline; edit it, or leave it out for TIMEOUT to apply"),
+    ("RESTARTS", "1", "RESTARTS=1 does not apply with TFJOB={job}: the TFJob's spec.runPolicy.backoffLimit (3) "
+                      "sets the restarts; edit it, or leave it out for RESTARTS to apply"),
+])
+def test_timeout_and_restarts_are_refused_where_the_tfjob_sets_them(name, value, expected, job_file, tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", f"TFJOB={job_file}", f"RUNS_DIR={runs}", f"{name}={value}")
+    assert_refused(result, expected.format(job=job_file), runs)
+
+
+def test_timeout_and_restarts_apply_where_the_tfjob_leaves_them_to_the_lab(tmp_path):
+    text = JOB.replace("runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 120, cleanPodPolicy: Running}",
+                       "runPolicy: {cleanPodPolicy: Running}")
+    plan = plan_of(tmp_path, text, timeout=60.0, restarts=1)
+    assert (plan.timeout, plan.restarts, plan.decided) == (60.0, 1, {})
+    tfjob.refuse_decided(plan, {"TFJOB": "job.yaml", "TIMEOUT": "60", "RESTARTS": "1"})
+    # ... and with every restartPolicy Never nothing restarts, so RESTARTS is refused
+    never = plan_of(tmp_path, text.replace("restartPolicy: OnFailure", "restartPolicy: Never"), restarts=1)
+    assert never.restarts == 0
+    with pytest.raises(LabError, match=r"^RESTARTS=1 does not apply with TFJOB=job.yaml: the TFJob's restartPolicy "
+                                       r"is Never for every replica, so nothing restarts; edit spec\.tfReplicaSpecs"):
+        tfjob.refuse_decided(never, {"TFJOB": "job.yaml", "RESTARTS": "1"})
+    # the replay's own settings and other commands' pass the first check
+    tfjob.refuse_given("up", {"TFJOB": "job.yaml", "RUN": "r", "RUNS_DIR": "runs", "COMPOSE": "v2",
+                              "BACKEND": "compose", "TIMEOUT": "60", "RESTARTS": "1", "SCENARIO": "kill"})
+
+
+def test_the_applied_settings_reach_the_engine_check(tmp_path):
+    """Through the CLI, RUN, COMPOSE, BACKEND=compose, TIMEOUT and RESTARTS pass the refusals (this
+    TFJob leaves the last two to the lab): the run goes on to the image check."""
+    path = tmp_path / "job.yaml"
+    path.write_text(textwrap.dedent(JOB).replace("mine:1", "tflab-no-such-image:never").replace(
+        "backoffLimit: 3, activeDeadlineSeconds: 120, ", ""))
+    result = run_lab("up", f"TFJOB={path}", f"RUNS_DIR={tmp_path / 'runs'}", "RUN=never", "COMPOSE=auto",
+                     "BACKEND=compose", "TIMEOUT=60", "RESTARTS=1")
+    assert "does not apply" not in result.output
+    assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
+    assert not (tmp_path / "runs" / "never").exists()
+
+
+@pytest.mark.parametrize("command", ["stack-up", "chaos", "soak", "compare", "bench", "config", "k8s"])
+def test_tfjob_is_refused_by_the_commands_that_would_ignore_it(command, job_file, tmp_path):
+    runs = tmp_path / "runs"
+    assert_refused(run_lab(command, f"TFJOB={job_file}", f"RUNS_DIR={runs}"),
+                   f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up) replays a "
+                   "TFJob; leave TFJOB out", runs)
