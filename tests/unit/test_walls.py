@@ -39,3 +39,29 @@ def test_host_and_shared_modules_never_import_tensorflow_or_numpy(module):
 def test_trainer_and_shared_modules_never_import_the_host_side(module):
     host = {f"tflab.{name}" for name in HOST}
     assert not imports_of(module) & host, imports_of(module) & host
+
+
+def docker_commands(module: str) -> list[int]:
+    """Lines where a module spells out a docker CLI command itself: a list or tuple whose first
+    item is the string "docker" (Compose v2's `("docker", "compose")` is the Compose CLI, not
+    the engine's, and compose.py alone names it)."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+            first = node.elts[0]
+            second = node.elts[1] if len(node.elts) > 1 else None
+            if isinstance(first, ast.Constant) and first.value == "docker":
+                if isinstance(second, ast.Constant) and second.value in ("compose", "the Docker CLI"):
+                    continue  # the Compose plugin; swarm-sim's list of the tools it needs
+                found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(HOST - {"docker"}))
+def test_docker_py_is_the_one_door_to_the_docker_cli(module):
+    assert docker_commands(module) == [], f"{module}.py runs docker itself; go through tflab.docker"
+
+
+def test_the_door_check_can_fail():
+    assert docker_commands("docker")  # docker.py itself spells the command out
