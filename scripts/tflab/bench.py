@@ -7,7 +7,6 @@ a ratio of two runs made minutes apart on the same machine is the figure worth r
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -22,11 +21,24 @@ FAST = dict(loop="custom", steps_per_execution=16)  # the lab's quickest step: i
 
 
 def chief_end(run_dir: Path) -> dict:
-    config = json.loads((run_dir / "config.json").read_text())
-    records = runfolder.events(run_dir, config['tasks'][0])
+    records = runfolder.events(run_dir, runfolder.read_config(run_dir)["tasks"][0])
     end = (by_event(records, "end") or [{}])[-1]
     probe = (by_event(records, "allreduce") or [{}])[-1]
     return {**end, "allreduce_seconds": probe.get("median_seconds"), "allreduce_floats": probe.get("floats")}
+
+
+PHASES = ("start", "imports", "rendezvous", "first step")
+
+
+def phases(run_dir: Path, launched_at: float) -> dict[str, float]:
+    """Where the chief's time to its first step went, from its own log: the lab starting its task
+    (container or process) until the trainer's first line ran; its imports and data; the
+    rendezvous with its peers; the first step itself (tracing included)."""
+    records = runfolder.events(run_dir, runfolder.read_config(run_dir)["tasks"][0])
+    start, ready, end = (by_event(records, name)[-1] for name in ("start", "cluster_ready", "end"))
+    began = ready["time"] - ready["seconds"]  # train.STARTED, the trainer's first line
+    return {"start": began - launched_at, "imports": start["time"] - began,
+            "rendezvous": ready["time"] - start["time"], "first step": end["first_step_at"] - ready["time"]}
 
 
 def run(folder: Path, label: str, settings: Settings) -> dict:
@@ -39,6 +51,7 @@ def run(folder: Path, label: str, settings: Settings) -> dict:
         return {"ok": False, **end}
     ends = [r for row in summary.tasks for r in by_event(runfolder.events(run_dir, row.task), "end")]
     return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary.launched_at,
+            "phases": phases(run_dir, summary.launched_at),
             "wall_seconds": summary.wall_seconds, "rss": [r["peak_rss_bytes"] for r in ends],
             "examples_per_second": settings.global_batch / end["steady_step_seconds"]}
 
@@ -51,6 +64,28 @@ def best_of(results: list[dict]) -> dict:
     best["steady_step_seconds"] = min(result.get("steady_step_seconds", float("inf")) for result in done)
     best["ok"] = all(result["ok"] for result in results)
     return best
+
+
+def compose_clis(settings: Settings) -> list[str]:
+    """The Compose CLIs to measure: COMPOSE's, or with COMPOSE=auto every one this machine has."""
+    if settings.compose != "auto":
+        compose.find_compose(settings.compose)
+        return [settings.compose]
+    found = []
+    for cli in ("v2", "v1"):
+        try:
+            compose.find_compose(cli)
+            found.append(cli)
+        except LabError:
+            pass
+    if not found:
+        compose.find_compose("auto")  # no Compose CLI at all: its one line says what to install
+    return found
+
+
+def seconds(result: dict, phase: str) -> str:
+    value = (result.get("phases") or {}).get(phase)
+    return "-" if value is None else f"{value:.1f} s"
 
 
 def ms(seconds) -> str:
@@ -82,7 +117,7 @@ def bench(settings: Settings) -> int:
     folder = runfolder.planned(settings)
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
-    compose.find_compose(settings.compose)
+    clis = compose_clis(settings)
     local.find_python()
     trainer = images.trainer_variant(settings)
     image = images.ensure_image(settings.base_image, trainer)
@@ -90,11 +125,14 @@ def bench(settings: Settings) -> int:
     fast = FAST
     # The backends alternate, twice, and each keeps its better run: one cold start (a page cache
     # flushed by a build, say) should not decide the lab's overhead.
-    pairs = [(run(folder, f"multiworker-2-compose-{i}", two),
-              run(folder, f"multiworker-2-local-{i}", two.replace(backend="local"))) for i in (1, 2)]
+    # Every Compose CLI there is (v1 and v2 differ in how they create and start containers).
+    rounds = [{**{cli: run(folder, f"multiworker-2-compose-{cli}-{i}", two.replace(compose=cli)) for cli in clis},
+               "local": run(folder, f"multiworker-2-local-{i}", two.replace(backend="local"))} for i in (1, 2)]
+    by_cli = {cli: best_of([one[cli] for one in rounds]) for cli in clis}
     r = {
-        "compose": best_of([compose_run for compose_run, _ in pairs]),
-        "local": best_of([local_run for _, local_run in pairs]),
+        **{f"compose-{cli}": result for cli, result in by_cli.items()},
+        "compose": by_cli[clis[0]],
+        "local": best_of([one["local"] for one in rounds]),
         "single": run(folder, "single", two.replace(strategy="single")),
         "fit-spe16": run(folder, "multiworker-2-fit-spe16", two.replace(steps_per_execution=16)),
         "custom": run(folder, "multiworker-2-custom", two.replace(loop="custom")),
@@ -112,11 +150,14 @@ def bench(settings: Settings) -> int:
     first = {name: result.get("to_first_step") for name, result in r.items()}
     losses = sorted({round(result.get("final_loss") or -1, 4) for result in r.values()})
     rss = eight.get("rss") or [0]
-    lines = [
-        f"compose / local steady examples/s, multiworker 2: {ratio(eps['compose'], eps['local'])}"
-        f"  ({eps['compose'] or 0:.0f} vs {eps['local'] or 0:.0f} examples/s; each the better of 2 runs)",
-        f"compose / local time to first step, multiworker 2: {ratio(first['compose'], first['local'])}"
-        f"  ({first['compose'] or 0:.1f} vs {first['local'] or 0:.1f} s, image built; each the better of 2)",
+    lines = [line for cli in clis for line in (
+        f"compose {cli} / local steady examples/s, multiworker 2: {ratio(eps[f'compose-{cli}'], eps['local'])}"
+        f"  ({eps[f'compose-{cli}'] or 0:.0f} vs {eps['local'] or 0:.0f} examples/s; each the better of 2 runs)",
+        f"compose {cli} / local time to first step, multiworker 2: {ratio(first[f'compose-{cli}'], first['local'])}"
+        f"  ({first[f'compose-{cli}'] or 0:.1f} vs {first['local'] or 0:.1f} s, image built; each the better of 2)",
+        f"  where it goes, compose {cli} | local: " + ", ".join(
+            f"{phase} {seconds(r[f'compose-{cli}'], phase)} | {seconds(r['local'], phase)}" for phase in PHASES))]
+    lines += [
         f"multiworker 2 / single steady step, Keras fit: {ratio(step['compose'], step['single'])}"
         f"  ({ms(step['compose'])} vs {ms(step['single'])})",
         f"multiworker 2 / single steady step, custom loop + STEPS_PER_EXECUTION=16: "
