@@ -128,7 +128,7 @@ def metadata(settings: Settings, name: str, **extra_labels: str) -> dict:
 
 def config_map(settings: Settings, config: dict) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(settings, f"{settings.k8s_name}-config"),
-            "data": {"config.json": json.dumps(config, indent=2) + "\n"}}
+            "data": {runfolder.CONFIG: json.dumps(config, indent=2) + "\n"}}
 
 
 def network_policy(settings: Settings) -> dict:
