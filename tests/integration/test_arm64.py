@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -64,7 +65,8 @@ def arm64_image(engine) -> str:
     result = run_lab("images", env=lab_env(PLATFORM=images.ARM64), timeout=3600)
     if result.returncode != 0:
         pytest.fail(f"could not build the arm64 trainer image:\n{result.output[-4000:]}", pytrace=False)
-    tag = next(word for word in result.stdout.split() if word.startswith(f"{images.REPOSITORY}:cpu-arm64-"))
+    # The tag, as the last line names it: a build's progress lines name it too, followed by a colon.
+    tag = re.search(rf"{re.escape(images.REPOSITORY)}:cpu-arm64-[0-9a-f]+", result.stdout.splitlines()[-1]).group(0)
     log.info("arm64 image ready in %.1f s: %s", time.monotonic() - started, result.stdout.strip().splitlines()[-1])
     return tag
 
