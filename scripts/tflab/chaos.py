@@ -38,10 +38,6 @@ from tflab.settings import SCENARIOS, Settings
 SWARM_SCENARIOS = ("kill", "stop")
 
 
-def engine(*args: str) -> subprocess.CompletedProcess:
-    return docker.run(*args, timeout=60)
-
-
 class Chaos:
     def __init__(self, settings: Settings):
         self.scenario = settings.scenario
@@ -130,11 +126,11 @@ class Chaos:
             signal = ["--signal", "SIGTERM"] if self.scenario == "stop" else []
             result = docker.run("kill", *signal, container, timeout=60, engine=backend.docker_for(self.target))
         elif self.scenario == "pause":
-            result = engine("pause", container)
+            result = docker.run("pause", container)
         elif self.scenario == "partition":
-            result = engine("network", "disconnect", backend.network(), container)
+            result = docker.run("network", "disconnect", backend.network(), container)
         elif self.scenario == "slow-node":
-            result = engine("update", "--cpus", f"{self.slow_cpus:g}", container)
+            result = docker.run("update", "--cpus", f"{self.slow_cpus:g}", container)
         else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
             runner.set_link(backend.run_dir, self.target, self.link)
             result = subprocess.CompletedProcess([], 0, "", "")
@@ -144,9 +140,9 @@ class Chaos:
     def undo(self, backend) -> None:
         container = backend.container(self.target)
         if self.scenario == "pause":
-            result = engine("unpause", container)
+            result = docker.run("unpause", container)
         else:
-            result = engine("network", "connect", "--alias", self.target, backend.network(), container)
+            result = docker.run("network", "connect", "--alias", self.target, backend.network(), container)
         self.healed_at = time.time()
         self.record("undone", ok=result.returncode == 0)
 
@@ -160,7 +156,7 @@ class Chaos:
             self.healed_at = time.time()
             self.record("undone", by="the restart")
         elif self.scenario == "partition" and self.heal is None:
-            result = engine("network", "disconnect", backend.network(), backend.container(self.target))
+            result = docker.run("network", "disconnect", backend.network(), backend.container(self.target))
             self.record("cut again after the restart", ok=result.returncode == 0)
 
     def finish(self, backend) -> None:
