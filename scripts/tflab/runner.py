@@ -10,8 +10,6 @@ wrote is ever overwritten or deleted.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -129,7 +127,6 @@ def supervise(backend: Backend, settings: Settings, run_dir: Path, chaos, restar
         restarts.append(time.time())
         resume = "from the last backup" if settings.backup != "off" and settings.loop == "fit" else "from the start"
         say(f"restarting every task ({len(restarts)} of {settings.restarts}): training resumes {resume}")
-        share_backup(run_dir, settings)
         backend.restart()
         if chaos:
             chaos.after_restart(backend)
@@ -149,25 +146,6 @@ def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[
         found.append(explain.Evidence(task=task, exit_code=code, error=errors[0]["message"] if errors else "",
                                       oom_killed=oom_killed.get(task), memory=settings.memory))
     return found
-
-
-def share_backup(run_dir: Path, settings: Settings) -> None:
-    """Before a restart, gives every worker the chief's backup. Keras restores the model from
-    backup/chief on every worker, but TensorFlow's preemption handler reads each worker's own
-    backup/workertemp_<i>, which Keras empties after each save: measured here, one worker then
-    restored its step counter and the other initialised it, their collectives no longer matched
-    ("Collective instance ... expected type 1 ... but got type 0"), and every restart failed."""
-    chief = run_dir / runfolder.BACKUP / "chief"
-    if settings.strategy != "multiworker" or not chief.is_dir():
-        return
-    for index in range(0 if settings.chief else 1, settings.workers):  # with CHIEF=1, worker-0 has its own
-        own = run_dir / runfolder.BACKUP / f"workertemp_{index}"
-        shutil.rmtree(own, ignore_errors=True)
-        shutil.copytree(chief, own)
-        if os.getuid() == 0:
-            uid, gid = runfolder.container_user()
-            for path in [own, *own.iterdir()]:
-                os.chown(path, uid, gid)
 
 
 def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos=None) -> tuple[str, list[str]]:
