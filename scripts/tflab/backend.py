@@ -6,6 +6,7 @@ cluster of machines) is one class that does these things, and one line in backen
 
 from __future__ import annotations
 
+import subprocess
 from typing import Protocol
 
 from tflab.cluster import Cluster
@@ -57,3 +58,10 @@ class ContainerBackend(Backend, Protocol):
 
     def docker_for(self, task: str) -> list[str]:
         """The docker command that reaches a task's container: `docker`, or `docker -H <its node>`."""
+
+    def cut_off(self, task: str) -> subprocess.CompletedProcess:
+        """Takes a task's container off the cluster network (make chaos's partition); the result
+        of the engine's command, whose exit code says whether it was done."""
+
+    def reconnect(self, task: str) -> subprocess.CompletedProcess:
+        """Puts a task cut off by cut_off back on the cluster network, under its name."""

@@ -35,7 +35,8 @@ from tflab.runfolder import Summary
 from tflab.schema import by_event
 from tflab.settings import SCENARIOS, Settings
 
-SWARM_SCENARIOS = ("kill", "stop")
+CUT_AGAIN_SECONDS = 60  # a swarm gives a restarted task its container within seconds
+SWARM_SCENARIOS = ("kill", "stop", "pause", "partition")  # each through the target's node (swarm.py)
 
 
 class Chaos:
@@ -53,6 +54,7 @@ class Chaos:
         self.settings = settings
         self.run_dir: Path | None = None
         self.injected_at = self.healed_at = self.detected_at = self.recovered_at = None
+        self.cut_again: float | None = None  # since when a partition never undone waits to be cut again
 
     def check(self, settings: Settings) -> None:
         """Refuses what cannot be done, before anything starts."""
@@ -95,6 +97,8 @@ class Chaos:
             return
         if self.heal is not None and self.healed_at is None and now >= self.injected_at + self.heal:
             self.undo(backend)
+        if self.cut_again is not None:
+            self._cut_again(backend)
         if self.detected_at is None:
             errors = [r["time"] for task in backend.tasks for r in self._events(task, "error")
                       if r["time"] >= self.injected_at]
@@ -126,9 +130,9 @@ class Chaos:
             signal = ["--signal", "SIGTERM"] if self.scenario == "stop" else []
             result = docker.run("kill", *signal, container, timeout=60, engine=backend.docker_for(self.target))
         elif self.scenario == "pause":
-            result = docker.run("pause", container)
+            result = docker.run("pause", container, engine=backend.docker_for(self.target))
         elif self.scenario == "partition":
-            result = docker.run("network", "disconnect", backend.network(), container)
+            result = backend.cut_off(self.target)
         elif self.scenario == "slow-node":
             result = docker.run("update", "--cpus", f"{self.slow_cpus:g}", container)
         else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
@@ -138,11 +142,10 @@ class Chaos:
                     **({"error": result.stderr.strip()} if result.returncode else {}))
 
     def undo(self, backend) -> None:
-        container = backend.container(self.target)
         if self.scenario == "pause":
-            result = docker.run("unpause", container)
+            result = docker.run("unpause", backend.container(self.target), engine=backend.docker_for(self.target))
         else:
-            result = docker.run("network", "connect", "--alias", self.target, backend.network(), container)
+            result = backend.reconnect(self.target)
         self.healed_at = time.time()
         self.record("undone", ok=result.returncode == 0)
 
@@ -156,8 +159,20 @@ class Chaos:
             self.healed_at = time.time()
             self.record("undone", by="the restart")
         elif self.scenario == "partition" and self.heal is None:
-            result = docker.run("network", "disconnect", backend.network(), backend.container(self.target))
-            self.record("cut again after the restart", ok=result.returncode == 0)
+            self.cut_again = time.time()
+            self._cut_again(backend)
+
+    def _cut_again(self, backend) -> None:
+        """Cuts the restarted target off; until a swarm has given it a container (Compose has at
+        once), it is tried again at every tick, for CUT_AGAIN_SECONDS at most."""
+        try:
+            result = backend.cut_off(self.target)
+        except LabError as error:
+            result = subprocess.CompletedProcess([], 1, "", str(error))
+        if result.returncode == 0 or time.time() > self.cut_again + CUT_AGAIN_SECONDS:
+            self.cut_again = None
+            self.record("cut again after the restart", ok=result.returncode == 0,
+                        **({"error": result.stderr.strip()} if result.returncode else {}))
 
     def finish(self, backend) -> None:
         """Never leaves a container frozen or cut off behind it (so `down` can remove it cleanly)."""
@@ -175,9 +190,11 @@ class Chaos:
 
 
 def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) -> None:
-    """Refuses a backend the scenarios cannot act on. A stack's tasks are containers on this node
-    too, so a kill or a SIGTERM is the same `docker kill` (both tried on a one-node swarm); the
-    other faults act on a Compose project's bridge network or proxies, or were not tried on a stack."""
+    """Refuses a backend the scenarios cannot act on. A stack's tasks are containers too, on this
+    node or another, so kill, stop and pause are the same docker commands through the target's
+    node, and a partition sets its overlay interface down (swarm.py: the engine refuses a network
+    disconnect there); slow-link needs the Compose project's delay proxies, and slow-node was not
+    tried on a stack."""
     if settings.backend == "local":
         raise LabError("make chaos needs BACKEND=compose, not BACKEND=local: its faults act on containers")
     if settings.script:  # its moments are the lab trainer's events, which a user's script need not log
@@ -186,7 +203,7 @@ def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) ->
     refused = [scenario for scenario in scenarios if scenario not in SWARM_SCENARIOS]
     if settings.backend == "swarm" and refused:
         raise LabError(f"SCENARIO={refused[0]} needs BACKEND=compose; with BACKEND=swarm make chaos offers "
-                       f"{' and '.join(SWARM_SCENARIOS)} (make soak draws from every scenario, so it needs compose)")
+                       f"{', '.join(SWARM_SCENARIOS)} (make soak draws from every scenario, so it needs compose)")
 
 
 def outcome_of(summary: Summary | dict) -> str:

@@ -193,6 +193,12 @@ class ComposeStack:
     def docker_for(self, task: str) -> list[str]:
         return docker.engine_at(None)  # every container of a Compose project is on this engine
 
+    def cut_off(self, task: str) -> subprocess.CompletedProcess:
+        return docker.run("network", "disconnect", self.network(), self.container(task))
+
+    def reconnect(self, task: str) -> subprocess.CompletedProcess:
+        return docker.run("network", "connect", "--alias", task, self.network(), self.container(task))
+
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, None while its container is not (yet) finished, or VANISHED once the
         run has started and its container is gone."""

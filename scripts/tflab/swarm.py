@@ -217,9 +217,11 @@ def make_stack(run_dir: Path, settings: Settings, the_cluster: Cluster, image_of
     check_names(stack_name(run_dir), the_cluster.tasks)
     placement = place(settings, the_cluster, node)
     image = image_of()
-    if placement.across_nodes:
-        image = push(image, settings.registry)
-    return SwarmStack(run_dir, settings, image, node, the_cluster, placement)
+    if not placement.across_nodes:
+        return SwarmStack(run_dir, settings, image, node, the_cluster, placement)
+    stack = SwarmStack(run_dir, settings, push(image, settings.registry), node, the_cluster, placement)
+    stack.pushed = [f"{settings.registry}/{image}", stack.image]  # this engine's names for it, untagged at close
+    return stack
 
 
 def stack_name(run_dir: Path) -> str:
@@ -362,6 +364,49 @@ def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
     return False
 
 
+# make chaos's partition on a swarm. The engine refuses `docker network disconnect` on a
+# swarm-scoped network (moby#24988), so the lab cuts a task off inside its own network namespace:
+# a throwaway container on the task's node, from the task's own image, joins that namespace with
+# NET_ADMIN and sets down the interface that holds the task's overlay address (up again to
+# reconnect; the kernel puts the subnet's route back). Its peers then reach nothing at that
+# address, as on a node cut off by a firewall. Python's standard library does it: nothing is added
+# to the image. The ioctls: SIOCGIFADDR 0x8915, SIOCGIFFLAGS 0x8913, SIOCSIFFLAGS 0x8914; IFF_UP 1.
+LINK_SCRIPT = """
+import fcntl, socket, struct, sys
+address, up = sys.argv[1], sys.argv[2] == "up"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _, name in socket.if_nameindex():
+    request = struct.pack("256s", name.encode())
+    try:
+        held = socket.inet_ntoa(fcntl.ioctl(s, 0x8915, request)[20:24])
+    except OSError:
+        continue
+    if held == address:
+        flags = struct.unpack("H", fcntl.ioctl(s, 0x8913, request)[16:18])[0]
+        flags = flags | 1 if up else flags & ~1
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH", name.encode(), flags).ljust(40, b"\\0"))
+        print(name, "up" if up else "down")
+        sys.exit(0)
+sys.exit("no interface holds " + address)
+"""
+
+
+def set_link(command: list[str], container: str, network: str, up: bool) -> subprocess.CompletedProcess:
+    """Sets the interface of `container` on `network` down or up (LINK_SCRIPT), through `command`,
+    the docker of the container's node."""
+    found = docker.run("inspect", "--format", "{{json .NetworkSettings.Networks}} {{.Image}}", container,
+                       engine=command)
+    if found.returncode != 0:
+        return found
+    networks, image = found.stdout.rsplit(" ", 1)
+    address = json.loads(networks).get(network, {}).get("IPAddress")
+    if not address:
+        return subprocess.CompletedProcess([], 1, "", f"container {container} has no address on {network}")
+    return docker.run("run", "--rm", "--network", f"container:{container}", "--cap-add", "NET_ADMIN",
+                      "--user", "0:0", "--entrypoint", "python3", image.strip(), "-c", LINK_SCRIPT, address,
+                      "up" if up else "down", timeout=60, engine=command)
+
+
 class SwarmStack:
     """The Backend (backend.py) for BACKEND=swarm: one stack per run, `tflab-<RUN>`."""
 
@@ -393,6 +438,7 @@ class SwarmStack:
                  if self.placement.across_nodes else "on this node")
         self.description = (f"swarm (engine {node.engine}), stack {self.stack}, {where}, image {image}; "
                             f"not applied: {', '.join(missing)}")
+        self.pushed: list[str] = []  # the registry's tag and digest on this engine, which close() takes off
         self._service_ids: dict[str, str] = {}
         self._reported: set[str] = set()
         self._seen: set[str] = set()  # tasks that have had a swarm task
@@ -487,6 +533,12 @@ class SwarmStack:
         node = self._newest().get(task, {}).get("NodeID") or self.placement.nodes.get(task)
         return engine_command(node, self.node.node_id, self.engines)
 
+    def cut_off(self, task: str) -> subprocess.CompletedProcess:
+        return set_link(self.docker_for(task), self.container(task), self.network(), up=False)
+
+    def reconnect(self, task: str) -> subprocess.CompletedProcess:
+        return set_link(self.docker_for(task), self.container(task), self.network(), up=True)
+
     def _kill(self, tasks: list[str], *signal: str) -> None:
         newest = self._newest()
         by_engine: dict[tuple, list[str]] = {}
@@ -529,3 +581,6 @@ class SwarmStack:
                                          for node in set(self.placement.nodes.values()) - {self.node.node_id}]):
             print(f"tflab: stack {self.stack} was not gone {REMOVAL_SECONDS} s after `docker stack rm`; "
                   "`make down` removes what is left", flush=True)
+        # Only names: the image keeps its own tag (make clean's), and one still in use stays.
+        for name in self.pushed:
+            docker.run("image", "rm", name)

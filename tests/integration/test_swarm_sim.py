@@ -20,6 +20,8 @@ from labtest.cli import lab_env, run_lab
 from tflab import swarmsim
 from tflab.schema import completeness
 
+pytestmark = pytest.mark.xdist_group("swarm")  # one swarm change at a time (test_swarm.py)
+
 SIZE = dict(STRATEGY="multiworker", WORKERS=3, GLOBAL_BATCH=96, EPOCHS=3, EXAMPLES=2048)
 LOSS_RTOL = 1e-6
 
@@ -57,7 +59,7 @@ def sim(engine):
         assert up.returncode == 0, up.output
         registry = re.search(r"REGISTRY=(\S+)", up.stdout).group(1)
         nodes = swarmsim.read_state()["nodes"]
-        yield {"registry": registry, "nodes": nodes, "up": up}
+        yield {"registry": registry, "nodes": nodes, "up": up, "names before": registry_names(registry)}
     finally:
         down = run_lab("swarm-sim-down", timeout=600)
         assert down.returncode == 0, down.output
@@ -67,14 +69,22 @@ def sim(engine):
 
 
 def left_on_nodes(sim, stack: str) -> dict:
-    """The stack's containers and networks on every node, this one included."""
+    """The stack's containers and networks on every node, this one included, and this engine's
+    names of the image pushed to the registry (the lab takes them off after the run)."""
     label = f"label=com.docker.stack.namespace={stack}"
     left = {}
     for engine in [None] + [node["socket"] for node in sim["nodes"]]:
         left[engine or "this node"] = (docker("ps", "--all", "--quiet", "--filter", label, engine=engine).stdout.split()
                                        + docker("network", "ls", "--quiet", "--filter", label,
                                                 engine=engine).stdout.split())
+    left["registry names here"] = sorted(set(registry_names(sim["registry"])) - set(sim["names before"]))
     return left
+
+
+def registry_names(registry: str) -> list[str]:
+    """This engine's names of images in `registry` (tags and digests)."""
+    return docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}@{{.Digest}}", "--filter",
+                  f"reference={registry}/*").stdout.split()
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +150,27 @@ def test_a_kill_on_another_node_is_detected_and_recovered(sim, engine_lab):
     assert result["outcome"] == "survived" and result["restarts"] == 1, run.why()
     assert result["detection_seconds"] < 20  # as on one node: within a poll or two, plus the swarm's report
     assert result["recovery_seconds"] < 180  # restart (pulls nothing now), imports, rendezvous, one epoch
+    injected = [line for line in (run.run_dir / "chaos.jsonl").read_text().splitlines() if '"injected"' in line]
+    assert '"ok": true' in injected[0], injected
+    for task in run.task_names:
+        assert completeness(run.events(task), epochs=5) == [], run.why()
+    assert run.summary["weights_agree"]
+
+
+@pytest.mark.parametrize("scenario, heal", [("pause", 40), ("partition", 20)])
+def test_a_pause_or_partition_on_another_node_is_detected_by_the_heartbeat_and_restarted(sim, engine_lab,
+                                                                                        scenario, heal):
+    """worker-2 runs on tflab-sim-2. A pause goes through that node's engine; a partition sets the
+    task's overlay interface down inside its own namespace (the engine refuses to disconnect a
+    service's container from a swarm network). Either way its peers hear nothing, as with a paused
+    or cut-off container under Compose: the heartbeat gives up, the run restarts and finishes."""
+    run = engine_lab.run(f"sim-{scenario}", command="chaos", BACKEND="swarm", REGISTRY=sim["registry"],
+                         SHARED_RUNS_DIR=1, SCENARIO=scenario, TARGET="worker-2", AT="epoch:2", HEAL=heal,
+                         **{**SIZE, "EPOCHS": 5})
+    assert run.finished.returncode == 0, run.why()
+    result = run.summary["chaos"]
+    assert result["outcome"] == "survived" and result["restarts"] == 1, run.why()
+    assert 3 < result["detection_seconds"] < 30, run.why()  # heartbeats, not an instant error (test_chaos.py)
     injected = [line for line in (run.run_dir / "chaos.jsonl").read_text().splitlines() if '"injected"' in line]
     assert '"ok": true' in injected[0], injected
     for task in run.task_names:

@@ -65,8 +65,8 @@ def test_heal_never_is_for_partitions_only():
 
 @pytest.mark.parametrize("changes, expected", [
     ({"backend": "local"}, "make chaos needs BACKEND=compose, not BACKEND=local"),
-    ({"backend": "swarm", "scenario": "pause"}, "SCENARIO=pause needs BACKEND=compose; with BACKEND=swarm "
-                                                "make chaos offers kill and stop"),
+    ({"backend": "swarm", "scenario": "slow-node"}, "SCENARIO=slow-node needs BACKEND=compose; with BACKEND=swarm "
+                                                    "make chaos offers kill, stop, pause, partition"),
     ({"backend": "swarm", "scenario": "slow-link"}, "SCENARIO=slow-link needs BACKEND=compose"),
     ({"target": "worker-7"}, "TARGET=worker-7 is not a task of this run; expected one of worker-0, worker-1"),
     ({"at": "epoch:10"}, "AT=epoch:10 is not allowed with EPOCHS=10: expected epoch:1 to epoch:9"),
@@ -79,13 +79,13 @@ def test_chaos_refuses_what_it_cannot_do(changes, expected):
 
 
 @pytest.mark.parametrize("scenario", chaos.SWARM_SCENARIOS)
-def test_kill_and_stop_act_on_a_stacks_containers_too(scenario):
+def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario):
     settings = Settings(backend="swarm", scenario=scenario)
     chaos.Chaos(settings).check(settings)
 
 
 def test_soak_needs_compose_on_swarm(tmp_path):
-    with pytest.raises(LabError, match="SCENARIO=pause needs BACKEND=compose"):
+    with pytest.raises(LabError, match="SCENARIO=slow-link needs BACKEND=compose"):
         chaos.soak(Settings(backend="swarm", runs_dir=str(tmp_path)))
     assert list(tmp_path.iterdir()) == []
 

@@ -2,6 +2,10 @@
 run across nodes needs before anything starts, the settings, and the sim's refusals and cleanup."""
 
 import json
+import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -137,3 +141,31 @@ def test_an_encrypted_overlay_where_the_kernel_has_ipsec():
     assert stack["networks"]["cluster"]["driver_opts"] == {"encrypted": ""}
     plain = swarm.render_stack(settings, cluster.build(settings), "i", Path("/runs/r1"), NODE)
     assert "driver_opts" not in plain["networks"]["cluster"]
+
+
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux's unshare (Linux)")
+def test_the_partition_script_sets_the_interface_holding_the_address_down_and_up(tmp_path):
+    """swarm.LINK_SCRIPT, run for real in a network namespace of its own (only `lo`), as the lab
+    runs it in a task's: it finds the interface by its address and flips IFF_UP. `lo` is up first
+    (a new namespace's is down, without its address), by name, through the same ioctls."""
+    (tmp_path / "link.py").write_text(swarm.LINK_SCRIPT)
+    (tmp_path / "lo.py").write_text(textwrap.dedent("""
+        import fcntl, socket, struct, sys
+        s, request = socket.socket(), struct.pack("256s", b"lo")
+        flags = struct.unpack("H", fcntl.ioctl(s, 0x8913, request)[16:18])[0]
+        if sys.argv[1:] == ["up"]:
+            fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 1).ljust(40, b"\\0"))
+        else:
+            print("is-up" if flags & 1 else "is-down")
+        """))
+    link, lo = f"{sys.executable} {tmp_path / 'link.py'}", f"{sys.executable} {tmp_path / 'lo.py'}"
+
+    def run(*commands: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["unshare", "--user", "--map-root-user", "--net", "sh", "-ec", "; ".join(commands)],
+                              capture_output=True, text=True, timeout=60)
+
+    result = run(f"{lo} up", lo, f"{link} 127.0.0.1 down", lo, f"{link} 127.0.0.1 up", lo)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["is-up", "lo", "down", "is-down", "lo", "up", "is-up"]
+    missing = run(f"{lo} up", f"{link} 10.9.8.7 down")
+    assert (missing.returncode, missing.stderr.strip()) == (1, "no interface holds 10.9.8.7")
