@@ -16,11 +16,17 @@ PYTHON ?= python3
 VENV ?= .venv
 # Extra pytest arguments, e.g. PYTEST_ARGS="-m unit -x".
 PYTEST_ARGS ?=
+# make test and make test-integration run the tests on this many pytest-xdist workers side by side
+# (tests/labtest/parallel.py): one per two of the engine's CPUs, as a lab run trains on about two.
+# On 2 CPUs that is 1, one test after another: side by side there, heartbeats went missing
+# (docs/tests.md). Read only when a test target runs.
+TEST_WORKERS ?= $(shell n=$$(docker info --format '{{.NCPU}}' 2>/dev/null || nproc); echo $$(( n / 2 )))
+XDIST = $(if $(filter 0 1,$(strip $(TEST_WORKERS))),,-n $(strip $(TEST_WORKERS)) --dist loadgroup)
 
 # The Makefile's own variables. Any other NAME=value on make's command line must be a setting:
 # make would take `make up WORKER=3` silently, so the lab is told the names given (settings.py
 # refuses the others, naming the setting each resembles).
-OWN_VARIABLES := PYTHON VENV PYTEST_ARGS
+OWN_VARIABLES := PYTHON VENV PYTEST_ARGS TEST_WORKERS
 COMMAND_LINE = $(strip $(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
 LAB_ENV = TFLAB_MAKE_VARIABLES='$(COMMAND_LINE)' TFLAB_MAKE_OWN='$(OWN_VARIABLES)' PYTHONPATH=scripts
 LAB = $(LAB_ENV) $(PYTHON) -m tflab
@@ -106,13 +112,13 @@ $(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-c
 	@touch $@
 
 test: venv ## run every test: integration on real Compose (both CLIs) and unit
-	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+	$(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-unit: venv ## run the fast unit tests only
 	$(VENV_PYTHON) -m pytest -m unit $(PYTEST_ARGS)
 
 test-integration: venv ## run the integration tests only (Docker required)
-	$(VENV_PYTHON) -m pytest -m integration $(PYTEST_ARGS)
+	$(VENV_PYTHON) -m pytest -m integration $(XDIST) $(PYTEST_ARGS)
 
 # VENV is removed only where it is this checkout's and this Makefile made it (its .installed).
 clean: ## remove the lab's containers, images, wheels and .venv; never runs/

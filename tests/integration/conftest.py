@@ -4,14 +4,18 @@ and hands every test the same run."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
 import os
+import pickle
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from labtest import parallel
 from labtest.cli import REPO, lab_env, run_lab
 from labtest.runs import LabRun, lab_containers
 from tflab import compose, docker
@@ -54,10 +58,13 @@ def compose_env(engine) -> dict[str, dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def trainer_image(engine) -> str:
-    """The trainer image's tag (tflab-trainer:cpu-<digest>), built if it is not there yet."""
+def trainer_image(engine, request) -> str:
+    """The trainer image's tag (tflab-trainer:cpu-<digest>), built if it is not there yet (by one
+    worker: the others wait, then find it built)."""
     started = time.monotonic()
-    result = run_lab("images", timeout=3600)
+    shared = parallel.shared_folder(request.config)
+    with parallel.once(shared / "locks" / "image.lock") if shared else contextlib.nullcontext():
+        result = run_lab("images", timeout=3600)
     require(result.returncode == 0, f"could not build the trainer image:\n{result.output[-4000:]}")
     last = result.stdout.strip().splitlines()[-1]
     log.info("trainer image ready in %.1f s: %s", time.monotonic() - started, last)
@@ -65,11 +72,14 @@ def trainer_image(engine) -> str:
 
 
 class Lab:
-    """Runs the lab with given settings, once per distinct settings, in a runs folder of its own."""
+    """Runs the lab with given settings, once per distinct settings, in a runs folder of its own.
+    Under xdist the folder is the workers' shared one, and a run is made by whichever worker asks
+    first: the others wait for it and read the same result (`shared`: where results are kept)."""
 
-    def __init__(self, runs_dir: Path, compose_env: dict):
+    def __init__(self, runs_dir: Path, compose_env: dict, shared: Path | None = None):
         self.runs_dir = runs_dir
         self.compose_env = compose_env
+        self.shared = shared
         self.cache: dict[tuple, LabRun] = {}
 
     def run(self, name: str, cli: str | None = None, command: str = "up", **settings) -> LabRun:
@@ -77,8 +87,20 @@ class Lab:
         command: the lab's command, `up` or `chaos`."""
         key = (name, cli, command, tuple(sorted(settings.items())))
         if key not in self.cache:
-            self.cache[key] = self._run(name, cli, command, {k: str(v) for k, v in settings.items()})
+            self.cache[key] = self._once(key, lambda: self._run(name, cli, command,
+                                                                {k: str(v) for k, v in settings.items()}))
         return self.cache[key]
+
+    def _once(self, key: tuple, make) -> LabRun:
+        if self.shared is None:
+            return make()
+        kept = self.shared / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}.pickle"
+        with parallel.once(kept.with_suffix(".lock")):
+            if kept.exists():
+                return pickle.loads(kept.read_bytes())
+            run = make()
+            kept.write_bytes(pickle.dumps(run))
+            return run
 
     def _run(self, name: str, cli: str, command: str, settings: dict[str, str]) -> LabRun:
         if settings.get("BACKEND") == "local" or cli is None:
@@ -99,15 +121,23 @@ class Lab:
         return run
 
 
-@pytest.fixture(scope="session")
-def lab(trainer_image, compose_env, tmp_path_factory) -> Lab:
-    return Lab(tmp_path_factory.mktemp("runs"), compose_env)
+def new_lab(request, tmp_path_factory, name: str, compose_env: dict) -> Lab:
+    shared = parallel.shared_folder(request.config)
+    if shared is None:
+        return Lab(tmp_path_factory.mktemp(name), compose_env)
+    (shared / name).mkdir(exist_ok=True)
+    return Lab(shared / name, compose_env, shared / f"{name}-made")
 
 
 @pytest.fixture(scope="session")
-def engine_lab(trainer_image, tmp_path_factory) -> Lab:
+def lab(trainer_image, compose_env, tmp_path_factory, request) -> Lab:
+    return new_lab(request, tmp_path_factory, "runs", compose_env)
+
+
+@pytest.fixture(scope="session")
+def engine_lab(trainer_image, tmp_path_factory, request) -> Lab:
     """`lab` for runs that need the engine and the image but no Compose CLI (BACKEND=swarm)."""
-    return Lab(tmp_path_factory.mktemp("runs"), {})
+    return new_lab(request, tmp_path_factory, "engine-runs", {})
 
 
 def docker_kill(container: str) -> None:

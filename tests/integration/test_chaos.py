@@ -45,6 +45,9 @@ def assert_survived(run, restarts):
     assert (run.run_dir / "chaos.jsonl").exists()
 
 
+# Under xdist each scenario is a group of its own (so they run side by side), and the reference run
+# is made once for all (conftest.py's Lab). A scenario whose assertion reads epoch times runs alone.
+@pytest.mark.xdist_group("chaos-kill")
 def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     run = chaos(lab, "kill", SCENARIO="kill", TARGET="worker-1", AT="epoch:2")
     assert_survived(run, restarts=1)
@@ -62,6 +65,7 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     assert run.of("worker-0", "end")[-1]["weights_sha256"] == reference.of("worker-0", "end")[0]["weights_sha256"]
 
 
+@pytest.mark.xdist_group("chaos-stop")
 def test_stop_is_a_preemption_saved_at_the_same_step_on_every_worker(lab, reference):
     run = chaos(lab, "stop", SCENARIO="stop", TARGET="worker-1", AT="epoch:2")
     assert_survived(run, restarts=1)
@@ -74,6 +78,8 @@ def test_stop_is_a_preemption_saved_at_the_same_step_on_every_worker(lab, refere
     assert run.losses("worker-0")[-1] == pytest.approx(reference.losses("worker-0")[-1], rel=MID_EPOCH_RTOL)
 
 
+@pytest.mark.xdist_group("chaos-pause-short")
+@pytest.mark.alone  # a 3 s pause must stay under the heartbeat's timeout with no other run beside it
 def test_a_short_pause_is_survived_without_a_restart(lab):
     """Paused for 3 s: under TensorFlow's heartbeat timeout (measured: a pause is noticed after
     about 7-9 s), so the cluster waits and carries on."""
@@ -89,12 +95,14 @@ def test_a_short_pause_is_survived_without_a_restart(lab):
     assert max(overlapping) > 2.5, (moments, ends)
 
 
+@pytest.mark.xdist_group("chaos-pause-long")
 def test_a_long_pause_is_detected_by_the_heartbeat_and_restarted(lab):
     run = chaos(lab, "pause-long", SCENARIO="pause", TARGET="worker-1", AT="epoch:2", HEAL=40)
     assert_survived(run, restarts=1)
     assert 3 < run.summary["chaos"]["detection_seconds"] < 30  # heartbeats, not an instant error
 
 
+@pytest.mark.xdist_group("chaos-partition")
 def test_a_partition_never_undone_ends_cleanly_naming_the_unreachable_peer(lab):
     run = chaos(lab, "partition-never", SCENARIO="partition", TARGET="worker-1", AT="epoch:2", HEAL="never",
                 RESTARTS=1, PEER_TIMEOUT=10)
@@ -110,8 +118,10 @@ def test_a_partition_never_undone_ends_cleanly_naming_the_unreachable_peer(lab):
 # How much a CPU cap slows the tiny MLP depends on how busy the rest of the machine is: measured
 # here, 0.25 CPUs made epochs 1.35 to 3.2 times slower (a CI run once saw 1.35, under a 1.5
 # bound), 0.05 CPUs 17 times. 0.1 leaves no doubt and costs about 10 s.
-@pytest.mark.parametrize("scenario, extra", [("slow-link", {"SLOW_LINK": "10ms,100mbit"}),
-                                             ("slow-node", {"SLOW_CPUS": 0.1})])
+@pytest.mark.parametrize("scenario, extra", [
+    pytest.param("slow-link", {"SLOW_LINK": "10ms,100mbit"}, marks=pytest.mark.xdist_group("chaos-slow-link")),
+    pytest.param("slow-node", {"SLOW_CPUS": 0.1}, marks=pytest.mark.xdist_group("chaos-slow-node"))])
+@pytest.mark.alone  # epoch times before and after, which another run beside it would disturb
 def test_a_slow_link_or_node_slows_the_steps_after_it(lab, reference, scenario, extra):
     run = chaos(lab, scenario, SCENARIO=scenario, TARGET="worker-1", AT="epoch:2", **extra)
     assert_survived(run, restarts=0)

@@ -104,6 +104,7 @@ def test_the_evaluator_on_local_processes(lab):
     assert processes_of(run.run_dir) == []
 
 
+@pytest.mark.xdist_group("swarm")  # one swarm change at a time (test_swarm.py)
 def test_the_evaluator_on_a_swarm(engine_lab):
     with active_swarm():
         run = engine_lab.run("evaluator-swarm", BACKEND="swarm", **EVALUATOR_ON)

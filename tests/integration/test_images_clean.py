@@ -70,6 +70,7 @@ def checkout(trainer_image, tmp_path) -> Path:
     return copy
 
 
+@pytest.mark.alone  # no other test's image may appear or go while it compares the engine's images
 def test_a_build_a_run_and_make_clean_leave_the_engine_as_they_found_it(checkout):
     runs = checkout / "runs"
     before_images, before_untagged = lab_images(), untagged_lab_images()

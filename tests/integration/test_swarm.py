@@ -11,6 +11,9 @@ from tflab import cluster, swarm
 from tflab.schema import completeness
 from tflab.settings import Settings
 
+# Every test that changes the engine's swarm state is in one xdist group: they run one after another.
+pytestmark = pytest.mark.xdist_group("swarm")
+
 # SWARM_PLACEMENT=local: this node only, whatever swarm is up (a simulated multi-node one included).
 SETTINGS = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=3, EXAMPLES=2048, BACKEND="swarm", SWARM_PLACEMENT="local")
 

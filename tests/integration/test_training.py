@@ -30,7 +30,8 @@ FINAL_LOSS_BOUND = 0.25
 LOSS_RTOL = 1e-4
 
 
-@pytest.fixture(params=list(RUNS))
+# Under xdist each run's tests are one group, so the seven runs go side by side (conftest.py).
+@pytest.fixture(params=[pytest.param(name, marks=pytest.mark.xdist_group(f"training-{name}")) for name in RUNS])
 def run(request, lab):
     cli, settings = RUNS[request.param]
     return lab.run(request.param, cli=cli, **SAME, **settings)
