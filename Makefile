@@ -20,8 +20,9 @@ PYTEST_ARGS ?=
 # (tests/labtest/parallel.py): one per two of the engine's CPUs, as a lab run trains on about two.
 # On 2 CPUs that is 1, one test after another: side by side there, heartbeats went missing
 # (docs/tests.md). Read only when a test target runs.
-TEST_WORKERS ?= $(shell n=$$(docker info --format '{{.NCPU}}' 2>/dev/null || nproc); echo $$(( n / 2 )))
-XDIST = $(if $(filter 0 1,$(strip $(TEST_WORKERS))),,-n $(strip $(TEST_WORKERS)) --dist loadgroup)
+TEST_WORKERS ?= $(shell n=$$(docker info --format '{{.NCPU}}' 2>/dev/null || nproc 2>/dev/null \
+                            || sysctl -n hw.ncpu 2>/dev/null || echo 2); echo $$(( n / 2 )))
+XDIST = $(if $(filter-out 0 1,$(strip $(TEST_WORKERS))),-n $(strip $(TEST_WORKERS)) --dist loadgroup)
 
 # The Makefile's own variables. Any other NAME=value on make's command line must be a setting:
 # make would take `make up WORKER=3` silently, so the lab is told the names given (settings.py
