@@ -187,8 +187,9 @@ def kernel_encrypts() -> bool | None:
         run_quiet(["ip", "netns", "delete", probe])
 
 
-def push(image: str, registry: str) -> str:
-    """Pushes the image to the registry; returns its reference by digest, which every node pulls."""
+def push(image: str, registry: str) -> tuple[str, str]:
+    """Pushes the image to the registry; returns the tag it pushed and the reference by digest,
+    which every node pulls: this engine's two names for it."""
     name = f"{registry}/{image}"
     tagged = docker.run("tag", image, name)
     if tagged.returncode != 0:
@@ -207,7 +208,7 @@ def push(image: str, registry: str) -> str:
         raise LabError(f"docker push {name} printed no digest: {docker.last_line(pushed)}")
     reference = f"{name.rsplit(':', 1)[0]}@{digest.group(1)}"
     print(f"tflab: pushed in {time.monotonic() - started:.1f} s: {reference}", flush=True)
-    return reference
+    return name, reference
 
 
 def make_stack(run_dir: Path, settings: Settings, the_cluster: Cluster, image_of) -> "SwarmStack":
@@ -219,9 +220,8 @@ def make_stack(run_dir: Path, settings: Settings, the_cluster: Cluster, image_of
     image = image_of()
     if not placement.across_nodes:
         return SwarmStack(run_dir, settings, image, node, the_cluster, placement)
-    stack = SwarmStack(run_dir, settings, push(image, settings.registry), node, the_cluster, placement)
-    stack.pushed = [f"{settings.registry}/{image}", stack.image]  # this engine's names for it, untagged at close
-    return stack
+    pushed = push(image, settings.registry)
+    return SwarmStack(run_dir, settings, pushed[1], node, the_cluster, placement, pushed=pushed)
 
 
 def stack_name(run_dir: Path) -> str:
@@ -413,7 +413,7 @@ class SwarmStack:
     proxied: frozenset[str] = frozenset()  # LINK's delay proxies are Compose services only
 
     def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode, the_cluster: Cluster,
-                 placement: Placement | None = None):
+                 placement: Placement | None = None, pushed: tuple[str, ...] = ()):
         self.run_dir = run_dir
         self.settings = settings
         self.image = image
@@ -438,7 +438,7 @@ class SwarmStack:
                  if self.placement.across_nodes else "on this node")
         self.description = (f"swarm (engine {node.engine}), stack {self.stack}, {where}, image {image}; "
                             f"not applied: {', '.join(missing)}")
-        self.pushed: list[str] = []  # the registry's tag and digest on this engine, which close() takes off
+        self.pushed = pushed  # push()'s tag and digest: this engine's names for the image, which close() takes off
         self._service_ids: dict[str, str] = {}
         self._reported: set[str] = set()
         self._seen: set[str] = set()  # tasks that have had a swarm task
