@@ -24,6 +24,7 @@ TEST_WORKERS ?= $(shell n=$$(docker info --format '{{.NCPU}}' 2>/dev/null || npr
                             || sysctl -n hw.ncpu 2>/dev/null || echo 2); echo $$(( n / 2 )))
 XDIST = $(if $(filter-out 0 1,$(strip $(TEST_WORKERS))),-n $(strip $(TEST_WORKERS)) --dist loadgroup)
 
+
 # The Makefile's own variables. Any other NAME=value on make's command line must be a setting:
 # make would take `make up WORKER=3` silently, so the lab is told the names given (settings.py
 # refuses the others, naming the setting each resembles).
@@ -36,7 +37,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
 .PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare report bench config k8s summary logs tensorboard down
-.PHONY: images wheels venv test test-unit test-integration clean
+.PHONY: images wheels venv test test-unit test-integration test-workers clean
 
 help: ## list the targets and the settings
 	@echo "Targets:"
@@ -112,14 +113,20 @@ $(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-c
 	bash scripts/get-compose-v2.sh $(VENV)
 	@touch $@
 
-test: venv ## run every test: integration on real Compose (both CLIs) and unit
+test: test-workers venv ## run every test: integration on real Compose (both CLIs) and unit
 	$(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-unit: venv ## run the fast unit tests only
 	$(VENV_PYTHON) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: venv ## run the integration tests only (Docker required)
+test-integration: test-workers venv ## run the integration tests only (Docker required)
 	$(VENV_PYTHON) -m pytest -m integration $(XDIST) $(PYTEST_ARGS)
+
+# Refuses a TEST_WORKERS that is no whole number, in one line, before .venv is made (a prerequisite
+# left of venv).
+test-workers:
+	@case '$(strip $(TEST_WORKERS))' in *[!0-9]*) echo "tflab: TEST_WORKERS=$(strip $(TEST_WORKERS)) is not \
+	allowed: expected a whole number of pytest workers (0 or 1: one process)" >&2; exit 2;; esac
 
 # VENV is removed only where it is this checkout's and this Makefile made it (its .installed).
 clean: ## remove the lab's containers, images, wheels and .venv; never runs/
