@@ -58,7 +58,8 @@ class WheelCounter:
 
 
 class InstallCounter:
-    """Turns pip install's lines into 'wheel 3 of 39: grpcio-...whl', then 'installing 39 packages'."""
+    """Turns pip install's lines into 'wheel 3 of 39: grpcio-...whl', then 'installing 39 packages',
+    and passes the install script's own steps ('compiling: ...', 'checking: ...') through."""
 
     def __init__(self, expected: int):
         self.expected = expected
@@ -70,7 +71,7 @@ class InstallCounter:
             return f"wheel {self.count} of {self.expected}: {line.rsplit('/', 1)[-1]}"
         if line.startswith("Installing collected packages:"):
             return f"installing {self.count} packages"
-        if line.startswith("checking:"):
+        if line.startswith(("compiling:", "checking:")):
             return line
         return None
 

@@ -142,6 +142,7 @@ def test_pip_installs_lines_become_progress():
         "wheel 1 of 39: absl_py-2.5.1-py3-none-any.whl"
     assert count("Installing collected packages: absl-py, numpy") == "installing 1 packages"
     assert count("Successfully installed absl-py-2.5.1") is None
+    assert count("compiling: the packages' Python, on every CPU") == "compiling: the packages' Python, on every CPU"
 
 
 @pytest.mark.parametrize("install_code", [0, 3])
