@@ -147,6 +147,8 @@ class ComposeStack:
         # task -> the engine's State.OOMKilled, read with every exit_codes(): the kernel killed it
         # for memory. Exit code 137 alone cannot say so (a `docker kill` gives it too).
         self.oom_killed: dict[str, bool] = {}
+        self.changes: docker.Changes | None = None  # from start() on: whether to read the states again
+        self.codes: dict[str, int | None] = {}  # as last read
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -168,6 +170,7 @@ class ComposeStack:
         if "cluster" in override.get("networks", {}):  # NETWORK=bridge: the override replaces the network
             override["networks"]["cluster"]["labels"] = marks
         write_json(self.run_dir / RUN_FILE, override)
+        self.watch()
         self._up(*[link_service(task) for task in sorted(self.proxied)], *self.tasks)
         self.started = True
 
@@ -177,8 +180,18 @@ class ComposeStack:
 
     def _up(self, *services: str) -> None:
         result = self.compose("up", "--detach", "--no-build", *services, timeout=300)
+        self.changed()
         if result.returncode != 0:
             raise LabError(f"compose up failed: {docker.last_line(result)}")
+
+    def watch(self) -> None:
+        """From now on exit_codes() reads the engine only when it reports a change (docker.Changes)."""
+        self.changes = docker.Changes(f"{docker.PROJECT_LABEL}={self.project}")
+
+    def changed(self) -> None:
+        """The lab changed its containers itself: the next exit_codes() reads them again."""
+        if self.changes:
+            self.changes.report()
 
     def container(self, task: str) -> str:
         """The id of a task's container."""
@@ -201,7 +214,14 @@ class ComposeStack:
 
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, None while its container is not (yet) finished, or VANISHED once the
-        run has started and its container is gone."""
+        run has started and its container is gone. Read from the engine only when something
+        happened to the project's containers since the last read (docker.Changes)."""
+        if self.changes and self.codes and not self.changes.since_last_asked():
+            return dict(self.codes)
+        self.codes = self._read_exit_codes()
+        return dict(self.codes)
+
+    def _read_exit_codes(self) -> dict[str, int | None]:
         ids = docker.project_containers(self.project)
         codes: dict[str, int | None] = {task: VANISHED if self.started else None for task in self.tasks}
         template = ('{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}} '
@@ -218,16 +238,20 @@ class ComposeStack:
     def terminate(self, tasks: list[str]) -> None:
         if tasks:
             self.compose("kill", "-s", "SIGTERM", *tasks, timeout=60)
+            self.changed()
 
     def stop(self, tasks: list[str]) -> None:
         if tasks:
             self.compose("kill", *tasks, timeout=60)
+            self.changed()
 
     def save_output(self) -> None:
         result = self.compose("logs", "--no-color", "--timestamps", timeout=120)
         (self.run_dir / OUTPUT).write_text(result.stdout + result.stderr)
 
     def close(self) -> None:
+        if self.changes:
+            self.changes.close()
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
 
 

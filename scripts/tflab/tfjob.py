@@ -551,11 +551,13 @@ class ReplayStack(compose.ComposeStack):
         self.files = [run_dir / COMPOSE_FILE]
         self.started = False
         self.oom_killed: dict[str, bool] = {}  # exit_codes() fills it, as for the lab's own stack
+        self.changes, self.codes = None, {}
         self.description = f"compose ({cli}), project {self.project}"
         self.env = dict(os.environ)
 
     def start(self, spec: dict = None) -> None:
         runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
+        self.watch()
         self._up(*self.tasks)
         self.started = True
         self.follow_output("all")
