@@ -161,12 +161,18 @@ class Changes:
 
     def close(self) -> None:
         process, self.process = self.process, None
-        if process and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        end(process)
+
+
+def end(process: subprocess.Popen | None) -> None:
+    """Ends a CLI that follows the engine (`docker events`, `compose logs --follow`) where it still
+    runs: SIGTERM, and SIGKILL after 10 s."""
+    if process and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def inspect(ids: list[str], template: str) -> str:

@@ -574,13 +574,7 @@ class ReplayStack(compose.ComposeStack):
                                           env=self.env, stdout=None, stderr=subprocess.DEVNULL)
 
     def stop_following(self) -> None:
-        following = getattr(self, "following", None)
-        if following and following.poll() is None:
-            following.terminate()
-            try:
-                following.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                following.kill()
+        docker.end(getattr(self, "following", None))
 
     def close(self) -> None:
         self.stop_following()
