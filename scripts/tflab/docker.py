@@ -138,12 +138,14 @@ class Changes:
         except OSError:  # no docker: every ask reads again, as without this
             self.process = None
             return
-        threading.Thread(target=self._follow, daemon=True).start()
+        # The thread gets the stream itself: close() may clear self.process before it starts.
+        threading.Thread(target=self._follow, args=(self.process.stdout,), daemon=True).start()
 
-    def _follow(self) -> None:
-        for _ in self.process.stdout:
+    def _follow(self, stream) -> None:
+        for _ in stream:
             self.report()
-        self.process = None  # the stream ended: from now on every ask reads again
+        with self.lock:
+            self.process = None  # the stream ended: from now on every ask reads again
 
     def report(self) -> None:
         """Marks a change, as the engine would: the lab's own actions (a kill, a restart) call it."""
@@ -160,7 +162,8 @@ class Changes:
             return due
 
     def close(self) -> None:
-        process, self.process = self.process, None
+        with self.lock:
+            process, self.process = self.process, None
         end(process)
 
 
