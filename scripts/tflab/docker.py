@@ -112,7 +112,7 @@ def project_containers(project: str, service: str | None = None) -> list[str]:
 
 
 class Changes:
-    """Whether anything happened to some containers since the last ask, from one `docker events`
+    """Whether anything happened to some containers since the last ask, from a `docker events`
     stream that runs alongside (no CPU while nothing happens).
 
     A run's supervisor asks for its tasks' states twice a second: `docker ps` and `docker inspect`,
@@ -121,29 +121,49 @@ class Changes:
     something (a container created, started, paused, killed, dead, removed), and at least every
     RECHECK_SECONDS anyway, in case the stream missed one or ended. The stream replays from a
     second before it was started (`--since`), so nothing between its start and its subscription
-    is lost."""
+    is lost. It comes in spans of SPAN_SECONDS (`--until`), each the next one's `--since`, so a lab
+    killed outright (SIGKILL: no close()) leaves no `docker events` running for longer than that."""
 
     RECHECK_SECONDS = 5.0
+    SPAN_SECONDS = 60.0
 
     def __init__(self, *label_filters: str, engine: list[str] | None = None):
-        filters = [arg for label in label_filters for arg in ("--filter", f"label={label}")]
+        self.arguments = ["--filter", "type=container",
+                          *[arg for label in label_filters for arg in ("--filter", f"label={label}")],
+                          "--format", "{{.Action}}"]
+        self.engine = engine
         self.lock = threading.Lock()
         self.reported = True  # nothing read yet
         self.read_at = float("-inf")
-        try:
-            self.process = subprocess.Popen(
-                command("events", "--since", f"{time.time() - 1:.3f}", "--filter", "type=container", *filters,
-                        "--format", "{{.Action}}", engine=engine),
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except OSError:  # no docker: every ask reads again, as without this
-            self.process = None
-            return
-        # The thread gets the stream itself: close() may clear self.process before it starts.
-        threading.Thread(target=self._follow, args=(self.process.stdout,), daemon=True).start()
+        self.closed = False
+        since = time.time() - 1
+        self.process = self._open(since)
+        if self.process:  # the thread gets it itself: close() may clear self.process before it starts
+            threading.Thread(target=self._follow, args=(self.process, since), daemon=True).start()
 
-    def _follow(self, stream) -> None:
-        for _ in stream:
-            self.report()
+    def _open(self, since: float) -> subprocess.Popen | None:
+        """One span's stream; None without docker (every ask then reads again, as without this)."""
+        try:
+            return subprocess.Popen(command("events", "--since", f"{since:.3f}", "--until",
+                                            f"{since + self.SPAN_SECONDS:.3f}", *self.arguments, engine=self.engine),
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            return None
+
+    def _follow(self, process: subprocess.Popen, since: float) -> None:
+        while True:
+            for _ in process.stdout:
+                self.report()
+            until = since + self.SPAN_SECONDS
+            if process.wait() != 0 or time.time() < until - self.SPAN_SECONDS / 2:
+                break  # closed, or the engine ended it early
+            since = until
+            with self.lock:
+                if self.closed:
+                    break
+                process = self.process = self._open(since)
+            if process is None:
+                break
         with self.lock:
             self.process = None  # the stream ended: from now on every ask reads again
 
@@ -163,6 +183,7 @@ class Changes:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             process, self.process = self.process, None
         end(process)
 

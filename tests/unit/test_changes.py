@@ -11,12 +11,14 @@ from tflab import compose, docker
 from tflab.cluster import build
 from tflab.settings import Settings
 
-# Writes its arguments, then prints one action for each numbered file the test creates: 1, 2, ...
-# and ends when it finds a file named `end`.
+# Appends its arguments to argv, a line per call, then prints one action for each numbered file
+# the test creates: 1, 2, ... and ends at its --until, as docker does, or when it finds a file
+# named `end`.
 FAKE_DOCKER = """#!/bin/sh
-echo "$@" > "{folder}/argv"
+echo "$@" >> "{folder}/argv"
 n=1
-while [ ! -e "{folder}/end" ]; do
+until=${{5%.*}}
+while [ ! -e "{folder}/end" ] && [ "$(date +%s)" -lt "$until" ]; do
     if [ -e "{folder}/$n" ]; then echo die; n=$((n + 1)); fi
     sleep 0.02
 done
@@ -49,7 +51,8 @@ def test_only_a_reported_event_makes_it_read_again(engine):
         assert eventually(lambda: (engine / "argv").exists())
         argv = (engine / "argv").read_text().split()
         assert argv[:2] == ["events", "--since"] and float(argv[2]) <= time.time()
-        assert argv[3:] == ["--filter", "type=container", "--filter", "label=com.docker.compose.project=p",
+        assert argv[3:5] == ["--until", f"{float(argv[2]) + docker.Changes.SPAN_SECONDS:.3f}"]
+        assert argv[5:] == ["--filter", "type=container", "--filter", "label=com.docker.compose.project=p",
                             "--format", "{{.Action}}"]
         time.sleep(0.2)
         assert not changes.since_last_asked()  # nothing happened
@@ -74,6 +77,22 @@ def test_it_reads_again_after_recheck_seconds_and_once_the_stream_is_gone(engine
         assert changes.since_last_asked() and changes.since_last_asked()  # every time, as without it
     finally:
         changes.close()
+
+
+def test_the_stream_comes_in_spans_each_starting_where_the_last_ended(engine, monkeypatch):
+    """So that a lab killed outright (no close()) leaves no `docker events` running for longer than a span."""
+    monkeypatch.setattr(docker.Changes, "SPAN_SECONDS", 2.0)
+    changes = docker.Changes("a=b")
+    try:
+        assert eventually(lambda: len((engine / "argv").read_text().splitlines()) >= 2, seconds=6.0)
+        first, second = ((engine / "argv").read_text().splitlines()[i].split() for i in (0, 1))
+        assert second[2] == first[4]  # --since of the second is --until of the first
+        assert changes.process is not None and changes.since_last_asked() and not changes.since_last_asked()
+        (engine / "1").touch()
+        assert eventually(changes.since_last_asked)  # the second span's event
+    finally:
+        changes.close()
+    assert changes.process is None
 
 
 def test_without_docker_every_ask_reads(monkeypatch, tmp_path):
