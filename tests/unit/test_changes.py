@@ -84,8 +84,9 @@ def test_the_stream_comes_in_spans_each_starting_where_the_last_ended(engine, mo
     monkeypatch.setattr(docker.Changes, "SPAN_SECONDS", 2.0)
     changes = docker.Changes("a=b")
     try:
-        assert eventually(lambda: len((engine / "argv").read_text().splitlines()) >= 2, seconds=6.0)
-        first, second = ((engine / "argv").read_text().splitlines()[i].split() for i in (0, 1))
+        argv = engine / "argv"  # the stand-in writes it once started
+        assert eventually(lambda: argv.exists() and len(argv.read_text().splitlines()) >= 2, seconds=6.0)
+        first, second = (line.split() for line in argv.read_text().splitlines()[:2])
         assert second[2] == first[4]  # --since of the second is --until of the first
         assert changes.process is not None and changes.since_last_asked() and not changes.since_last_asked()
         (engine / "1").touch()
