@@ -11,10 +11,6 @@ from typing import Protocol
 
 from tflab.cluster import Cluster
 
-# A task whose container or process disappeared while the run went on (removed from outside the
-# lab): not an exit code any process gives, so the summary cannot mistake it for one.
-VANISHED = -1
-
 
 class Backend(Protocol):
     cluster: Cluster  # the run's cluster at this backend's addresses (Cluster.readdressed)
@@ -32,7 +28,7 @@ class Backend(Protocol):
         """Starts every task again, after all have ended: the same config, logs appended."""
 
     def exit_codes(self) -> dict[str, int | None]:
-        """task -> its exit code, None while it runs (or has not started), VANISHED once gone."""
+        """task -> its exit code, None while it runs (or has not started), explain.VANISHED once gone."""
 
     def terminate(self, tasks: list[str]) -> None:
         """SIGTERM to these tasks."""

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Sequence
 
 from tflab import cluster, docker, labels
-from tflab.backend import VANISHED
 from tflab.cluster import Cluster
 from tflab.errors import LabError
+from tflab.explain import VANISHED
 from tflab.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
 from tflab.runfolder import OUTPUT, container_user, write_json

@@ -22,6 +22,10 @@ from pathlib import Path
 
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
 FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container say it
+# A task whose container or process disappeared while the run went on (removed from outside the
+# lab): not an exit code any process gives, so the summary cannot mistake it for one. The
+# backends report it; the explanation below names it.
+VANISHED = -1
 KERAS_ISSUE = "https://github.com/keras-team/keras/issues/20585"
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
 INPUT_GUIDE = "https://www.tensorflow.org/tutorials/distribute/input"
@@ -40,6 +44,12 @@ class Signature:
 
 # Most specific first: the first row that matches explains the failure.
 SIGNATURES = [
+    Signature("vanished", r"^engine: vanished$",
+              "vanished: its container or service was removed from outside the lab (docker rm, docker service rm, "
+              "an engine restart) while it ran",
+              "start the run again, and leave its containers to the lab (`make down` ends a run cleanly); "
+              "the lab does not recreate what it did not remove",
+              "https://docs.docker.com/reference/cli/docker/container/rm/", False),
     Signature("oom-killed", r"^engine: OOMKilled",
               "killed by the kernel for memory (the engine says OOMKilled): it reached its limit MEMORY={memory} "
               "(last measured: {last_memory})",
@@ -122,6 +132,8 @@ class Evidence:
 
     def header(self) -> str:
         """The engine's state as lines the table's patterns read."""
+        if self.exit_code == VANISHED:
+            return "engine: vanished"
         if self.oom_killed:
             return "engine: OOMKilled"
         if self.oom_killed is None and self.exit_code == 137 and self.memory != "0":

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tflab import backends, cluster, explain, runfolder, summary
-from tflab.backend import VANISHED, Backend
+from tflab.backend import Backend
 from tflab.console import describe_run, display_path, say
 from tflab.errors import LabError
 from tflab.linkproxy import Profile
@@ -108,7 +108,7 @@ def supervise(backend: Backend, settings: Settings, run_dir: Path, chaos, restar
     deadline = time.monotonic() + settings.timeout
     while True:
         outcome, stopped = follow(backend, settings, printer, deadline, chaos)
-        vanished = [task for task, code in backend.exit_codes().items() if code == VANISHED]
+        vanished = [task for task, code in backend.exit_codes().items() if code == explain.VANISHED]
         if vanished:
             say(f"not restarting: {', '.join(vanished)} vanished, and the lab does not recreate what was "
                 "removed from outside it")
@@ -159,6 +159,16 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
         if chaos:
             chaos.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
+        vanished = [task for task, code in codes.items() if code == explain.VANISHED]
+        if vanished:
+            # Checked first: the peers of a removed task fail within a second, and one read of the
+            # states can see both, the removal and the failures it caused.
+            say(f"{', '.join(vanished)} vanished: {'its' if len(vanished) == 1 else 'their'} container or "
+                "service was removed from outside the lab; ending the run")
+            if running:
+                backend.stop(running)
+            printer.print_new()
+            return "failed", running
         if running and set(running) <= set(servers) | set(evaluators):
             # Training is over. The evaluator stops by itself after the last checkpoint (it gets
             # EVALUATOR_END_SECONDS for it, unless a trainer failed); servers would serve forever.
@@ -175,13 +185,6 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
         if not running:
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
-        vanished = [task for task, code in codes.items() if code == VANISHED]
-        if vanished:
-            say(f"{', '.join(vanished)} vanished: {'its' if len(vanished) == 1 else 'their'} container or "
-                "service was removed from outside the lab; ending the run")
-            backend.stop(running)
-            printer.print_new()
-            return "failed", running
         failed = [task for task, code in codes.items() if code not in (None, 0)]
         if failed and failed_at is None:
             failed_at = time.monotonic()

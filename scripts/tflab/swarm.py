@@ -49,11 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import docker, labels, swarmsim
-from tflab.backend import VANISHED
 from tflab.cluster import Cluster
 from tflab.compose import literal
 from tflab.docker import run_quiet
 from tflab.errors import LabError
+from tflab.explain import VANISHED
 from tflab.runfolder import OUTPUT, container_user, write_json
 from tflab.settings import Settings, node_engine_map
 from tflab.user_script import script_service

@@ -183,6 +183,24 @@ def test_supervise_restarts_as_the_policy_says_and_restarts_bound_it(tmp_path, c
                          r"oom-killed)\)", capsys.readouterr().out, re.M)
 
 
+
+def test_a_task_removed_from_outside_is_named_before_the_failures_it_caused(tmp_path, capsys):
+    """The peer of a removed container fails within a second, so one read can see both: the run
+    still ends naming the removed task, and restarts nothing (the lab does not recreate it)."""
+    settings = Settings(workers=2, restarts=2, backup="off")
+    backend = FakeBackend(tmp_path, [{"worker-0": (1, "UnavailableError: Socket closed", False),
+                                      "worker-1": (explain.VANISHED, "", False)}])
+    made: list = []
+    assert runner.supervise(backend, settings, tmp_path, None, made) == ("failed", [])
+    out = capsys.readouterr().out
+    assert "tflab: worker-1 vanished: its container or service was removed from outside the lab; ending the run" in out
+    assert "tflab: not restarting: worker-1 vanished" in out and not made
+    result = summary.summarise(settings, cluster.build(settings), tmp_path, backend.exit_codes(), [], "failed",
+                               0, 1, {})
+    rows = {row["task"]: row for row in result["tasks"]}
+    assert rows["worker-1"]["explanation"]["signature"] == "vanished"
+    assert rows["worker-0"]["explanation"]["signature"] == "lost-peer"
+
 # -- the summary ------------------------------------------------------------------------------
 
 
