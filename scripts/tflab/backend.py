@@ -34,7 +34,7 @@ class Backend(Protocol):
         """SIGTERM to these tasks."""
 
     def stop(self, tasks: list[str]) -> None:
-        """SIGKILL to these tasks."""
+        """SIGKILL to these tasks (none: nothing)."""
 
     def save_output(self) -> None:
         """Every task's output, merged and timestamped, into the run folder's output.log."""

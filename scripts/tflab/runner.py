@@ -165,8 +165,7 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
             # states can see both, the removal and the failures it caused.
             say(f"{', '.join(vanished)} vanished: {'its' if len(vanished) == 1 else 'their'} container or "
                 "service was removed from outside the lab; ending the run")
-            if running:
-                backend.stop(running)
+            backend.stop(running)
             printer.print_new()
             return "failed", running
         if running and set(running) <= set(servers) | set(evaluators):
