@@ -37,7 +37,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
 .PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare report bench config k8s summary logs tensorboard down
-.PHONY: images wheels venv test test-unit test-integration test-workers clean
+.PHONY: images wheels venv test test-unit test-integration test-workers arm64-emulation clean
 
 help: ## list the targets and the settings
 	@echo "Targets:"
@@ -113,14 +113,20 @@ $(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-c
 	bash scripts/get-compose-v2.sh $(VENV)
 	@touch $@
 
-test: test-workers venv ## run every test: integration on real Compose (both CLIs) and unit
+test: test-workers venv arm64-emulation ## run every test: integration on real Compose (both CLIs) and unit
 	$(VENV_PYTHON) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-unit: venv ## run the fast unit tests only
 	$(VENV_PYTHON) -m pytest -m unit $(PYTEST_ARGS)
 
-test-integration: test-workers venv ## run the integration tests only (Docker required)
+test-integration: test-workers venv arm64-emulation ## run the integration tests only (Docker required)
 	$(VENV_PYTHON) -m pytest -m integration $(XDIST) $(PYTEST_ARGS)
+
+# tests/integration/test_arm64.py runs the arm64 image under emulation. As root on Linux, where it is
+# off, this turns it on (qemu-user-static from apt); otherwise, or where that fails, those tests are
+# skipped saying how to include them, except under CI=true, where they fail.
+arm64-emulation:
+	@scripts/enable-arm64-emulation.sh --if-needed
 
 # Refuses a TEST_WORKERS that is no whole number, in one line, before .venv is made (a prerequisite
 # left of venv).

@@ -235,6 +235,41 @@ def emulation_hint(platform: str) -> str:
             "qemu-user-static's qemu-x86_64 binfmt handler with the F flag on Linux")
 
 
+BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
+BINFMT_HANDLERS = {ARM64: "qemu-aarch64", AMD64: "qemu-x86_64"}  # qemu-user-static's names
+
+
+def kernel_emulates(platform: str, binfmt: Path | None = None) -> bool:
+    """Whether this Linux kernel runs `platform` binaries in containers: qemu's handler registered,
+    enabled, and with the F flag (the emulator opened once, at registration, so a container's root
+    file system needs no copy of it)."""
+    try:
+        lines = ((binfmt or BINFMT_MISC) / BINFMT_HANDLERS[platform]).read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return False
+    flags = [line.split(":", 1)[1] for line in lines if line.startswith("flags:")]
+    return lines[:1] == ["enabled"] and any("F" in each for each in flags)
+
+
+def engine_is_this_linux(info: dict) -> bool:
+    """Whether the engine runs on this Linux machine's own kernel, whose binfmt handlers are then
+    its: not Docker Desktop (a VM of its own, with its own emulation), not a remote engine."""
+    uname = py_platform.uname()
+    return (sys.platform == "linux" and "Docker Desktop" not in info.get("OperatingSystem", "")
+            and info.get("Name") == uname.node and info.get("KernelVersion") == uname.release)
+
+
+def emulation_missing(platform: str, native: str, binfmt: Path | None = None) -> str | None:
+    """Why the engine cannot run `platform` containers, where that can be told before any image of
+    that platform exists (the engine is this Linux machine's and its kernel has no handler); None
+    otherwise. check_emulation, after the base, tells for the other engines."""
+    if platform == native or not engine_is_this_linux(docker.info()) or kernel_emulates(platform, binfmt):
+        return None
+    return (f"this Docker engine cannot run {platform} containers (this Linux kernel has no "
+            f"{BINFMT_HANDLERS[platform]} binfmt handler with the F flag); {emulation_hint(platform)}; "
+            "or leave PLATFORM empty for the engine's own")
+
+
 def check_emulation(platform: str, base: str) -> None:
     """LabError, with how to enable it, unless the engine runs `platform` containers: `true` in the
     base, a second under emulation. Checked every time, since a reboot drops a binfmt handler."""
@@ -371,6 +406,9 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     pile images up (an image a container still uses is kept)."""
     image = image or variant()
     native = engine_platform()
+    missing = emulation_missing(image.platform, native)
+    if missing:  # before the base, whose pull or build would be announced first and fail besides
+        raise LabError(missing)
     base = ensure_base(base_image, image.platform, native)
     if image.platform != native:
         check_emulation(image.platform, base)

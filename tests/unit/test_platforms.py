@@ -167,3 +167,81 @@ def test_the_scripts_parse():
         result = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
     assert "scripts/enable-arm64-emulation.sh" in (REPO / ".ci/run").read_text()
+
+
+HANDLERS = {
+    "enabled, F": ("enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: POF\noffset 0\n", True),
+    "enabled, no F": ("enabled\ninterpreter /usr/bin/qemu-aarch64-static\nflags: \noffset 0\n", False),
+    "disabled, F": ("disabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: OCF\n", False),
+    "F only in the interpreter": ("enabled\ninterpreter /opt/F/qemu\nflags: P\n", False),
+    "empty": ("", False),
+    "not text": (b"\xff\xfe", False),
+    "absent": (None, False),
+}
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_the_kernel_emulates_arm64_only_with_an_enabled_handler_with_the_f_flag(handler, tmp_path):
+    text, expected = HANDLERS[handler]
+    if text is not None:
+        path = tmp_path / "qemu-aarch64"
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert images.kernel_emulates(images.ARM64, tmp_path) is expected
+    assert images.kernel_emulates(images.AMD64, tmp_path) is False  # another handler's name
+
+
+def this_linux(monkeypatch, **changes):
+    uname = images.py_platform.uname()
+    info = {"Name": uname.node, "KernelVersion": uname.release, "OperatingSystem": "Debian GNU/Linux 12", **changes}
+    monkeypatch.setattr(docker, "info", lambda: info)
+    monkeypatch.setattr(images.sys, "platform", "linux")
+
+
+@pytest.mark.parametrize("engine, handler, refused", [
+    ({}, "absent", True),
+    ({}, "enabled, F", False),
+    ({}, "enabled, no F", True),
+    ({"OperatingSystem": "Docker Desktop"}, "absent", False),  # its VM emulates; the build will tell
+    ({"Name": "another-host"}, "absent", False),  # a remote engine: this kernel's handlers are not its
+    ({"KernelVersion": "0.0.0-other"}, "absent", False),
+])
+def test_missing_emulation_is_told_before_any_image_only_for_this_machines_own_engine(
+        engine, handler, refused, monkeypatch, tmp_path):
+    this_linux(monkeypatch, **engine)
+    text = HANDLERS[handler][0]
+    if text is not None:
+        (tmp_path / "qemu-aarch64").write_text(text)
+    why = images.emulation_missing(images.ARM64, images.AMD64, tmp_path)
+    assert (why is not None) is refused
+    if refused:
+        assert why.startswith("this Docker engine cannot run linux/arm64 containers (this Linux kernel has no "
+                              "qemu-aarch64 binfmt handler with the F flag); enable arm64 emulation: sudo ")
+    assert images.emulation_missing(images.AMD64, images.AMD64, tmp_path) is None  # the engine's own platform
+
+
+def test_platform_arm64_without_emulation_is_refused_before_anything_is_announced(monkeypatch, tmp_path, capsys):
+    """It once printed "cannot pull ...; building tflab-base:bookworm-arm64" and then failed twice."""
+    this_linux(monkeypatch, Architecture="x86_64")
+    monkeypatch.setattr(images, "BINFMT_MISC", tmp_path)  # no handler
+    engine = FakeEngine(monkeypatch, {}, registry=False)
+    with pytest.raises(LabError) as refused:
+        images.ensure_image("", images.variant_for("", images.ARM64))
+    assert str(refused.value) == images.emulation_missing(images.ARM64, images.AMD64, tmp_path)
+    assert "\n" not in str(refused.value)
+    assert capsys.readouterr().out == "" and engine.commands == []  # no pull, no base build, not a word
+
+
+def test_platform_arm64_with_emulation_goes_on_to_the_base(monkeypatch, tmp_path, capsys):
+    this_linux(monkeypatch, Architecture="x86_64")
+    (tmp_path / "qemu-aarch64").write_text(HANDLERS["enabled, F"][0])
+    monkeypatch.setattr(images, "BINFMT_MISC", tmp_path)
+
+    class ReachedTheBase(Exception):
+        pass
+
+    def base(*args):
+        raise ReachedTheBase
+
+    monkeypatch.setattr(images, "ensure_base", base)
+    with pytest.raises(ReachedTheBase):
+        images.ensure_image("", images.variant_for("", images.ARM64))

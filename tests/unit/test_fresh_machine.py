@@ -1,0 +1,130 @@
+"""What a newcomer's fresh machine meets first: `make test` with or without arm64 emulation
+(scripts/enable-arm64-emulation.sh and labtest/arm64.py decide, tested here with stand-ins for the
+machine: uid, kernel, apt-get and binfmt_misc), and `make report` refusing a broken run before it
+builds .venv."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from labtest import arm64
+from labtest.cli import REPO
+
+SCRIPT = REPO / "scripts" / "enable-arm64-emulation.sh"
+ENABLED = "enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: POF\noffset 0\n"
+WHY = "this x86_64 machine cannot run arm64 containers (no qemu-aarch64 binfmt handler with the F flag)"
+
+
+@pytest.mark.parametrize("ci", [False, True])
+@pytest.mark.parametrize("opted_out", [False, True])
+@pytest.mark.parametrize("unavailable", [None, WHY])
+def test_the_arm64_tests_run_skip_or_fail_as_the_machine_and_ci_say(ci, opted_out, unavailable):
+    asked = []
+
+    def probe():
+        asked.append(True)
+        return unavailable
+
+    decided, why = arm64.verdict(ci, opted_out, probe)
+    if opted_out:  # a person's choice, anywhere; the engine is not asked
+        assert (decided, asked) == (arm64.SKIP, []) and why.startswith("TFLAB_SKIP_ARM64=1")
+    elif unavailable is None:
+        assert (decided, why) == (arm64.RUN, "")
+    elif ci:  # CI must test the arm64 image: a missing emulation there is an error, never a skip
+        assert decided == arm64.FAIL and WHY in why and "enable-arm64-emulation.sh" in why
+    else:
+        assert decided == arm64.SKIP and "\n" not in why
+        assert why == f"arm64 image not tested: {WHY}; to include it, run scripts/enable-arm64-emulation.sh as " \
+                      "root (make test does so itself when run as root)"
+
+
+class Machine:
+    """Stand-ins on PATH for id, uname, apt-get and mount, and a binfmt_misc folder of files."""
+
+    def __init__(self, tmp_path, uid: int = 0, system: str = "Linux", handler: str | None = None,
+                 apt_works: bool = False):
+        self.bin, self.binfmt, self.calls = tmp_path / "bin", tmp_path / "binfmt_misc", tmp_path / "calls"
+        self.bin.mkdir()
+        self.binfmt.mkdir()
+        self.calls.touch()
+        if handler is not None:
+            (self.binfmt / "qemu-aarch64").write_text(handler)
+        self.conf = tmp_path / "qemu-aarch64.conf"  # absent: qemu-user-static is not installed
+        fakes = {"id": f'[ "$1" = -u ] && echo {uid} || exec /usr/bin/id "$@"',
+                 "uname": f'case "$1" in -s) echo {system};; -m) echo x86_64;; *) exec /bin/uname "$@";; esac',
+                 "apt-get": f'echo "apt-get $*" >>{self.calls}; echo "E: Unable to locate package" >&2; '
+                            f'exit {0 if apt_works else 100}',
+                 "mount": f'echo "mount $*" >>{self.calls}; exit 32'}
+        for name, body in fakes.items():
+            (self.bin / name).write_text(f"#!/bin/bash\n{body}\n")
+            (self.bin / name).chmod(0o755)
+
+    def run(self, *arguments: str, **env: str) -> subprocess.CompletedProcess:
+        environment = {"PATH": f"{self.bin}:/usr/bin:/bin", "TFLAB_BINFMT_MISC": str(self.binfmt),
+                       "TFLAB_BINFMT_CONF": str(self.conf), **env}
+        return subprocess.run(["bash", str(SCRIPT), *arguments], env=environment, capture_output=True, text=True,
+                              timeout=30)
+
+    def apt_calls(self) -> list[str]:
+        return [line for line in self.calls.read_text().splitlines() if line.startswith("apt-get")]
+
+
+@pytest.mark.parametrize("uid, system, handler, env", [
+    (1000, "Linux", None, {}),  # not root: the tests say how to include them instead
+    (0, "Linux", ENABLED, {}),  # on already
+    (0, "Darwin", None, {}),  # Docker Desktop emulates in its VM
+    (0, "Linux", None, {"TFLAB_SKIP_ARM64": "1"}),  # opted out: nothing installed for tests that will not run
+], ids=["not-root", "on-already", "not-linux", "opted-out"])
+def test_make_test_leaves_the_machine_alone_unless_root_on_linux_without_emulation(uid, system, handler, env,
+                                                                                   tmp_path):
+    machine = Machine(tmp_path, uid=uid, system=system, handler=handler)
+    result = machine.run("--if-needed", **env)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert machine.calls.read_text() == ""
+
+
+def test_make_test_as_root_tries_to_enable_emulation_and_goes_on_with_one_line_if_it_cannot(tmp_path):
+    machine = Machine(tmp_path, uid=0, apt_works=False)
+    result = machine.run("--if-needed")
+    assert result.returncode == 0  # make test goes on: the arm64 tests skip (or, under CI, fail) saying why
+    assert result.stdout == "tflab: installing qemu-user-static (apt-get install qemu-user-static)\n"
+    assert result.stderr == ("tflab: could not enable arm64 emulation (could not install qemu-user-static with "
+                             "apt-get): the arm64 tests will be skipped\n")
+    assert machine.apt_calls() == ["apt-get update -qq"]
+
+
+def test_the_script_is_quiet_and_idempotent_where_emulation_is_on(tmp_path):
+    machine = Machine(tmp_path, uid=0, handler=ENABLED)
+    for _ in range(2):
+        result = machine.run()
+        assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert machine.calls.read_text() == ""
+    assert (machine.binfmt / "qemu-aarch64").read_text() == ENABLED  # not re-registered
+
+
+@pytest.mark.parametrize("handler, expected", [
+    (ENABLED, 0), (None, 1), (ENABLED.replace("POF", "PO"), 1), (ENABLED.replace("enabled", "disabled"), 1),
+], ids=["on", "absent", "no-F-flag", "disabled"])
+def test_check_says_whether_emulation_is_on_and_changes_nothing(handler, expected, tmp_path):
+    machine = Machine(tmp_path, uid=1000, handler=handler)
+    result = machine.run("--check")
+    assert (result.returncode, result.stdout, result.stderr) == (expected, "", "")
+    assert machine.calls.read_text() == ""
+
+
+def test_enabling_needs_root_and_a_wrong_argument_is_one_line(tmp_path):
+    machine = Machine(tmp_path, uid=1000)
+    result = machine.run()
+    assert result.returncode == 1
+    assert result.stderr == f"tflab: registering an emulator needs root; run: sudo {SCRIPT}\n"
+    result = machine.run("--yes")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and "--yes is not allowed" in result.stderr
+
+
+def test_make_test_and_test_integration_run_the_script_first():
+    makefile = (REPO / "Makefile").read_text()
+    for target in ("test", "test-integration"):
+        line = next(line for line in makefile.splitlines() if line.startswith(f"{target}:"))
+        assert "arm64-emulation" in line.split("##")[0], line
+    assert "\t@scripts/enable-arm64-emulation.sh --if-needed\n" in makefile
