@@ -244,12 +244,22 @@ def command_check(settings: Settings) -> int:
     if command == "compare":
         settings.compare_runs()
     elif command == "report":
-        runfolder.existing(settings)
+        check_report(runfolder.existing(settings))
     elif command == "bench":
         from tflab import bench
 
         bench.plan(settings)
     return 0
+
+
+def check_report(folder) -> None:
+    """Reads and renders, in memory, all that `report` would from a run or compare folder, so a
+    broken one is refused before make builds .venv for it (minutes); only report.png is left out."""
+    try:
+        found = report.rows(folder)
+        report.markdown(folder, found), report.csv_text(found), report.table(found)
+    except (*MALFORMED, OSError, RecursionError) as error:
+        raise malformed(folder, error) from None
 
 
 def command_settings(settings: Settings) -> int:

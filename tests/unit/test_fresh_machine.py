@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 from labtest import arm64
-from labtest.cli import REPO
+from labtest.cli import REPO, lab_env
 
 SCRIPT = REPO / "scripts" / "enable-arm64-emulation.sh"
 ENABLED = "enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: POF\noffset 0\n"
@@ -128,3 +128,60 @@ def test_make_test_and_test_integration_run_the_script_first():
         line = next(line for line in makefile.splitlines() if line.startswith(f"{target}:"))
         assert "arm64-emulation" in line.split("##")[0], line
     assert "\t@scripts/enable-arm64-emulation.sh --if-needed\n" in makefile
+
+
+BROKEN_RUNS = {
+    "config-not-json": {"config.json": "{bad"},
+    "config-wrong-types": {"config.json": '{"settings": 3, "tasks": "x"}'},
+    "config-a-folder": {"config.json/": ""},
+    "summary-nested-deep": {"config.json": '{"settings": {}, "tasks": []}', "summary.json": "[" * 100_000},
+    "steady-but-no-batch": {"config.json": '{"settings": {"strategy": "single"}, "tasks": ["t"]}',
+                            "t.jsonl": '{"event": "end", "task": "t", "steady_step_seconds": 0.5}\n'},
+    "compare-a-string": {"compare.json": '{"runs": "abc"}'},
+    "compare-escapes": {"compare.json": '{"runs": ["../../etc"]}'},
+}
+
+
+def write_run(folder, files: dict[str, str]):
+    folder.mkdir(parents=True)
+    for name, content in files.items():
+        if name.endswith("/"):
+            (folder / name).mkdir()
+        else:
+            (folder / name).write_text(content)
+    return sorted(path.name for path in folder.iterdir())
+
+
+@pytest.mark.parametrize("run", BROKEN_RUNS)
+def test_make_report_refuses_a_broken_run_before_it_builds_the_venv(run, tmp_path):
+    """`make report` once built .venv (TensorFlow and all, minutes) and only then found the run unreadable."""
+    import sys
+    import time
+
+    runs, venv = tmp_path / "runs", tmp_path / "venv"
+    before = write_run(runs / run, BROKEN_RUNS[run])
+    started = time.monotonic()
+    result = subprocess.run(["make", "--no-print-directory", "report", f"RUN={run}", f"RUNS_DIR={runs}",
+                             f"VENV={venv}", f"PYTHON={sys.executable}"], cwd=REPO, capture_output=True, text=True,
+                            timeout=60, env=lab_env())
+    seconds = time.monotonic() - started
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"tflab: {runs / run}") or lines[0].startswith(f"tflab: {run}"), lines
+    assert "a file the lab did not write, or one cut short" in lines[0] and "Traceback" not in result.stderr
+    assert all(line.startswith("make: *** ") for line in lines[1:]), lines
+    assert not venv.exists() and "pip" not in result.stdout
+    assert sorted(path.name for path in (runs / run).iterdir()) == before  # nothing written
+    assert seconds < 10, seconds  # make and the host's Python start; measured about 0.3 s
+
+
+@pytest.mark.parametrize("files", [
+    {"config.json": '{"settings": {"strategy": "single"}, "tasks": ["t"]}'},  # killed before its summary
+    {"compare.json": '{"runs": ["single", "gone"]}'},  # a compare folder whose run was removed
+], ids=["no-summary", "compare-missing-run"])
+def test_the_check_passes_a_run_the_report_can_read(files, tmp_path):
+    from tflab import cli
+
+    write_run(tmp_path / "run", files)
+    cli.check_report(tmp_path / "run")  # raises LabError if refused
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == sorted(files)
