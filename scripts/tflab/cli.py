@@ -14,6 +14,7 @@ the run's containers, write its summary as interrupted, and exit 128 + the signa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
@@ -164,8 +165,21 @@ def command_down(settings: Settings) -> int:
     return 0
 
 
-def command_images(settings: Settings) -> int:
+def command_images(settings: Settings, tag_only: bool = False) -> int:
     docker.check()
+    if tag_only:  # stdout is the bare tag, for $(tflab images --tag) and a Dockerfile's FROM
+        sys.stdout.flush()
+        kept = os.dup(1)
+        os.dup2(2, 1)  # the build's progress, the lab's and its subprocesses', goes to stderr meanwhile
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                name = images.ensure_image(settings.base_image, images.trainer_variant(settings))
+        finally:
+            sys.stdout.flush()
+            os.dup2(kept, 1)
+            os.close(kept)
+        print(name)
+        return 0
     name = images.ensure_image(settings.base_image, images.trainer_variant(settings))
     size = docker.run("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
     print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB); its tag is a digest of what it is built from")
@@ -346,6 +360,9 @@ def make_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=doc, description=doc, epilog=settings_epilog(), allow_abbrev=False,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("assignments", nargs="*", metavar="NAME=value")
+        if name == "images":
+            sub.add_argument("--tag", action="store_true", help="print only the image's tag on stdout (the "
+                             "build's progress on stderr): FROM $(tflab images --tag) in a Dockerfile or a script")
         for setting in SPECS:
             sub.add_argument(flag(setting), dest=f"setting_{setting}", metavar="VALUE", help=argparse.SUPPRESS)
     return parser
@@ -379,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env(os.environ, assignments)
         if args.command == "up":
             return command_up(settings, given)
+        if args.command == "images":
+            return command_images(settings, args.tag)
         return COMMANDS[args.command][0](settings)
     except LabError as error:
         print(f"tflab: {error}", file=sys.stderr)

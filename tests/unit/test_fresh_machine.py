@@ -185,3 +185,28 @@ def test_the_check_passes_a_run_the_report_can_read(files, tmp_path):
     write_run(tmp_path / "run", files)
     cli.check_report(tmp_path / "run")  # raises LabError if refused
     assert sorted(path.name for path in (tmp_path / "run").iterdir()) == sorted(files)
+
+
+@pytest.mark.parametrize("tag_only", [True, False])
+def test_images_tag_prints_the_bare_tag_alone_on_stdout(tag_only, monkeypatch, capfd):
+    """For a Dockerfile's FROM or a script: $(tflab images --tag). The build's progress, the lab's own
+    lines and its subprocesses' (docker build, debootstrap), goes to stderr meanwhile."""
+    from tflab import cli, docker, images
+
+    def build(*args):
+        print("tflab: building tflab-trainer:cpu-0123456789ab: step 3/3")
+        subprocess.run(["echo", "a subprocess's progress"], check=True)
+        return "tflab-trainer:cpu-0123456789ab"
+
+    monkeypatch.setattr(docker, "check", lambda: "engine")
+    monkeypatch.setattr(images, "trainer_variant", lambda settings: images.variant())
+    monkeypatch.setattr(images, "ensure_image", build)
+    monkeypatch.setattr(docker, "run", lambda *args, **kwargs: subprocess.CompletedProcess(args, 0, "1380000000\n", ""))
+    assert cli.main(["images", *(["--tag"] if tag_only else [])]) == 0
+    out, err = capfd.readouterr()
+    if tag_only:
+        assert out == "tflab-trainer:cpu-0123456789ab\n"
+        assert err == "tflab: building tflab-trainer:cpu-0123456789ab: step 3/3\na subprocess's progress\n"
+    else:  # as before: the tests' fixtures read the tag from the last line's second word
+        assert out.splitlines()[-1].split()[1] == "tflab-trainer:cpu-0123456789ab" and err == ""
+        assert "a subprocess's progress" in out
