@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tflab import cluster, compose, docker, gpus, images, local, swarm
+from tflab import cluster, compose, docker, gpus, images, local, swarm, user_script
 from tflab.backend import Backend
 from tflab.cluster import Cluster
 from tflab.errors import LabError
@@ -20,6 +20,7 @@ def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: froze
         return local.LocalProcesses(settings, run_dir, the_cluster, local.find_python())
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
+    user_script.check(settings)
     if settings.backend == "swarm":
         return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
     cli = compose.find_compose(settings.compose)
@@ -46,6 +47,7 @@ def check_engine(settings: Settings) -> None:
         return
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
+    user_script.check(settings)
     if settings.backend == "swarm":
         swarm.check_swarm()
     else:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from tflab import cluster, docker, labels
+from tflab import cluster, docker, labels, user_script
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.explain import VANISHED
@@ -75,10 +75,11 @@ def link_service(task: str) -> str:
 
 
 def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str] = frozenset(),
-               host_gpus: Sequence[str] = ()) -> dict:
+               host_gpus: Sequence[str] = (), script_folder: Path | None = None) -> dict:
     """The run's Compose override: one service per cluster task, each extending the `task`
     template with its TF_CONFIG; a delay proxy in front of each task in `proxied`; every task's
-    resource limits and GPUs; and the network's mode. `host_gpus`: see gpus.check_gpus."""
+    resource limits and GPUs; and the network's mode. `host_gpus`: see gpus.check_gpus;
+    `script_folder`: see user_script.stage."""
     services: dict[str, dict] = {}
     gpus = gpu_requests(settings, the_cluster, host_gpus)
     limits = {}
@@ -95,7 +96,7 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
             }
         services.setdefault(task, {}).update(limits)
         if settings.script:
-            services[task].update(script_service(settings))
+            services[task].update(script_service(settings, script_folder))
         if task in gpus:
             keys = gpu_service_keys(gpus[task])
             services[task].setdefault("environment", {}).update(keys.pop("environment"))
@@ -163,7 +164,8 @@ class ComposeStack:
         return docker.run_quiet(self.command(*args), timeout=timeout, env=self.env)
 
     def start(self) -> None:
-        override = render_run(self.settings, self.cluster, self.proxied, self.host_gpus)
+        script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
+        override = render_run(self.settings, self.cluster, self.proxied, self.host_gpus, script_folder)
         marks = literal(labels.run_labels(self.run_dir))  # a run folder's path may hold a `$`
         for service in override["services"].values():
             service["labels"] = marks

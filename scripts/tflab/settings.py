@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -571,6 +572,16 @@ def _script_on_host(name: str, raw: str) -> str:
     if ":" in resolved:
         raise SettingsError(f"{name}={raw} is not allowed: its path {resolved} has a ':', and Docker's volume "
                             "syntax splits at ':'; expected a script whose path has none")
+    try:
+        mode = os.stat(resolved).st_mode & 0o7777
+    except OSError:
+        mode = 0
+    # Root reads any file, so root's os.access says yes to a mode-000 script; the tasks (uid 1000
+    # when the lab runs as root, user_script.py) could not, even in a copy, and would fail inside.
+    if not os.access(resolved, os.R_OK) or (os.getuid() == 0 and not mode & 0o444):
+        reader = "no one but root" if os.getuid() == 0 else f"not you (uid {os.getuid()}), as whom the tasks run"
+        raise SettingsError(f"{name}={raw} is not allowed: {resolved} has mode {mode:04o}, readable by {reader}; "
+                            f"expected a script the tasks can read: chmod a+r {resolved}")
     return resolved
 
 

@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import docker, labels, swarmsim
+from tflab import docker, labels, swarmsim, user_script
 from tflab.cluster import Cluster
 from tflab.compose import literal
 from tflab.docker import run_quiet
@@ -237,7 +237,8 @@ def check_names(stack: str, tasks: list[str]) -> None:
 
 
 def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: Path, node: SwarmNode,
-                 placement: dict[str, str] | None = None, encrypted: bool = False) -> dict:
+                 placement: dict[str, str] | None = None, encrypted: bool = False,
+                 script_folder: Path | None = None) -> dict:
     """The run's whole stack file: one service per task, each the trainer block with its
     TF_CONFIG, pinned to its node (`placement`: task -> node id; default this node), limited by
     CPUS/MEMORY, on the stack's own network."""
@@ -270,7 +271,7 @@ def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: 
             },
         }
         if settings.script:  # the script's folder joins the run folder; its launcher is the command
-            script = script_service(settings)
+            script = script_service(settings, script_folder)
             service["volumes"] = service["volumes"] + script.pop("volumes")
             service.update(script)
         if not node.applies_cap_drop:
@@ -448,8 +449,9 @@ class SwarmStack:
 
     def start(self) -> None:
         path = self.run_dir / STACK_FILE
+        script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
         write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
-                                      self.placement.nodes, self.encrypted))
+                                      self.placement.nodes, self.encrypted, script_folder))
         # --resolve-image never: the image is local, and no registry need be asked for its digest.
         result = docker.run("stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
                             self.stack, timeout=300)

@@ -1,13 +1,28 @@
-"""SCRIPT=: a user's own training script, run unmodified by the launcher (launch.py) in every task."""
+"""SCRIPT=: a user's own training script, run unmodified by the launcher (launch.py) in every task.
+
+Its folder is mounted read-only into every task, where the trainers run as the host's user, or as
+uid 1000 when the lab runs as root. A root's folder that uid 1000 cannot read (mode 0700, as
+pytest's tmp_path and many home folders are) would fail inside the task ("Permission denied"), so
+such a folder is copied into the run folder, which the trainers own, and the copy is mounted
+instead: bounded in size, and refused before anything starts where it is bigger."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import stat
 from pathlib import Path
 
+from tflab.console import display_path, say
+from tflab.errors import LabError
+from tflab.runfolder import container_user, runs_dir
 from tflab.settings import Settings
 
 SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only
+COPY = "script"  # the run folder's copy of a script folder the trainers cannot read
+COPY_LIMIT_BYTES = 64 * 2**20  # a script, its modules and a little data; a data set belongs elsewhere
+COPY_LIMIT_FILES = 2000
 
 
 def script_command(settings: Settings, script_path: str, python: str = "python") -> list[str]:
@@ -15,9 +30,124 @@ def script_command(settings: Settings, script_path: str, python: str = "python")
     return [python, "-m", "tflab.launch", "--", python, script_path, *shlex.split(settings.args)]
 
 
-def script_service(settings: Settings) -> dict:
-    """SCRIPT in a container: the script's folder mounted read-only, and the launcher as the command."""
+def script_service(settings: Settings, folder: Path | None = None) -> dict:
+    """SCRIPT in a container: the script's folder (or `folder`, its copy: `stage`) mounted
+    read-only, and the launcher as the command."""
     script = Path(settings.script)
-    return {"volumes": [f"{script.parent}:{SCRIPT_DIR}:ro"],
+    return {"volumes": [f"{folder or script.parent}:{SCRIPT_DIR}:ro"],
             "command": script_command(settings, f"{SCRIPT_DIR}/{script.name}"),
             "working_dir": SCRIPT_DIR}
+
+
+def readable(status: os.stat_result, uid: int, gid: int, bits: int) -> bool:
+    """Whether uid:gid (no supplementary groups: a container's user has none) has `bits` (4: read,
+    5: read and enter) on a file of this status, by its mode alone."""
+    if uid == 0:
+        return True
+    shift = 6 if status.st_uid == uid else 3 if status.st_gid == gid else 0
+    return (status.st_mode >> shift) & bits == bits
+
+
+def needs_copy(script: Path, user: tuple[int, int] | None = None) -> bool:
+    """Whether the trainers' user cannot read the script's folder or the script where they are."""
+    uid, gid = user or container_user()
+    return not (readable(os.stat(script.parent), uid, gid, 5) and readable(os.stat(script), uid, gid, 4))
+
+
+def copied(folder: Path, skip: Path | None = None) -> list[Path]:
+    """What a copy of `folder` takes, folders first: folders, regular files and links (a fifo or
+    a device is no part of a script); `skip` (the runs folder, where it lies inside) left out.
+    LabError past COPY_LIMIT_FILES or COPY_LIMIT_BYTES, found without walking further."""
+    taken, size = [], 0
+    for parent, folders, files in os.walk(folder):
+        here = Path(parent)
+        folders[:] = sorted(name for name in folders if here / name != skip)
+        for name in folders + sorted(files):
+            path = here / name
+            status = path.lstat()
+            if not (stat.S_ISDIR(status.st_mode) or stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)):
+                continue
+            taken.append(path)
+            size += status.st_size if stat.S_ISREG(status.st_mode) else 0
+            if len(taken) > COPY_LIMIT_FILES or size > COPY_LIMIT_BYTES:
+                raise LabError(f"more than {COPY_LIMIT_FILES} files or {COPY_LIMIT_BYTES // 2**20} MiB")
+    return taken
+
+
+def refusal(settings: Settings, why: str) -> LabError:
+    folder = Path(settings.script).parent
+    uid, _ = container_user()
+    mode = os.stat(folder).st_mode & 0o7777
+    return LabError(f"SCRIPT={settings.script} is not allowed: its folder {folder} (mode {mode:04o}) is not "
+                    f"readable by uid {uid}, as whom the tasks run, and it is too big to copy into the run folder "
+                    f"({why}); expected a folder uid {uid} can read: chmod -R o+rX {folder}, or the script in a "
+                    "folder of its own")
+
+
+def owner_can(status: os.stat_result) -> int:
+    """A copy's mode: the original's, and for its owner (the trainers) read or enter where anyone had it."""
+    mode = stat.S_IMODE(status.st_mode)
+    for anyone, owner in ((0o444, 0o400), (0o111, 0o100)):
+        if mode & anyone:
+            mode |= owner
+    return mode
+
+
+def to_copy(settings: Settings) -> list[Path] | None:
+    """None where the tasks can read the script's folder; else what its copy takes (copied), or
+    LabError, one line naming the folder and the fix, where that is too much."""
+    script = Path(settings.script)
+    if not needs_copy(script):
+        return None
+    try:
+        return copied(script.parent, runs_dir(settings).resolve())
+    except LabError as error:
+        raise refusal(settings, str(error)) from None
+
+
+def check(settings: Settings) -> None:
+    """Before anything is written or started: a script folder the tasks cannot read must be small
+    enough to copy (stage)."""
+    if settings.script:
+        to_copy(settings)
+
+
+def stage(settings: Settings, run_dir: Path) -> Path | None:
+    """The folder to mount for SCRIPT: None for the script's own, or its copy in the run folder
+    where the trainers' user cannot read that one. The copy is owned by that user and keeps the
+    modes, but for read (and enter) where anyone had it: a mode-000 file stays unreadable."""
+    taken = to_copy(settings)
+    if taken is None:
+        return None
+    script = Path(settings.script)
+    copy = run_dir / COPY
+    try:
+        copy_folder(script.parent, taken, copy)
+    except OSError as error:  # a full disk, a file gone meanwhile
+        raise LabError(f"could not copy SCRIPT's folder {script.parent} into {display_path(copy)}/ "
+                       f"({error.strerror or error})") from None
+    say(f"SCRIPT's folder {script.parent} is not readable by uid {container_user()[0]}, as whom the tasks run: "
+        f"mounting its copy, {display_path(copy)}/")
+    return copy
+
+
+def copy_folder(folder: Path, taken: list[Path], copy: Path) -> None:
+    """`taken` (copied()'s, under `folder`) into `copy`, owned by the trainers' user."""
+    uid, gid = container_user()
+    copy.mkdir()
+    folders = []
+    for source in [folder, *taken]:
+        target = copy / source.relative_to(folder)
+        status = source.lstat()
+        if stat.S_ISLNK(status.st_mode):
+            target.symlink_to(os.readlink(source))
+        elif stat.S_ISDIR(status.st_mode):
+            target.mkdir(exist_ok=True)
+            folders.append((target, status))
+        else:
+            shutil.copyfile(source, target, follow_symlinks=False)
+            os.chmod(target, owner_can(status))
+        if os.getuid() == 0:
+            os.lchown(target, uid, gid)
+    for target, status in reversed(folders):  # last, so that a folder's mode cannot stop its own copy
+        os.chmod(target, owner_can(status))

@@ -4,6 +4,7 @@ requirements.txt of its own), run unmodified on the lab through the pytest fixtu
 (tflab.pytest_plugin.tflab_cluster)."""
 
 import json
+import os
 import re
 import shlex
 
@@ -85,3 +86,31 @@ def test_dollars_in_args_reach_the_script_as_written_on_every_backend(lab, backe
                   BACKEND=backend, RESTARTS=0)
     assert run.finished.returncode == 0, run.why()
     assert json.loads((run.run_dir / "argv.json").read_text()) == shlex.split(DOLLAR_ARGS)
+
+
+DATA_SCRIPT = """import json, os
+with open("data.json") as data:  # next to the script: its folder is the working directory
+    value = json.load(data)
+with open(os.path.join(os.environ["TFLAB_OUTPUT"], "seen.json"), "w") as out:
+    json.dump(value, out)
+"""
+
+
+def test_a_script_in_a_folder_only_its_owner_can_read_runs(tflab_cluster, tmp_path):
+    """pytest's tmp_path is mode 0700. As root, where the tasks run as uid 1000, a script there once
+    failed inside each task ("exited with code 2 ... Permission denied"): its folder is now copied
+    into the run folder, the trainers', and the copy mounted. (The fixture's runs folder lies inside
+    tmp_path too, and is left out of the copy.)"""
+    (tmp_path / "train.py").write_text(DATA_SCRIPT)
+    (tmp_path / "data.json").write_text('{"answer": 42}')
+    tmp_path.chmod(0o700)
+    lab = tflab_cluster(strategy="single", script=tmp_path / "train.py", restarts=0)
+    assert lab.ok, lab.why()
+    assert json.loads((lab.run_dir / "seen.json").read_text()) == {"answer": 42}
+    copy = lab.run_dir / "script"
+    if os.getuid() == 0:
+        assert f"tflab: SCRIPT's folder {tmp_path} is not readable by uid 1000, as whom the tasks run: mounting " \
+               "its copy, " in lab.output, lab.output
+        assert sorted(p.name for p in copy.iterdir()) == ["data.json", "train.py"]  # not the runs folder
+    else:  # the tasks run as the owner, who reads it where it is
+        assert not copy.exists()

@@ -3,13 +3,15 @@ watches it (run here on a tiny stand-in script, no TensorFlow needed)."""
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import cluster, compose
+from tflab import cluster, compose, user_script
+from tflab.errors import LabError
 from tflab.schema import completeness, read_events
 from tflab.settings import Settings, SettingsError
 
@@ -143,3 +145,108 @@ def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):
             pytest.fail(f"the script (pid {pid}) outlived its stopped task")
     finally:
         tasks.close()
+
+
+# SCRIPT in a folder the trainers cannot read: under root they run as uid 1000, and a folder of mode
+# 0700 (pytest's tmp_path, a home folder) once failed inside every task with "Permission denied".
+# A stranger's uid stands in for the trainers' here, so these hold whoever runs the tests.
+
+def stranger():
+    return (os.getuid() + 4242, os.getgid() + 4242)
+
+
+@pytest.mark.parametrize("mode, owner, bits, expected", [
+    (0o700, "them", 5, True), (0o700, "group", 5, False), (0o700, "other", 5, False),
+    (0o750, "group", 5, True), (0o740, "group", 5, False), (0o705, "other", 5, True),
+    (0o604, "other", 4, True), (0o640, "other", 4, False), (0o000, "them", 4, False), (0o000, "root", 4, True),
+])
+def test_a_folder_or_file_is_readable_by_its_mode_for_the_trainers_class(mode, owner, bits, expected):
+    uid, gid = 1000, 1000
+    status = os.stat_result((0o40000 | mode, 0, 0, 1, *{"them": (1000, 1000), "group": (7, 1000), "other": (7, 7),
+                                                         "root": (0, 0)}[owner], 0, 0, 0, 0))
+    assert user_script.readable(status, 0 if owner == "root" else uid, gid, bits) is expected
+
+
+def script_folder(tmp_path, mode=0o700):
+    folder = tmp_path / "mine"
+    (folder / "data").mkdir(parents=True)
+    (folder / "train.py").write_text("print('hi')\n")
+    (folder / "data" / "x.csv").write_text("1,2\n")
+    (folder / "secret").write_text("no one\n")
+    (folder / "secret").chmod(0o000)
+    (folder / "link").symlink_to("data/x.csv")
+    os.mkfifo(folder / "pipe")  # a copy that opened it would wait forever
+    folder.chmod(mode)
+    return folder
+
+
+def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mounted(tmp_path, monkeypatch):
+    monkeypatch.setattr(user_script, "container_user", stranger)
+    folder, run_dir = script_folder(tmp_path), tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    settings = Settings(script=str(folder / "train.py"), runs_dir=str(tmp_path / "runs"))
+    user_script.check(settings)
+    copy = user_script.stage(settings, run_dir)
+    assert copy == run_dir / "script"
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == ["data", "data/x.csv", "link", "secret",
+                                                                         "train.py"]
+    assert (copy / "train.py").read_text() == "print('hi')\n" and os.readlink(copy / "link") == "data/x.csv"
+    assert stat.S_IMODE((copy / "secret").stat().st_mode) == 0  # mode 000 stays unreadable
+    assert stat.S_IMODE(copy.stat().st_mode) == 0o700
+    if os.getuid() == 0:  # only root can give files away
+        assert {(p.lstat().st_uid, p.lstat().st_gid) for p in [copy, *copy.rglob("*")]} == {stranger()}
+    service = user_script.script_service(settings, copy)
+    assert service["volumes"] == [f"{copy}:/lab/script:ro"] and service["working_dir"] == "/lab/script"
+    override = compose.render_run(settings, cluster.build(settings), script_folder=copy)
+    assert [service["volumes"] for service in override["services"].values()] == [[f"{copy}:/lab/script:ro"]] * 2
+
+
+def test_a_folder_the_trainers_can_read_is_mounted_where_it_is(tmp_path, monkeypatch):
+    monkeypatch.setattr(user_script, "container_user", stranger)
+    folder, run_dir = script_folder(tmp_path, mode=0o755), tmp_path / "r1"
+    run_dir.mkdir()
+    settings = Settings(script=str(folder / "train.py"))
+    assert user_script.stage(settings, run_dir) is None and list(run_dir.iterdir()) == []
+    assert user_script.script_service(settings)["volumes"] == [f"{folder}:/lab/script:ro"]
+
+
+def test_the_runs_folder_inside_the_script_folder_is_not_copied(tmp_path, monkeypatch):
+    monkeypatch.setattr(user_script, "container_user", stranger)
+    folder = script_folder(tmp_path)
+    run_dir = folder / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (folder / "runs" / "older").mkdir()
+    copy = user_script.stage(Settings(script=str(folder / "train.py"), runs_dir=str(folder / "runs")), run_dir)
+    assert not (copy / "runs").exists() and (copy / "train.py").exists()
+
+
+@pytest.mark.parametrize("limit", ["COPY_LIMIT_FILES", "COPY_LIMIT_BYTES"])
+def test_a_folder_too_big_to_copy_is_refused_in_one_line_before_anything_starts(limit, tmp_path, monkeypatch):
+    monkeypatch.setattr(user_script, "container_user", stranger)
+    monkeypatch.setattr(user_script, limit, 4 if limit == "COPY_LIMIT_FILES" else 2**20)
+    folder = script_folder(tmp_path)
+    for i in range(5):
+        (folder / f"part-{i}.bin").write_bytes(b"\0" * 300_000)
+    settings = Settings(script=str(folder / "train.py"), runs_dir=str(tmp_path / "runs"))
+    with pytest.raises(LabError) as refused:
+        user_script.check(settings)
+    message = str(refused.value)
+    assert message.startswith(f"SCRIPT={folder / 'train.py'} is not allowed: its folder {folder} (mode 0700) is not "
+                              f"readable by uid {stranger()[0]}, as whom the tasks run, and it is too big to copy")
+    assert message.endswith(f"expected a folder uid {stranger()[0]} can read: chmod -R o+rX {folder}, or the script "
+                            "in a folder of its own") and "\n" not in message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreadable_script_is_refused_in_one_line(tmp_path):
+    """Root reads a mode-000 file; the tasks it runs as uid 1000 could not, not even in a copy."""
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    script.chmod(0o000)
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env({}, {"SCRIPT": str(script)})
+    reader = "no one but root" if os.getuid() == 0 else f"not you (uid {os.getuid()}), as whom the tasks run"
+    assert str(refused.value) == (f"SCRIPT={script} is not allowed: {script} has mode 0000, readable by {reader}; "
+                                  f"expected a script the tasks can read: chmod a+r {script}")
+    script.chmod(0o400)  # its owner's alone: under root, its copy is the trainers'
+    assert Settings.from_env({}, {"SCRIPT": str(script)}).script == str(script)
