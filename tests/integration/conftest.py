@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from labtest import parallel
+from labtest import arm64, parallel
 from labtest.cli import REPO, lab_env, run_lab
 from labtest.runs import LabRun, lab_containers
 from tflab import compose, docker
@@ -29,6 +29,25 @@ V2_PLUGIN_CONFIG = REPO / ".venv" / "docker-config"  # where scripts/get-compose
 def require(condition: bool, why: str) -> None:
     """Integration tests never skip for want of a tool: they fail, saying what is missing."""
     if not condition:
+        pytest.fail(why, pytrace=False)
+
+
+ARM64_VERDICT = pytest.StashKey[tuple[str, str]]()
+
+
+def pytest_runtest_setup(item):
+    """The tests marked arm64 run, skip or fail as labtest/arm64.py decides, once a session. Here
+    rather than in a fixture, whose skip pytest reports at each test's own line: skipped from here,
+    the three fold into one line of the summary, which says how to include them."""
+    if item.get_closest_marker("arm64") is None:
+        return
+    if ARM64_VERDICT not in item.config.stash:
+        item.config.stash[ARM64_VERDICT] = arm64.verdict(
+            os.environ.get("CI") == "true", os.environ.get("TFLAB_SKIP_ARM64") == "1", arm64.unavailable)
+    decided, why = item.config.stash[ARM64_VERDICT]
+    if decided == arm64.SKIP:
+        pytest.skip(why)
+    if decided == arm64.FAIL:
         pytest.fail(why, pytrace=False)
 
 

@@ -4,7 +4,8 @@ and a short multiworker run in it, which must train to the x86_64 image's losses
 On an x86_64 machine this runs under emulation (qemu-user-static, a binfmt handler with the F flag:
 scripts/enable-arm64-emulation.sh, which `make test` runs itself as root, and .ci/run too). Where the
 engine cannot run arm64, the tests are skipped with one line saying how to include them; under
-CI=true they fail instead (labtest/arm64.py decides). TFLAB_SKIP_ARM64=1 opts out anywhere.
+CI=true they fail instead (labtest/arm64.py decides, for the tests marked arm64: conftest.py).
+TFLAB_SKIP_ARM64=1 opts out anywhere.
 Emulation is slow (about 7 minutes for the image, ~40 s for `import tensorflow`, ~0.7 s a step):
 the build's and the run's times are logged.
 """
@@ -12,17 +13,15 @@ the build's and the run's times are logged.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 
 import pytest
-from labtest import arm64
 from labtest.cli import lab_env, run_lab
 from tflab import docker, images
 
 log = logging.getLogger("tflab.tests")
-SKIP = os.environ.get("TFLAB_SKIP_ARM64") == "1"
+pytestmark = pytest.mark.arm64
 # Small, so the emulated run takes a couple of minutes; both images run exactly these settings.
 SAME = dict(STRATEGY="multiworker", WORKERS=2, SEED=0, GLOBAL_BATCH=64, EXAMPLES=1024, EPOCHS=3,
             PEER_TIMEOUT=300)  # `import tensorflow` alone takes ~40 s under emulation
@@ -37,22 +36,8 @@ SAME = dict(STRATEGY="multiworker", WORKERS=2, SEED=0, GLOBAL_BATCH=64, EXAMPLES
 LOSS_RTOL = 1e-4
 
 
-def arm64_unavailable() -> str | None:
-    """Why this engine cannot run arm64 containers, where that can be told without an arm64 image:
-    an x86_64 Linux engine on this machine without the qemu-aarch64 binfmt handler (F flag). Docker
-    Desktop (a VM, which has its own emulation) is left to the lab's own check before its build."""
-    if images.emulation_missing(images.ARM64, images.engine_platform()) is None:
-        return None
-    return "this x86_64 machine cannot run arm64 containers (no qemu-aarch64 binfmt handler with the F flag)"
-
-
 @pytest.fixture(scope="module")
 def arm64_image(engine) -> str:
-    decided, why = arm64.verdict(os.environ.get("CI") == "true", SKIP, arm64_unavailable)
-    if decided == arm64.SKIP:
-        pytest.skip(why)
-    if decided == arm64.FAIL:
-        pytest.fail(why, pytrace=False)
     started = time.monotonic()
     result = run_lab("images", env=lab_env(PLATFORM=images.ARM64), timeout=3600)
     if result.returncode != 0:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from tflab import images
+from tflab.errors import LabError
+
 RUN, SKIP, FAIL = "run", "skip", "fail"
 HOW = "run scripts/enable-arm64-emulation.sh as root (make test does so itself when run as root)"
 
@@ -22,3 +25,16 @@ def verdict(ci: bool, opted_out: bool, unavailable: Callable[[], str | None]) ->
     if ci:
         return FAIL, f"CI=true requires the arm64 tests, and {why}; {HOW}"
     return SKIP, f"arm64 image not tested: {why}; to include it, {HOW}"
+
+
+def unavailable() -> str | None:
+    """Why this engine cannot run arm64 containers, where that can be told without an arm64 image:
+    an x86_64 Linux engine on this machine without the qemu-aarch64 binfmt handler (F flag). Docker
+    Desktop (a VM, which has its own emulation) is left to the lab's own check before its build,
+    and an engine that does not answer to the `engine` fixture, which fails saying so."""
+    try:
+        if images.emulation_missing(images.ARM64, images.engine_platform()) is None:
+            return None
+    except LabError:
+        return None
+    return "this x86_64 machine cannot run arm64 containers (no qemu-aarch64 binfmt handler with the F flag)"
