@@ -10,7 +10,7 @@ import time
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import cluster, compose, user_script
+from tflab import cluster, compose, swarm, user_script
 from tflab.errors import LabError
 from tflab.schema import completeness, read_events
 from tflab.settings import Settings, SettingsError
@@ -199,6 +199,9 @@ def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mou
     assert service["volumes"] == [f"{copy}:/lab/script:ro"] and service["working_dir"] == "/lab/script"
     override = compose.render_run(settings, cluster.build(settings), script_folder=copy)
     assert [service["volumes"] for service in override["services"].values()] == [[f"{copy}:/lab/script:ro"]] * 2
+    node = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+    stack = swarm.render_stack(settings, cluster.build(settings), "i", run_dir, node, script_folder=copy)
+    assert {service["volumes"][-1] for service in stack["services"].values()} == {f"{copy}:/lab/script:ro"}
 
 
 def test_a_folder_the_trainers_can_read_is_mounted_where_it_is(tmp_path, monkeypatch):
