@@ -62,10 +62,10 @@ def named(path: Path) -> str:
     return shown(path, limit=0)
 
 
-def read_bytes(path: Path, limit: int) -> bytes:
-    """A regular file's bytes, at most `limit` of them. FileNotFoundError where there is none
-    (a reader may take that as "not yet"); ForeignFile for a folder, a FIFO or device (which would
-    block or never end), an unreadable or too large file."""
+def open_regular(path: Path):
+    """A regular file opened for reading in binary. FileNotFoundError where there is none (a
+    reader may take that as "not yet"); ForeignFile for a folder, a FIFO or device (which would
+    block or never end) or an unreadable file."""
     path = Path(path)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: nor adopt a terminal.
@@ -76,17 +76,25 @@ def read_bytes(path: Path, limit: int) -> bytes:
         raise ForeignFile(f"{named(path)} is a folder, not a file the lab wrote") from None
     except OSError as error:
         raise ForeignFile(f"{named(path)} cannot be read ({shown(error.strerror or error)})") from None
-    with os.fdopen(descriptor, "rb") as file:
-        kind = os.fstat(descriptor).st_mode
-        if stat.S_ISDIR(kind):
-            raise ForeignFile(f"{named(path)} is a folder, not a file the lab wrote")
-        if not stat.S_ISREG(kind):
-            raise ForeignFile(f"{named(path)} is not a regular file (a FIFO, socket or device), not one the lab wrote")
+    kind = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(descriptor)
+        what = "a folder" if stat.S_ISDIR(kind) else "not a regular file (a FIFO, socket or device)"
+        raise ForeignFile(f"{named(path)} is {what}, not a file the lab wrote")
+    return os.fdopen(descriptor, "rb")
+
+
+def read_bytes(path: Path, limit: int, offset: int = 0, whole: bool = True) -> bytes:
+    """A regular file's bytes (open_regular), at most `limit` of them: ForeignFile if it is larger.
+    `offset`, `whole=False`: the bytes from there on, at most `limit` of them, however many more
+    there are (a log being followed)."""
+    with open_regular(path) as file:
         try:
-            data = file.read(limit + 1)
+            file.seek(offset)
+            data = file.read(limit + whole)
         except OSError as error:
             raise ForeignFile(f"{named(path)} cannot be read ({shown(error.strerror or error)})") from None
-    if len(data) > limit:
+    if whole and len(data) > limit:
         raise ForeignFile(f"{named(path)} is larger than {limit // 1024 // 1024} MiB, which no file the lab "
                           "writes there is")
     return data

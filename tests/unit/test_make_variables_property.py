@@ -26,8 +26,9 @@ OUTCOMES: Counter = Counter()
 
 def payloads(sentinel: Path) -> list[str]:
     """What would create the sentinel if a shell (or make's own $(shell)) ever read it as code."""
-    return [f"';touch {sentinel};'", f"'&&touch${{IFS}}{sentinel}&&'", f"'&&touch$${{IFS}}{sentinel}&&'", f"$(touch {sentinel})",
-            f"`touch {sentinel}`", f"\"$(touch {sentinel})\"", f"\n touch {sentinel}\n", f"|touch {sentinel}|"]
+    return [f"';touch {sentinel};'", f"'&&touch${{IFS}}{sentinel}&&'", f"'&&touch$${{IFS}}{sentinel}&&'",
+            f"$(touch {sentinel})", f"`touch {sentinel}`", f"\"$(touch {sentinel})\"", f"\n touch {sentinel}\n",
+            f"|touch {sentinel}|"]
 
 
 def make_config(argument: str, cwd: Path) -> subprocess.CompletedProcess:

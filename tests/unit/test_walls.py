@@ -8,8 +8,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
 TRAINER = {"train", "launch", "callback"}  # runs inside the containers
-SHARED = {"settings", "cluster", "schema", "errors", "foreign", "peerwait", "linkproxy", "explain", "runfolder",  # both sides
-          "__init__"}
+SHARED = {"settings", "cluster", "schema", "errors", "peerwait", "linkproxy", "explain", "runfolder",  # both sides
+          "foreign", "__init__"}
 HOST = {p.stem for p in PACKAGE.glob("*.py")} - TRAINER - SHARED
 
 
