@@ -30,6 +30,7 @@ from tflab import (
     console,
     docker,
     foreign,
+    home,
     images,
     k8s,
     labels,
@@ -247,6 +248,9 @@ def command_tensorboard(settings: Settings) -> int:
     return 0
 
 
+# The commands that read none of the lab's own files (home.py), which an installed lab lays out
+# only when a command needs them, so these work where its cache folder cannot be made.
+READ_NO_LAB_FILES = ("settings", "config", "summary", "logs", "report", "down", "check")
 CHECKED_FIRST = ("up", "compare", "report", "bench")  # make builds .venv for these: check first
 
 
@@ -385,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
 
             tfjob.refuse_given(os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command, given)
         settings = Settings.from_env(os.environ, assignments)
+        if args.command not in READ_NO_LAB_FILES:
+            home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":
             return command_up(settings, given)
         return COMMANDS[args.command][0](settings)
