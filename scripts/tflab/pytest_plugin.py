@@ -88,10 +88,12 @@ class LabRun:
 
     @property
     def ok(self) -> bool:
-        """Whether the lab exited 0 and its summary says ok; False where there is no summary."""
-        if self.returncode != 0:
+        """Whether the lab exited 0 and its summary says ok; False where there is none, or none the
+        lab wrote (`summary` raises the line that says which)."""
+        try:
+            return self.returncode == 0 and self.summary.ok
+        except LabError:
             return False
-        return self.summary.ok
 
     @property
     def tasks(self) -> dict[str, Task]:

@@ -1,7 +1,11 @@
-"""`make clean` removes what the lab can rebuild and never a run's outputs."""
+"""`make clean` removes what the lab can rebuild and never a run's outputs; the live printer
+prints what the tasks' logs say, and only that."""
 
-from tflab import cli, docker, images, swarm
+import json
+
+from tflab import cli, cluster, docker, images, swarm
 from tflab.settings import Settings
+from tflab.summary import ProgressPrinter
 
 
 def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
@@ -31,3 +35,19 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     assert not [wheel for wheel in tmp_path.glob("wheels*/x.whl")]
     assert (tmp_path / "wheels-gpu" / "README.md").exists() and not (tmp_path / "built.json").exists()
     assert f"kept 1 run folder(s) in {runs}" in capsys.readouterr().out
+
+
+def test_the_live_printer_skips_a_tasks_stray_lines_and_says_so_once(tmp_path, capsys):
+    """A task's own print to $TFLAB_LOG once crashed the printer, and the run ended without a summary."""
+    epoch = {"event": "epoch", "task": "worker-0", "time": 1.0, "epoch": 1, "loss": 2.0, "seconds": 0.5,
+             "steps": 16, "examples_per_second": 2048.0}
+    stray = [b"hello from my script", b"[1, 2]", b'{"event": "epoch"}', b'{"task": "worker-0", "event": 3}',
+             b'{"event": "error", "task": "worker-0", "time": 1, "message": "\\u001b[2Jboom"}']
+    (tmp_path / "worker-0.jsonl").write_bytes(b"\n".join(stray[:4] + [json.dumps(epoch).encode(), stray[4], b""]))
+    printer = ProgressPrinter(Settings(), cluster.build(Settings()), tmp_path)
+    printer.print_new()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[worker-0] skipped a line of worker-0.jsonl that is not one of the lab's events "
+                               "(is not JSON"), lines
+    assert lines[1:] == ["[worker-0] epoch 1/10  loss 2.0000  0.50 s  2048 examples/s",
+                         "[worker-0] error: \\x1b[2Jboom"]
