@@ -168,7 +168,7 @@ def markdown(folder: Path, found: list[dict]) -> str:
         lines.append("| " + " | ".join(cell(row.get(key), fmt, scale).replace("|", "\\|")
                                       for _, key, fmt, scale in COLUMNS) + " |")
     lines += ["", *NOTES]
-    return "\n".join(lines) + "\n"
+    return "\n".join(shown(line, limit=0) for line in lines) + "\n"  # a foreign value is never written raw
 
 
 NOTES = [

@@ -51,6 +51,9 @@ TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_a
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END = {"evaluations": int}
 OPTIONAL_EVENTS = ("allreduce",)
+# What readers index in any record they take (the runner's restart decision, chaos's timing), so
+# even a partial record (schema.problems(partial=True)) has them.
+ESSENTIAL = {"error": ("message",)}
 LARGEST_INT = 2**63 - 1  # what any count, size or step of a run fits in (and a float converts from)
 
 
@@ -61,7 +64,8 @@ class SchemaError(ValueError):
 def problems(record: dict, partial: bool = False) -> list[str]:
     """What is wrong with one log record (empty when it is valid); values are quoted with repr,
     cut short, so a message never carries a control character raw. `partial`: a field left out is
-    no problem, one of the wrong type is (what runfolder.events asks of every record it hands on)."""
+    no problem unless every reader needs it (COMMON, ESSENTIAL), one of the wrong type is (what
+    runfolder.events asks of every record it hands on)."""
     if not isinstance(record, dict):
         return [f"not a JSON object: {foreign.shown(repr(record), 100)}"]
     event = record.get("event")
@@ -78,7 +82,7 @@ def problems(record: dict, partial: bool = False) -> list[str]:
         fields.update({"trainer": TRAINER_END, "script": SCRIPT_END, "evaluator": EVALUATOR_END}.get(role, {}))
     for name, kind in fields.items():
         if name not in record:
-            if not partial:
+            if not partial or name in COMMON or name in ESSENTIAL.get(event, ()):
                 found.append(f"{event}: missing {name}")
         elif isinstance(record[name], bool) or not isinstance(record[name], kind):
             found.append(f"{event}: {name}={foreign.shown(repr(record[name]), 100)} is not {_kind_name(kind)}")
