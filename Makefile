@@ -146,8 +146,8 @@ test-integration: test-workers venv ## run the integration tests only (Docker re
 # left of venv).
 test-workers: export TFLAB_TEST_WORKERS = $(strip $(TEST_WORKERS))
 test-workers:
-	@case "$$TFLAB_TEST_WORKERS" in *[!0-9]*) printf 'tflab: TEST_WORKERS=%q is not allowed: expected a whole \
-	number of pytest workers (0 or 1: one process)\n' "$$TFLAB_TEST_WORKERS" >&2; exit 2;; esac
+	@case "$$TFLAB_TEST_WORKERS" in *[!0-9]*) printf "tflab: TEST_WORKERS=%q is not allowed: expected a whole \
+	number of pytest workers (0 or 1: one process)\n" "$$TFLAB_TEST_WORKERS" >&2; exit 2;; esac
 
 # VENV is removed only where it is this checkout's and this Makefile made it (its .installed).
 clean: ## remove the lab's containers, images, wheels and .venv; never runs/

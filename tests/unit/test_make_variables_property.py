@@ -108,3 +108,18 @@ def test_outcomes_were_of_each_kind():
     if sum(OUTCOMES.values()) < EXAMPLES:
         pytest.skip("run with the rest of this file to count its outcomes")
     assert OUTCOMES["refused by the lab"] > 0
+
+
+@pytest.mark.parametrize("form", range(8))
+def test_test_workers_is_checked_as_text(form, tmp_path):
+    """TEST_WORKERS was spliced into its check's shell source between quotes; VENV into make clean's."""
+    payload = payloads(tmp_path / "sentinel")[form]
+    result = subprocess.run([shutil.which("make") or "make", "--no-print-directory", "-C", str(REPO), "test-workers",
+                             f"TEST_WORKERS=2{payload}"], cwd=tmp_path, env=lab_env(PYTHON=sys.executable),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith("tflab: TEST_WORKERS="), result.stderr
+    assert "is not allowed: expected a whole number of pytest workers" in result.stderr.splitlines()[0]
+    assert not (tmp_path / "sentinel").exists()
+    refused = make_config(f"VENV=v{payload}", tmp_path)
+    assert refused.returncode == 2 and b"tflab: VENV is not allowed" in refused.stderr, refused.stderr
+    assert not (tmp_path / "sentinel").exists()
