@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 from tflab import foreign
@@ -253,8 +254,25 @@ def write(folder: Path) -> tuple[list[dict], list[Path]]:
     """Builds and writes the report for a folder; returns its rows and the files written."""
     found = rows(folder)
     written = [folder / "report.md", folder / "report.csv"]
-    written[0].write_text(markdown(folder, found))
-    written[1].write_text(csv_text(found))
-    if plot(found, folder / "report.png"):
+    texts = [markdown(folder, found), csv_text(found)]
+    for path, text in zip(written, texts):
+        write_whole(path, lambda temporary, text=text: temporary.write_text(text))
+    if write_whole(folder / "report.png", lambda temporary: plot(found, temporary)):
         written.append(folder / "report.png")
     return found, written
+
+
+def write_whole(path: Path, write) -> bool:
+    """`write(temporary)` beside `path`, then renamed onto it: never half a file, and never through
+    a link someone left at `path` (a report.md pointing at ~/.bashrc is replaced, not written
+    into). ForeignFile where `path` is a folder. Returns what `write` did (plot: False, no file)."""
+    if path.is_dir() and not path.is_symlink():
+        raise ForeignFile(f"{foreign.named(path)} is a folder; the report writes a file there")
+    temporary = path.with_name(f".{path.stem}-{os.getpid()}.tmp{path.suffix}")
+    try:
+        done = write(temporary)
+        if done is not False:
+            os.replace(temporary, path)
+        return done is not False
+    finally:
+        temporary.unlink(missing_ok=True)

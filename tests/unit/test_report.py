@@ -152,3 +152,18 @@ def test_a_config_whose_tasks_climb_out_of_the_run_is_refused(tmp_path):
     (run_dir / "config.json").write_text(json.dumps({"settings": {}, "tasks": ["../../../etc/passwd"]}))
     with pytest.raises(ForeignFile, match=r"climb/config.json is not a config the lab wrote"):
         report.rows(run_dir)
+
+
+def test_the_report_replaces_a_link_left_in_its_place_and_never_writes_through_it(tmp_path):
+    run_dir = record_run(tmp_path, "linked", "single", ["single"], steady=0.002)
+    precious = tmp_path / "precious"
+    precious.write_text("mine\n")
+    (run_dir / "report.md").symlink_to(precious)
+    report.write(run_dir)
+    assert precious.read_text() == "mine\n"
+    assert not (run_dir / "report.md").is_symlink() and (run_dir / "report.md").read_text().startswith("# tflab")
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    (run_dir / "report.csv").unlink()
+    (run_dir / "report.csv").mkdir()
+    with pytest.raises(ForeignFile, match="linked/report.csv is a folder; the report writes a file there"):
+        report.write(run_dir)
