@@ -144,7 +144,8 @@ def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = No
     names = {name.lower(): name for name in SPECS}
     unknown = sorted(str(key) for key in set(settings) - set(names))
     if unknown:
-        refuse(f"unknown lab setting {shown(repr(unknown[0]), 100)}; allowed: {', '.join(sorted(names))}")
+        case = " (settings are lower case here)" if unknown[0].lower() in names else ""
+        refuse(f"unknown lab setting {shown(repr(unknown[0]), 100)}{case}; allowed: {', '.join(sorted(names))}")
     if {"run", "runs_dir"} & set(settings):
         refuse("run and runs_dir are run_lab's own arguments, not settings")
     values = {names[key]: environment_value(key, value) for key, value in settings.items()}
@@ -173,7 +174,8 @@ def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = No
         raise
     output = stdout + stderr
     if lab.returncode == USAGE_ERROR and not (runs_dir / run).exists():
-        pytest.fail(f"the lab refused the settings: {output.strip().splitlines()[-1]}", pytrace=False)
+        said = (output.strip().splitlines() or ["(it said nothing)"])[-1]
+        pytest.fail(f"the lab refused the settings: {shown(said, limit=0)}", pytrace=False)
     return LabRun(lab.returncode, output, runs_dir / run)
 
 

@@ -42,6 +42,7 @@ def lab(monkeypatch):
     ({"args": b"--x"}, "tflab_cluster: args=b'--x' is not allowed: a bytes;"),
     ({"args": "a\0b"}, "tflab_cluster: args='a\\x00b' is not allowed: a NUL character;"),
     ({"settings": {"a": 1}}, "tflab_cluster: unknown lab setting 'settings'; allowed: "),
+    ({"WORKERS": 2}, "tflab_cluster: unknown lab setting 'WORKERS' (settings are lower case here); allowed: "),
     ({"run": 3}, "tflab_cluster: run=3 is not allowed: a run id is a str"),
     ({"run": ""}, "tflab_cluster: run='' is not allowed: a run id is a str"),
     ({"runs_dir": 7}, "tflab_cluster: runs_dir=7 is not allowed: expected a folder as a str or path"),
