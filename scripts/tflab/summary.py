@@ -150,7 +150,7 @@ def table(result: Summary) -> str:
                     [[cell(getattr(row, key), fmt, *scale) for _, key, fmt, *scale in COLUMNS] for row in result.tasks])
     for row in result.tasks:
         if row.error and not row.explanation:
-            lines.append(f"{row.task}: {row.error.splitlines()[0][:300]}")
+            lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
     lines += explanation_lines(result.tasks)
     trainers = [row for row in result.tasks if row.role == "trainer"]
     agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
@@ -160,11 +160,14 @@ def table(result: Summary) -> str:
         agree += f"; {restarts} restart{'s' * (restarts > 1)}"
     chaos = result.chaos
     if chaos:
-        lines.append(f"chaos: {chaos.get('scenario')} on {chaos.get('target')} at {chaos.get('at')}: "
-                     f"{chaos.get('outcome')}; detected after {_seconds(chaos.get('detection_seconds'))}, "
+        scenario, target, at, outcome = (shown(chaos.get(key), 60)
+                                         for key in ("scenario", "target", "at", "outcome"))
+        lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
+                     f"detected after {_seconds(chaos.get('detection_seconds'))}, "
                      f"training again after {_seconds(chaos.get('recovery_seconds'))}")
-    lines.append(f"run {result.run}: {result.outcome} in {result.wall_seconds:.1f} s{agree}")
-    # Every string here may come from a foreign summary.json: nothing reaches the terminal raw.
+    lines.append(f"run {shown(result.run)}: {shown(result.outcome)} in {result.wall_seconds:.1f} s{agree}")
+    # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
+    # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
     return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
 
 
@@ -177,13 +180,13 @@ def explanation_lines(rows: list[TaskRow]) -> list[str]:
             groups.setdefault((found["what"], found["fix"], found["link"]), []).append(row)
     lines = []
     for (what, fix, link), members in groups.items():
-        lines.append(f"{', '.join(row['task'] for row in members)}: {what}".replace("\n", "\n    "))
+        lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
         error = members[0]["error"]
         if error and members[0]["explanation"]["signature"] != "exception":  # that one says it already
             lines.append(f"  error: {error.splitlines()[0][:300]}")
-        lines.append(f"  fix: {fix}")
+        lines.append(f"  fix: {shown(fix, limit=0)}")
         if link:
-            lines.append(f"  see: {link}")
+            lines.append(f"  see: {shown(link)}")
     return lines
 
 

@@ -5,7 +5,8 @@ import json
 
 from tflab import cli, cluster, docker, images, swarm
 from tflab.settings import Settings
-from tflab.summary import ProgressPrinter
+from tflab.runfolder import Summary
+from tflab.summary import ProgressPrinter, table
 
 
 def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
@@ -51,3 +52,16 @@ def test_the_live_printer_skips_a_tasks_stray_lines_and_says_so_once(tmp_path, c
                                "(is not JSON"), lines
     assert lines[1:] == ["[worker-0] epoch 1/10  loss 2.0000  0.50 s  2048 examples/s",
                          "[worker-0] error: \\x1b[2Jboom"]
+
+
+def test_a_line_break_in_a_summarys_one_line_field_starts_no_line_of_its_own():
+    row = {"task": "w\nfake: ok", "status": "failed", "exit_code": 1, "error": "boom\x1b[2J"}
+    summary = Summary.from_dict({"run": "r\nrun x: ok in 1.0 s", "strategy": "single", "backend": "compose",
+                                 "outcome": "failed\r", "ok": False, "launched_at": 1.0, "wall_seconds": 2.0,
+                                 "settings": {}, "weights_agree": False, "tasks": [row],
+                                 "chaos": {"scenario": "kill\n", "target": 3, "at": None, "outcome": "x",
+                                           "detection_seconds": None, "recovery_seconds": 1.5}})
+    lines = table(summary).splitlines()
+    assert lines[2:] == ["w\\nfake: ok: boom\\x1b[2J",
+                         "chaos: kill\\n on 3 at None: x; detected after -, training again after 1.5 s",
+                         "run r\\nrun x: ok in 1.0 s: failed\\r in 2.0 s"], lines
