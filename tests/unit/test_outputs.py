@@ -4,8 +4,8 @@ prints what the tasks' logs say, and only that."""
 import json
 
 from tflab import cli, cluster, docker, images, swarm
-from tflab.settings import Settings
 from tflab.runfolder import Summary
+from tflab.settings import Settings
 from tflab.summary import ProgressPrinter, table
 
 
