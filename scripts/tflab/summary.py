@@ -96,8 +96,12 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     """The run's summary: one row per task, from its log, its exit code, its output and the
     engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it)."""
     try:
-        log = (run_dir / OUTPUT).read_text(errors="replace")
+        with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
+            log = output.read().decode(errors="replace")
     except FileNotFoundError:
+        log = ""
+    except ForeignFile as error:
+        say(f"{error}; the summary explains failures without it")
         log = ""
     oom_killed = oom_killed or {}
     rows = [task_row(task, the_cluster.role(task), task_records(run_dir, task), exit_codes.get(task),

@@ -3,7 +3,7 @@ prints what the tasks' logs say, and only that."""
 
 import json
 
-from tflab import cli, cluster, docker, images, swarm
+from tflab import cli, cluster, docker, images, summary, swarm
 from tflab.runfolder import Summary
 from tflab.settings import Settings
 from tflab.summary import ProgressPrinter, table
@@ -65,3 +65,20 @@ def test_a_line_break_in_a_summarys_one_line_field_starts_no_line_of_its_own():
     assert lines[2:] == ["w\\nfake: ok: boom\\x1b[2J",
                          "chaos: kill\\n on 3 at None: x; detected after -, training again after 1.5 s",
                          "run r\\nrun x: ok in 1.0 s: failed\\r in 2.0 s"], lines
+
+
+def test_the_runs_summary_is_written_whatever_a_task_left_in_the_folder(tmp_path, capsys):
+    """A task shares the run folder: a folder where its log or output.log should be is said in one
+    line each, and the summary still has a row per task."""
+    settings = Settings()
+    (tmp_path / "worker-0.jsonl").mkdir()
+    (tmp_path / "output.log").mkdir()
+    (tmp_path / "worker-1.jsonl").write_text("stray\n")
+    result = summary.summarise(settings, cluster.build(settings), tmp_path, {"worker-0": 0, "worker-1": 1}, [],
+                               "ok", 1.0, 2.0)
+    assert [(row.task, row.status) for row in result.tasks] == [("worker-0", "failed"), ("worker-1", "failed")]
+    said = capsys.readouterr().out.splitlines()
+    assert said == [f"tflab: {tmp_path / 'output.log'} is a folder, not a file the lab wrote; the summary explains "
+                    "failures without it",
+                    f"tflab: {tmp_path / 'worker-0.jsonl'} is a folder, not a file the lab wrote; the summary reads "
+                    "it as no events"]
