@@ -27,10 +27,30 @@ XDIST = $(if $(filter-out 0 1,$(strip $(TEST_WORKERS))),-n $(strip $(TEST_WORKER
 
 # The Makefile's own variables. Any other NAME=value on make's command line must be a setting:
 # make would take `make up WORKER=3` silently, so the lab is told the names given (settings.py
-# refuses the others, naming the setting each resembles).
+# refuses the others, naming the setting each resembles). PYTHON and PYTEST_ARGS are shell words
+# on purpose (a command, pytest's arguments); nothing else a user gives is ever spliced into a
+# recipe's shell source: the lab reads the names and values from its environment.
 OWN_VARIABLES := PYTHON VENV PYTEST_ARGS TEST_WORKERS
-COMMAND_LINE = $(strip $(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
-LAB_ENV = TFLAB_MAKE_VARIABLES='$(COMMAND_LINE)' TFLAB_MAKE_OWN='$(OWN_VARIABLES)' PYTHONPATH=scripts
+COMMAND_LINE := $(strip $(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
+# make would expand a value's $(...) itself, $(shell ...) included, wherever the Makefile or a
+# recipe's environment reads it: each command-line variable is made its literal text, once. Only
+# names of these characters are redefined (any other could be read as make syntax); make
+# exports none of the others to a recipe, and the lab refuses them all by name.
+NAME_CHARACTERS := a b c d e f g h i j k l m n o p q r s t u v w x y z A B C D E F G H I J K L M N O P Q R S T U V W \
+                   X Y Z 0 1 2 3 4 5 6 7 8 9 _
+without = $(if $2,$(call without,$(subst $(firstword $2),,$1),$(wordlist 2,$(words $2),$2)),$1)
+$(foreach name,$(COMMAND_LINE),$(if $(call without,$(name),$(NAME_CHARACTERS) . -),,$(eval override \
+  $(if $(call without,$(name),$(NAME_CHARACTERS)),,export) $(name) := $$(value $(name)))))
+# A name with a line break in it reaches .VARIABLES as words that are no variable: the lab refuses it.
+BROKEN_NAMES := $(strip $(foreach name,$(.VARIABLES),$(if $(filter undefined,$(origin $(name))),$(name))))
+export TFLAB_MAKE_VARIABLES := $(COMMAND_LINE)
+export TFLAB_MAKE_BROKEN := $(BROKEN_NAMES)
+export TFLAB_MAKE_OWN := $(OWN_VARIABLES)
+# VENV is a folder make names as a target and recipes as a word, so a path of plain characters.
+ifneq ($(words $(VENV)) $(call without,$(VENV),$(NAME_CHARACTERS) . - / + @),1 )
+$(error tflab: VENV is not allowed: expected a folder path of letters, digits and . _ - + / @ only)
+endif
+LAB_ENV = PYTHONPATH=scripts
 LAB = $(LAB_ENV) $(PYTHON) -m tflab
 VENV_PYTHON = $(abspath $(VENV))/bin/python
 # Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
@@ -130,9 +150,10 @@ arm64-emulation:
 
 # Refuses a TEST_WORKERS that is no whole number, in one line, before .venv is made (a prerequisite
 # left of venv).
+test-workers: export TFLAB_TEST_WORKERS = $(strip $(TEST_WORKERS))
 test-workers:
-	@case '$(strip $(TEST_WORKERS))' in *[!0-9]*) echo "tflab: TEST_WORKERS=$(strip $(TEST_WORKERS)) is not \
-	allowed: expected a whole number of pytest workers (0 or 1: one process)" >&2; exit 2;; esac
+	@case "$$TFLAB_TEST_WORKERS" in *[!0-9]*) printf "tflab: TEST_WORKERS=%q is not allowed: expected a whole \
+	number of pytest workers (0 or 1: one process)\n" "$$TFLAB_TEST_WORKERS" >&2; exit 2;; esac
 
 # VENV is removed only where it is this checkout's and this Makefile made it (its .installed).
 clean: ## remove the lab's containers, images, wheels and .venv; never runs/

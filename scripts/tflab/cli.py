@@ -14,6 +14,7 @@ the run's containers, write its summary as interrupted, and exit 128 + the signa
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import difflib
 import json
@@ -29,6 +30,8 @@ from tflab import (
     compose,
     console,
     docker,
+    foreign,
+    home,
     images,
     k8s,
     labels,
@@ -76,7 +79,7 @@ MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError)
 
 
 def malformed(path, error: Exception) -> LabError:
-    reason = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    reason = foreign.shown(" ".join(f"{type(error).__name__}: {error}".split()), 300)
     return LabError(f"{console.display_path(path)} holds a file the lab did not write, or one cut short ({reason}); "
                     "expected the summary.json, config.json and compare.json of a lab run")
 
@@ -86,6 +89,8 @@ def command_report(settings: Settings) -> int:
     try:
         found, written = report.write(folder)
         print(report.table(found))
+    except LabError:  # foreign.ForeignFile: its one line names the file already
+        raise
     except MALFORMED as error:
         raise malformed(folder, error) from None
     print("tflab: wrote " + ", ".join(console.display_path(path) for path in written))
@@ -132,6 +137,8 @@ def command_summary(settings: Settings) -> int:
         print(summary.table(Summary.read(run_dir)))
     except FileNotFoundError:
         raise LabError(f"run {run_dir.name} has no summary.json: it is still running, or the lab was killed") from None
+    except LabError:  # foreign.ForeignFile: its one line names the file already
+        raise
     except MALFORMED as error:
         raise malformed(run_dir / runfolder.SUMMARY, error) from None
     return 0
@@ -140,10 +147,22 @@ def command_summary(settings: Settings) -> int:
 def command_logs(settings: Settings) -> int:
     run_dir = runfolder.existing(settings)
     output = run_dir / runfolder.OUTPUT
-    if not output.exists():
+    try:
+        log = foreign.open_regular(output)
+    except FileNotFoundError:
         raise LabError(f"run {run_dir.name} has no output.log yet: it is still running, "
-                       f"follow it in its <task>.jsonl files in {run_dir}")
-    sys.stdout.write(output.read_text(errors="replace"))  # a task may have written any bytes
+                       f"follow it in its <task>.jsonl files in {run_dir}") from None
+    # A task may have written any bytes: read in chunks (a log can be gigabytes), decoded with
+    # replacement, every control character but line breaks and tabs escaped, never raw.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        with log:
+            while chunk := log.read(1024 * 1024):
+                sys.stdout.write(foreign.shown(decoder.decode(chunk), limit=0, keep="\n\t"))
+            sys.stdout.write(foreign.shown(decoder.decode(b"", final=True), limit=0, keep="\n\t"))
+            sys.stdout.flush()
+    except BrokenPipeError:  # `tflab logs | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
     return 0
 
 
@@ -243,6 +262,9 @@ def command_tensorboard(settings: Settings) -> int:
     return 0
 
 
+# The commands that read none of the lab's own files (home.py), which an installed lab lays out
+# only when a command needs them, so these work where its cache folder cannot be made.
+READ_NO_LAB_FILES = ("settings", "config", "summary", "logs", "report", "down", "check")
 CHECKED_FIRST = ("up", "compare", "report", "bench")  # make builds .venv for these: check first
 
 
@@ -394,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
 
             tfjob.refuse_given(os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command, given)
         settings = Settings.from_env(os.environ, assignments)
+        if args.command not in READ_NO_LAB_FILES:
+            home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":
             return command_up(settings, given)
         if args.command == "images":

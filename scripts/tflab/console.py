@@ -31,10 +31,16 @@ def columns(header: list[str], rows: list[list[str]], left: int = 2) -> list[str
 
 
 def cell(value, fmt: str, scale: float = 1) -> str:
-    """One table cell: `-` for a missing value, else the value (scaled) in its format."""
+    """One table cell: `-` for a missing value, else the value (scaled) in its format; a value its
+    format does not take (a string where a number was, an integer too large for a float: a file
+    the lab did not write) is shown as `?`, escaped characters and all never raw."""
     if value is None:
         return "-"
-    return fmt.format(value * scale if scale != 1 else value)
+    try:
+        text = fmt.format(value * scale if scale != 1 else value)
+    except (TypeError, ValueError, OverflowError):
+        return "?"
+    return "".join(repr(char)[1:-1] if not char.isprintable() else char for char in text[:80])
 
 
 def describe_run(settings: Settings, the_cluster: Cluster) -> str:

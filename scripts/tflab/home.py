@@ -9,7 +9,9 @@ $XDG_CACHE_HOME/tflab, else ~/.cache/tflab), named by a digest of what it holds:
 the lab never share one, and a version's folder is never rewritten.
 
 The wheelhouse and the image record live there too; a user's runs never do (RUNS_DIR is relative
-to the folder the lab is started from).
+to the folder the lab is started from). The folder is named at import and made only when a
+command needs the lab's files (`ensure`, which the CLI calls): `tflab --help`, `settings`,
+`summary` and the other commands that read nothing of it work with a HOME the lab cannot write.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+
+from tflab.errors import LabError
 
 PACKAGE = Path(__file__).resolve().parent
 CODE_ROOT = PACKAGE.parent  # what goes on PYTHONPATH for `python -m tflab...`
@@ -35,30 +39,43 @@ def is_checkout(root: Path) -> bool:
 
 
 def cache_root() -> Path:
-    if os.environ.get("TFLAB_HOME"):
-        return Path(os.environ["TFLAB_HOME"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tflab"
+    """TFLAB_HOME, else $XDG_CACHE_HOME/tflab, else ~/.cache/tflab; with no home folder known
+    (HOME unset, no passwd entry) the literal `~/.cache/tflab`, which `ensure` refuses."""
+    try:
+        if os.environ.get("TFLAB_HOME"):
+            return Path(os.environ["TFLAB_HOME"]).expanduser()
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tflab"
+    except RuntimeError:  # Path.home(): "Could not determine home directory"
+        return Path("~/.cache/tflab")
 
 
 def code_files() -> list[Path]:
     return sorted(path for path in PACKAGE.rglob("*.py") if BUNDLED not in path.parents)
 
 
-def installed_home() -> Path:
-    """The laid-out copy for this installed version, made on first use."""
-    digest = hashlib.sha256()
+def _sources() -> list[tuple[str, Path]]:
     sources = [(name, BUNDLED / name) for name in LAB_FILES]
-    sources += [(f"scripts/tflab/{path.relative_to(PACKAGE)}", path) for path in code_files()]
-    for name, path in sources:
+    return sources + [(f"scripts/tflab/{path.relative_to(PACKAGE)}", path) for path in code_files()]
+
+
+def installed_path() -> Path:
+    """Where this installed version's files are laid out: named by a digest of them; made by nothing here."""
+    digest = hashlib.sha256()
+    for name, path in _sources():
         digest.update(name.encode() + b"\0" + path.read_bytes())
-    home = cache_root() / f"lab-{digest.hexdigest()[:12]}"
+    return cache_root() / f"lab-{digest.hexdigest()[:12]}"
+
+
+def installed_home() -> Path:
+    """The laid-out copy for this installed version, made on first use; OSError where it cannot be."""
+    home = installed_path()
     if (home / "docker-compose.yml").is_file():
         return home
     home.parent.mkdir(parents=True, exist_ok=True)
     # Laid out beside, then renamed into place: a lab interrupted halfway leaves no half folder
     # that a later run would take for whole.
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=home.parent))
-    for name, path in sources:
+    for name, path in _sources():
         (staging / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, staging / name)
     for wheelhouse in ("images/trainer/wheels", "images/trainer/wheels-gpu", "images/trainer/wheels-arm64"):
@@ -71,8 +88,27 @@ def installed_home() -> Path:
 
 
 def lab_home() -> Path:
+    """The checkout, or where an installed lab's files are (or will be) laid out."""
     checkout = PACKAGE.parents[1]
-    return checkout if is_checkout(checkout) else installed_home()
+    return checkout if is_checkout(checkout) else installed_path()
+
+
+def ensure() -> Path:
+    """LAB_HOME with the lab's files in it, laid out now where it is an installed lab's; a
+    LabError naming the folder and how to choose another where it cannot be made."""
+    if is_checkout(LAB_HOME):
+        return LAB_HOME
+    fix = "set TFLAB_HOME to a folder you can write (else XDG_CACHE_HOME/tflab, else ~/.cache/tflab is used)"
+    if not LAB_HOME.is_absolute():
+        raise LabError(f"no home folder is known for the lab's cache (HOME is unset); {fix}")
+    try:
+        home = installed_home()
+    except OSError as error:
+        raise LabError(f"cannot make the lab's cache folder {LAB_HOME.parent} "
+                       f"({error.strerror or error}); {fix}") from None
+    if home != LAB_HOME:  # the environment changed since import; the modules hold LAB_HOME's paths
+        raise LabError(f"the lab's cache folder moved from {LAB_HOME.parent} to {home.parent} while it ran; {fix}")
+    return home
 
 
 LAB_HOME = lab_home()

@@ -10,16 +10,18 @@
         assert lab.tasks["worker-0"].final_loss < 0.5
 
 `tflab_cluster(**settings)` takes the lab's settings in lower case (workers=2, strategy="mirrored",
-script=..., args=..., timeout=...; see `make help`), runs `python3 -m tflab up` with them in a
-runs folder of the test's own, waits for the end and returns a `LabRun`. A refused setting fails
-the test with the lab's one-line message. Host side: needs Docker (or backend="local" with
-TensorFlow installed), never TensorFlow itself. If the lab overruns its timeout, or the test run
-is interrupted, the lab gets SIGTERM, which stops and removes the run's containers and writes its
-summary as interrupted, before the fixture gives up on it.
+script=..., args=..., timeout=...; see `make help`), each a str, int, float, bool (1/0) or path,
+runs `python3 -m tflab up` with them in a runs folder of the test's own (or `runs_dir=`), under a
+fresh run id (or `run=`), waits for the end and returns a `LabRun`. A refused setting, a value of
+another type, or a run id used already fails the test with one line naming it. Host side: needs
+Docker (or backend="local" with TensorFlow installed), never TensorFlow itself. If the lab
+overruns its timeout, or the test run is interrupted, the lab gets SIGTERM, which stops and
+removes the run's containers and writes its summary as interrupted, before the fixture gives up on it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import signal
@@ -27,12 +29,15 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
 
 from tflab import runfolder
+from tflab.errors import LabError
+from tflab.foreign import shown
 from tflab.runfolder import Summary, TaskRow
+from tflab.schema import complete
 from tflab.settings import SPECS
 from tflab.summary import explanation_lines
 
@@ -73,12 +78,22 @@ class LabRun:
 
     @cached_property
     def summary(self) -> Summary:
-        """summary.json, typed (runfolder.Summary); it reads as a dict too: `summary["ok"]`."""
-        return Summary.read(self.run_dir)
+        """summary.json, typed (runfolder.Summary); it reads as a dict too: `summary["ok"]`. A
+        LabError (one line) where there is none, or it is not one the lab wrote."""
+        try:
+            return Summary.read(self.run_dir)
+        except FileNotFoundError:
+            raise LabError(f"run {self.run_dir.name} has no summary.json: the lab ended (exit {self.returncode}) "
+                           "before writing one; lab.why() has its output") from None
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.summary.ok
+        """Whether the lab exited 0 and its summary says ok; False where there is none, or none the
+        lab wrote (`summary` raises the line that says which)."""
+        try:
+            return self.returncode == 0 and self.summary.ok
+        except LabError:
+            return False
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -88,7 +103,8 @@ class LabRun:
         return runfolder.events(self.run_dir, task)
 
     def of(self, task: str, event: str) -> list[dict]:
-        return [record for record in self.events(task) if record["event"] == event]
+        """The task's `event` records that have every field the event has (schema.py)."""
+        return [record for record in complete(self.events(task)) if record["event"] == event]
 
     def losses(self, task: str) -> list[float]:
         return [record["loss"] for record in self.of(task, "epoch")]
@@ -98,23 +114,54 @@ class LabRun:
         (the summary's explanations), then the lab's output."""
         try:
             explained = explanation_lines(self.summary.tasks)
-        except (OSError, ValueError, TypeError):  # no summary: the lab ended before it wrote one
+        except (OSError, ValueError, TypeError, LabError):  # no summary: the lab ended before it wrote one
             explained = []
         head = "".join(f"{line}\n" for line in explained)
         return f"{head}lab run in {self.run_dir} exited {self.returncode}:\n{self.output[-4000:]}"
 
 
+def refuse(message: str):
+    """The fixture's own one line, as a failed test (no traceback into the plugin)."""
+    pytest.fail(f"tflab_cluster: {message}", pytrace=False)
+
+
+def environment_value(key: str, value) -> str:
+    """A setting's value as the lab takes it (text): a str, int, float, bool (1 or 0) or path;
+    anything else is refused, naming the argument and what it takes."""
+    if isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (str, int, float, PurePath)):
+        text = str(value)
+        if "\0" not in text:
+            return text
+    kind = "a NUL character" if isinstance(value, (str, PurePath)) else f"a {type(value).__name__}"
+    refuse(f"{key}={shown(repr(value), 100)} is not allowed: {kind}; a lab setting takes a str, int, float, "
+           f"bool (1/0) or path (leave {key} out for its default)")
+
+
 def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = None) -> LabRun:
     """Runs `python -m tflab up` with `settings` (lower-case names) in runs_dir/run."""
     names = {name.lower(): name for name in SPECS}
-    unknown = sorted(set(settings) - set(names))
+    unknown = sorted(str(key) for key in set(settings) - set(names))
     if unknown:
-        raise ValueError(f"unknown lab setting {unknown[0]!r}; allowed: {', '.join(sorted(names))}")
+        case = " (settings are lower case here)" if unknown[0].lower() in names else ""
+        refuse(f"unknown lab setting {shown(repr(unknown[0]), 100)}{case}; allowed: {', '.join(sorted(names))}")
+    if {"run", "runs_dir"} & set(settings):
+        refuse("run and runs_dir are run_lab's own arguments, not settings")
+    values = {names[key]: environment_value(key, value) for key, value in settings.items()}
+    if (runs_dir / run).exists() or (runs_dir / run).is_symlink():
+        refuse(f"run={run!r} exists already in {runs_dir}; a run's outputs are never overwritten: choose another "
+               "run (or leave run out for a fresh one)")
     env = {key: value for key, value in os.environ.items() if key not in SPECS}  # only what the test says
-    env.update({names[key]: str(value) for key, value in settings.items()})
+    env.update(values)
     env.update(RUNS_DIR=str(runs_dir), RUN=run, PYTHONPATH=os.pathsep.join(
         [str(SCRIPTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    limit = timeout or float(settings.get("timeout", 900)) + 300  # the lab bounds itself; this bounds the lab
+    try:
+        bound = float(values.get("TIMEOUT", 900))
+    except ValueError:
+        bound = 900  # the lab refuses it, in its own line
+    bound = bound if math.isfinite(bound) else 900
+    limit = timeout or bound + 300  # the lab bounds itself; this bounds the lab
     lab = subprocess.Popen([sys.executable, "-m", "tflab", "up"], env=env, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -127,7 +174,8 @@ def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = No
         raise
     output = stdout + stderr
     if lab.returncode == USAGE_ERROR and not (runs_dir / run).exists():
-        pytest.fail(f"the lab refused the settings: {output.strip().splitlines()[-1]}", pytrace=False)
+        said = (output.strip().splitlines() or ["(it said nothing)"])[-1]
+        pytest.fail(f"the lab refused the settings: {shown(said, limit=0)}", pytrace=False)
     return LabRun(lab.returncode, output, runs_dir / run)
 
 
@@ -141,15 +189,28 @@ def end_cleanly(lab: subprocess.Popen) -> tuple[str, str]:
         return lab.communicate()
 
 
-@pytest.fixture
-def tflab_cluster(tmp_path):
-    """A function that runs the lab with the given settings and returns its LabRun."""
+def starter(tmp_path: Path):
+    """What tflab_cluster hands a test: a function that runs the lab with the given settings."""
     count, token = 0, secrets.token_hex(3)
 
     def start(**settings) -> LabRun:
+        """run= names the run (the lab checks the name), runs_dir= the folder it is written in."""
         nonlocal count
         count += 1
-        # Compose project names come from run ids, so they must differ across test sessions too.
-        return run_lab(tmp_path / "runs", f"cluster-{token}-{count}", settings)
+        run, runs_dir = settings.pop("run", None), settings.pop("runs_dir", None)
+        if run is not None and (not isinstance(run, str) or not run):
+            refuse(f"run={shown(repr(run), 100)} is not allowed: a run id is a str (leave run out for a fresh one)")
+        if runs_dir is not None and not isinstance(runs_dir, (str, PurePath)):
+            refuse(f"runs_dir={shown(repr(runs_dir), 100)} is not allowed: expected a folder as a str or path "
+                   "(leave runs_dir out for the test's own)")
+        # A fresh id names the session too: ids are what a person finds a run by in a shared runs_dir.
+        return run_lab(Path(runs_dir).absolute() if runs_dir is not None else tmp_path / "runs",
+                       run if run is not None else f"cluster-{token}-{count}", settings)
 
     return start
+
+
+@pytest.fixture
+def tflab_cluster(tmp_path):
+    """A function that runs the lab with the given settings and returns its LabRun."""
+    return starter(tmp_path)

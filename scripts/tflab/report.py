@@ -13,11 +13,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
+from tflab import foreign
 from tflab.console import cell, columns
-from tflab.runfolder import COMPARE, CONFIG, Summary, events, read_config
-from tflab.schema import by_event
+from tflab.foreign import ForeignFile, shown
+from tflab.runfolder import COMPARE, CONFIG, TASK_NAME, Summary, events, read_config
+from tflab.schema import by_event, complete
 from tflab.settings import RUN_ID_PATTERN
 
 FLOAT32_BYTES = 4
@@ -26,25 +29,36 @@ FLOAT32_BYTES = 4
 def run_folders(folder: Path) -> list[Path]:
     """The runs a report covers: every run inside a compare folder, in COMPARE order, or the run itself."""
     compare = folder / COMPARE
-    if compare.exists():
-        labels = json.loads(compare.read_text())["runs"]
+    if compare.exists() or compare.is_symlink():
+        data = foreign.read_json(compare)
+        labels = data.get("runs") if isinstance(data, dict) else None
         if not isinstance(labels, list) or not all(isinstance(label, str) and RUN_ID_PATTERN.fullmatch(label)
                                                    for label in labels):
-            raise ValueError(f"compare.json's runs are {json.dumps(labels)[:100]}, not a list of run names")
+            raise ForeignFile(f"{foreign.named(compare)}'s runs are {shown(json.dumps(labels)[:100], 100)}, "
+                              "not a list of run names")
         return [folder / label for label in labels]
     return [folder]
 
 
 def run_row(run_dir: Path) -> dict:
     """One report row from a run's config.json, summary.json and task logs."""
-    config = read_config(run_dir) if (run_dir / CONFIG).exists() else {}
-    settings = config.get("settings", {})
-    tasks = config.get("tasks", [])
+    config = read_config(run_dir) if (run_dir / CONFIG).exists() or (run_dir / CONFIG).is_symlink() else {}
+    settings, tasks = config.get("settings", {}), config.get("tasks", [])
+    if not isinstance(settings, dict) or not isinstance(tasks, list) or not all(
+            isinstance(task, str) and TASK_NAME.fullmatch(task) for task in tasks):
+        raise ForeignFile(f"{foreign.named(run_dir / CONFIG)} is not a config the lab wrote: its settings are not "
+                          "an object, or its tasks not a list of task names (letters, digits and . _ -)")
     try:
         summary = Summary.read(run_dir)
     except FileNotFoundError:
         summary = None
-    logs = {task: events(run_dir, task) for task in tasks}
+    logs = {}
+    for task in tasks:
+        records = events(run_dir, task)  # a task name that is no file name is refused here
+        if records.skipped:
+            print(f"tflab: skipped {len(records.skipped)} line(s) of {foreign.named(run_dir / (task + '.jsonl'))} "
+                  f"that are not the lab's events (first: {shown(records.skipped[0], 200)})")
+        logs[task] = complete(records)
     chief = tasks[0] if tasks else None
     chief_log = logs.get(chief, [])
     end = (by_event(chief_log, "end") or [{}])[-1]
@@ -52,8 +66,8 @@ def run_row(run_dir: Path) -> dict:
     probes = by_event(chief_log, "allreduce")
     peaks = [r["peak_rss_bytes"] for log in logs.values() for r in by_event(log, "end")]
     steady = end.get("steady_step_seconds")
-    strategy = settings.get("strategy")
-    replicas = settings.get("workers") if strategy == "parameter_server" else ready.get("replicas")
+    strategy = _scalar(settings.get("strategy"))
+    replicas = _number(settings.get("workers")) if strategy == "parameter_server" else ready.get("replicas")
     parameters = end.get("parameters")
     moves_gradients = strategy == "parameter_server" or (replicas or 1) > 1
     return {
@@ -68,7 +82,8 @@ def run_row(run_dir: Path) -> dict:
         if summary and "first_step_at" in end else None,
         "first_step_seconds": end.get("first_step_seconds"),
         "steady_step_seconds": steady,
-        "examples_per_second": settings["global_batch"] / steady if steady else None,
+        "examples_per_second": _number(settings.get("global_batch")) / steady
+        if steady and _number(settings.get("global_batch")) else None,
         "speedup": None,  # filled against the single run by `rows`
         "efficiency": None,
         "peak_rss_per_process_bytes": max(peaks) if peaks else None,
@@ -77,10 +92,25 @@ def run_row(run_dir: Path) -> dict:
             0 if parameters else None),
         "allreduce_seconds": probes[-1]["median_seconds"] if probes else None,
         "losses": list({r["epoch"]: r["loss"] for r in by_event(chief_log, "epoch")}.values()),
-        **{key: settings.get(key) for key in ("model", "loop", "steps_per_execution", "collective",
-                                              "bytes_per_pack", "backend", "global_batch", "epochs",
-                                              "examples", "seed")},
+        **{key: _scalar(settings.get(key)) for key in ("model", "loop", "steps_per_execution", "collective",
+                                                       "bytes_per_pack", "backend", "global_batch", "epochs",
+                                                       "examples", "seed")},
     }
+
+
+def _number(value) -> int | float | None:
+    """A setting read from a foreign config.json that the report computes with: a number, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > 2**63:
+        return None
+    return value
+
+
+def _scalar(value) -> str | int | float | bool | None:
+    """A setting the report shows: a short scalar as it is; anything else (a nested object, a
+    very long string) as None, shown as missing."""
+    if isinstance(value, str):
+        return value if len(value) <= 200 else None
+    return value if value is None or isinstance(value, bool) or _number(value) is not None else None
 
 
 def status_of(summary: Summary | None, logs: dict[str, list[dict]]) -> str:
@@ -139,7 +169,7 @@ def markdown(folder: Path, found: list[dict]) -> str:
         lines.append("| " + " | ".join(cell(row.get(key), fmt, scale).replace("|", "\\|")
                                       for _, key, fmt, scale in COLUMNS) + " |")
     lines += ["", *NOTES]
-    return "\n".join(lines) + "\n"
+    return "\n".join(shown(line, limit=0) for line in lines) + "\n"  # a foreign value is never written raw
 
 
 NOTES = [
@@ -216,7 +246,7 @@ def plot(found: list[dict], path: Path) -> bool:
 def table(found: list[dict]) -> str:
     lines = columns([c[0] for c in COLUMNS[:-1]],
                     [[cell(r.get(key), fmt, scale) for _, key, fmt, scale in COLUMNS[:-1]] for r in found])
-    lines += [f"{r['run']}: {r['status']}" for r in found if r["status"] != "ok"]
+    lines += [f"{r['run']}: {shown(r['status'], limit=0)}" for r in found if r["status"] != "ok"]
     return "\n".join(lines)
 
 
@@ -224,8 +254,25 @@ def write(folder: Path) -> tuple[list[dict], list[Path]]:
     """Builds and writes the report for a folder; returns its rows and the files written."""
     found = rows(folder)
     written = [folder / "report.md", folder / "report.csv"]
-    written[0].write_text(markdown(folder, found))
-    written[1].write_text(csv_text(found))
-    if plot(found, folder / "report.png"):
+    texts = [markdown(folder, found), csv_text(found)]
+    for path, text in zip(written, texts):
+        write_whole(path, lambda temporary, text=text: temporary.write_text(text))
+    if write_whole(folder / "report.png", lambda temporary: plot(found, temporary)):
         written.append(folder / "report.png")
     return found, written
+
+
+def write_whole(path: Path, write) -> bool:
+    """`write(temporary)` beside `path`, then renamed onto it: never half a file, and never through
+    a link someone left at `path` (a report.md pointing at ~/.bashrc is replaced, not written
+    into). ForeignFile where `path` is a folder. Returns what `write` did (plot: False, no file)."""
+    if path.is_dir() and not path.is_symlink():
+        raise ForeignFile(f"{foreign.named(path)} is a folder; the report writes a file there")
+    temporary = path.with_name(f".{path.stem}-{os.getpid()}.tmp{path.suffix}")
+    try:
+        done = write(temporary)
+        if done is not False:
+            os.replace(temporary, path)
+        return done is not False
+    finally:
+        temporary.unlink(missing_ok=True)

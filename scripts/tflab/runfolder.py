@@ -19,14 +19,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from tflab import foreign
 from tflab.errors import LabError
-from tflab.schema import read_events
+from tflab.foreign import ForeignFile
+from tflab.schema import Events, problems, read_events
 from tflab.settings import Settings
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
@@ -39,13 +42,32 @@ BACKUP = "backup"  # BackupAndRestore's folder, shared by every task
 LATEST = "latest"  # the link to the newest run
 
 
+# A task's name as a file name may hold it: the lab's (worker-0, chief-0, a TFJob's replicas) all
+# are; a name read from a foreign config.json could otherwise climb out of the run folder.
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
 def log_path(run_dir: Path, task: str) -> Path:
     """A task's JSONL log (schema.py): `<task>.jsonl`."""
+    if not isinstance(task, str) or not TASK_NAME.fullmatch(task):
+        raise ForeignFile(f"task name {foreign.shown(repr(task), 100)} is not one the lab gives: expected letters, "
+                          "digits and . _ - (a config.json or summary.json the lab did not write?)")
     return run_dir / f"{task}.jsonl"
 
 
-def events(run_dir: Path, task: str) -> list[dict]:
-    return read_events(log_path(run_dir, task))
+def events(run_dir: Path, task: str) -> Events:
+    """A task's log, read as foreign: only records of the lab's events whose fields are of their
+    types (schema.problems, partial), the others counted in `skipped`. A reader that indexes a
+    field an event must have takes only the complete ones (schema.complete)."""
+    records = read_events(log_path(run_dir, task))
+    valid = Events(skipped=records.skipped)
+    for record in records:
+        found = problems(record, partial=True)
+        if found:
+            valid.skipped.append(f"a record that is not the lab's event ({found[0]})")
+        else:
+            valid.append(record)
+    return valid
 
 
 def link_path(run_dir: Path, task: str) -> Path:
@@ -118,7 +140,12 @@ def write_config(run_dir: Path, settings: Settings, cluster) -> None:
 
 
 def read_config(run_dir: Path) -> dict:
-    return json.loads((run_dir / CONFIG).read_text())
+    """config.json, read as foreign: ForeignFile unless it is an object (FileNotFoundError if none)."""
+    data = foreign.read_json(run_dir / CONFIG)
+    if not isinstance(data, dict):
+        raise ForeignFile(f"{foreign.named(run_dir / CONFIG)} is a JSON {type(data).__name__}, not the object the "
+                          "lab writes")
+    return data
 
 
 SUMMARY_VERSION = 1  # 1: the first versioned summary (2026-12); a file without `version` is older
@@ -206,24 +233,72 @@ class Summary(Record):
 
     @classmethod
     def from_dict(cls, data: Any) -> "Summary":
-        """A summary from its JSON; ValueError or TypeError for anything the lab did not write."""
+        """A summary from its JSON; ValueError (TypeError's subclass SummaryError included, whose
+        message names the field) for anything the lab did not write: every field is checked
+        against its annotation here, so no reader meets a string where a number is."""
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
-            raise ValueError("not a summary: no list of tasks")
-        rows = [_record(TaskRow, row) for row in data["tasks"]]
-        summary = _record(cls, {**data, "tasks": rows})
-        if not isinstance(summary.ok, bool) or not all(isinstance(getattr(summary, key), (int, float))
-                                                       for key in ("launched_at", "wall_seconds")):
-            raise TypeError("ok, launched_at or wall_seconds is of the wrong type")
-        return summary
+            raise SummaryError("not a summary: no list of tasks")
+        rows = [_record(TaskRow, row, f"tasks[{index}].") for index, row in enumerate(data["tasks"])]
+        return _record(cls, {**data, "tasks": rows}, "")
 
     @classmethod
     def read(cls, run_dir: Path) -> "Summary":
-        """FileNotFoundError where the run has none yet; ValueError/TypeError for a foreign file."""
-        return cls.from_dict(json.loads((run_dir / SUMMARY).read_text()))
+        """FileNotFoundError where the run has none yet; ForeignFile (one line naming the file and
+        what is wrong) for a file the lab did not write."""
+        path = run_dir / SUMMARY
+        try:
+            return cls.from_dict(foreign.read_json(path))
+        except SummaryError as error:
+            raise ForeignFile(f"{foreign.named(path)} is not a summary the lab wrote: {error}") from None
 
 
-def _record(kind, data: Any):
+class SummaryError(TypeError, ValueError):
+    """A summary's field of the wrong type; str() names the field."""
+
+
+# Annotation -> the JSON types it takes (bool is no number: JSON's true is not 1 here).
+KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,),
+         "list[TaskRow]": (list,)}
+# What readers index inside a summary's containers (summary.table, report, chaos.soak): checked too.
+CONTAINED = {
+    "losses": (int, float), "restarts": (int, float), "earlier_errors": (str,), "not_applied": (str,),
+    "restored": (dict,), "evals": (dict,),
+}
+EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
+CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
+
+
+def _checked_value(where: str, value: Any, allowed: tuple) -> None:
+    if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+        names = " or ".join(sorted({"a number" if kind in (int, float) else "null" if kind is type(None)
+                                    else f"a {kind.__name__}" for kind in allowed}))
+        raise SummaryError(f"{where} is {foreign.shown(json.dumps(value)[:60], 60)}, not {names}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
+        raise SummaryError(f"{where} is an integer of {len(str(abs(value)))} digits, out of range")
+
+
+def _record(kind, data: Any, where: str):
     if not isinstance(data, dict):
-        raise TypeError(f"{kind.__name__} is {type(data).__name__}, not an object")
-    known = {f.name for f in dataclasses.fields(kind)}
-    return kind(**{key: value for key, value in data.items() if key in known})  # TypeError if one is missing
+        raise SummaryError(f"{where.rstrip('.') or 'the summary'} is a JSON {type(data).__name__}, not an object")
+    known = {f.name: f for f in dataclasses.fields(kind)}
+    for name, field in known.items():
+        value = data.get(name)
+        if name not in data:
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                raise SummaryError(f"{where}{name} is missing")
+            continue
+        if name == "tasks" and kind is Summary:
+            continue  # rows, checked one by one already
+        parts = [part.strip() for part in str(field.type).split("|")]
+        if value is None and "None" in parts:
+            continue
+        _checked_value(f"{where}{name}", value, tuple(t for part in parts if part != "None" for t in KINDS[part]))
+        for index, item in enumerate(value if name in CONTAINED else []):
+            _checked_value(f"{where}{name}[{index}]", item, CONTAINED[name])
+        if name == "explanation":
+            for key, allowed in EXPLANATION.items():
+                _checked_value(f"{where}explanation.{key}", value.get(key), allowed)
+        if name == "chaos":
+            for key in CHAOS_NUMBERS:
+                _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))
+    return kind(**{key: value for key, value in data.items() if key in known})

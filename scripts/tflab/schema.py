@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from tflab import foreign
+
 NUMBER = (int, float)
 COMMON = {"event": str, "task": str, "time": NUMBER}
 # trainer: the lab's training script; server: parameter_server's workers and ps, which only
@@ -49,35 +51,45 @@ TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_a
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END = {"evaluations": int}
 OPTIONAL_EVENTS = ("allreduce",)
+# What readers index in any record they take (the runner's restart decision, chaos's timing), so
+# even a partial record (schema.problems(partial=True)) has them.
+ESSENTIAL = {"error": ("message",)}
+LARGEST_INT = 2**63 - 1  # what any count, size or step of a run fits in (and a float converts from)
 
 
 class SchemaError(ValueError):
     pass
 
 
-def problems(record: dict) -> list[str]:
-    """What is wrong with one log record (empty when it is valid)."""
+def problems(record: dict, partial: bool = False) -> list[str]:
+    """What is wrong with one log record (empty when it is valid); values are quoted with repr,
+    cut short, so a message never carries a control character raw. `partial`: a field left out is
+    no problem unless every reader needs it (COMMON, ESSENTIAL), one of the wrong type is (what
+    runfolder.events asks of every record it hands on)."""
     if not isinstance(record, dict):
-        return [f"not a JSON object: {record!r}"]
+        return [f"not a JSON object: {foreign.shown(repr(record), 100)}"]
     event = record.get("event")
-    if event not in EVENTS:
-        return [f"unknown event {event!r}; expected one of {', '.join(EVENTS)}"]
+    if not isinstance(event, str) or event not in EVENTS:
+        return [f"unknown event {foreign.shown(repr(event), 100)}; expected one of {', '.join(EVENTS)}"]
     found = []
     fields = {**COMMON, **EVENTS[event]}
-    if event in ("start", "end") and record.get("role") not in ROLES:
-        found.append(f"{event}: role={record.get('role')!r} is not one of {', '.join(ROLES)}")
-    role = record.get("role")
+    if event in ("start", "end") and record.get("role") not in ROLES and not (partial and "role" not in record):
+        found.append(f"{event}: role={foreign.shown(repr(record.get('role')), 100)} is not one of {', '.join(ROLES)}")
+    role = record.get("role") if isinstance(record.get("role"), str) else None
     if event == "start" and role in ("trainer", "server", "evaluator"):
         fields.update(LAB_START)
     if event == "end":
         fields.update({"trainer": TRAINER_END, "script": SCRIPT_END, "evaluator": EVALUATOR_END}.get(role, {}))
     for name, kind in fields.items():
         if name not in record:
-            found.append(f"{event}: missing {name}")
+            if not partial or name in COMMON or name in ESSENTIAL.get(event, ()):
+                found.append(f"{event}: missing {name}")
         elif isinstance(record[name], bool) or not isinstance(record[name], kind):
-            found.append(f"{event}: {name}={record[name]!r} is not {_kind_name(kind)}")
+            found.append(f"{event}: {name}={foreign.shown(repr(record[name]), 100)} is not {_kind_name(kind)}")
         elif isinstance(record[name], float) and not math.isfinite(record[name]):
             found.append(f"{event}: {name}={record[name]!r} is not finite")
+        elif isinstance(record[name], int) and not -LARGEST_INT <= record[name] <= LARGEST_INT:
+            found.append(f"{event}: {name} is an integer of {len(str(abs(record[name])))} digits, out of range")
     return found
 
 
@@ -136,19 +148,39 @@ def completeness(records: list[dict], epochs: int, role: str = "trainer") -> lis
     return found
 
 
-def read_events(path: Path) -> list[dict]:
-    """Every record of a log; a missing file reads as no records, a torn last line is skipped."""
+class Events(list):
+    """A log's records, and what was skipped reading it: `skipped` holds one "line N: why" per
+    line that is no JSON object (a task's own stray line, a line torn mid-write is not counted)."""
+
+    def __init__(self, records=(), skipped=()):
+        super().__init__(records)
+        self.skipped = list(skipped)
+
+
+def read_events(path: Path) -> Events:
+    """Every JSON object of a log, read as foreign (foreign.py): a missing file reads as no
+    records, a torn last line is skipped, and so is any line that is no JSON object (counted in
+    `skipped`); a folder, FIFO, unreadable or over-large file is a ForeignFile, one line."""
     try:
-        text = Path(path).read_text()
+        data = foreign.read_bytes(Path(path), foreign.MAX_LOG_BYTES)
     except FileNotFoundError:
-        return []
-    records = []
-    for line in text.splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line still being written by a task that was killed mid-write
-    return records
+        return Events()
+    lines = data.split(b"\n")
+    torn = lines.pop()  # after the last line break: b"" or a line still being written
+    events = Events()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        record, why = foreign.json_line(line)
+        if record is None:
+            events.skipped.append(f"line {number}: {why}")
+        else:
+            events.append(record)
+    if torn.strip():
+        record, _ = foreign.json_line(torn)
+        if record is not None:  # a last line written whole but without its line break
+            events.append(record)
+    return events
 
 
 class EventLog:
@@ -172,6 +204,11 @@ class EventLog:
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
+
+
+def complete(records: Iterable[dict]) -> list[dict]:
+    """The records that have every field of their event, each of its type."""
+    return [record for record in records if not problems(record)]
 
 
 def by_event(records: Iterable[dict], event: str) -> list[dict]:

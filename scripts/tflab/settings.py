@@ -68,6 +68,8 @@ IMAGE_PATTERN = re.compile(
 # The Makefile's own variables, which `make up NAME=value` may set besides the settings (Makefile).
 MAKE_VARIABLES_ENV = "TFLAB_MAKE_VARIABLES"  # the Makefile's command-line variable names
 MAKE_OWN_ENV = "TFLAB_MAKE_OWN"  # the Makefile's own overridable variables
+MAKE_BROKEN_ENV = "TFLAB_MAKE_BROKEN"  # the pieces of a make variable's name that holds a line break
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # what a make variable's name is shown unquoted as
 
 
 class SettingsError(LabError, ValueError):
@@ -341,7 +343,13 @@ def given_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> d
 def check_make_variables(env: Mapping[str, str]) -> None:
     """`make up WORKER=3`: make takes any NAME=value, so the Makefile hands the lab the names of
     its command-line variables (TFLAB_MAKE_VARIABLES) and of its own (TFLAB_MAKE_OWN), and a name
-    that is neither a setting nor the Makefile's is refused here, naming what it resembles."""
+    that is neither a setting nor the Makefile's is refused here, naming what it resembles. A name
+    is shown as given where it is plain, else escaped as Python writes it: it may hold quotes,
+    `$`, escape sequences."""
+    broken = env.get(MAKE_BROKEN_ENV, "").split()
+    if broken:
+        raise SettingsError(f"a make variable's name holds a line break (around {_shown_name(broken[0])}); "
+                            "a setting's name is upper-case letters, digits and _")
     own = env.get(MAKE_OWN_ENV, "").split()
     for name in env.get(MAKE_VARIABLES_ENV, "").split():
         if name in SPECS or name in own:
@@ -350,7 +358,16 @@ def check_make_variables(env: Mapping[str, str]) -> None:
         close = difflib.get_close_matches(name.upper(), [*SPECS, *own], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "`make help` lists the settings"
         case = " (settings are upper case)" if name.upper() in SPECS else ""
-        raise SettingsError(f"{name}={value} is not a setting{case}; {hint}")
+        if not PLAIN_NAME.fullmatch(name):
+            raise SettingsError(f"make variable {_shown_name(name)} is not a setting: a setting's name is upper-case "
+                                f"letters, digits and _; {hint}")
+        shown = value if value.isprintable() and len(value) <= 100 else repr(value[:100])
+        raise SettingsError(f"{name}={shown} is not a setting{case}; {hint}")
+
+
+def _shown_name(name: str) -> str:
+    """A name as a message quotes it: repr escapes every quote, control character and escape sequence."""
+    return repr(name[:100]) + ("..." if len(name) > 100 else "")
 
 
 # Every pattern below spells its digits [0-9]: Python's \d and str.isdigit also take other

@@ -6,15 +6,15 @@ failed, is shown as such, never left out.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from tflab import explain
+from tflab import explain, foreign
 from tflab.cluster import Cluster
-from tflab.console import cell, columns
+from tflab.console import cell, columns, say
+from tflab.foreign import ForeignFile, shown
 from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path
-from tflab.schema import attempts, by_event
+from tflab.schema import attempts, by_event, complete, problems
 from tflab.settings import Settings
 
 
@@ -96,11 +96,15 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     """The run's summary: one row per task, from its log, its exit code, its output and the
     engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it)."""
     try:
-        log = (run_dir / OUTPUT).read_text(errors="replace")
+        with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
+            log = output.read().decode(errors="replace")
     except FileNotFoundError:
         log = ""
+    except ForeignFile as error:
+        say(f"{error}; the summary explains failures without it")
+        log = ""
     oom_killed = oom_killed or {}
-    rows = [task_row(task, the_cluster.role(task), events(run_dir, task), exit_codes.get(task),
+    rows = [task_row(task, the_cluster.role(task), task_records(run_dir, task), exit_codes.get(task),
                      task in stopped, settings, task_output(log, task), oom_killed.get(task))
             for task in the_cluster.tasks]
     digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
@@ -119,6 +123,16 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
         restarts=list(restarts or []),
         chaos=chaos,
     )
+
+
+def task_records(run_dir: Path, task: str) -> list[dict]:
+    """A task's complete events; a log the summary cannot read at all (a folder where it should
+    be, say) is said in one line and read as no events: the run's summary is still written."""
+    try:
+        return complete(events(run_dir, task))
+    except ForeignFile as error:
+        say(f"{error}; the summary reads it as no events")
+        return []
 
 
 COLUMNS = [  # header, row key, format
@@ -140,7 +154,7 @@ def table(result: Summary) -> str:
                     [[cell(getattr(row, key), fmt, *scale) for _, key, fmt, *scale in COLUMNS] for row in result.tasks])
     for row in result.tasks:
         if row.error and not row.explanation:
-            lines.append(f"{row.task}: {row.error.splitlines()[0][:300]}")
+            lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
     lines += explanation_lines(result.tasks)
     trainers = [row for row in result.tasks if row.role == "trainer"]
     agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
@@ -150,11 +164,15 @@ def table(result: Summary) -> str:
         agree += f"; {restarts} restart{'s' * (restarts > 1)}"
     chaos = result.chaos
     if chaos:
-        lines.append(f"chaos: {chaos['scenario']} on {chaos['target']} at {chaos['at']}: {chaos['outcome']}; "
-                     f"detected after {_seconds(chaos['detection_seconds'])}, "
-                     f"training again after {_seconds(chaos['recovery_seconds'])}")
-    lines.append(f"run {result.run}: {result.outcome} in {result.wall_seconds:.1f} s{agree}")
-    return "\n".join(lines)
+        scenario, target, at, outcome = (shown(chaos.get(key), 60)
+                                         for key in ("scenario", "target", "at", "outcome"))
+        lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
+                     f"detected after {_seconds(chaos.get('detection_seconds'))}, "
+                     f"training again after {_seconds(chaos.get('recovery_seconds'))}")
+    lines.append(f"run {shown(result.run)}: {shown(result.outcome)} in {result.wall_seconds:.1f} s{agree}")
+    # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
+    # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
+    return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
 
 
 def explanation_lines(rows: list[TaskRow]) -> list[str]:
@@ -166,18 +184,18 @@ def explanation_lines(rows: list[TaskRow]) -> list[str]:
             groups.setdefault((found["what"], found["fix"], found["link"]), []).append(row)
     lines = []
     for (what, fix, link), members in groups.items():
-        lines.append(f"{', '.join(row['task'] for row in members)}: {what}".replace("\n", "\n    "))
+        lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
         error = members[0]["error"]
         if error and members[0]["explanation"]["signature"] != "exception":  # that one says it already
             lines.append(f"  error: {error.splitlines()[0][:300]}")
-        lines.append(f"  fix: {fix}")
+        lines.append(f"  fix: {shown(fix, limit=0)}")
         if link:
-            lines.append(f"  see: {link}")
+            lines.append(f"  see: {shown(link)}")
     return lines
 
 
 def _seconds(value) -> str:
-    return "-" if value is None else f"{value:.1f} s"
+    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.1f} s"
 
 
 class ProgressPrinter:
@@ -188,31 +206,58 @@ class ProgressPrinter:
         self.run_dir = run_dir
         self.chief = the_cluster.chief
         self.offsets = {task: 0 for task in the_cluster.tasks}
+        self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
 
     def print_new(self) -> None:
         for task in self.offsets:
             for record in self._new_records(task):
-                line = self.describe(record)
+                try:
+                    line = self.describe(record)
+                except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+                    self._skipped(task, "an event of a shape the lab does not write")
+                    continue
                 if line:
-                    print(f"[{task}] {line}", flush=True)
+                    print(shown(f"[{task}] {line}", limit=0), flush=True)
+
+    def _skipped(self, task: str, why: str) -> None:
+        """A task's own stray line in its log (a print to $TFLAB_LOG, say): said once, then skipped,
+        as the summary skips it."""
+        if task not in self.warned:
+            self.warned.add(task)
+            print(shown(f"[{task}] skipped a line of {task}.jsonl that is not one of the lab's events ({why}); "
+                        "the summary skips such lines too", limit=0), flush=True)
 
     def _new_records(self, task: str) -> list[dict]:
-        path = log_path(self.run_dir, task)
         try:
-            with open(path, "rb") as f:
-                f.seek(self.offsets[task])
-                data = f.read()
+            data = foreign.read_bytes(log_path(self.run_dir, task), foreign.MAX_LOG_BYTES,
+                                      offset=self.offsets[task], whole=False)
         except FileNotFoundError:
             return []
-        complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
-        self.offsets[task] += len(complete)
-        return [json.loads(line) for line in complete.splitlines() if line.strip()]
+        except ForeignFile as error:
+            self._skipped(task, str(error))
+            return []
+        complete_lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
+        if not complete_lines and len(data) > foreign.MAX_LINE_BYTES:  # no end in sight: no line of the lab's
+            self._skipped(task, f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
+            complete_lines = data
+        self.offsets[task] += len(complete_lines)
+        records = []
+        for line in complete_lines.split(b"\n"):
+            if not line.strip():
+                continue
+            record, why = foreign.json_line(line)
+            found = problems(record) if record is not None else [why]
+            if found:
+                self._skipped(task, found[0])
+            else:
+                records.append(record)
+        return records
 
     def describe(self, record: dict) -> str | None:
         event = record.get("event")
         if event == "start" and record["task"] == self.chief:
             versions = record["versions"]
-            return f"started: tensorflow {versions['tensorflow']}, {versions['keras']}"
+            return f"started: tensorflow {versions.get('tensorflow')}, {versions.get('keras')}"
         if event == "cluster_ready" and record["replicas"] == 0:
             return f"serving after {record['seconds']:.1f} s"
         if event == "cluster_ready":

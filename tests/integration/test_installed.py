@@ -77,6 +77,22 @@ def test_the_command_and_its_help_come_from_the_settings_table(installed):
         in config.stdout
 
 
+def test_a_home_it_cannot_write_stops_only_the_commands_that_need_its_files(installed):
+    """The installed command once crashed on import, --help too, where it could not make its cache."""
+    env = {key: value for key, value in installed["env"].items() if key not in ("TFLAB_HOME", "XDG_CACHE_HOME")}
+    blocker = installed["root"] / "home-is-a-file"
+    blocker.write_text("")
+    env["HOME"] = str(blocker)  # ~/.cache cannot be made under a file, by root either
+    assert "usage: tflab" in run(["tflab", "--help"], installed["project"], env).stdout
+    run(["tflab", "config"], installed["project"], env)
+    images = subprocess.run(["tflab", "images"], cwd=installed["project"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert images.returncode == 2 and images.stderr.splitlines() == [
+        f"tflab: cannot make the lab's cache folder {blocker / '.cache/tflab'} (Not a directory); set TFLAB_HOME to "
+        "a folder you can write (else XDG_CACHE_HOME/tflab, else ~/.cache/tflab is used)"], images.stderr
+    assert not (blocker.parent / ".cache").exists()
+
+
 def test_it_uses_the_same_image_as_the_checkout_without_building(installed, trainer_image):
     """Same inputs, same digest, same tag: the installed lab reuses the image a checkout of the same
     version built, and would build its own for any other version."""

@@ -114,3 +114,23 @@ def test_a_script_in_a_folder_only_its_owner_can_read_runs(tflab_cluster, tmp_pa
         assert sorted(p.name for p in copy.iterdir()) == ["data.json", "train.py"]  # not the runs folder
     else:  # the tasks run as the owner, who reads it where it is
         assert not copy.exists()
+
+
+STRAY_SCRIPT = """import os
+with open(os.environ["TFLAB_LOG"], "a") as log:
+    log.write('hello from the script\\n[1, 2]\\n{"event": "epoch"}\\n{"task": 3, "event": "end"}\\n')
+print("done")
+"""
+
+
+def test_a_scripts_stray_lines_in_its_log_are_skipped_and_the_run_ends_with_its_summary(tflab_cluster, tmp_path):
+    """A task's own lines in $TFLAB_LOG once crashed the live printer: the run ended without a summary."""
+    folder = tmp_path / "stray"
+    folder.mkdir()
+    (folder / "stray.py").write_text(STRAY_SCRIPT)
+    folder.chmod(0o755)  # pytest's folders are the host user's alone; the tasks run as uid 1000 when that is root
+    lab = tflab_cluster(strategy="single", script=folder / "stray.py", restarts=0)
+    assert lab.ok, lab.why()
+    assert [task.status for task in lab.tasks.values()] == ["ok"]
+    assert re.search(r"^\[single\] skipped a line of single.jsonl that is not one of the lab's events "
+                     r"\(.*\); the summary skips such lines too$", lab.output, re.M), lab.output

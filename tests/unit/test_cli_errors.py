@@ -370,6 +370,10 @@ MALFORMED_RUNS = {
     "compare-not-json": {"compare.json": "{bad"},
     "compare-escapes": {"compare.json": '{"runs": ["../../etc", 3]}'},
     "compare-a-string": {"compare.json": '{"runs": "abc"}'},
+    "deep-nesting": {"config.json": "{}", "summary.json": "[" * 100_000 + "]" * 100_000},
+    "huge-numbers": {"config.json": "{}", "summary.json": '{"tasks": [], "wall_seconds": ' + "9" * 5000 + "}"},
+    "escapes-in-wrong-types": {"config.json": '{"settings": {}, "tasks": ["\u001b[2J"]}',
+                               "summary.json": '{"tasks": [{"task": "\u001b[2J", "status": 3}]}'},
 }
 
 
@@ -389,6 +393,7 @@ def test_files_the_lab_did_not_write_are_one_line_not_a_traceback(run, tmp_path)
             continue
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, (command, result.stderr)
         assert result.stderr.startswith("tflab: "), result.stderr
+        assert "\x1b" not in result.stderr, result.stderr
     assert sorted(p.name for p in (runs / run).iterdir()) == before  # no report half-written
 
 

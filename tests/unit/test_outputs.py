@@ -1,7 +1,12 @@
-"""`make clean` removes what the lab can rebuild and never a run's outputs."""
+"""`make clean` removes what the lab can rebuild and never a run's outputs; the live printer
+prints what the tasks' logs say, and only that."""
 
-from tflab import cli, docker, images, swarm
+import json
+
+from tflab import cli, cluster, docker, images, summary, swarm
+from tflab.runfolder import Summary
 from tflab.settings import Settings
+from tflab.summary import ProgressPrinter, table
 
 
 def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
@@ -31,3 +36,49 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     assert not [wheel for wheel in tmp_path.glob("wheels*/x.whl")]
     assert (tmp_path / "wheels-gpu" / "README.md").exists() and not (tmp_path / "built.json").exists()
     assert f"kept 1 run folder(s) in {runs}" in capsys.readouterr().out
+
+
+def test_the_live_printer_skips_a_tasks_stray_lines_and_says_so_once(tmp_path, capsys):
+    """A task's own print to $TFLAB_LOG once crashed the printer, and the run ended without a summary."""
+    epoch = {"event": "epoch", "task": "worker-0", "time": 1.0, "epoch": 1, "loss": 2.0, "seconds": 0.5,
+             "steps": 16, "examples_per_second": 2048.0}
+    stray = [b"hello from my script", b"[1, 2]", b'{"event": "epoch"}', b'{"task": "worker-0", "event": 3}',
+             b'{"event": "error", "task": "worker-0", "time": 1, "message": "\\u001b[2Jboom"}']
+    (tmp_path / "worker-0.jsonl").write_bytes(b"\n".join(stray[:4] + [json.dumps(epoch).encode(), stray[4], b""]))
+    printer = ProgressPrinter(Settings(), cluster.build(Settings()), tmp_path)
+    printer.print_new()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[worker-0] skipped a line of worker-0.jsonl that is not one of the lab's events "
+                               "(is not JSON"), lines
+    assert lines[1:] == ["[worker-0] epoch 1/10  loss 2.0000  0.50 s  2048 examples/s",
+                         "[worker-0] error: \\x1b[2Jboom"]
+
+
+def test_a_line_break_in_a_summarys_one_line_field_starts_no_line_of_its_own():
+    row = {"task": "w\nfake: ok", "status": "failed", "exit_code": 1, "error": "boom\x1b[2J"}
+    summary = Summary.from_dict({"run": "r\nrun x: ok in 1.0 s", "strategy": "single", "backend": "compose",
+                                 "outcome": "failed\r", "ok": False, "launched_at": 1.0, "wall_seconds": 2.0,
+                                 "settings": {}, "weights_agree": False, "tasks": [row],
+                                 "chaos": {"scenario": "kill\n", "target": 3, "at": None, "outcome": "x",
+                                           "detection_seconds": None, "recovery_seconds": 1.5}})
+    lines = table(summary).splitlines()
+    assert lines[2:] == ["w\\nfake: ok: boom\\x1b[2J",
+                         "chaos: kill\\n on 3 at None: x; detected after -, training again after 1.5 s",
+                         "run r\\nrun x: ok in 1.0 s: failed\\r in 2.0 s"], lines
+
+
+def test_the_runs_summary_is_written_whatever_a_task_left_in_the_folder(tmp_path, capsys):
+    """A task shares the run folder: a folder where its log or output.log should be is said in one
+    line each, and the summary still has a row per task."""
+    settings = Settings()
+    (tmp_path / "worker-0.jsonl").mkdir()
+    (tmp_path / "output.log").mkdir()
+    (tmp_path / "worker-1.jsonl").write_text("stray\n")
+    result = summary.summarise(settings, cluster.build(settings), tmp_path, {"worker-0": 0, "worker-1": 1}, [],
+                               "ok", 1.0, 2.0)
+    assert [(row.task, row.status) for row in result.tasks] == [("worker-0", "failed"), ("worker-1", "failed")]
+    said = capsys.readouterr().out.splitlines()
+    assert said == [f"tflab: {tmp_path / 'output.log'} is a folder, not a file the lab wrote; the summary explains "
+                    "failures without it",
+                    f"tflab: {tmp_path / 'worker-0.jsonl'} is a folder, not a file the lab wrote; the summary reads "
+                    "it as no events"]

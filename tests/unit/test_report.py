@@ -7,6 +7,7 @@ import json
 
 import pytest
 from tflab import report
+from tflab.foreign import ForeignFile
 from tflab.schema import EventLog
 
 GB = 64
@@ -126,3 +127,43 @@ def test_a_single_run_folder_is_a_one_row_report(tmp_path):
     run_dir = record_run(tmp_path, "alone", "single", ["single"], steady=0.002)
     found = report.rows(run_dir)
     assert [row["run"] for row in found] == ["alone"] and found[0]["speedup"] == pytest.approx(1.0)
+
+
+def test_a_run_of_foreign_files_is_a_row_of_what_can_be_read(tmp_path, capsys):
+    """A config.json of wrong-typed settings and a log with a task's stray lines: the report shows
+    what it can, names what it skipped once, and prints nothing raw."""
+    run_dir = record_run(tmp_path, "odd", "single", ["single"], steady=0.002)
+    config = json.loads((run_dir / "config.json").read_text())
+    config["settings"].update(global_batch="sixty-four", strategy=["single"], model="\x1b[31mmlp", workers=10**30)
+    (run_dir / "config.json").write_text(json.dumps(config))
+    with open(run_dir / "single.jsonl", "a") as log:
+        log.write('hello from the script\n{"event": "end", "task": "single", "time": 1, "role": 7}\n')
+    found = report.rows(run_dir)
+    assert found[0]["examples_per_second"] is None and found[0]["strategy"] is None
+    assert found[0]["final_loss"] is not None  # the lab's own end event still counts
+    said = capsys.readouterr().out.splitlines()
+    assert said == [f"tflab: skipped 2 line(s) of {run_dir / 'single.jsonl'} that are not the lab's events "
+                    "(first: line 5: is not JSON (Expecting value at line 1 column 1))"]
+    assert "\x1b" not in report.table(found) and "\x1b" not in report.markdown(run_dir, found)
+
+
+def test_a_config_whose_tasks_climb_out_of_the_run_is_refused(tmp_path):
+    run_dir = record_run(tmp_path, "climb", "single", ["single"], steady=0.002)
+    (run_dir / "config.json").write_text(json.dumps({"settings": {}, "tasks": ["../../../etc/passwd"]}))
+    with pytest.raises(ForeignFile, match=r"climb/config.json is not a config the lab wrote"):
+        report.rows(run_dir)
+
+
+def test_the_report_replaces_a_link_left_in_its_place_and_never_writes_through_it(tmp_path):
+    run_dir = record_run(tmp_path, "linked", "single", ["single"], steady=0.002)
+    precious = tmp_path / "precious"
+    precious.write_text("mine\n")
+    (run_dir / "report.md").symlink_to(precious)
+    report.write(run_dir)
+    assert precious.read_text() == "mine\n"
+    assert not (run_dir / "report.md").is_symlink() and (run_dir / "report.md").read_text().startswith("# tflab")
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    (run_dir / "report.csv").unlink()
+    (run_dir / "report.csv").mkdir()
+    with pytest.raises(ForeignFile, match="linked/report.csv is a folder; the report writes a file there"):
+        report.write(run_dir)

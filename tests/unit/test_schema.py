@@ -1,6 +1,9 @@
 import json
+import os
 
 import pytest
+from tflab import runfolder
+from tflab.foreign import ForeignFile
 from tflab.schema import EVENTS, EventLog, SchemaError, completeness, problems, read_events
 
 GOOD = {
@@ -99,3 +102,41 @@ def test_completeness_of_a_server_is_start_ready_end():
     server = [record("start", role="server"), record("cluster_ready", replicas=0), SERVER_END]
     assert completeness(server, epochs=5, role="server") == []
     assert completeness(server, epochs=5) != []  # not a trainer's log
+
+
+def test_read_events_takes_only_json_objects_and_counts_what_it_skipped(tmp_path):
+    path = tmp_path / "worker-0.jsonl"
+    lines = [json.dumps(record("error")), "not json", "[1, 2]", "[" * 5000 + "]" * 5000, '{"a": 1e999}',
+             "x" * (2 * 1024 * 1024), "\x00{}", "1" * 5000, json.dumps(record("epoch"))]
+    path.write_bytes(("\n".join(lines) + "\n").encode() + b"\xff\xfe\n")
+    events = read_events(path)
+    assert [r.get("event") for r in events] == ["error", None, "epoch"]  # {"a": inf} is an object
+    assert [skip.split(":")[0] for skip in events.skipped] == ["line 2", "line 3", "line 4", "line 6", "line 7",
+                                                                "line 8", "line 10"]
+    assert "nests deeper than 32 levels" in events.skipped[2] and "not UTF-8" in events.skipped[-1]
+
+
+def test_read_events_refuses_a_folder_or_a_fifo_in_one_line_and_never_blocks(tmp_path):
+    (tmp_path / "a.jsonl").mkdir()
+    os.mkfifo(tmp_path / "b.jsonl")  # opened for reading without O_NONBLOCK, this waits for a writer forever
+    with pytest.raises(ForeignFile, match=r"a.jsonl is a folder, not a file the lab wrote"):
+        read_events(tmp_path / "a.jsonl")
+    with pytest.raises(ForeignFile, match=r"b.jsonl is not a regular file"):
+        read_events(tmp_path / "b.jsonl")
+
+
+def test_a_tasks_log_hands_on_only_records_of_the_right_types(tmp_path):
+    lines = [record("epoch", loss="low"), {"event": "error", "task": "w", "time": 1}, {"event": 3, "task": "w"},
+             record("epoch", epoch=10**30), {"event": "start", "task": "w", "time": 1.0}, record("error")]
+    (tmp_path / "w.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    events = runfolder.events(tmp_path, "w")
+    assert events == [lines[4], lines[5]]  # a start without its fields is partial, not wrong
+    assert len(events.skipped) == 4 and "loss='low' is not a number" in events.skipped[0]
+    assert "error: missing message" in events.skipped[1] and "out of range" in events.skipped[3]
+    with pytest.raises(ForeignFile, match="task name '../x' is not one the lab gives"):
+        runfolder.events(tmp_path, "../x")
+
+
+def test_problems_quote_a_hostile_value_escaped():
+    found = problems(record("epoch", loss="\x1b[2J"))
+    assert found == ["epoch: loss='\\x1b[2J' is not a number"]

@@ -9,7 +9,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
 TRAINER = {"train", "launch", "callback"}  # runs inside the containers
 SHARED = {"settings", "cluster", "schema", "errors", "peerwait", "linkproxy", "explain", "runfolder",  # both sides
-          "__init__"}
+          "foreign", "__init__"}
 HOST = {p.stem for p in PACKAGE.glob("*.py")} - TRAINER - SHARED
 
 
