@@ -135,8 +135,6 @@ BROKEN_RUNS = {
     "config-wrong-types": {"config.json": '{"settings": 3, "tasks": "x"}'},
     "config-a-folder": {"config.json/": ""},
     "summary-nested-deep": {"config.json": '{"settings": {}, "tasks": []}', "summary.json": "[" * 100_000},
-    "steady-but-no-batch": {"config.json": '{"settings": {"strategy": "single"}, "tasks": ["t"]}',
-                            "t.jsonl": '{"event": "end", "task": "t", "steady_step_seconds": 0.5}\n'},
     "compare-a-string": {"compare.json": '{"runs": "abc"}'},
     "compare-escapes": {"compare.json": '{"runs": ["../../etc"]}'},
 }
