@@ -243,6 +243,7 @@ def checked_object(document: dict, number: int) -> tuple[str, str]:
 
 
 def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
+    checked = [checked_object(document, number) for number, document in enumerate(documents, 1)]
     tfjobs = [d for d in documents if d.get("kind") == "TFJob"]
     if len(tfjobs) != 1:
         raise ManifestError(f"holds {len(tfjobs)} TFJobs, expected exactly one (kind: TFJob)")
@@ -252,8 +253,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                             "(training-operator v1)")
     not_applied: list[str] = []
     config_maps: dict[str, dict[str, str]] = {}
-    for number, document in enumerate(documents, 1):
-        kind, name = checked_object(document, number)
+    for document, (kind, name) in zip(documents, checked):
         if kind == "ConfigMap":
             data = document.get("data") or {}
             if not all(isinstance(v, str) for v in data.values()):
