@@ -228,7 +228,8 @@ class Schema:
                 yield f"{where or '<root>'} is {shown(value)}, expected {expected}"
                 return
         if "enum" in schema and value not in schema["enum"]:
-            yield f"{where} is {shown(value)}, expected {' or '.join(shown(v) for v in schema['enum'] if v is not None)}"
+            allowed = " or ".join(shown(v) for v in schema["enum"] if v is not None)
+            yield f"{where} is {shown(value)}, expected {allowed}"
             return
         if "anyOf" in schema and not any(cls.first_error(sub, value, where) is None for sub in schema["anyOf"]):
             yield cls.first_error(schema["anyOf"][0], value, where)

@@ -281,8 +281,8 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         raise ManifestError("TFJob.spec.tfReplicaSpecs is missing or empty")
     for replica_type in replica_specs:
         if replica_type not in REPLICA_TYPES:
-            raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica type; expected "
-                                f"{', '.join(REPLICA_TYPES)}")
+            raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
+                                f"type; expected {', '.join(REPLICA_TYPES)}")
 
     sizes, replicas, policies = {}, {}, set()
     for replica_type in REPLICA_TYPES:
@@ -293,6 +293,9 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         count = _get(replica, "replicas", int, where, 1)  # the operator's default
         if not 0 <= count <= 64:
             raise ManifestError(f"{where}.replicas is {count}, expected 0..64")
+        if count > 1 and replica_type in ("Chief", "Master", "Evaluator"):
+            # TF_CONFIG has one chief and one evaluator (the operator's webhook refuses more chiefs)
+            raise ManifestError(f"{where}.replicas is {count}, expected 0 or 1 (a job has one {replica_type.lower()})")
         policy = _get(replica, "restartPolicy", str, where, "Never")
         if policy not in RESTART_POLICIES:
             raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
@@ -314,7 +317,8 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         job_name = replica_type.lower()
         template, pod_volumes, extra = service_of(pod, where, config_maps)
         not_applied += extra
-        volumes.update(pod_volumes)
+        for folder, volume in pod_volumes.items():
+            claim_folder(volumes, folder, volume, where)
         for index in range(count):
             task = f"{job_name}-{index}"
             host = manifest.dns1123_label(cluster.kubeflow_service(name, job_name, index),
@@ -336,7 +340,8 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         raise ManifestError(f"spec.runPolicy.activeDeadlineSeconds is {deadline}, expected 1 or more (seconds)")
     clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", "Running")
     if clean not in CLEAN_POD_POLICIES:
-        raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected {', '.join(CLEAN_POD_POLICIES)}")
+        raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected "
+                            f"{', '.join(CLEAN_POD_POLICIES)}")
     if clean == "None":
         not_applied.append("spec.runPolicy.cleanPodPolicy=None (the lab ends and removes every container)")
     decided = {}
@@ -516,7 +521,7 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
                                                 for other in paths[:index]):
                     raise ManifestError(f"{vwhere}.configMap.items[{index}].path {path} clashes with another item's")
             folder = map_name if items is None else f"{map_name}-{volume['name']}"
-            volumes[f"{CONFIG_MAPS}/{folder}"] = {"configMap": map_name, "items": items}
+            claim_folder(volumes, f"{CONFIG_MAPS}/{folder}", {"configMap": map_name, "items": items}, where)
             mounts.append((f"{CONFIG_MAPS}/{folder}", target, True))
         elif volume.get("persistentVolumeClaim") is not None:
             claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
@@ -524,7 +529,7 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
             if claim == CONFIG_MAPS:
                 raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
                                     "ConfigMaps; give the claim another name")
-            volumes[claim] = {"claim": claim}
+            claim_folder(volumes, claim, {"claim": claim}, where)
             mounts.append((claim, target, read_only))
         else:
             kinds = sorted(manifest.key_text(kind) for kind in set(volume) - {"name"})
@@ -534,6 +539,14 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
     if tmpfs:
         service["tmpfs"] = tmpfs
     return service, volumes, extra
+
+
+def claim_folder(volumes: dict, folder: str, volume: dict, where: str) -> None:
+    """One folder of volumes/ for each claim and each view of a ConfigMap, whoever mounts it."""
+    if volumes.setdefault(folder, volume) != volume:
+        raise ManifestError(f"{where}.volumes: volumes/{folder} would hold two different things (a ConfigMap named "
+                            "<map>-<volume> and another map's items, or one map's items that differ by replica "
+                            "type); rename a volume or a ConfigMap")
 
 
 def env_entry(entry, where: str, config_maps: dict) -> tuple[str, str]:

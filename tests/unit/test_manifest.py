@@ -26,8 +26,9 @@ def without_descriptions(schema):
         return [without_descriptions(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
+    kept = ("default", "enum", "x-kubernetes-list-map-keys")  # values, not schemas: a field may be named description
     return {key: ({name: without_descriptions(sub) for name, sub in value.items()} if key == "properties"
-                  else value if key in ("default", "enum", "x-kubernetes-list-map-keys") else without_descriptions(value))
+                  else value if key in kept else without_descriptions(value))
             for key, value in schema.items() if key != "description"}
 
 
@@ -146,7 +147,8 @@ HOSTILE = [
     ("data: {config.json: \"{}\"}", "data: {\"a\\x1b[31m\": x}", "\\u001b[31m"),
     ("metadata: {name: settings}", "metadata: {name: ../../evil}", "ConfigMap.metadata.name is \"../../evil\""),
     ("metadata: {name: settings}", "metadata: {name: /evil}", "ConfigMap.metadata.name is \"/evil\""),
-    ("- {name: conf, configMap", "- {name: ../conf, configMap", "volumes[0].name is \"../conf\", expected a DNS-1123 label"),
+    ("- {name: conf, configMap", "- {name: ../conf, configMap",
+     "volumes[0].name is \"../conf\", expected a DNS-1123 label"),
     ("claimName: outputs", "claimName: ../../evil", "claimName is \"../../evil\""),
     ("claimName: outputs", "claimName: configmaps", "the lab's folder for ConfigMaps"),
     ("{name: conf, configMap: {name: settings}}", "{name: conf, configMap: {name: settings, items: [{key: config.json, "
@@ -353,3 +355,15 @@ def test_the_cli_refuses_a_hostile_manifest_in_one_line_and_writes_nothing(tmp_p
     assert "expected a ConfigMap key" in result.stderr
     assert not outside.exists() and not (tmp_path / "runs" / "never").exists()
     assert os.listdir(tmp_path) == ["tfjob.yaml"] or sorted(os.listdir(tmp_path)) == ["runs", "tfjob.yaml"]
+
+
+def test_two_volumes_that_would_share_a_folder_are_refused(tmp_path):
+    """volumes/configmaps/<map>-<volume> for a map's items: a map of that very name, or the same
+    volume name with other items in another replica type, would share it (found by the generator)."""
+    text = textwrap.dedent(JOB).replace("{name: conf, configMap: {name: settings}}", "{name: x, configMap: {name: "
+                                        "settings, items: [{key: config.json, path: a}]}}\n          - {name: conf, "
+                                        "configMap: {name: settings-x}}")
+    text = text.replace("- {name: conf, mountPath: /conf}", "- {name: conf, mountPath: /conf}\n            "
+                                                            "- {name: x, mountPath: /x}")
+    text += "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings-x}\ndata: {b: \"2\"}\n"
+    refused(tmp_path, text, "volumes/configmaps/settings-x would hold two different things")
