@@ -348,3 +348,58 @@ def test_chief_and_evaluator_are_tfjob_replica_types_with_the_operators_cluster(
     assert evaluator_config == {"cluster": spec, "task": {"type": "evaluator", "index": 0}}
     with pytest.raises(Exception, match="EVALUATOR=1 is not allowed without K8S_PVC"):
         k8s.write(settings.replace(k8s_pvc="", runs_dir=str(tmp_path)))
+
+
+def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, monkeypatch, capsys):
+    """A full disk once left jobs.yaml cut at 4 KiB, still valid objects for a partial apply: now
+    each file is a temporary renamed over when whole, and the files go together or not at all."""
+    import errno
+
+    from tflab.errors import LabError
+
+    real_fsync, calls = os.fsync, []
+
+    def full_on_the_second(descriptor):
+        calls.append(descriptor)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(k8s.os, "fsync", full_on_the_second)
+    settings = Settings(runs_dir=str(tmp_path / "runs"), run="full", workers=2, k8s_image="registry.example/t:1")
+    with pytest.raises(LabError, match=r"^cannot write .*/full/jobs\.yaml: No space left on device; nothing of it "
+                                       r"was written$"):
+        k8s.write(settings)
+    assert len(calls) == 2
+    assert not (tmp_path / "runs" / "full").exists()  # tfjob.yaml, whole, went with it
+
+
+def test_the_folder_is_claimed_exclusively(tmp_path, monkeypatch):
+    """Another command that made the same RUN between the check and the write: refused in one line,
+    and its folder left as it was."""
+    from tflab import runfolder
+    from tflab.errors import LabError
+
+    runs = tmp_path / "runs"
+    (runs / "taken").mkdir(parents=True)
+    (runs / "taken" / "theirs.txt").write_text("theirs")
+    monkeypatch.setattr(runfolder, "planned", lambda settings: runs / "taken")
+    with pytest.raises(LabError, match=r"^RUN=taken already exists .*another command claimed it meanwhile"):
+        k8s.write(Settings(runs_dir=str(runs), run="taken", workers=2, k8s_image="registry.example/t:1"))
+    assert [p.name for p in (runs / "taken").iterdir()] == ["theirs.txt"]
+
+
+def test_the_default_image_is_the_one_make_images_builds(tmp_path, monkeypatch, capsys):
+    """K8S_IMAGE left empty names the trainer image's digest tag, as `make images` builds it (and
+    builds it if need be), so that `make up TFJOB=` finds it; never a tag no image has."""
+    asked = []
+    tag = "tflab-trainer:cpu-0123456789ab"
+    monkeypatch.setattr(k8s, "lab_image", lambda settings: asked.append(settings.gpus) or tag)
+    assert k8s.write(Settings(runs_dir=str(tmp_path / "runs"), run="k", workers=2)) == 0
+    text = (tmp_path / "runs/k/tfjob.yaml").read_text()
+    assert 'image: "tflab-trainer:cpu-0123456789ab"' in text and "latest" not in text
+    assert asked == [""]
+    assert "K8S_IMAGE=tflab-trainer:cpu-0123456789ab is what `make images` builds here" in capsys.readouterr().out
+    from tflab import images
+
+    assert images.REPOSITORY == "tflab-trainer"  # the tag lab_image returns is images.ensure_image's
