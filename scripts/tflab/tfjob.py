@@ -796,7 +796,7 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
     runfolder.make(run_dir, link_latest=True)
     runfolder.write_json(run_dir / runfolder.CONFIG, {
-        "run": run_dir.name, "tfjob": str(plan.path), "settings": settings.replace(run=run_dir.name).to_dict(),
+        "run": run_dir.name, "tfjob": str(plan.path), "settings": replay_settings(plan, settings, run_dir.name),
         "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
         "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
                       if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
@@ -883,6 +883,43 @@ def own_end(run_dir: Path, task: str) -> dict:
     return {}
 
 
+# What a lab config.json's settings may tell of the training (make k8s writes it into the TFJob's
+# ConfigMap); the shape of the cluster comes from the TFJob itself.
+TRAINING_SETTINGS = ("epochs", "global_batch", "examples", "seed", "model", "loop", "steps_per_execution",
+                     "collective", "bytes_per_pack", "allreduce_probe", "peer_timeout", "backup", "strategy")
+
+
+def lab_config(plan: Plan) -> dict:
+    """The settings of the lab's config.json in a ConfigMap of the file, where its cluster is the
+    TFJob's (so it is the config this job's trainers read, as make k8s writes it); else {}."""
+    for data in plan.config_maps.values():
+        text = data.get(runfolder.CONFIG)
+        if not isinstance(text, str) or len(text) > 2**20:
+            continue
+        try:
+            config = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(config, dict) and config.get("cluster") == plan.spec and isinstance(config.get("settings"), dict):
+            return {key: value for key, value in config["settings"].items()
+                    if key in TRAINING_SETTINGS and isinstance(value, (str, int, float, bool))}
+    return {}
+
+
+def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
+    """A replay's settings as config.json and summary.json record them: what the TFJob says (its
+    shape, deadline and restarts), what its lab config.json says of the training where it has one,
+    and the replay's own; never a lab default that did not apply (10 epochs of a run that ran 3)."""
+    counts = {job: sum(1 for task in plan.tasks if task.job == job)
+              for job in ("chief", "master", "worker", "ps", "evaluator")}
+    known = lab_config(plan)
+    strategy = "parameter_server" if counts["ps"] else known.get("strategy", "multiworker")
+    return {**known, "strategy": strategy, "workers": counts["worker"], "ps": counts["ps"],
+            "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
+            "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
+            "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path)}
+
+
 def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
               started: float, ended: float, restarts: list[float]) -> Summary:
     """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
@@ -906,6 +943,7 @@ def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stoppe
     ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
     return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=str(plan.path),
                    outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
-                   launched_at=started, wall_seconds=ended - started, settings=settings.to_dict(),
+                   launched_at=started, wall_seconds=ended - started,
+                   settings=replay_settings(plan, settings, run_dir.name),
                    weights_agree=False, restarts=restarts, not_applied=plan.not_applied, tasks=rows)
 
