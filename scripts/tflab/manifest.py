@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import re
+import stat
 from pathlib import Path
 
 from tflab.errors import LabError
@@ -125,10 +126,23 @@ def read_documents(path: Path) -> list[dict]:
         raise LabError("TFJOB needs PyYAML on the host (tflab's one dependency): pip install pyyaml") from None
     loader, yaml = _loader()
     try:
-        with open(path, "rb") as stream:
-            data = stream.read(MAX_BYTES + 1)
+        # O_NONBLOCK: a named pipe given as the file must not hang the lab on open
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
         raise ManifestError(f"cannot be read: {error.strerror or error}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ManifestError("is not a regular file (a folder, a pipe or a device)")
+        data = os.read(descriptor, MAX_BYTES + 1)
+        while len(data) <= MAX_BYTES:  # a read may return less than asked before the end
+            more = os.read(descriptor, MAX_BYTES + 1 - len(data))
+            if not more:
+                break
+            data += more
+    except OSError as error:
+        raise ManifestError(f"cannot be read: {error.strerror or error}") from None
+    finally:
+        os.close(descriptor)
     if len(data) > MAX_BYTES:
         raise ManifestError(f"is larger than {MAX_BYTES // 2**20} MiB; a manifest is a few KiB")
     try:

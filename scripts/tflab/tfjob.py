@@ -183,7 +183,7 @@ def _extra(obj: dict, applied: set[str], where: str) -> list[str]:
 def cpus_of(quantity, where: str) -> float:
     match = CPU.fullmatch(str(quantity))
     if not match:
-        raise ManifestError(f"{where} is {quantity!r}, expected a CPU quantity such as 500m or 2")
+        raise ManifestError(f"{where} is {shown(quantity)}, expected a CPU quantity such as 500m or 2")
     value = float(match.group(1)) / (1000 if match.group(2) else 1)
     if value < 0.01:
         raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is 10m")
@@ -193,8 +193,10 @@ def cpus_of(quantity, where: str) -> float:
 def memory_of(quantity, where: str) -> int:
     match = MEMORY.fullmatch(str(quantity))
     if not match:
-        raise ManifestError(f"{where} is {quantity!r}, expected a memory quantity such as 512Mi or 2Gi")
+        raise ManifestError(f"{where} is {shown(quantity)}, expected a memory quantity such as 512Mi or 2Gi")
     value = int(match.group(1)) * MEMORY_FACTORS[match.group(2)]
+    if value > 2**50:  # a petabyte: beyond any engine, and Docker's limit is an int64
+        raise ManifestError(f"{where} is {shown(quantity)}: more memory than any engine has")
     if value < 6 * 2**20:
         raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is 6Mi")
     return value
@@ -579,7 +581,10 @@ def check_images(plan: Plan) -> None:
             raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
                            f"or pull it (docker pull {image}) first")
         if any(task.non_root for task in plan.tasks if task.image == image):
-            check_non_root(image, found.stdout.strip())
+            try:
+                check_non_root(image, found.stdout.strip())
+            except ManifestError as error:
+                raise ManifestError(f"TFJOB={plan.path}: {error}") from None
     limited = [task for task in plan.tasks if "cpus" in task.service]
     if limited:
         engine_cpus = docker_cpus()

@@ -195,6 +195,8 @@ HOSTILE = [
     ("- {name: out, persistentVolumeClaim", "- {name: conf, persistentVolumeClaim", "volumes[1] repeats name=\"conf\""),
     ("kind: TFJob", "kind: \"TF\\x1bJob\"", "kind is \"TF\\u001bJob\""),
     ("workingDir: /app", "workingDir: /app\n            resources: {limits: {cpu: lots}}", "resources.limits.cpu"),
+    ("workingDir: /app", "workingDir: /app\n            resources: {limits: {memory: 99999999999Ti}}",
+     "more memory than any engine has"),
 ]
 
 
@@ -246,8 +248,19 @@ def test_a_file_beyond_the_size_bound_is_refused_without_reading_it_whole(tmp_pa
         tfjob.load(Settings(tfjob=str(path)))
     with pytest.raises(tfjob.ManifestError, match=r"^TFJOB=.* is not UTF-8 text \(byte 3\)$"):
         tfjob.load(Settings(tfjob=str(_bytes(tmp_path, b"a: \xff\n"))))
-    with pytest.raises(tfjob.ManifestError, match=r"^TFJOB=.* cannot be read: Is a directory$"):
+    with pytest.raises(tfjob.ManifestError, match=r"^TFJOB=.* is not a regular file \(a folder, a pipe or a device\)$"):
         tfjob.load(Settings(tfjob=str(tmp_path)))
+    with pytest.raises(tfjob.ManifestError, match=r"^TFJOB=.*/missing.yaml cannot be read: No such file or directory$"):
+        tfjob.load(Settings(tfjob=str(tmp_path / "missing.yaml")))
+
+
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
+    pipe = tmp_path / "pipe.yaml"
+    os.mkfifo(pipe)
+    started = time.monotonic()
+    with pytest.raises(tfjob.ManifestError, match="is not a regular file"):
+        tfjob.load(Settings(tfjob=str(pipe)))
+    assert time.monotonic() - started < 1
 
 
 def _bytes(tmp_path: Path, data: bytes) -> Path:
