@@ -380,3 +380,20 @@ def test_two_volumes_that_would_share_a_folder_are_refused(tmp_path):
                                                             "- {name: x, mountPath: /x}")
     text += "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings-x}\ndata: {b: \"2\"}\n"
     refused(tmp_path, text, "volumes/configmaps/settings-x would hold two different things")
+
+
+def test_the_schemas_ship_in_the_package():
+    """hatch's wheel takes every file of the package folder git tracks: the schemas go with
+    manifest.py (a wheel built here lists tflab/schemas/tfjob.json and kubernetes.json)."""
+    import subprocess
+    import tomllib
+
+    from labtest.cli import REPO
+
+    wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["packages"] == ["scripts/tflab"] and "exclude" not in wheel
+    tracked = subprocess.run(["git", "ls-files", "scripts/tflab/schemas"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert {f"scripts/tflab/schemas/{name}" for name in ("tfjob.json", "kubernetes.json",
+                                                          "LICENSE.training-operator")} <= set(tracked)
+    assert manifest.SCHEMAS == Path(manifest.__file__).parent / "schemas"
