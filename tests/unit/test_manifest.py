@@ -386,8 +386,8 @@ def test_the_schemas_ship_in_the_package():
     """hatch's wheel takes every file of the package folder git tracks: the schemas go with
     manifest.py (a wheel built here lists tflab/schemas/tfjob.json and kubernetes.json)."""
     import subprocess
-    import tomllib
 
+    import tomllib
     from labtest.cli import REPO
 
     wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
