@@ -12,9 +12,14 @@ from labtest.cli import lab_env, run_lab
 from tflab import cluster, k8s
 from tflab.settings import MAX_TASKS, Settings, SettingsError
 
+# A cluster's image, as a user names it: K8S_IMAGE left empty is the image `make images` builds,
+# which would take the engine (and on a fresh machine, a build) into these tests.
+IMAGE = "K8S_IMAGE=registry.example/tflab:test"
+
 
 def manifests(settings: Settings) -> dict[str, list[dict]]:
     """What `make k8s` writes, read back by a real YAML parser."""
+    settings = settings if settings.k8s_image else settings.replace(k8s_image=IMAGE.partition("=")[2])
     rendered, _ = k8s.render(settings, "test")
     return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents, k8s.header(name, settings))))
             for name, documents in rendered.items()}
@@ -313,7 +318,7 @@ def test_the_cli_writes_the_files_and_refuses_an_existing_target(tmp_path):
 def test_a_fresh_folder_each_time_without_run(tmp_path):
     runs = tmp_path / "runs"
     for _ in range(2):
-        assert run_lab("k8s", f"RUNS_DIR={runs}", "STRATEGY=single").returncode == 0
+        assert run_lab("k8s", f"RUNS_DIR={runs}", "STRATEGY=single", IMAGE).returncode == 0
     folders = sorted(runs.iterdir())
     assert len(folders) == 2 and all(f.name.startswith("k8s-") for f in folders)
     assert [p.name for p in folders[0].iterdir()] == ["jobs.yaml"]

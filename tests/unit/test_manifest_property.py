@@ -279,7 +279,7 @@ def test_aliases_and_nesting_end_quickly_in_a_load_or_one_line():
                 counts["traceback"] += 1
                 raise
             slowest[0] = max(slowest[0], time.monotonic() - started)
-            assert time.monotonic() - started < 2.0  # 0.5 s at most alone; four test runs share two cores
+            assert time.monotonic() - started < 5.0  # a hang, not a speed: 0.2 s alone (the bomb test holds 0.5)
 
         run()
     OUTCOMES.update({f"yaml {k}": v for k, v in counts.items()})

@@ -167,7 +167,7 @@ def test_what_cannot_run_is_one_line_naming_the_field(tmp_path, change, named):
 
 
 def test_make_k8s_output_loads_with_the_same_cluster_as_its_config_map(tmp_path):
-    settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96, k8s_pvc="out")
+    settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96, k8s_pvc="out", k8s_image="t:1")
     manifests, _ = k8s.render(settings, "test")
     path = tmp_path / "tfjob.yaml"
     path.write_text(k8s.to_yaml_documents(manifests["tfjob.yaml"]))
