@@ -39,7 +39,7 @@ from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import EventLog
-from tflab.settings import Settings
+from tflab.settings import MAX_TASKS, Settings
 
 API_VERSION = "kubeflow.org/v1"
 CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
@@ -308,8 +308,11 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             raise ManifestError(f"{where}.template.spec is missing")
         replicas[replica_type] = (count, pod, f"{where}.template.spec")
         sizes[replica_type.lower()] = (count, port_of(pod, f"{where}.template.spec"))
-    if sum(count for count, _, _ in replicas.values()) == 0:
+    total = sum(count for count, _, _ in replicas.values())
+    if total == 0:
         raise ManifestError("spec.tfReplicaSpecs has no replica at all")
+    if total > MAX_TASKS:
+        raise ManifestError(f"spec.tfReplicaSpecs has {total} replicas in all; the lab runs at most {MAX_TASKS} tasks")
 
     training = cluster.tfjob_cluster_spec(name, namespace, sizes)
     distributed = sum(count for count, _ in sizes.values()) != 1  # the operator's isDistributed
