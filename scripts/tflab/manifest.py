@@ -108,10 +108,11 @@ def _loader():
             self.sizes[id(node)] = self.nodes - before
             return node
 
-        def construct_mapping(self, node, deep=False):
+        def compose_mapping_node(self, anchor):
             # PyYAML keeps the last of two equal keys without a word; kubectl refuses them: a
-            # reviewer would read the first, the lab would run the second. (Keys a `<<` merge
-            # brings in may be overridden: they are not the mapping's own.)
+            # reviewer would read the first, the lab would run the second. Checked as composed,
+            # before a `<<` merge adds keys (which the mapping's own may override).
+            node = super().compose_mapping_node(anchor)
             seen = {}
             for key_node, _ in node.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
@@ -120,7 +121,7 @@ def _loader():
                         raise ManifestError(f"has the key {shown(key_node.value)} twice in one mapping (lines "
                                             f"{seen[key] + 1} and {key_node.start_mark.line + 1})")
                     seen[key] = key_node.start_mark.line
-            return super().construct_mapping(node, deep)
+            return node
 
         def _count(self, nodes: int) -> None:
             self.nodes += nodes

@@ -400,3 +400,11 @@ def test_the_schemas_ship_in_the_package():
     assert {f"scripts/tflab/schemas/{name}" for name in ("tfjob.json", "kubernetes.json",
                                                           "LICENSE.training-operator")} <= set(tracked)
     assert manifest.SCHEMAS == Path(manifest.__file__).parent / "schemas"
+
+
+def test_a_merge_may_be_overridden_but_a_key_not_repeated(tmp_path):
+    path = write(tmp_path, "base: &b {a: 1}\nmid: &m {<<: *b, a: 2}\ntop: {<<: *m, c: 3}\n")
+    (document,) = manifest.read_documents(path)
+    assert document["mid"] == {"a": 2} and document["top"]["c"] == 3  # (PyYAML gives top.a 1 here, go-yaml 2)
+    with pytest.raises(tfjob.ManifestError, match=r"has the key \"a\" twice in one mapping \(lines 1 and 2\)"):
+        manifest.read_documents(write(tmp_path, "a: 1\na: 2\n"))
