@@ -18,18 +18,22 @@ run as in Compose: uid 1000, no capabilities, no privilege escalation, a read-on
 filesystem with an emptyDir /tmp. single and mirrored are one process: jobs.yaml only, one Job.
 
 Host side: stdlib only (no TensorFlow, no PyYAML), so the YAML comes from the small emitter below.
+Each file is written whole or not at all (a temporary file, then os.replace): a cut jobs.yaml
+would still parse, and `kubectl apply` would make half of the job.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from pathlib import Path
 
 from tflab import cluster, console, runfolder
 from tflab.cluster import Cluster
 from tflab.errors import LabError
-from tflab.settings import Settings, default_of
+from tflab.settings import Settings
 
 CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
 OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
@@ -43,7 +47,9 @@ MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi"}  # Docker's 512m is 512 MiB; Ku
 
 def write(settings: Settings) -> int:
     """Writes the manifests into RUNS_DIR/<RUN> (a fresh k8s-<id> if RUN is empty), never over
-    an existing folder, and says how to apply them."""
+    an existing folder, and says how to apply them. K8S_IMAGE empty: the lab's trainer image,
+    built here if it is not yet, as `make images` would (so the manifests name an image that is)."""
+    given_image = bool(settings.k8s_image)
     # What the manifests cannot carry is refused, not dropped: the pods would run other code.
     if settings.script:
         raise LabError(f"SCRIPT={settings.script} is not allowed with make k8s: the manifests run the lab's own "
@@ -56,24 +62,74 @@ def write(settings: Settings) -> int:
         raise LabError(f"GPUS={settings.gpus} is not allowed with make k8s: expected GPUS empty (the manifests "
                        "request no GPUs yet; add nvidia.com/gpu limits to the pod templates yourself)")
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
+    if not given_image:
+        settings = settings.replace(k8s_image=lab_image(settings))
     manifests, notes = render(settings, folder.name)
-    runfolder.make(folder, link_latest=False)
-    for name, documents in manifests.items():
-        (folder / name).write_text(to_yaml_documents(documents, header(name, settings)))
+    texts = {name: to_yaml_documents(documents, header(name, settings)) for name, documents in manifests.items()}
+    try:
+        runfolder.make(folder, link_latest=False)  # os.mkdir: the folder is this command's, or it stops here
+    except FileExistsError:
+        raise LabError(f"RUN={folder.name} already exists ({folder}): another command claimed it meanwhile; "
+                       "choose another RUN, or leave it empty for a fresh id") from None
+    except OSError as error:
+        raise LabError(f"cannot make {folder}: {error.strerror or error}") from None
+    written: list[Path] = []
+    try:
+        for name, text in texts.items():
+            write_whole(folder / name, text)
+            written.append(folder / name)
+    except LabError:
+        for path in written:  # the files go together: one without the other would mislead
+            path.unlink(missing_ok=True)
+        remove_empty(folder)
+        raise
     shape = console.describe_run(settings, cluster.build(settings))
     console.say(f"wrote {console.display_path(folder)}/ for {shape}, as "
                 f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
     for name in manifests:
         print(f"  {name:<11} {about(name, settings)}")
-    if settings.k8s_image == default_of("K8S_IMAGE"):
-        notes.append(f"K8S_IMAGE={settings.k8s_image} is `make images`'s local name: push the image to a "
-                     "registry the cluster can pull from and name it in K8S_IMAGE")
+    if not given_image:
+        notes.append(f"K8S_IMAGE={settings.k8s_image} is what `make images` builds here (and what `make up TFJOB=` "
+                     "replays on this engine): push it to a registry the cluster can pull from and name it in "
+                     "K8S_IMAGE")
     for note in notes:
         console.say(note)
     console.say("apply one file, not both (they name the same objects):" if len(manifests) > 1 else "apply it:")
     for name in manifests:
         print(f"  kubectl apply -f {console.display_path(folder / name)}")
     return 0
+
+
+def lab_image(settings: Settings) -> str:
+    """The trainer image `make images` builds for these settings: its digest tag."""
+    from tflab import images  # the engine's: only where K8S_IMAGE is left to the lab
+
+    return images.ensure_image(settings.base_image, images.trainer_variant(settings))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """`path` holds `text` whole, or is not there: a temporary file in the same folder, flushed
+    to the disk, then renamed over; on failure the temporary is removed and one line says why."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except OSError as error:
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise LabError(f"cannot write {path}: {error.strerror or error}; nothing of it was written") from None
+
+
+def remove_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
 
 
 def about(name: str, settings: Settings) -> str:
@@ -88,6 +144,8 @@ def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[st
     """(file name -> its objects, notes for the user). The cluster strategies get both files,
     single and mirrored only jobs.yaml."""
     notes = []
+    if not settings.k8s_image:
+        settings = settings.replace(k8s_image=lab_image(settings))
     if settings.strategy == "multiworker" and settings.workers + settings.chief > 1 and settings.backup != "off" \
             and not settings.k8s_pvc:
         # Every worker restores from the chief's backup (train.adopt_chief_backup), so the folder

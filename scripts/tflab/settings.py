@@ -132,7 +132,7 @@ class Settings:
     def gpu_indexes(self) -> tuple[str, ...]:
         """The GPUs GPUS names one by one; empty for GPUS=all (the host's list) and for no GPUs."""
         return tuple(self.gpus.split(",")) if self.gpus not in ("", "all") else ()
-    k8s_image: str = "tflab-trainer:latest"  # make k8s: the trainer image, pushed where the cluster can pull it
+    k8s_image: str = ""  # make k8s: the trainer image; empty: the digest tag `make images` builds here
     k8s_namespace: str = "default"  # make k8s: the namespace of every object
     k8s_name: str = "tflab"  # make k8s: the TFJob's name, and the prefix of every other object's
     k8s_pvc: str = ""  # make k8s: a ReadWriteMany PVC for the outputs; empty: each pod's own emptyDir
@@ -729,9 +729,10 @@ SPECS: dict[str, Spec] = {
                   "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host),
     "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
                              "make tensorboard: the port it serves on, on 127.0.0.1 only"),
-    "K8S_IMAGE": Spec("k8s_image", _image, "an image reference",
-                      "make k8s: the trainer image the pods run; push `make images`'s image to a registry "
-                      "the cluster can pull from and name it here"),
+    "K8S_IMAGE": Spec("k8s_image", _image, "empty | an image reference",
+                      "make k8s: the trainer image the pods run; empty: the one `make images` builds here (built "
+                      "if need be), which `make up TFJOB=` replays; for a cluster, push it to a registry it can "
+                      "pull from and name it here"),
     "K8S_NAMESPACE": Spec("k8s_namespace", _k8s_name(K8S_NAMESPACE_PATTERN,
                                                      "a DNS-1123 label: lowercase letters, digits and '-', "
                                                      "a letter or digit at each end, at most 63 characters"),

@@ -17,6 +17,10 @@ lab writes each task's start and end (exit code, seconds, peak memory of its cgr
 network, no published ports, every capability dropped, no-new-privileges); the user the image
 declares is kept unless the manifest's securityContext names one.
 
+The manifest is untrusted input (tflab/manifest.py): a bounded YAML read, every object against its
+schema, then the API server's rules for names, keys and paths, all before anything is planned or
+written; every host path the replay writes comes from manifest.path_under.
+
 PyYAML is the host side's one dependency, for this file alone (pyproject.toml).
 """
 
@@ -30,11 +34,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab import cluster, compose, console, docker, labels, runfolder, runner, summary
+from tflab import cluster, compose, console, docker, labels, manifest, runfolder, runner, summary
 from tflab.errors import LabError
+from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import EventLog
-from tflab.settings import Settings
+from tflab.settings import MAX_TASKS, Settings
 
 API_VERSION = "kubeflow.org/v1"
 CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
@@ -43,7 +48,8 @@ REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 COMPOSE_FILE = "compose.tfjob.json"
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL = manifest.DNS1123_LABEL
+CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
 MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
@@ -56,6 +62,7 @@ APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsN
                     "allowPrivilegeEscalation", "capabilities", "seccompProfile"}
 APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
 EVALUATOR_END_SECONDS = runner.EVALUATOR_END_SECONDS
+MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
 # `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
 # would be dropped without a word: it is refused, naming what decides it instead. The replay reads
@@ -98,10 +105,6 @@ APPLIED_SETTINGS = ("TFJOB", "RUN", "RUNS_DIR", "COMPOSE", "BACKEND", "TIMEOUT",
 NOT_REPLAYING = ("stack-up", "chaos", "soak", "compare", "bench", "config", "k8s")
 
 
-class ManifestError(LabError):
-    """One line naming the field of the manifest the lab cannot run."""
-
-
 @dataclass
 class Task:
     name: str  # worker-1: the Compose service, the log and the summary row
@@ -110,6 +113,7 @@ class Task:
     host: str  # <job>-worker-1: the pod's hostname, and its Service's name
     image: str
     service: dict = field(default_factory=dict)  # the Compose service, less the run's labels
+    non_root: bool = False  # runAsNonRoot with no runAsUser: the image's own user must not be root
 
 
 @dataclass
@@ -148,22 +152,11 @@ class Plan:
 
 
 def read_documents(path: Path) -> list[dict]:
+    """The manifest's objects, read with bounds (manifest.read_documents); errors name the file."""
     try:
-        import yaml
-    except ImportError:
-        raise LabError("TFJOB needs PyYAML on the host (tflab's one dependency): pip install pyyaml") from None
-    try:
-        documents = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except (OSError, UnicodeDecodeError) as error:
-        raise ManifestError(f"TFJOB={path} cannot be read: {error}") from None
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        at = f" at line {where.line + 1}" if where else ""
-        raise ManifestError(f"TFJOB={path} is not YAML{at}: {getattr(error, 'problem', None) or error}") from None
-    for number, document in enumerate(documents, 1):
-        if not isinstance(document, dict):
-            raise ManifestError(f"TFJOB={path}: document {number} is not a Kubernetes object (a mapping)")
-    return documents
+        return manifest.read_documents(path)
+    except ManifestError as error:
+        raise ManifestError(f"TFJOB={path} {error}") from None
 
 
 def _get(obj: dict, key: str, kind, where: str, default=None):
@@ -172,8 +165,7 @@ def _get(obj: dict, key: str, kind, where: str, default=None):
         return value
     if kind is int and isinstance(value, bool) or not isinstance(value, kind):
         name = {str: "a string", int: "an integer", list: "a list", dict: "a mapping", bool: "true or false"}
-        raise ManifestError(f"{where}.{key} is {json.dumps(value, default=str)[:80]}, expected "
-                            f"{name.get(kind, kind)}")
+        raise ManifestError(f"{where}.{key} is {shown(value)}, expected {name.get(kind, kind)}")
     return value
 
 
@@ -185,13 +177,13 @@ def _strings(obj: dict, key: str, where: str) -> list[str] | None:
 
 
 def _extra(obj: dict, applied: set[str], where: str) -> list[str]:
-    return [f"{where}.{key}" for key in obj if key not in applied]
+    return [manifest.joined(where, key) for key in obj if key not in applied]
 
 
 def cpus_of(quantity, where: str) -> float:
     match = CPU.fullmatch(str(quantity))
     if not match:
-        raise ManifestError(f"{where} is {quantity!r}, expected a CPU quantity such as 500m or 2")
+        raise ManifestError(f"{where} is {shown(quantity)}, expected a CPU quantity such as 500m or 2")
     value = float(match.group(1)) / (1000 if match.group(2) else 1)
     if value < 0.01:
         raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is 10m")
@@ -201,47 +193,86 @@ def cpus_of(quantity, where: str) -> float:
 def memory_of(quantity, where: str) -> int:
     match = MEMORY.fullmatch(str(quantity))
     if not match:
-        raise ManifestError(f"{where} is {quantity!r}, expected a memory quantity such as 512Mi or 2Gi")
+        raise ManifestError(f"{where} is {shown(quantity)}, expected a memory quantity such as 512Mi or 2Gi")
     value = int(match.group(1)) * MEMORY_FACTORS[match.group(2)]
+    if value > 2**50:  # a petabyte: beyond any engine, and Docker's limit is an int64
+        raise ManifestError(f"{where} is {shown(quantity)}: more memory than any engine has")
     if value < 6 * 2**20:
         raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is 6Mi")
     return value
 
 
 def load(settings: Settings) -> Plan:
-    """The manifest read and checked whole: ManifestError (one line) for what cannot run."""
+    """The manifest read and checked whole: ManifestError (one line, naming the file) for what
+    cannot run. Nothing is planned before every object passed its schema and the API server's rules."""
     path = Path(settings.tfjob)
     documents = read_documents(path)
+    try:
+        return plan_of(path, documents, settings)
+    except ManifestError as error:
+        raise ManifestError(f"TFJOB={path}: {error}") from None
+
+
+KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+API_VERSION_FORMAT = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9][a-z0-9]{0,20}")
+
+
+def checked_object(document: dict, number: int) -> tuple[str, str]:
+    """(kind, name) of a document that passed its schema: the TFJob the CRD's, a ConfigMap
+    Kubernetes', any other kind (listed as not applied) Kubernetes' ObjectMeta; and every name a
+    DNS-1123 subdomain, as the API server requires of these kinds."""
+    where = f"document {number}"
+    kind, version = document.get("kind"), document.get("apiVersion")
+    if not isinstance(kind, str) or not KIND.fullmatch(kind):
+        raise ManifestError(f"{where}: kind is {shown(kind)}, expected a Kubernetes kind such as TFJob or ConfigMap")
+    if not isinstance(version, str) or not API_VERSION_FORMAT.fullmatch(version):
+        raise ManifestError(f"{where} ({kind}): apiVersion is {shown(version)}, expected group/version or v1")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ManifestError(f"{where} ({kind}): metadata is {shown(metadata)}, expected a mapping with a name")
+    manifest.check(metadata, "ObjectMeta", f"{kind}.metadata")
+    name = manifest.dns1123_subdomain(metadata.get("name"), f"{kind}.metadata.name")
+    if "namespace" in metadata:
+        manifest.dns1123_label(metadata["namespace"], f"{kind} {name}: metadata.namespace")
+    if kind == "TFJob":
+        manifest.check(document, "TFJob")
+    elif kind == "ConfigMap":
+        manifest.check(document, "ConfigMap", f"ConfigMap {name}")
+        for field_name in ("data", "binaryData"):
+            for key in document.get(field_name) or {}:
+                manifest.config_map_key(key, f"ConfigMap {name}: {field_name} key")
+    return kind, name
+
+
+def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
+    checked = [checked_object(document, number) for number, document in enumerate(documents, 1)]
     tfjobs = [d for d in documents if d.get("kind") == "TFJob"]
     if len(tfjobs) != 1:
-        raise ManifestError(f"TFJOB={path} holds {len(tfjobs)} TFJobs, expected exactly one (kind: TFJob)")
+        raise ManifestError(f"holds {len(tfjobs)} TFJobs, expected exactly one (kind: TFJob)")
     (job,) = tfjobs
     if job.get("apiVersion") != API_VERSION:
-        raise ManifestError(f"TFJob.apiVersion is {job.get('apiVersion')!r}, expected {API_VERSION} "
+        raise ManifestError(f"TFJob.apiVersion is {shown(job.get('apiVersion'))}, expected {API_VERSION} "
                             "(training-operator v1)")
     not_applied: list[str] = []
     config_maps: dict[str, dict[str, str]] = {}
-    for document in documents:
-        kind = document.get("kind")
-        name = (document.get("metadata") or {}).get("name")
+    for document, (kind, name) in zip(documents, checked):
         if kind == "ConfigMap":
-            data = _get(document, "data", dict, f"ConfigMap {name}", {})
-            if not isinstance(name, str) or not all(isinstance(v, str) for v in data.values()):
-                raise ManifestError(f"ConfigMap {name}: metadata.name and every data value must be strings")
+            data = document.get("data") or {}
+            if not all(isinstance(v, str) for v in data.values()):
+                raise ManifestError(f"ConfigMap {name}: every data value must be a string")
+            if name in config_maps:
+                raise ManifestError(f"ConfigMap {name} is in the file twice")
             config_maps[name] = data
             not_applied += _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
         elif kind != "TFJob":
             not_applied.append(f"{kind} {name}")
-    metadata = _get(job, "metadata", dict, "TFJob", {})
-    name = _get(metadata, "name", str, "TFJob.metadata")
-    namespace = _get(metadata, "namespace", str, "TFJob.metadata", "default")
-    for key, value in (("name", name), ("namespace", namespace)):
-        if not isinstance(value, str) or not DNS_LABEL.fullmatch(value):
-            raise ManifestError(f"TFJob.metadata.{key} is {value!r}, expected a DNS-1123 label")
+    metadata = job["metadata"]
+    name = manifest.dns1123_label(metadata.get("name"), "TFJob.metadata.name")
+    namespace = manifest.dns1123_label(metadata.get("namespace", "default"), "TFJob.metadata.namespace")
     spec = _get(job, "spec", dict, "TFJob")
     if spec is None:
         raise ManifestError("TFJob.spec is missing")
-    if spec.get("enableDynamicWorker"):
+    if spec.get("enableDynamicWorker") is True:
         raise ManifestError("TFJob.spec.enableDynamicWorker is true: its sparse TF_CONFIG is not supported; "
                             "expected false or absent")
     not_applied += _extra(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker"}, "spec")
@@ -252,8 +283,8 @@ def load(settings: Settings) -> Plan:
         raise ManifestError("TFJob.spec.tfReplicaSpecs is missing or empty")
     for replica_type in replica_specs:
         if replica_type not in REPLICA_TYPES:
-            raise ManifestError(f"spec.tfReplicaSpecs.{replica_type} is not a TFJob replica type; expected "
-                                f"{', '.join(REPLICA_TYPES)}")
+            raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
+                                f"type; expected {', '.join(REPLICA_TYPES)}")
 
     sizes, replicas, policies = {}, {}, set()
     for replica_type in REPLICA_TYPES:
@@ -264,9 +295,12 @@ def load(settings: Settings) -> Plan:
         count = _get(replica, "replicas", int, where, 1)  # the operator's default
         if not 0 <= count <= 64:
             raise ManifestError(f"{where}.replicas is {count}, expected 0..64")
+        if count > 1 and replica_type in ("Chief", "Master", "Evaluator"):
+            # TF_CONFIG has one chief and one evaluator (the operator's webhook refuses more chiefs)
+            raise ManifestError(f"{where}.replicas is {count}, expected 0 or 1 (a job has one {replica_type.lower()})")
         policy = _get(replica, "restartPolicy", str, where, "Never")
         if policy not in RESTART_POLICIES:
-            raise ManifestError(f"{where}.restartPolicy is {policy!r}, expected {', '.join(RESTART_POLICIES)}")
+            raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
         policies.add(policy)
         not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
         pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
@@ -274,8 +308,11 @@ def load(settings: Settings) -> Plan:
             raise ManifestError(f"{where}.template.spec is missing")
         replicas[replica_type] = (count, pod, f"{where}.template.spec")
         sizes[replica_type.lower()] = (count, port_of(pod, f"{where}.template.spec"))
-    if sum(count for count, _, _ in replicas.values()) == 0:
+    total = sum(count for count, _, _ in replicas.values())
+    if total == 0:
         raise ManifestError("spec.tfReplicaSpecs has no replica at all")
+    if total > MAX_TASKS:
+        raise ManifestError(f"spec.tfReplicaSpecs has {total} replicas in all; the lab runs at most {MAX_TASKS} tasks")
 
     training = cluster.tfjob_cluster_spec(name, namespace, sizes)
     distributed = sum(count for count, _ in sizes.values()) != 1  # the operator's isDistributed
@@ -285,23 +322,31 @@ def load(settings: Settings) -> Plan:
         job_name = replica_type.lower()
         template, pod_volumes, extra = service_of(pod, where, config_maps)
         not_applied += extra
-        volumes.update(pod_volumes)
+        for folder, volume in pod_volumes.items():
+            claim_folder(volumes, folder, volume, where)
         for index in range(count):
             task = f"{job_name}-{index}"
-            host = cluster.kubeflow_service(name, job_name, index)
+            host = manifest.dns1123_label(cluster.kubeflow_service(name, job_name, index),
+                                          f"the host name of {task} (<metadata.name>-{job_name}-{index})")
             service = json.loads(json.dumps(template))
             if distributed:
                 service["environment"]["TF_CONFIG"] = cluster.tfjob_tf_config(training, task)
             service["hostname"] = host
             service["networks"] = {"cluster": {"aliases": [host, f"{host}.{namespace}.svc"]}}
-            tasks.append(Task(task, job_name, index, host, service["image"], service))
+            non_root = service.pop("x-non-root")
+            tasks.append(Task(task, job_name, index, host, service["image"], service, non_root))
 
     backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
+    if backoff is not None and backoff < 0:
+        raise ManifestError(f"spec.runPolicy.backoffLimit is {backoff}, expected 0 or more")
     restarts = 0 if policies == {"Never"} else (settings.restarts if backoff is None else backoff)
     deadline = _get(run_policy, "activeDeadlineSeconds", int, "spec.runPolicy", None)
+    if deadline is not None and deadline < 1:
+        raise ManifestError(f"spec.runPolicy.activeDeadlineSeconds is {deadline}, expected 1 or more (seconds)")
     clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", "Running")
     if clean not in CLEAN_POD_POLICIES:
-        raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {clean!r}, expected {', '.join(CLEAN_POD_POLICIES)}")
+        raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected "
+                            f"{', '.join(CLEAN_POD_POLICIES)}")
     if clean == "None":
         not_applied.append("spec.runPolicy.cleanPodPolicy=None (the lab ends and removes every container)")
     decided = {}
@@ -382,15 +427,17 @@ def tensorflow_container(pod: dict, where: str) -> dict:
 
 def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, list[str]]:
     """One replica type's Compose service (less TF_CONFIG, hostname and network), the volumes it
-    needs, and the fields it does not apply."""
+    needs, and the fields it does not apply. The schema has passed; what is checked here is what
+    the API server and the kubelet check beyond it, and what Docker cannot take."""
     container = tensorflow_container(pod, where)
     at = f"{where}.containers[{CONTAINER}]"
     extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
-    extra += [f"{where}.containers[{c.get('name')}] (a sidecar)" for c in pod["containers"]
+    extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
               if isinstance(c, dict) and c is not container]
     image = _get(container, "image", str, at)
     if not image:
         raise ManifestError(f"{at}.image is missing")
+    manifest.image_reference(image, f"{at}.image")
     service: dict = {"image": image, "init": True, "cap_drop": ["ALL"],
                      "security_opt": ["no-new-privileges:true"], "environment": {}}
     command, args = _strings(container, "command", at), _strings(container, "args", at)
@@ -401,7 +448,7 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
         service["command"] = args
     working_dir = _get(container, "workingDir", str, at)
     if working_dir:
-        service["working_dir"] = working_dir
+        service["working_dir"] = manifest.absolute_path(working_dir, f"{at}.workingDir")
     for number, entry in enumerate(_get(container, "env", list, at, [])):
         service["environment"].update([env_entry(entry, f"{at}.env[{number}]", config_maps)])
     resources = _get(container, "resources", dict, at, {})
@@ -413,63 +460,84 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
     if "memory" in limits:
         service["mem_limit"] = memory_of(limits["memory"], f"{at}.resources.limits.memory")
     pod_security = _get(pod, "securityContext", dict, where, {})
-    extra += [f"{where}.securityContext.{key}" for key in pod_security if key not in APPLIED_SECURITY]
-    extra += [f"{at}.securityContext.{key}" for key in _get(container, "securityContext", dict, at, {})
+    extra += [manifest.joined(f"{where}.securityContext", key) for key in pod_security if key not in APPLIED_SECURITY]
+    extra += [manifest.joined(f"{at}.securityContext", key) for key in _get(container, "securityContext", dict, at, {})
               if key not in APPLIED_SECURITY]
     security = {**pod_security, **container["securityContext"]} if "securityContext" in container else pod_security
+    for key in ("runAsUser", "runAsGroup"):
+        value = security.get(key)
+        if value is not None and not 0 <= value <= MAX_ID:
+            raise ManifestError(f"{at}.securityContext.{key} is {value}, expected 0..{MAX_ID}")
     if "runAsUser" in security:
         user = _get(security, "runAsUser", int, f"{at}.securityContext")
         group = _get(security, "runAsGroup", int, f"{at}.securityContext", user)
         service["user"] = f"{user}:{group}"
+    elif "runAsGroup" in security:
+        extra.append(f"{at}.securityContext.runAsGroup without runAsUser")
+    # The kubelet refuses to start a container that would run as root under runAsNonRoot: here
+    # where runAsUser says so, and at the image check where the image's own user decides.
+    if security.get("runAsNonRoot") is True and security.get("runAsUser") == 0:
+        raise ManifestError(f"{at}.securityContext has runAsNonRoot: true and runAsUser: 0 (root); the kubelet "
+                            "refuses it: give a non-zero runAsUser, or drop runAsNonRoot")
+    service["x-non-root"] = security.get("runAsNonRoot") is True and "runAsUser" not in security
     if security.get("readOnlyRootFilesystem") is True:
         service["read_only"] = True
     volumes = {}
     by_name = {}
     for number, volume in enumerate(_get(pod, "volumes", list, where, [])):
         vwhere = f"{where}.volumes[{number}]"
-        if not isinstance(volume, dict) or not isinstance(volume.get("name"), str):
-            raise ManifestError(f"{vwhere} needs a name")
+        manifest.dns1123_label(volume.get("name"), f"{vwhere}.name")
+        if volume["name"] in by_name:
+            raise ManifestError(f"{vwhere}.name {volume['name']} names two volumes; each must be unique")
         by_name[volume["name"]] = (volume, vwhere)
-    mounts, tmpfs = [], []
+    mounts, tmpfs, targets = [], [], {}
     for number, mount in enumerate(_get(container, "volumeMounts", list, at, [])):
         mwhere = f"{at}.volumeMounts[{number}]"
-        if not isinstance(mount, dict) or not isinstance(mount.get("name"), str) \
-                or not isinstance(mount.get("mountPath"), str) or ":" in mount["mountPath"]:
-            raise ManifestError(f"{mwhere} needs a name and a mountPath (without ':')")
+        target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
+        if target == "/":
+            raise ManifestError(f"{mwhere}.mountPath is \"/\", expected a folder below the container's root")
+        if target in targets:
+            raise ManifestError(f"{mwhere}.mountPath {target} is also {targets[target]}'s; one mount a path")
+        targets[target] = f"volumeMounts[{number}]"
         if mount.get("subPath") or mount.get("subPathExpr"):
             raise ManifestError(f"{mwhere}.subPath is not supported; expected whole volumes")
-        if mount["name"] not in by_name:
-            raise ManifestError(f"{mwhere}.name {mount['name']!r} is no volume of {where}.volumes")
+        if mount.get("name") not in by_name:
+            raise ManifestError(f"{mwhere}.name {shown(mount.get('name'))} is no volume of {where}.volumes")
         volume, vwhere = by_name[mount["name"]]
         read_only = mount.get("readOnly") is True
-        if "emptyDir" in volume:
-            size = (volume.get("emptyDir") or {}).get("sizeLimit")
-            tmpfs.append(mount["mountPath"] + (f":size={memory_of(size, vwhere + '.emptyDir.sizeLimit')}"
-                                               if size else ""))
-        elif "configMap" in volume:
-            source = _get(volume, "configMap", dict, vwhere)
+        if volume.get("emptyDir") is not None:
+            size = volume["emptyDir"].get("sizeLimit")
+            tmpfs.append(target + (f":size={memory_of(size, vwhere + '.emptyDir.sizeLimit')}" if size else ""))
+        elif volume.get("configMap") is not None:
+            source = volume["configMap"]
             map_name = source.get("name")
             if map_name not in config_maps:
-                raise ManifestError(f"{vwhere}.configMap.name {map_name!r} is no ConfigMap of the same file")
+                raise ManifestError(f"{vwhere}.configMap.name {shown(map_name)} is no ConfigMap of the same file")
             items = source.get("items")
             data = config_maps[map_name]
-            for item in items or []:
-                path = item.get("path") if isinstance(item, dict) else None
-                if not isinstance(item, dict) or item.get("key") not in data or not isinstance(path, str) \
-                        or "/" in path or path.startswith("."):
-                    raise ManifestError(f"{vwhere}.configMap.items: {item} names no key of ConfigMap {map_name} "
-                                        "and a plain file name")
+            paths = []
+            for index, item in enumerate(items or []):
+                if item.get("key") not in data:
+                    raise ManifestError(f"{vwhere}.configMap.items[{index}].key {shown(item.get('key'))} is no key "
+                                        f"of ConfigMap {map_name}")
+                paths.append(manifest.relative_path(item.get("path"), f"{vwhere}.configMap.items[{index}].path"))
+            for index, path in enumerate(paths):  # a file each: none twice, none a folder of another
+                if path in paths[:index] or any(other.startswith(path + "/") or path.startswith(other + "/")
+                                                for other in paths[:index]):
+                    raise ManifestError(f"{vwhere}.configMap.items[{index}].path {path} clashes with another item's")
             folder = map_name if items is None else f"{map_name}-{volume['name']}"
-            volumes[f"configmaps/{folder}"] = {"configMap": map_name, "items": items}
-            mounts.append((f"configmaps/{folder}", mount["mountPath"], True))
-        elif "persistentVolumeClaim" in volume:
-            claim = _get(volume, "persistentVolumeClaim", dict, vwhere).get("claimName")
-            if not isinstance(claim, str) or not DNS_LABEL.fullmatch(claim.replace(".", "-")):
-                raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName is {claim!r}, expected a claim name")
-            volumes[claim] = {"claim": claim}
-            mounts.append((claim, mount["mountPath"], read_only))
+            claim_folder(volumes, f"{CONFIG_MAPS}/{folder}", {"configMap": map_name, "items": items}, where)
+            mounts.append((f"{CONFIG_MAPS}/{folder}", target, True))
+        elif volume.get("persistentVolumeClaim") is not None:
+            claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
+                                               f"{vwhere}.persistentVolumeClaim.claimName")
+            if claim == CONFIG_MAPS:
+                raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
+                                    "ConfigMaps; give the claim another name")
+            claim_folder(volumes, claim, {"claim": claim}, where)
+            mounts.append((claim, target, read_only))
         else:
-            kinds = sorted(set(volume) - {"name"})
+            kinds = sorted(manifest.key_text(kind) for kind in set(volume) - {"name"})
             raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
                                 "emptyDir and persistentVolumeClaim volumes")
     service["x-mounts"] = mounts
@@ -478,50 +546,117 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
     return service, volumes, extra
 
 
+def claim_folder(volumes: dict, folder: str, volume: dict, where: str) -> None:
+    """One folder of volumes/ for each claim and each view of a ConfigMap, whoever mounts it."""
+    if volumes.setdefault(folder, volume) != volume:
+        raise ManifestError(f"{where}.volumes: volumes/{folder} would hold two different things (a ConfigMap named "
+                            "<map>-<volume> and another map's items, or one map's items that differ by replica "
+                            "type); rename a volume or a ConfigMap")
+
+
 def env_entry(entry, where: str, config_maps: dict) -> tuple[str, str]:
-    if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-        raise ManifestError(f"{where} needs a name")
+    name = manifest.env_name(entry.get("name"), f"{where}.name")
     if "valueFrom" not in entry:
-        value = entry.get("value", "")
-        if not isinstance(value, str):
-            raise ManifestError(f"{where}.value is {value!r}, expected a string (quote numbers in YAML)")
-        return entry["name"], value
+        value = entry.get("value") or ""
+        return name, value
     source = entry["valueFrom"]
-    reference = source.get("configMapKeyRef") if isinstance(source, dict) else None
+    reference = source.get("configMapKeyRef")
     if not isinstance(reference, dict):
-        kinds = ", ".join(source) if isinstance(source, dict) else "?"
+        kinds = ", ".join(manifest.key_text(kind) for kind in source) or "(empty)"
         raise ManifestError(f"{where}.valueFrom.{kinds} is not supported; expected configMapKeyRef (from a "
                             "ConfigMap in the same file)")
     data = config_maps.get(reference.get("name"))
     if data is None or reference.get("key") not in data:
         if reference.get("optional") is True:
-            return entry["name"], ""
-        raise ManifestError(f"{where}.valueFrom.configMapKeyRef: ConfigMap {reference.get('name')!r} key "
-                            f"{reference.get('key')!r} is not in the same file")
-    return entry["name"], data[reference["key"]]
+            return name, ""
+        raise ManifestError(f"{where}.valueFrom.configMapKeyRef: ConfigMap {shown(reference.get('name'))} key "
+                            f"{shown(reference.get('key'))} is not in the same file")
+    return name, data[reference["key"]]
 
 
 def check_images(plan: Plan) -> None:
-    """Every image on the engine already: the lab pulls and builds nothing for a TFJob."""
+    """Every image on the engine already: the lab pulls and builds nothing for a TFJob. And what
+    the manifest asks of the engine that only the engine can answer: the image's own user where
+    runAsNonRoot leaves it to the image (the kubelet's check), CPU limits within the engine's CPUs."""
     for image in sorted({task.image for task in plan.tasks}):
-        found = docker.run("image", "inspect", "--format", "{{.Id}}", image)
+        found = docker.run("image", "inspect", "--format", "{{json .Config.User}}", "--", image)
         if found.returncode != 0:
             raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
                            f"or pull it (docker pull {image}) first")
+        if any(task.non_root for task in plan.tasks if task.image == image):
+            try:
+                check_non_root(image, found.stdout.strip())
+            except ManifestError as error:
+                raise ManifestError(f"TFJOB={plan.path}: {error}") from None
+    limited = [task for task in plan.tasks if "cpus" in task.service]
+    if limited:
+        engine_cpus = docker_cpus()
+        for task in limited:
+            if engine_cpus and task.service["cpus"] > engine_cpus:
+                raise ManifestError(f"TFJOB={plan.path}: {task.name}'s resources.limits.cpu is "
+                                    f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
+                                    f"expected at most {engine_cpus}")
+
+
+def check_non_root(image: str, user_json: str) -> None:
+    """The kubelet's verifyRunAsNonRoot: the image's user must be a number other than 0 (a name
+    cannot be checked, so it is refused), where runAsNonRoot is true and runAsUser unset."""
+    try:
+        user = json.loads(user_json or '""')
+    except ValueError:
+        user = ""
+    uid = str(user).split(":", 1)[0] if isinstance(user, str) else ""
+    if not uid.isdigit() or int(uid) == 0:
+        what = "root" if uid in ("", "0", "root") else f"the non-numeric user {shown(uid)}"
+        raise ManifestError(f"image {image} runs as {what}, but its pod asks runAsNonRoot: true (the kubelet "
+                            "refuses it); give securityContext.runAsUser a non-zero uid, or build the image with a "
+                            "numeric non-root USER")
+
+
+def docker_cpus() -> int:
+    """The engine's CPUs (docker info's NCPU), 0 where it does not say."""
+    found = docker.run("info", "--format", "{{.NCPU}}")
+    text = found.stdout.strip() if found.returncode == 0 else ""
+    return int(text) if text.isdigit() else 0
+
+
+def volume_path(run_dir: Path, relative: str) -> Path:
+    """run_dir/volumes/<relative>: the one way write_volumes and render build a host path from
+    the manifest's names (manifest.path_under: plain parts, no link, resolving under volumes/)."""
+    root = run_dir / "volumes"
+    try:
+        root.mkdir(exist_ok=True)
+    except OSError as error:
+        raise ManifestError(f"cannot make {root}: {error.strerror or error}") from None
+    if root.is_symlink() or os.path.realpath(root) != os.path.join(os.path.realpath(run_dir), "volumes"):
+        raise ManifestError(f"{root} is a link; the run's volumes must be its own folder")
+    return manifest.path_under(root, relative)
 
 
 def write_volumes(plan: Plan, run_dir: Path) -> None:
     """ConfigMaps as read-only folders of files (volumes/configmaps/<name>/); each claim a folder
-    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be."""
+    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be.
+    Every path comes from volume_path; a file is created, never followed or overwritten."""
     for folder_name, volume in plan.volumes.items():
-        folder = run_dir / "volumes" / folder_name
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = volume_path(run_dir, folder_name)
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as error:
+            raise ManifestError(f"cannot make {folder}: {error.strerror or error}") from None
+        if folder.is_symlink() or not folder.is_dir():
+            raise ManifestError(f"{folder} is not a folder of the run's")
         if "claim" in volume:
             folder.chmod(0o777)  # whatever user the image runs as may write, as on a fresh volume
             continue
         data = plan.config_maps[volume["configMap"]]
         for item in volume["items"] or [{"key": key, "path": key} for key in data]:
-            (folder / item["path"]).write_text(data[item["key"]])
+            path = volume_path(run_dir, f"{folder_name}/{item['path']}")
+            try:
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                with os.fdopen(descriptor, "w") as file:
+                    file.write(data[item["key"]])
+            except OSError as error:
+                raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def render(plan: Plan, run_dir: Path) -> dict:
@@ -530,7 +665,7 @@ def render(plan: Plan, run_dir: Path) -> dict:
     for task in plan.tasks:
         service = dict(task.service)
         mounts = service.pop("x-mounts")
-        binds = [f"{run_dir / 'volumes' / folder}:{target}{':ro' if read_only else ''}"
+        binds = [f"{volume_path(run_dir, folder)}:{target}{':ro' if read_only else ''}"
                  for folder, target, read_only in mounts]
         if binds:
             service["volumes"] = binds
@@ -669,7 +804,7 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
     runfolder.make(run_dir, link_latest=True)
     runfolder.write_json(run_dir / runfolder.CONFIG, {
-        "run": run_dir.name, "tfjob": str(plan.path), "settings": settings.replace(run=run_dir.name).to_dict(),
+        "run": run_dir.name, "tfjob": str(plan.path), "settings": replay_settings(plan, settings, run_dir.name),
         "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
         "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
                       if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
@@ -756,6 +891,43 @@ def own_end(run_dir: Path, task: str) -> dict:
     return {}
 
 
+# What a lab config.json's settings may tell of the training (make k8s writes it into the TFJob's
+# ConfigMap); the shape of the cluster comes from the TFJob itself.
+TRAINING_SETTINGS = ("epochs", "global_batch", "examples", "seed", "model", "loop", "steps_per_execution",
+                     "collective", "bytes_per_pack", "allreduce_probe", "peer_timeout", "backup", "strategy")
+
+
+def lab_config(plan: Plan) -> dict:
+    """The settings of the lab's config.json in a ConfigMap of the file, where its cluster is the
+    TFJob's (so it is the config this job's trainers read, as make k8s writes it); else {}."""
+    for data in plan.config_maps.values():
+        text = data.get(runfolder.CONFIG)
+        if not isinstance(text, str) or len(text) > 2**20:
+            continue
+        try:
+            config = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(config, dict) and config.get("cluster") == plan.spec and isinstance(config.get("settings"), dict):
+            return {key: value for key, value in config["settings"].items()
+                    if key in TRAINING_SETTINGS and isinstance(value, (str, int, float, bool))}
+    return {}
+
+
+def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
+    """A replay's settings as config.json and summary.json record them: what the TFJob says (its
+    shape, deadline and restarts), what its lab config.json says of the training where it has one,
+    and the replay's own; never a lab default that did not apply (10 epochs of a run that ran 3)."""
+    counts = {job: sum(1 for task in plan.tasks if task.job == job)
+              for job in ("chief", "master", "worker", "ps", "evaluator")}
+    known = lab_config(plan)
+    strategy = "parameter_server" if counts["ps"] else known.get("strategy", "multiworker")
+    return {**known, "strategy": strategy, "workers": counts["worker"], "ps": counts["ps"],
+            "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
+            "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
+            "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path)}
+
+
 def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
               started: float, ended: float, restarts: list[float]) -> Summary:
     """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
@@ -779,6 +951,7 @@ def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stoppe
     ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
     return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=str(plan.path),
                    outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
-                   launched_at=started, wall_seconds=ended - started, settings=settings.to_dict(),
+                   launched_at=started, wall_seconds=ended - started,
+                   settings=replay_settings(plan, settings, run_dir.name),
                    weights_agree=False, restarts=restarts, not_applied=plan.not_applied, tasks=rows)
 

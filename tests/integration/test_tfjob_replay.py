@@ -26,11 +26,15 @@ def direct(lab):
 
 @pytest.fixture(scope="module")
 def manifest(lab, trainer_image):
-    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="roundtrip-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image,
+    """`make k8s` as the README has it, K8S_IMAGE left to the lab: the manifests name the image
+    `make images` built (once `tflab-trainer:latest`, which no image has)."""
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="roundtrip-k8s", K8S_PVC="out",
                   BACKUP="off", **{k: str(v) for k, v in SAME.items()})
     result = run_lab("k8s", env=env)
     assert result.returncode == 0, result.output
-    return lab.runs_dir / "roundtrip-k8s" / "tfjob.yaml"
+    path = lab.runs_dir / "roundtrip-k8s" / "tfjob.yaml"
+    assert f'image: "{trainer_image}"' in path.read_text()
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +66,11 @@ def test_the_replay_runs_every_replica_with_the_operators_names(replay):
         assert kinds == ["start", "end"], kinds
         assert replay.of(task, "end")[0]["exit_code"] == 0
     assert (replay.run_dir / "volumes" / "out" / "tflab" / "model.keras").is_file()
+    # the TFJob's values, not the lab's defaults (multiworker, 10 epochs): its shape, and its config.json's
+    recorded = replay.summary["settings"]
+    assert {key: recorded.get(key) for key in ("strategy", "chief", "workers", "epochs", "global_batch")} == \
+        {"strategy": "multiworker", "chief": 1, "workers": 2, "epochs": 3, "global_batch": 96}
+    assert replay.config["settings"] == recorded
 
 
 def test_the_replay_trains_to_make_ups_losses(direct, replay):

@@ -12,9 +12,14 @@ from labtest.cli import lab_env, run_lab
 from tflab import cluster, k8s
 from tflab.settings import MAX_TASKS, Settings, SettingsError
 
+# A cluster's image, as a user names it: K8S_IMAGE left empty is the image `make images` builds,
+# which would take the engine (and on a fresh machine, a build) into these tests.
+IMAGE = "K8S_IMAGE=registry.example/tflab:test"
+
 
 def manifests(settings: Settings) -> dict[str, list[dict]]:
     """What `make k8s` writes, read back by a real YAML parser."""
+    settings = settings if settings.k8s_image else settings.replace(k8s_image=IMAGE.partition("=")[2])
     rendered, _ = k8s.render(settings, "test")
     return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents, k8s.header(name, settings))))
             for name, documents in rendered.items()}
@@ -313,7 +318,7 @@ def test_the_cli_writes_the_files_and_refuses_an_existing_target(tmp_path):
 def test_a_fresh_folder_each_time_without_run(tmp_path):
     runs = tmp_path / "runs"
     for _ in range(2):
-        assert run_lab("k8s", f"RUNS_DIR={runs}", "STRATEGY=single").returncode == 0
+        assert run_lab("k8s", f"RUNS_DIR={runs}", "STRATEGY=single", IMAGE).returncode == 0
     folders = sorted(runs.iterdir())
     assert len(folders) == 2 and all(f.name.startswith("k8s-") for f in folders)
     assert [p.name for p in folders[0].iterdir()] == ["jobs.yaml"]
@@ -348,3 +353,58 @@ def test_chief_and_evaluator_are_tfjob_replica_types_with_the_operators_cluster(
     assert evaluator_config == {"cluster": spec, "task": {"type": "evaluator", "index": 0}}
     with pytest.raises(Exception, match="EVALUATOR=1 is not allowed without K8S_PVC"):
         k8s.write(settings.replace(k8s_pvc="", runs_dir=str(tmp_path)))
+
+
+def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, monkeypatch, capsys):
+    """A full disk once left jobs.yaml cut at 4 KiB, still valid objects for a partial apply: now
+    each file is a temporary renamed over when whole, and the files go together or not at all."""
+    import errno
+
+    from tflab.errors import LabError
+
+    real_fsync, calls = os.fsync, []
+
+    def full_on_the_second(descriptor):
+        calls.append(descriptor)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(k8s.os, "fsync", full_on_the_second)
+    settings = Settings(runs_dir=str(tmp_path / "runs"), run="full", workers=2, k8s_image="registry.example/t:1")
+    with pytest.raises(LabError, match=r"^cannot write .*/full/jobs\.yaml: No space left on device; nothing of it "
+                                       r"was written$"):
+        k8s.write(settings)
+    assert len(calls) == 2
+    assert not (tmp_path / "runs" / "full").exists()  # tfjob.yaml, whole, went with it
+
+
+def test_the_folder_is_claimed_exclusively(tmp_path, monkeypatch):
+    """Another command that made the same RUN between the check and the write: refused in one line,
+    and its folder left as it was."""
+    from tflab import runfolder
+    from tflab.errors import LabError
+
+    runs = tmp_path / "runs"
+    (runs / "taken").mkdir(parents=True)
+    (runs / "taken" / "theirs.txt").write_text("theirs")
+    monkeypatch.setattr(runfolder, "planned", lambda settings: runs / "taken")
+    with pytest.raises(LabError, match=r"^RUN=taken already exists .*another command claimed it meanwhile"):
+        k8s.write(Settings(runs_dir=str(runs), run="taken", workers=2, k8s_image="registry.example/t:1"))
+    assert [p.name for p in (runs / "taken").iterdir()] == ["theirs.txt"]
+
+
+def test_the_default_image_is_the_one_make_images_builds(tmp_path, monkeypatch, capsys):
+    """K8S_IMAGE left empty names the trainer image's digest tag, as `make images` builds it (and
+    builds it if need be), so that `make up TFJOB=` finds it; never a tag no image has."""
+    asked = []
+    tag = "tflab-trainer:cpu-0123456789ab"
+    monkeypatch.setattr(k8s, "lab_image", lambda settings: asked.append(settings.gpus) or tag)
+    assert k8s.write(Settings(runs_dir=str(tmp_path / "runs"), run="k", workers=2)) == 0
+    text = (tmp_path / "runs/k/tfjob.yaml").read_text()
+    assert 'image: "tflab-trainer:cpu-0123456789ab"' in text and "latest" not in text
+    assert asked == [""]
+    assert "K8S_IMAGE=tflab-trainer:cpu-0123456789ab is what `make images` builds here" in capsys.readouterr().out
+    from tflab import images
+
+    assert images.REPOSITORY == "tflab-trainer"  # the tag lab_image returns is images.ensure_image's

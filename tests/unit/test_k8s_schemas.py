@@ -56,7 +56,9 @@ def schemas_read_once():
 def written(tmp_path: Path, settings: list[str]) -> dict[str, list[dict]]:
     """The files `make k8s` writes for these settings, read back by a real YAML parser."""
     runs = tmp_path / "runs"
-    result = run_lab("k8s", f"RUNS_DIR={runs}", "RUN=k8s", *settings, env=lab_env())
+    given_image = any(setting.startswith("K8S_IMAGE=") for setting in settings)
+    image = [] if given_image else ["K8S_IMAGE=registry.example/tflab:test"]  # not the engine's: the default builds
+    result = run_lab("k8s", f"RUNS_DIR={runs}", "RUN=k8s", *settings, *image, env=lab_env())
     assert result.returncode == 0, result.output
     return {path.name: list(yaml.safe_load_all(path.read_text())) for path in sorted((runs / "k8s").iterdir())}
 

@@ -167,7 +167,7 @@ def test_what_cannot_run_is_one_line_naming_the_field(tmp_path, change, named):
 
 
 def test_make_k8s_output_loads_with_the_same_cluster_as_its_config_map(tmp_path):
-    settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96, k8s_pvc="out")
+    settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96, k8s_pvc="out", k8s_image="t:1")
     manifests, _ = k8s.render(settings, "test")
     path = tmp_path / "tfjob.yaml"
     path.write_text(k8s.to_yaml_documents(manifests["tfjob.yaml"]))
@@ -322,3 +322,23 @@ def test_tfjob_is_refused_by_the_commands_that_would_ignore_it(command, job_file
     assert_refused(run_lab(command, f"TFJOB={job_file}", f"RUNS_DIR={runs}"),
                    f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up) replays a "
                    "TFJob; leave TFJOB out", runs)
+
+
+def test_a_replays_settings_are_the_tfjobs_not_the_labs_defaults(tmp_path):
+    """summary.json and config.json of a replay once said multiworker, 10 epochs, whatever ran:
+    now the TFJob's shape and, from the lab's config.json in its ConfigMap, what the trainers read."""
+    settings = Settings(strategy="parameter_server", workers=2, ps=1, epochs=3, global_batch=96, k8s_image="t:1")
+    manifests, _ = k8s.render(settings, "test")
+    path = tmp_path / "tfjob.yaml"
+    path.write_text(k8s.to_yaml_documents(manifests["tfjob.yaml"]))
+    plan = tfjob.load(Settings(tfjob=str(path)))
+    recorded = tfjob.replay_settings(plan, Settings(tfjob=str(path), timeout=60.0), "r1")
+    assert {key: recorded[key] for key in ("strategy", "workers", "ps", "chief", "epochs", "global_batch")} == \
+        {"strategy": "parameter_server", "workers": 2, "ps": 1, "chief": 1, "epochs": 3, "global_batch": 96}
+    assert (recorded["run"], recorded["backend"], recorded["tfjob"]) == ("r1", "compose", str(path))
+    # a hand-written TFJob: its shape, and nothing of the training it cannot know
+    hand = plan_of(tmp_path, JOB)
+    recorded = tfjob.replay_settings(hand, Settings(), "r2")
+    assert recorded["strategy"] == "multiworker" and recorded["workers"] == 2 and recorded["chief"] == 1
+    assert recorded["evaluator"] == 1 and recorded["timeout"] == 120.0 and recorded["restarts"] == 3
+    assert not {"epochs", "global_batch", "examples", "model", "k8s_image"} & set(recorded)
