@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -149,6 +151,7 @@ class ComposeStack:
         self.oom_killed: dict[str, bool] = {}
         self.changes: docker.Changes | None = None  # from start() on: whether to read the states again
         self.codes: dict[str, int | None] = {}  # as last read
+        self.output = TaskOutput(run_dir / OUTPUT)
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -179,8 +182,12 @@ class ComposeStack:
         self._up(*self.tasks)
 
     def _up(self, *services: str) -> None:
+        since = time.time() - 1  # a restarted container's log holds its earlier attempts too
         result = self.compose("up", "--detach", "--no-build", *services, timeout=300)
         self.changed()
+        for service in services:
+            for container in docker.project_containers(self.project, service):
+                self.output.follow(service, container, since if self.started else None)
         if result.returncode != 0:
             raise LabError(f"compose up failed: {docker.last_line(result)}")
 
@@ -246,8 +253,8 @@ class ComposeStack:
             self.changed()
 
     def save_output(self) -> None:
-        result = self.compose("logs", "--no-color", "--timestamps", timeout=120)
-        (self.run_dir / OUTPUT).write_text(result.stdout + result.stderr)
+        """output.log was written as the tasks printed (TaskOutput); this waits for its last lines."""
+        self.output.finish(self.tasks)
 
     def close(self) -> None:
         if self.changes:
@@ -255,3 +262,68 @@ class ComposeStack:
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
 
 
+class TaskOutput:
+    """output.log, streamed: each container's output is copied into it as it comes (`docker logs
+    --follow`), not read from the engine at the end. The engine's log driver rotates what it keeps
+    (json-file with max-size and max-file, set per engine: 10 MB x 3 here), so a task that printed
+    60 MB left only its last 19 MB to a read at the end, silently. A follower reads each line once,
+    as it is written, so the whole of it reaches output.log whatever the engine keeps."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.file = None
+        self.lock = threading.Lock()
+        self.followers: list[tuple[str, subprocess.Popen, threading.Thread]] = []
+        self.error: OSError | None = None  # the first write that failed (a full disk), raised by finish()
+
+    def follow(self, task: str, container: str, since: float | None) -> None:
+        with self.lock:
+            if self.file is None and self.error is None:
+                try:
+                    self.file = open(self.path, "ab")
+                except OSError as error:
+                    self.error = error
+        arguments = ["logs", "--follow", "--timestamps", *(["--since", f"{since:.3f}"] if since else []), container]
+        try:
+            process = subprocess.Popen(docker.command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
+        except OSError:
+            return
+        reader = threading.Thread(target=self._copy, args=(task, process), daemon=True)
+        reader.start()
+        self.followers.append((task, process, reader))
+
+    def _copy(self, task: str, process: subprocess.Popen) -> None:
+        prefix = f"{task} | ".encode()
+        for line in process.stdout:  # read to the end even when writes fail, so the CLI never blocks
+            with self.lock:
+                if self.file is None:
+                    continue
+                try:
+                    self.file.write(prefix + line)
+                    self.file.flush()
+                except OSError as error:
+                    self.error = self.error or error
+
+    def finish(self, tasks, wait_seconds: float = 10) -> None:
+        """Waits for the tasks' followers (each ends with its container), ends every other one (a
+        delay proxy runs until `down`), then closes output.log; raises the first OSError a write
+        met (a full disk), once."""
+        deadline = time.monotonic() + wait_seconds
+        for task, process, reader in self.followers:
+            if task in tasks:
+                reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        for _, process, reader in self.followers:
+            docker.end(process)
+            reader.join(timeout=1)
+        self.followers = []
+        with self.lock:
+            file, self.file = self.file, None
+            error, self.error = self.error, None
+            if file is not None:
+                try:
+                    file.close()
+                except OSError as closing:
+                    error = error or closing
+        if error is not None:
+            raise error
