@@ -302,8 +302,8 @@ class TaskOutput:
                 try:
                     self.file.write(prefix + line)
                     self.file.flush()
-                except OSError as error:
-                    self.error = self.error or error
+                except OSError as error:  # named as output.log, which the one line then says
+                    self.error = self.error or OSError(error.errno, error.strerror, str(self.path))
 
     def finish(self, tasks, wait_seconds: float = 10) -> None:
         """Waits for the tasks' followers (each ends with its container), ends every other one (a

@@ -136,12 +136,14 @@ def ended_by_down(run_dir: Path) -> bool:
 
 def process_start(pid: int) -> str | None:
     """When a process started, as the kernel counts it (/proc/<pid>/stat's starttime), so a pid
-    reused by another process does not pass for the owner; None where there is no /proc."""
+    reused by another process does not pass for the owner; None where there is no /proc, and
+    "ended" for a process that has exited and is not yet reaped (a zombie)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rpartition(")")[2].split()[19]  # field 22; the command name may hold spaces
+    fields = stat.rpartition(")")[2].split()  # the command name before it may hold spaces
+    return "ended" if fields[0] in ("Z", "X") else fields[19]  # state, and starttime (field 22)
 
 
 def owner_record(pid: int) -> dict:
@@ -177,8 +179,8 @@ def live_owner(run_dir: Path) -> int | None:
         return None
     except PermissionError:
         pass  # alive, another user's
-    started = record.get("process_start")
-    return pid if started is None or process_start(pid) in (None, started) else None
+    started, now = record.get("process_start"), process_start(pid)
+    return None if now == "ended" or (started is not None and now not in (None, started)) else pid
 
 
 def run_config(settings: Settings, run: str, cluster) -> dict:
