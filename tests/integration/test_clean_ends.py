@@ -184,8 +184,8 @@ def test_down_leaves_a_live_run_alone_and_force_ends_it_as_interrupted(engine, t
                                "`make down RUN=live FORCE=1` ends it\n")
         time.sleep(2)
         assert lab.poll() is None and engine_objects(tmp_path / "live"), "down ended a live run"
-        forced = subprocess.run([sys.executable, "-m", "tflab", "down"], cwd=REPO, timeout=120,
-                                env=lab_env(RUNS_DIR=str(tmp_path), RUN="live", FORCE="1"), capture_output=True, text=True)
+        forced = subprocess.run([sys.executable, "-m", "tflab", "down"], cwd=REPO, timeout=120, capture_output=True,
+                                env=lab_env(RUNS_DIR=str(tmp_path), RUN="live", FORCE="1"), text=True)
         output = finish(lab, CLEANUP_BOUND)
     finally:
         if lab.poll() is None:
