@@ -152,7 +152,6 @@ class ComposeStack:
         self.oom_killed: dict[str, bool] = {}
         self.changes: docker.Changes | None = None  # from start() on: whether to read the states again
         self.codes: dict[str, int | None] = {}  # as last read
-        self.output = TaskOutput(run_dir / OUTPUT)
         uid, gid = container_user()
         self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                     "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
@@ -175,9 +174,18 @@ class ComposeStack:
             override["networks"]["cluster"]["labels"] = marks
         write_json(self.run_dir / RUN_FILE, override)
         self.watch()
-        services = [*[link_service(task) for task in sorted(self.proxied)], *self.tasks]
-        # Created first, then each started attached (as `docker run` does): the output is read from
-        # the container's own streams from its first byte, never from the engine's rotated log files.
+        self._start_attached([*[link_service(task) for task in sorted(self.proxied)], *self.tasks])
+
+    @property
+    def output(self) -> "TaskOutput":
+        if "_output" not in self.__dict__:  # made on first use: a subclass may not call __init__
+            self._output = TaskOutput(self.run_dir / OUTPUT)
+        return self._output
+
+    def _start_attached(self, services: list[str]) -> None:
+        """Creates the services' containers, then starts each with its output attached (as `docker
+        run` does): output.log gets it from the container's own streams from its first byte, never
+        from the engine's rotated log files."""
         result = self.compose("up", "--no-start", "--no-build", *services, timeout=300)
         self.changed()
         if result.returncode != 0:
