@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tflab import (
     backends,
+    builder,
     compare,
     compose,
     console,
@@ -249,6 +250,8 @@ def command_clean(settings: Settings) -> int:
     # Only what this checkout built, each image before the one it is built on.
     for name in images.removal_order():
         if images.image_id(name):
+            # An interrupted build's untagged images on it first: left, they keep it on the engine.
+            builder.remove_untagged_children(name)
             docker.run("image", "rm", "--force", name, timeout=120)
             print(f"tflab: removed image {name}")
     images.BUILT.unlink(missing_ok=True)
