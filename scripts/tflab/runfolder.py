@@ -167,7 +167,7 @@ def live_owner(run_dir: Path) -> int | None:
         text = (run_dir / OWNER).read_text()[:4096]
         record = json.loads(text)
         pid = record["pid"]
-        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
             return None
         if record.get("host") != socket.gethostname():
             return pid
@@ -179,6 +179,8 @@ def live_owner(run_dir: Path) -> int | None:
         return None
     except PermissionError:
         pass  # alive, another user's
+    except OSError:
+        return None
     started, now = record.get("process_start"), process_start(pid)
     return None if now == "ended" or (started is not None and now not in (None, started)) else pid
 
