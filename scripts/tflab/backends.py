@@ -22,12 +22,11 @@ def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: froze
         return local.LocalProcesses(settings, run_dir, the_cluster, local.find_python())
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
-    if settings.backend == "compose":  # a swarm's tasks spread over nodes the lab cannot see into
-        check_memory(settings, the_cluster, docker.engine_memory(), "this Docker engine")
     if settings.backend == "swarm":
         return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
     cli = compose.find_compose(settings.compose)
     host_gpus = gpus.check_gpus(settings)  # before the image: the GPU one is several GB
+    check_memory(settings, the_cluster, docker.engine_memory(), "this Docker engine")  # a swarm's: its nodes'
     image = task_image(settings)
     if settings.link:
         proxied = frozenset(the_cluster.tasks)

@@ -382,7 +382,7 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     say(f"building {tag}: the lab's code on {packages}")
     with builder.context(image.wheels.parent, {"Dockerfile": DOCKERFILE, "tflab": CODE}) as context:
         docker_build(context / "Dockerfile", context, tag, {"PACKAGES_IMAGE": packages},
-                     foreign_platform(image, native), parent=packages)
+                     foreign_platform(image, native))
     record_built(tag)
     remove_replaced(REPOSITORY, image, tag)
     remove_replaced(PACKAGES_REPOSITORY, image, packages)
@@ -398,13 +398,14 @@ def removal_order() -> list[str]:
             + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:")] + built_images("bases"))
 
 
-def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[str, str], platform: str = "",
-                 parent: str = "") -> None:
+def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[str, str], platform: str = "") -> None:
     """Runs a `docker build` with BuildKit where the CLI has it, else the legacy builder, a line
     per build step and a heartbeat while one is long, and leaves no intermediate image; on failure
     its output's end and a LabError."""
     use_buildkit = builder.buildkit()
     command = builder.build_command(dockerfile, context, image, build_args, platform, use_buildkit)
+    # The image both Dockerfiles build FROM: an interrupted build's images are found on it.
+    parent = build_args.get("PACKAGES_IMAGE") or build_args.get("TRAINER_IMAGE", "")
     code, tail = builder.run_build(command, f"building {image}", say, use_buildkit,
                                    quiet_below=BUILD_STEP_QUIET_SECONDS, parent=parent)
     if code != 0:
@@ -444,6 +445,6 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
                            "every one must be on PyPI as a wheel for CPython 3.11 on manylinux "
                            f"{MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")
-        docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image}, parent=trainer_image)
+        docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image})
     record_built(image, key="scripts")
     return image

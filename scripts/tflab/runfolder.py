@@ -1,7 +1,7 @@
 """The run folder, `runs/<RUN>/`: its file names, config.json, and summary.json as a typed record.
 
     run_dir = planned(settings)            # runs/<RUN>, refused if it exists
-    make(run_dir, link_latest=True)        # claimed (os.mkdir), owner.json; runs/latest -> it
+    make(run_dir, link_latest=True, owner=True)  # claimed (os.mkdir), owner.json; runs/latest -> it
     write_config(run_dir, settings, the_cluster)
     events(run_dir, "worker-0")            # the task's JSONL log, parsed
     Summary.read(run_dir).tasks[0].losses  # what the run ended with
@@ -107,11 +107,12 @@ def existing(settings: Settings) -> Path:
     return run_dir.resolve()
 
 
-def make(path: Path, link_latest: bool) -> None:
+def make(path: Path, link_latest: bool, owner: bool = False) -> None:
     """Claims the run id: the folder is made with os.mkdir, which fails if it exists, so of two
     `up RUN=same` started together exactly one gets it, and the other is refused here before it
-    has written or started anything (and so has nothing of the first run's to clean up). The
-    claimant writes owner.json, which `down` reads to tell a live run from one left behind."""
+    has written or started anything (and so has nothing of the first run's to clean up). With
+    `owner` (a run, not a compare's or k8s's folder) the claimant writes owner.json, which `down`
+    reads to tell a live run from one left behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(path)
@@ -121,7 +122,8 @@ def make(path: Path, link_latest: bool) -> None:
     uid, gid = container_user()
     if os.getuid() == 0:
         os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
-    write_json(path / OWNER, owner_record(os.getpid()))
+    if owner:
+        write_json(path / OWNER, owner_record(os.getpid()))
     if link_latest:
         # A name no other lab uses at the same moment, then one rename over the old link: two labs
         # updating `latest` together each leave a whole link, never none.

@@ -57,7 +57,7 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
     the_cluster = backend.cluster  # at the backend's addresses
     # The claim comes first of all that writes: a second `up` of the same RUN is refused here, and
     # has started nothing, so it has nothing to clean up (and never cleans up the first one's).
-    runfolder.make(run_dir, link_latest)
+    runfolder.make(run_dir, link_latest, owner=True)
     guard = reaper.watch(run_dir)
     started = time.time()
     outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None

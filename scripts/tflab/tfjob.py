@@ -666,7 +666,7 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     cli = compose.find_compose(settings.compose)
     check_images(plan)
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    runfolder.make(run_dir, link_latest=True)
+    runfolder.make(run_dir, link_latest=True, owner=True)
     runfolder.write_json(run_dir / runfolder.CONFIG, {
         "run": run_dir.name, "tfjob": str(plan.path), "settings": settings.replace(run=run_dir.name).to_dict(),
         "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],

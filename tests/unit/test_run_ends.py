@@ -31,7 +31,7 @@ def test_a_run_id_is_claimed_once_however_many_ask_at_once(tmp_path):
     def claim() -> None:
         barrier.wait()
         try:
-            runfolder.make(run_dir, link_latest=True)
+            runfolder.make(run_dir, link_latest=True, owner=True)
             outcomes.append("claimed")
         except LabError as error:
             outcomes.append(str(error))
