@@ -7,8 +7,9 @@
 
 The Makefile's targets call this same command (`python3 -m tflab` in a checkout). The host side
 needs nothing but Python 3.9+ and Docker: it never imports TensorFlow. A user's mistake is one
-line on stderr and exit status 2, never a traceback. SIGINT, SIGTERM and SIGHUP stop and remove
-the run's containers, write its summary as interrupted, and exit 128 + the signal's number.
+line on stderr and exit status 2, never a traceback. SIGINT, SIGTERM and SIGHUP (to the lab, or
+to the make that runs it) stop and remove the run's containers, write its summary as interrupted,
+and exit 128 + the signal's number; a SIGKILL leaves the run to its reaper (reaper.py).
 """
 
 from __future__ import annotations
@@ -325,7 +326,8 @@ COMMANDS = {
     "k8s": (command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),
-    "down": (command_down, "remove what the runs in RUNS_DIR (or RUN=<id>) left on the engine; runs/ stays"),
+    "down": (command_down, "remove what the runs in RUNS_DIR (or RUN=<id>) left on the engine; runs/ stays; "
+                           "a live run only with FORCE=1"),
     "images": (command_images, "build the trainer image if its inputs changed; print its tag"),
     "wheels": (command_wheels, "download the trainer's pinned wheels"),
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),

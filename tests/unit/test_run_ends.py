@@ -265,3 +265,19 @@ def test_task_output_copies_every_line_stamped_and_says_a_full_disk_once(tmp_pat
         full.finish([])
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "full.log")
     full.finish([])  # said once
+
+
+def test_up_with_more_tasks_than_the_engines_memory_holds_is_refused_before_anything(tmp_path):
+    """Through the CLI, against an engine (a stand-in) with 4 GiB: one line with the estimate, no
+    run folder, no image build, no container."""
+    from labtest.cli import assert_refused, lab_env, run_lab
+    from test_cli_errors import fake_engine
+
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {"MemTotal": 4 * 2**30, "NCPU": 2})
+    result = run_lab("up", f"RUNS_DIR={runs}", "WORKERS=32", env=lab_env(PATH=path))
+    assert_refused(result, "32 tasks need about 19.2 GB of memory (600 MB each, the lab's trainer's measured peak), "
+                           "more than this Docker engine's 4.3 GB; at most 7 fit", runs)
+    assert "build" not in calls.read_text() and "up" not in calls.read_text().split()
+    fits = run_lab("config", "WORKERS=32", env=lab_env(PATH=path))
+    assert fits.returncode == 0, fits.stderr  # 32 is an allowed value; only a run is checked against memory
