@@ -18,18 +18,20 @@ has none. The process's limit: whoever kills every process of the host or of a c
 run in its own container, `systemctl stop`) kills it too; Ryuk survives that, this does not.
 
 The reaper removes only what carries this run's folder label (labels.RUN_DIR, the folder's
-absolute path: one claimed folder, one run), and only when the lab ended without releasing it.
+absolute path: one claimed folder, one run), and the process groups of BACKEND=local's tasks the
+lab told it of, and only when the lab ended without releasing it.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from tflab import docker, labels
+from tflab import docker, labels, runfolder
 
 RELEASED = b"released\n"  # the lab's last word when it removed everything itself
 SETTLE_SECONDS = 3.0  # the reaper stops once nothing of the run has been seen for this long
@@ -41,6 +43,17 @@ class Guard:
 
     def __init__(self, process: subprocess.Popen | None):
         self.process = process
+
+    def watch_group(self, pid: int) -> None:
+        """A task process that leads its own process group (BACKEND=local): killed with its group
+        if the lab dies. Its start time goes along, so a pid reused meanwhile is left alone."""
+        if self.process is None:
+            return
+        try:
+            self.process.stdin.write(f"group {pid} {runfolder.process_start(pid)}\n".encode())
+            self.process.stdin.flush()
+        except OSError:
+            pass
 
     def release(self) -> None:
         """The run removed itself: the reaper exits without touching anything."""
@@ -106,11 +119,29 @@ def reap(run_dir: str) -> None:
         time.sleep(0.5)
 
 
+def kill_groups(groups: list[tuple[int, str]]) -> None:
+    """SIGKILL to each task's process group whose leader is gone or is still the same process."""
+    for pid, started in groups:
+        now = runfolder.process_start(pid)
+        if now is not None and now not in ("ended", started):
+            continue  # the pid is another process's now
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def main(argv: list[str]) -> int:
     run_dir = argv[0]
-    said = sys.stdin.buffer.read()  # blocks until the lab closes its end, or dies
-    if said != RELEASED:
-        reap(run_dir)
+    groups = []
+    for line in sys.stdin.buffer:  # blocks until the lab closes its end, or dies
+        if line == RELEASED:
+            return 0
+        words = line.decode(errors="replace").split()
+        if len(words) == 3 and words[0] == "group" and words[1].isdigit():
+            groups.append((int(words[1]), words[2]))
+    kill_groups(groups)
+    reap(run_dir)
     return 0
 
 

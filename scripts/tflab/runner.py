@@ -59,6 +59,8 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
     # has started nothing, so it has nothing to clean up (and never cleans up the first one's).
     runfolder.make(run_dir, link_latest, owner=True)
     guard = reaper.watch(run_dir)
+    if hasattr(backend, "guard"):  # a backend of processes (local) tells the reaper their groups
+        backend.guard = guard
     started = time.time()
     outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None
     codes, oom_killed = {task: None for task in backend.tasks}, {}

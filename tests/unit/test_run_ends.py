@@ -281,3 +281,37 @@ def test_up_with_more_tasks_than_the_engines_memory_holds_is_refused_before_anyt
     assert "build" not in calls.read_text() and "up" not in calls.read_text().split()
     fits = run_lab("config", "WORKERS=32", env=lab_env(PATH=path))
     assert fits.returncode == 0, fits.stderr  # 32 is an allowed value; only a run is checked against memory
+
+
+def test_the_reaper_kills_local_tasks_when_their_lab_is_killed(tmp_path, monkeypatch):
+    """BACKEND=local's tasks lead sessions of their own, so a SIGKILL of the lab's group misses
+    them: the reaper kills the groups the lab told it of."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")  # no engine here: nothing to remove
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    lab = subprocess.Popen([sys.executable, "-c", f"""
+import subprocess, sys, time
+sys.path.insert(0, {str(Path(reaper.__file__).parent.parent)!r})
+from tflab import reaper
+guard = reaper.watch(__import__("pathlib").Path({str(tmp_path / "local")!r}))
+task = subprocess.Popen(["sleep", "120"], start_new_session=True)
+guard.watch_group(task.pid)
+print(task.pid, flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    task = int(lab.stdout.readline())
+    os.killpg(lab.pid, signal.SIGKILL)
+    lab.wait()
+    killed = time.monotonic()
+
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{task}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    while alive() and time.monotonic() - killed < 30:
+        time.sleep(0.1)
+    assert not alive(), "a local task outlived its killed lab"
