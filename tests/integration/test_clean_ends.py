@@ -310,3 +310,43 @@ def test_output_log_keeps_every_line_of_a_task_that_prints_60_mb(engine, trainer
     numbers = [int(line.split(" line ")[1].split()[0]) for line in lines]
     assert numbers[0] == 0 and numbers[-1] == 549_999, (numbers[:1], numbers[-1:])
     assert len(numbers) == 550_000 and numbers == sorted(numbers), f"{550_000 - len(numbers)} lines lost"
+
+
+def task_processes(run_dir: Path) -> list[int]:
+    """This user's processes whose environment names the run's config.json: BACKEND=local's tasks."""
+    marker = f"TFLAB_CONFIG={run_dir / 'config.json'}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker in (proc / "environ").read_bytes().split(b"\0") and \
+                        (proc / "stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads the tasks' environment from /proc")
+def test_a_local_lab_killed_with_sigkill_leaves_no_task_running(tmp_path):
+    """BACKEND=local: each task leads its own session, so a SIGKILL of the lab's group misses them;
+    the reaper kills their groups."""
+    env = lab_env(RUNS_DIR=str(tmp_path), RUN="local", BACKEND="local", **LONG)
+    lab = subprocess.Popen([sys.executable, "-m", "tflab", "up"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_training(tmp_path / "local")
+        assert len(task_processes(tmp_path / "local")) >= 2
+        os.killpg(lab.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        lab.wait()
+        while task_processes(tmp_path / "local") and time.monotonic() - killed < REAP_BOUND:
+            time.sleep(0.2)
+        seconds = time.monotonic() - killed
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+        for pid in task_processes(tmp_path / "local"):
+            os.kill(pid, signal.SIGKILL)
+    assert task_processes(tmp_path / "local") == [], f"local tasks left {REAP_BOUND} s after SIGKILL"
+    print(f"SIGKILL of a local lab's process group -> no task left: {seconds:.1f} s")
