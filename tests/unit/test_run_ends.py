@@ -315,3 +315,22 @@ time.sleep(120)
     while alive() and time.monotonic() - killed < 30:
         time.sleep(0.1)
     assert not alive(), "a local task outlived its killed lab"
+
+
+def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, monkeypatch):
+    """`docker start --attach` of a created container fails (a stand-in engine says why): the run
+    ends at once naming the task and the engine's reason, not at TIMEOUT with the task 'running'."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\ncase "$1" in\n'
+                                    '  start) echo "Error response from daemon: no such device" >&2; exit 1 ;;\n'
+                                    '  inspect) echo created ;;\nesac\n')
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    output = compose.TaskOutput(tmp_path / "output.log")
+    output.attach("worker-0", "abc")
+    with pytest.raises(LabError) as refused:
+        output.check_started(timeout=30)
+    assert str(refused.value) == "compose up failed: worker-0 did not start: Error response from daemon: no such device"
+    output.finish(["worker-0"])
+    assert "worker-0 | " in (tmp_path / "output.log").read_text()
