@@ -112,7 +112,7 @@ logs: ## print a run's merged, timestamped task output (RUN=<id>, default the ne
 tensorboard: ## serve every run's loss and examples/s on 127.0.0.1:6006 (TENSORBOARD_PORT)
 	@$(LAB) tensorboard
 
-down: ## remove what the runs in RUNS_DIR (RUN=<id>: one run) left on the engine, and their TensorBoard
+down: ## remove what the runs in RUNS_DIR (RUN=<id>: one run) left on the engine; FORCE=1: live runs too
 	@$(LAB) down
 
 images: ## build the trainer image (and its base, where no registry is reachable); GPUS=all: the GPU one

@@ -7,6 +7,7 @@ cluster of machines) is one class that does these things, and one line in backen
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 from typing import Protocol
 
 from tflab.cluster import Cluster
@@ -14,6 +15,7 @@ from tflab.cluster import Cluster
 
 class Backend(Protocol):
     cluster: Cluster  # the run's cluster at this backend's addresses (Cluster.readdressed)
+    run_dir: Path  # the run's folder, claimed (runfolder.make) before the backend starts anything
     tasks: list[str]  # the cluster's tasks, in start order
     description: str  # for the run's first line: what runs it, and where
     proxied: frozenset[str]  # the tasks behind a delay proxy (LINK, slow-link); empty where there are none
@@ -40,7 +42,8 @@ class Backend(Protocol):
         """Every task's output, merged and timestamped, into the run folder's output.log."""
 
     def close(self) -> None:
-        """Removes everything the run started; nothing is left on the engine."""
+        """Removes everything the run started; nothing is left on the engine. Called in a `finally`
+        whatever failed before, so it writes nothing to the run folder (the disk may be full)."""
 
 
 class ContainerBackend(Backend, Protocol):

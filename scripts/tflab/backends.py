@@ -3,13 +3,14 @@ anything is written or started; and the image its tasks run."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tflab import cluster, compose, docker, gpus, images, local, swarm, user_script
 from tflab.backend import Backend
 from tflab.cluster import Cluster
 from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.settings import MEMORY_FACTORS, Settings
 
 
 def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str] = frozenset()) -> Backend:
@@ -17,6 +18,7 @@ def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: froze
     if settings.link and settings.backend != "compose":
         raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies are Compose services")
     if settings.backend == "local":
+        check_memory(settings, the_cluster, host_memory(), "this host")
         return local.LocalProcesses(settings, run_dir, the_cluster, local.find_python())
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
@@ -25,10 +27,42 @@ def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: froze
         return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
     cli = compose.find_compose(settings.compose)
     host_gpus = gpus.check_gpus(settings)  # before the image: the GPU one is several GB
+    check_memory(settings, the_cluster, docker.engine_memory(), "this Docker engine")  # a swarm's: its nodes'
     image = task_image(settings)
     if settings.link:
         proxied = frozenset(the_cluster.tasks)
     return compose.ComposeStack(cli, run_dir, settings, image, the_cluster, proxied, host_gpus)
+
+
+# What one task of the lab's trainer takes at its peak: 580 MB RSS each with WORKERS=16 on a 2-core,
+# 24 GiB machine (9.3 GB for the 16; measured 2026-12-04, FACTS.md), nearly all of it TensorFlow's
+# import, so a user's SCRIPT costs about the same. Rounded up.
+TASK_MEMORY_BYTES = 600 * 10**6
+
+
+def check_memory(settings: Settings, the_cluster: Cluster, total: int | None, where: str) -> None:
+    """Refuses, before anything is written or started, a run whose tasks cannot all fit in the
+    memory they share: they would thrash, or be killed half-way. MEMORY caps a task below the
+    estimate (its container cannot take more). None: the memory is unknown; nothing is refused."""
+    if not total:
+        return
+    per_task, source = TASK_MEMORY_BYTES, "the lab's trainer's measured peak"
+    if settings.memory != "0":
+        limit = int(settings.memory[:-1]) * MEMORY_FACTORS[settings.memory[-1]]
+        if limit < per_task:
+            per_task, source = limit, f"MEMORY={settings.memory}"
+    tasks = len(the_cluster.tasks)
+    if tasks * per_task > total:
+        raise LabError(f"{tasks} tasks need about {tasks * per_task / 1e9:.1f} GB of memory ({per_task / 1e6:.0f} MB "
+                       f"each, {source}), more than {where}'s {total / 1e9:.1f} GB; at most {total // per_task} fit: "
+                       "use fewer WORKERS (or PS), or a machine with more memory")
+
+
+def host_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def task_image(settings: Settings) -> str:

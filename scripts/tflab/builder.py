@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -100,15 +101,90 @@ class LegacyOutput:
 
 
 def run_build(command: list[str], what: str, say: Callable[[str], None], use_buildkit: bool,
-              quiet_below: float = 0) -> tuple[int, str]:
+              quiet_below: float = 0, parent: str = "") -> tuple[int, str]:
     """Runs a `docker build` with a line per step and a heartbeat (progress.run_summarised), then
-    removes the intermediate images the legacy builder left; returns (exit code, output's tail)."""
+    removes the intermediate images the legacy builder left; returns (exit code, output's tail).
+    Interrupted (Ctrl-C, SIGTERM), the build is ended and what it had made is removed all the
+    same: the images its output named, and the untagged images on `parent` (the image it builds
+    FROM) made since it started, whose lines the build had no time to print. Left, such an image
+    has no name `make clean` knows and blocks removing its parent."""
     output = LegacyOutput()
-    code, tail = progress.run_summarised(command, progress.build_step if use_buildkit else output, say, what,
-                                         quiet_below=quiet_below, env=build_environment(use_buildkit))
-    for image in output.leftovers():
-        docker.run("image", "rm", image)
+    started = time.time()
+    finished = False
+    try:
+        code, tail = progress.run_summarised(command, progress.build_step if use_buildkit else output, say, what,
+                                             quiet_below=quiet_below, env=build_environment(use_buildkit))
+        finished = True
+    finally:
+        if finished:
+            for image in output.leftovers():
+                docker.run("image", "rm", image)
+        else:
+            remove_interrupted(output.leftovers(), parent, started - 1)
     return code, tail
+
+
+INTERRUPTED_CLEANUP_SECONDS = 20  # the engine removes an interrupted step's container in its own time
+
+
+def remove_interrupted(named: list[str], parent: str, since: float) -> None:
+    """Removes what an interrupted build made. The engine ends the step that was running when the
+    build's client went, and until it has removed that step's container, the image under it cannot
+    be removed ("image is being used by running container"): so again, for a few seconds."""
+    deadline = time.monotonic() + INTERRUPTED_CLEANUP_SECONDS
+    while True:
+        left = [image for image in named if docker.run("image", "rm", image).returncode != 0
+                and docker.run("image", "inspect", image).returncode == 0]
+        if parent:
+            remove_untagged_children(parent, since)
+            left += untagged_children(parent, since)
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def untagged_children(parent: str, since: float | None = None) -> list[str]:
+    """The untagged images built on `parent` (a name or id), directly or through other untagged
+    ones, created since `since` (unix time) where given: a legacy build's intermediate images."""
+    parent_id = docker.run("image", "inspect", "--format", "{{.Id}}", parent).stdout.strip()
+    if not parent_id:
+        return []
+    ids = docker.run("image", "ls", "--all", "--quiet", "--no-trunc", "--filter", "dangling=true").stdout.split()
+    found = docker.run("image", "inspect", "--format", "{{.Id}} {{.Parent}} {{.Created}}", *ids).stdout if ids else ""
+    parents = {}
+    for line in found.splitlines():
+        image, _, rest = line.partition(" ")
+        image_parent, _, created = rest.partition(" ")
+        if since is None or created_at(created) >= since:
+            parents[image] = image_parent
+    ours, grew = [], True
+    while grew:  # children first found, then their children
+        grew = False
+        for image, image_parent in parents.items():
+            if image not in ours and (image_parent == parent_id or image_parent in ours):
+                ours.append(image)
+                grew = True
+    return ours
+
+
+def remove_untagged_children(parent: str, since: float | None = None) -> list[str]:
+    """Removes untagged_children(parent, since), the newest first; returns those removed."""
+    removed = []
+    for image in reversed(untagged_children(parent, since)):
+        if docker.run("image", "rm", image, timeout=120).returncode == 0:
+            removed.append(image)
+    return removed
+
+
+def created_at(stamp: str) -> float:
+    """Docker's RFC 3339 time (nanoseconds, Z or an offset) as unix seconds; 0 if unreadable."""
+    from datetime import datetime
+
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", stamp.strip())
+    if not match:
+        return 0.0
+    zone = "+00:00" if match.group(3) == "Z" else match.group(3)
+    return datetime.fromisoformat(match.group(1) + zone).timestamp() + float("0" + (match.group(2) or ""))
 
 
 def install_and_commit(base: str, folder: Path, mounted_at: str, command: list[str], tag: str, changes: list[str],

@@ -7,8 +7,9 @@
 
 The Makefile's targets call this same command (`python3 -m tflab` in a checkout). The host side
 needs nothing but Python 3.9+ and Docker: it never imports TensorFlow. A user's mistake is one
-line on stderr and exit status 2, never a traceback. SIGINT, SIGTERM and SIGHUP stop and remove
-the run's containers, write its summary as interrupted, and exit 128 + the signal's number.
+line on stderr and exit status 2, never a traceback. SIGINT, SIGTERM and SIGHUP (to the lab, or
+to the make that runs it) stop and remove the run's containers, write its summary as interrupted,
+and exit 128 + the signal's number; a SIGKILL leaves the run to its reaper (reaper.py).
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ import re
 import signal
 import sys
 import textwrap
+import threading
+import time
+from pathlib import Path
 
 from tflab import (
     backends,
+    builder,
     compare,
     compose,
     console,
@@ -168,13 +173,25 @@ def command_logs(settings: Settings) -> int:
 
 def command_down(settings: Settings) -> int:
     """Removes what the runs under RUNS_DIR (RUN=<id>: that run, or that compare's runs) left on
-    the engine, found by their labels (labels.py); never another folder's runs or project."""
+    the engine, found by their labels (labels.py); never another folder's runs or project. A run
+    whose lab still runs (its owner.json's process) is left alone, and named, unless FORCE=1."""
     docker.check()
-    scope = runfolder.runs_dir(settings) / settings.run if settings.run else runfolder.runs_dir(settings)
+    runs = runfolder.runs_dir(settings)
+    scope = runs / settings.run if settings.run else runs
     projects = docker.lab_projects(scope, None if settings.run else labels.tensorboard_project(scope))
+    left = 0
     for project in projects:
+        run_dir = docker.project_run_dir(project)
+        owner = runfolder.live_owner(run_dir) if run_dir else None
+        if owner is not None and not settings.force:
+            left += 1
+            print(f"tflab: run {run_name(run_dir, runs)} is still running (pid {owner}); leaving it: "
+                  f"`make down RUN={run_name(run_dir, runs).split('/')[0]} FORCE=1` ends it")
+            continue
+        if owner is not None:
+            end_live_run(run_dir, owner)
         docker.remove_project(project)
-        print(f"tflab: removed {project}")
+        print(f"tflab: removed {project}" + (f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""))
     stacks = swarm.lab_stacks(scope)
     for stack in stacks:
         removed = swarm.remove_stack(stack)
@@ -182,6 +199,38 @@ def command_down(settings: Settings) -> int:
     if not projects and not stacks:
         print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
     return 0
+
+
+def run_name(run_dir, runs) -> str:
+    """A run as RUN names it: its path under RUNS_DIR (a compare's sub-run: <compare>/<label>)."""
+    try:
+        return str(run_dir.relative_to(runs))
+    except ValueError:
+        return run_dir.name
+
+
+DOWN_WAIT_SECONDS = 60  # how long `down FORCE=1` lets a live run's lab stop and remove it itself
+
+
+def end_live_run(run_dir, pid: int) -> None:
+    """Ends a run whose lab is alive the way the lab ends it itself: SIGTERM to the lab, which stops
+    and removes its tasks and writes its summary, outcome interrupted. The mark in the run folder
+    makes it say "ended by tflab down" (also where its lab is on another host and only the
+    containers can be removed: the lab then sees them vanish). What it has not removed when the
+    wait is over, `down` removes."""
+    try:
+        (run_dir / runfolder.ENDED).write_text(f"{os.getpid()}\n")
+    except OSError:
+        pass  # the run is still ended; it may only call it "removed from outside the lab"
+    if not runfolder.owner_here(run_dir):
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + DOWN_WAIT_SECONDS
+    while time.monotonic() < deadline and runfolder.live_owner(run_dir) == pid:
+        time.sleep(0.2)
 
 
 def command_images(settings: Settings, tag_only: bool = False) -> int:
@@ -235,6 +284,8 @@ def command_clean(settings: Settings) -> int:
     # Only what this checkout built, each image before the one it is built on.
     for name in images.removal_order():
         if images.image_id(name):
+            # An interrupted build's untagged images on it first: left, they keep it on the engine.
+            builder.remove_untagged_children(name)
             docker.run("image", "rm", "--force", name, timeout=120)
             print(f"tflab: removed image {name}")
     images.BUILT.unlink(missing_ok=True)
@@ -321,7 +372,8 @@ COMMANDS = {
     "k8s": (command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),
-    "down": (command_down, "remove what the runs in RUNS_DIR (or RUN=<id>) left on the engine; runs/ stays"),
+    "down": (command_down, "remove what the runs in RUNS_DIR (or RUN=<id>) left on the engine; runs/ stays; "
+                           "a live run only with FORCE=1"),
     "images": (command_images, "build the trainer image if its inputs changed; print its tag"),
     "wheels": (command_wheels, "download the trainer's pinned wheels"),
     "clean": (command_clean, "remove the lab's containers, images and wheels (never runs/)"),
@@ -346,6 +398,60 @@ def interrupt(number: int, frame) -> None:
     for each in INTERRUPTING:
         signal.signal(each, signal.SIG_IGN)
     raise Interrupted(number)
+
+
+def make_above() -> int | None:
+    """The pid of the make that runs this lab (through the shells between them), or None: not
+    under make, or no /proc to tell."""
+    pid = os.getppid()
+    for _ in range(4):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        name, fields = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+        if name in ("make", "gmake"):
+            return pid
+        if name not in ("sh", "bash", "dash", "zsh") or len(fields) < 2:
+            return None
+        pid = int(fields[1])
+    return None
+
+
+def in_handler(pid: int) -> int | None:
+    """The signal (SIGINT or SIGHUP) a process is handling now, read from its blocked signals: a
+    handler runs with its own signal blocked. None if it handles neither, or is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    blocked = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigBlk:")), 0)
+    return next((number for number in (signal.SIGINT, signal.SIGHUP) if blocked & (1 << (number - 1))), None)
+
+
+def forward_from_make(make_pid: int) -> None:
+    """GNU make passes SIGTERM on to the recipe it runs, but not SIGINT or SIGHUP: it takes those
+    for a terminal's, which reach the whole process group anyway, and waits in its handler for its
+    children to end. `kill -INT <make's pid>` (a CI cancel, a supervisor) then left the run
+    training until TIMEOUT. So a thread watches make: while make sits in its handler for SIGINT or
+    SIGHUP (its blocked signals say so, two reads in a row), the lab sends the same signal to
+    itself and ends the run as Ctrl-C does; make then exits as it meant to."""
+    def watch() -> None:
+        seen = None
+        while True:
+            time.sleep(MAKE_POLL_SECONDS)
+            if not Path(f"/proc/{make_pid}").exists():
+                return
+            number = in_handler(make_pid)
+            if number is not None and number == seen:
+                os.kill(os.getpid(), number)
+                return
+            seen = number
+
+    threading.Thread(target=watch, daemon=True, name="make-signals").start()
+
+
+MAKE_POLL_SECONDS = 0.25
 
 
 def flag(name: str) -> str:
@@ -408,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     for number in INTERRUPTING:
         signal.signal(number, interrupt)
+    above = make_above()
+    if above is not None:
+        forward_from_make(above)
     try:
         assignments = given_settings(args)
         given = given_values(os.environ, assignments)

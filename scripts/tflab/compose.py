@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
@@ -173,12 +176,38 @@ class ComposeStack:
             override["networks"]["cluster"]["labels"] = marks
         write_json(self.run_dir / RUN_FILE, override)
         self.watch()
-        self._up(*[link_service(task) for task in sorted(self.proxied)], *self.tasks)
+        self._start_attached([*[link_service(task) for task in sorted(self.proxied)], *self.tasks])
+
+    @property
+    def output(self) -> "TaskOutput":
+        if "_output" not in self.__dict__:  # made on first use: a subclass may not call __init__
+            self._output = TaskOutput(self.run_dir / OUTPUT)
+        return self._output
+
+    def _start_attached(self, services: list[str]) -> None:
+        """Creates the services' containers, then starts each with its output attached (as `docker
+        run` does): output.log gets it from the container's own streams from its first byte, never
+        from the engine's rotated log files."""
+        result = self.compose("up", "--no-start", "--no-build", *services, timeout=300)
+        self.changed()
+        if result.returncode != 0:
+            raise LabError(f"compose up failed: {docker.last_line(result)}")
+        for service in services:
+            for container in docker.project_containers(self.project, service):
+                self.output.attach(service, container)
+        self.output.check_started()
+        self.changed()
         self.started = True
 
     def restart(self) -> None:
-        """Starts every task's container again (after all have exited): same config, same logs."""
+        """Starts every task's container again (after all have exited): same config, same logs.
+        Compose starts them (it puts back what a chaos fault changed); their output is followed from
+        the engine's log, since the restart."""
+        since = time.time() - 1  # a restarted container's log holds its earlier attempts too
         self._up(*self.tasks)
+        for task in self.tasks:
+            for container in docker.project_containers(self.project, task):
+                self.output.follow(task, container, since)
 
     def _up(self, *services: str) -> None:
         result = self.compose("up", "--detach", "--no-build", *services, timeout=300)
@@ -248,8 +277,8 @@ class ComposeStack:
             self.changed()
 
     def save_output(self) -> None:
-        result = self.compose("logs", "--no-color", "--timestamps", timeout=120)
-        (self.run_dir / OUTPUT).write_text(result.stdout + result.stderr)
+        """output.log was written as the tasks printed (TaskOutput); this waits for its last lines."""
+        self.output.finish(self.tasks)
 
     def close(self) -> None:
         if self.changes:
@@ -257,3 +286,112 @@ class ComposeStack:
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
 
 
+class TaskOutput:
+    """output.log, streamed: each container's output is copied into it as it comes, with the host's
+    time on each line, not read from the engine at the end. The engine's log driver rotates what it
+    keeps (json-file with max-size and max-file, set per engine: 10 MB x 3 here), so a task that
+    printed 60 MB left only its last 19 MB to a read at the end, silently; and a `docker logs
+    --follow` across its rotations (engine 20.10) skipped and repeated whole files. So a run's
+    first start attaches to each container before it starts (`docker start --attach`): every byte,
+    straight from the container's streams. A restart's output is followed from the engine's log
+    (Compose restarts the containers), where a restarted attempt that prints more than the engine
+    keeps can still lose lines."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.file = None
+        self.lock = threading.Lock()
+        self.followers: list[tuple[str, subprocess.Popen, threading.Thread]] = []
+        self.last: dict[str, bytes] = {}  # each task's last line, for a container that did not start
+        self.error: OSError | None = None  # the first write that failed (a full disk), raised by finish()
+
+    def _open(self) -> None:
+        with self.lock:
+            if self.file is None and self.error is None:
+                try:
+                    self.file = open(self.path, "ab")
+                except OSError as error:
+                    self.error = OSError(error.errno, error.strerror, str(self.path))
+
+    def attach(self, task: str, container: str) -> None:
+        """Starts a created container with its output attached; it has its own session, so a
+        terminal's Ctrl-C reaches the lab (which ends the tasks itself), not `docker start`, which
+        would pass it on to the task."""
+        self._open()
+        self._launch(task, ["start", "--attach", container], stamp=True, container=container)
+
+    def follow(self, task: str, container: str, since: float | None) -> None:
+        self._open()
+        arguments = ["logs", "--follow", "--timestamps", *(["--since", f"{since:.3f}"] if since else []), container]
+        self._launch(task, arguments, stamp=False, container=container)
+
+    def _launch(self, task: str, arguments: list[str], stamp: bool, container: str) -> None:
+        try:
+            process = subprocess.Popen(docker.command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as error:
+            raise LabError(f"cannot run docker for {task}'s output: {error}") from None
+        process.container = container
+        reader = threading.Thread(target=self._copy, args=(task, process, stamp), daemon=True)
+        reader.start()
+        self.followers.append((task, process, reader))
+
+    def check_started(self, timeout: float = 120) -> None:
+        """LabError if a container did not start (`docker start` ended and it is still `created`),
+        naming the task and what the engine said; otherwise it would count as running until TIMEOUT."""
+        deadline = time.monotonic() + timeout
+        waiting = list(self.followers)
+        while waiting and time.monotonic() < deadline:
+            ids = [process.container for _, process, _ in waiting]
+            states = dict(zip(ids, docker.inspect(ids, "{{.State.Status}}").split()))
+            for entry in list(waiting):
+                task, process, reader = entry
+                if states.get(process.container, "created") != "created":
+                    waiting.remove(entry)
+                elif process.poll() is not None:
+                    reader.join(timeout=5)
+                    said = self.last.get(task, b"").decode(errors="replace").strip()
+                    raise LabError(f"compose up failed: {task} did not start: {said or 'no reason given'}")
+            if waiting:
+                time.sleep(0.1)
+
+    def _copy(self, task: str, process: subprocess.Popen, stamp: bool) -> None:
+        prefix = f"{task} | ".encode()
+        for line in process.stdout:  # read to the end even when writes fail, so the CLI never blocks
+            said = line
+            if stamp:
+                line = datetime.now(timezone.utc).isoformat(timespec="microseconds").encode() + b" " + line
+            if not line.endswith(b"\n"):
+                line += b"\n"
+            with self.lock:
+                self.last[task] = said
+                if self.file is None:
+                    continue
+                try:
+                    self.file.write(prefix + line)
+                    self.file.flush()
+                except OSError as error:  # named as output.log, which the one line then says
+                    self.error = self.error or OSError(error.errno, error.strerror, str(self.path))
+
+    def finish(self, tasks, wait_seconds: float = 10) -> None:
+        """Waits for the tasks' followers (each ends with its container), ends every other one (a
+        delay proxy runs until `down`), then closes output.log; raises the first OSError a write
+        met (a full disk), once."""
+        deadline = time.monotonic() + wait_seconds
+        for task, process, reader in self.followers:
+            if task in tasks:
+                reader.join(timeout=max(0.0, deadline - time.monotonic()))
+        for _, process, reader in self.followers:
+            docker.end(process)
+            reader.join(timeout=1)
+        self.followers = []
+        with self.lock:
+            file, self.file = self.file, None
+            error, self.error = self.error, None
+            if file is not None:
+                try:
+                    file.close()
+                except OSError as closing:
+                    error = error or closing
+        if error is not None:
+            raise error

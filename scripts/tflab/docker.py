@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 from tflab import labels
 from tflab.errors import LabError
@@ -86,6 +87,14 @@ def engine_cpus() -> int | None:
     """The engine's CPUs (`docker info`'s NCPU), asked once; None where it does not say."""
     cpus = info().get("NCPU")
     return cpus if isinstance(cpus, int) and not isinstance(cpus, bool) and cpus > 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def engine_memory() -> int | None:
+    """The engine's memory in bytes (`docker info`'s MemTotal: the VM's, under Docker Desktop),
+    asked once; None where it does not say."""
+    memory = info().get("MemTotal")
+    return memory if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0 else None
 
 
 def check_cpus(name: str, cpus: float) -> None:
@@ -229,6 +238,18 @@ def lab_projects(scope, tensorboard_project: str | None = None) -> list[str]:
     if tensorboard_project and project_containers(tensorboard_project):
         projects.add(tensorboard_project)
     return sorted(projects)
+
+
+def project_run_dir(project: str) -> Path | None:
+    """The run folder a Compose project's objects are labelled with (labels.RUN_DIR); None for a
+    project that has none (TensorBoard's)."""
+    for kind in (["ps", "--all"], ["network", "ls"]):
+        found = run(*kind, "--filter", f"label={PROJECT_LABEL}={project}", "--format",
+                    f'{{{{.Label "{labels.RUN_DIR}"}}}}')
+        for value in found.stdout.splitlines():
+            if value.strip().startswith("/"):
+                return Path(value.strip())
+    return None
 
 
 def published(project: str, port: int) -> bool:

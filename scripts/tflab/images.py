@@ -442,8 +442,10 @@ def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[s
     its output's end and a LabError."""
     use_buildkit = builder.buildkit()
     command = builder.build_command(dockerfile, context, image, build_args, platform, use_buildkit)
+    # The image both Dockerfiles build FROM: an interrupted build's images are found on it.
+    parent = build_args.get("PACKAGES_IMAGE") or build_args.get("TRAINER_IMAGE", "")
     code, tail = builder.run_build(command, f"building {image}", say, use_buildkit,
-                                   quiet_below=BUILD_STEP_QUIET_SECONDS)
+                                   quiet_below=BUILD_STEP_QUIET_SECONDS, parent=parent)
     if code != 0:
         print(tail, file=sys.stderr)
         raise LabError(f"building {image} failed (docker build's output above)")

@@ -16,7 +16,7 @@ from pathlib import Path
 PREFIX = "tflab-"
 RUN = "tflab.run"  # the run id
 RUN_DIR = "tflab.run-dir"  # the run folder's absolute path
-MAX_NAME = 38  # of the run id in a project name: tflab-<38>-<8>_worker-15 is 63, swarm's most for a service
+MAX_NAME = 38  # of the run id in a project name: tflab-<38>-<8>_worker-31 is 63, swarm's most for a service
 
 
 def run_labels(run_dir: Path) -> dict[str, str]:

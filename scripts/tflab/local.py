@@ -59,6 +59,7 @@ class LocalProcesses:
     """The Backend (backend.py) for BACKEND=local."""
 
     proxied: frozenset[str] = frozenset()  # no delay proxies between processes
+    guard = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed
 
     def __init__(self, settings: Settings, run_dir: Path, the_cluster: Cluster, python: str):
         self.settings, self.run_dir, self.python = settings, run_dir, python
@@ -95,6 +96,8 @@ class LocalProcesses:
                 command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)  # Ctrl-C reaches the lab, which ends the tasks itself
             self._processes[task] = process
+            if self.guard is not None:  # its own session: a SIGKILL of the lab's group misses it
+                self.guard.watch_group(process.pid)
             reader = threading.Thread(target=self._copy_output, args=(task, process), daemon=True)
             reader.start()
             self._readers.append(reader)

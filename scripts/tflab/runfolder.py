@@ -1,7 +1,7 @@
 """The run folder, `runs/<RUN>/`: its file names, config.json, and summary.json as a typed record.
 
     run_dir = planned(settings)            # runs/<RUN>, refused if it exists
-    make(run_dir, link_latest=True)        # created, owned by the trainers' user; runs/latest -> it
+    make(run_dir, link_latest=True, owner=True)  # claimed (os.mkdir), owner.json; runs/latest -> it
     write_config(run_dir, settings, the_cluster)
     events(run_dir, "worker-0")            # the task's JSONL log, parsed
     Summary.read(run_dir).tasks[0].losses  # what the run ended with
@@ -21,6 +21,7 @@ import json
 import os
 import re
 import secrets
+import socket
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +41,8 @@ CHAOS_LOG = "chaos.jsonl"  # what make chaos did, and when
 LINKS = "links"  # LINK and slow-link: one delay profile per proxied task, polled by its proxy
 BACKUP = "backup"  # BackupAndRestore's folder, shared by every task
 LATEST = "latest"  # the link to the newest run
+OWNER = "owner.json"  # who claimed the run: pid, host, and the process's start, for `down`
+ENDED = "ended-by-down"  # `down FORCE=1` was asked to end the run while it ran: its outcome is interrupted
 
 
 # A task's name as a file name may hold it: the lab's (worker-0, chief-0, a TFJob's replicas) all
@@ -75,7 +78,21 @@ def link_path(run_dir: Path, task: str) -> Path:
 
 
 def write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    """Whole or not at all: a reader (or a full disk) never sees half a file, only the old one or
+    the new one. The temporary file is in the same folder, so os.replace is one rename."""
+    write_whole(path, json.dumps(data, indent=2) + "\n")
+
+
+def write_whole(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.replace(temporary, path)
+    except BaseException as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):  # named as the file it was for, not the temporary one
+            raise OSError(error.errno, error.strerror, str(path)) from None
+        raise
 
 
 def container_user() -> tuple[int, int]:
@@ -112,15 +129,84 @@ def existing(settings: Settings) -> Path:
     return run_dir.resolve()
 
 
-def make(path: Path, link_latest: bool) -> None:
-    path.mkdir(parents=True)
+def make(path: Path, link_latest: bool, owner: bool = False) -> None:
+    """Claims the run id: the folder is made with os.mkdir, which fails if it exists, so of two
+    `up RUN=same` started together exactly one gets it, and the other is refused here before it
+    has written or started anything (and so has nothing of the first run's to clean up). With
+    `owner` (a run, not a compare's or k8s's folder) the claimant writes owner.json, which `down`
+    reads to tell a live run from one left behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        raise LabError(f"RUN={path.name} already exists ({path}): another run claimed it first; a run's "
+                       "outputs are never overwritten: choose another RUN, or leave it empty for a fresh id") from None
     uid, gid = container_user()
     if os.getuid() == 0:
         os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
+    if owner:
+        write_json(path / OWNER, owner_record(os.getpid()))
     if link_latest:
-        temporary = path.parent / f".{LATEST}-{path.name}"
+        # A name no other lab uses at the same moment, then one rename over the old link: two labs
+        # updating `latest` together each leave a whole link, never none.
+        temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
         temporary.symlink_to(path.name)
-        temporary.replace(path.parent / LATEST)
+        os.replace(temporary, path.parent / LATEST)
+
+
+def ended_by_down(run_dir: Path) -> bool:
+    return (run_dir / ENDED).exists()
+
+
+def process_start(pid: int) -> str | None:
+    """When a process started, as the kernel counts it (/proc/<pid>/stat's starttime), so a pid
+    reused by another process does not pass for the owner; None where there is no /proc, and
+    "ended" for a process that has exited and is not yet reaped (a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the command name before it may hold spaces
+    return "ended" if fields[0] in ("Z", "X") else fields[19]  # state, and starttime (field 22)
+
+
+def owner_record(pid: int) -> dict:
+    return {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def owner_here(run_dir: Path) -> bool:
+    """Whether the run's lab ran on this host (so a signal reaches it)."""
+    try:
+        return json.loads((run_dir / OWNER).read_text()[:4096]).get("host") == socket.gethostname()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def live_owner(run_dir: Path) -> int | None:
+    """The pid of the lab that claimed this run, while it still runs; None once it has ended, or
+    where owner.json is missing or not the lab's (a run from before owner.json, a foreign file).
+    A lab on another host cannot be asked: it counts as live, so `down` leaves it alone."""
+    try:
+        text = (run_dir / OWNER).read_text()[:4096]
+        record = json.loads(text)
+        pid = record["pid"]
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+            return None
+        if record.get("host") != socket.gethostname():
+            return pid
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    except OSError:
+        return None
+    started, now = record.get("process_start"), process_start(pid)
+    return None if now == "ended" or (started is not None and now not in (None, started)) else pid
 
 
 def run_config(settings: Settings, run: str, cluster) -> dict:

@@ -9,12 +9,13 @@ wrote is ever overwritten or deleted.
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import time
 from pathlib import Path
 
-from tflab import backends, cluster, explain, runfolder, summary
+from tflab import backends, cluster, explain, reaper, runfolder, summary
 from tflab.backend import Backend
 from tflab.console import describe_run, display_path, say
 from tflab.errors import LabError
@@ -54,10 +55,16 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
         chaos.check(settings)
     backend = backends.make(settings, run_dir, the_cluster, chaos.proxied() if chaos else frozenset())
     the_cluster = backend.cluster  # at the backend's addresses
+    # The claim comes first of all that writes: a second `up` of the same RUN is refused here, and
+    # has started nothing, so it has nothing to clean up (and never cleans up the first one's).
+    runfolder.make(run_dir, link_latest, owner=True)
+    guard = reaper.watch(run_dir)
+    if hasattr(backend, "guard"):  # a backend of processes (local) tells the reaper their groups
+        backend.guard = guard
     started = time.time()
-    outcome, stopped, restarts, interrupt = "failed", [], [], None
+    outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None
+    codes, oom_killed = {task: None for task in backend.tasks}, {}
     try:
-        runfolder.make(run_dir, link_latest)
         runfolder.write_config(run_dir, settings, the_cluster)
         write_links(settings, run_dir, backend)
         say(f"run {run_dir.name}: {describe_run(settings, the_cluster)} on {backend.description}")
@@ -72,29 +79,54 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
     except KeyboardInterrupt as error:
         interrupt = error
         outcome, stopped = "interrupted", [t for t, c in backend.exit_codes().items() if c is None]
-        say(f"{describe_interrupt(error)}: stopping every task")
+        say(f"{describe_interrupt(error, run_dir)}: stopping every task")
         backend.stop(stopped)
     except LabError as error:
         say(str(error))
+    except OSError as error:  # the run folder cannot be written (a full disk): said once, below
+        failure = error
     finally:
-        codes = backend.exit_codes()
-        oom_killed = dict(backend.oom_killed)  # read before close removes the containers
+        # Teardown first: what lives outside this process (containers, networks, processes) is
+        # released whatever failed before, and before anything is written that could fail too.
+        try:
+            codes = backend.exit_codes()
+            oom_killed = dict(backend.oom_killed)  # read before close removes the containers
+            if chaos:
+                chaos.finish(backend)
+            backend.save_output()
+        except OSError as error:
+            failure = failure or error
+        finally:
+            backend.close()
+            guard.release()
+    try:
+        result = summary.summarise(settings, the_cluster, run_dir, codes, stopped, outcome, started, time.time(),
+                                   oom_killed, restarts)
         if chaos:
-            chaos.finish(backend)
-        backend.save_output()
-        backend.close()
-    result = summary.summarise(settings, the_cluster, run_dir, codes, stopped, outcome, started, time.time(),
-                               oom_killed, restarts)
-    if chaos:
-        result.chaos = chaos.result(run_dir, result)
-    result.write(run_dir)
+            result.chaos = chaos.result(run_dir, result)
+        result.write(run_dir)
+    except OSError as error:
+        raise LabError(unwritable(run_dir, failure or error)) from None
     print(summary.table(result))
+    if failure is not None:
+        raise LabError(unwritable(run_dir, failure))
     if interrupt is not None:
         raise interrupt
     return 0 if result.ok else 1
 
 
-def describe_interrupt(error: KeyboardInterrupt) -> str:
+def unwritable(run_dir: Path, error: OSError) -> str:
+    """One line for a run folder the lab could not write, said after the run was removed."""
+    name = Path(error.filename).name if error.filename else "a file"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"the disk holding {display_path(run_dir)} is full: {name} could not be written; the run's "
+                "containers and networks are removed, free some space and run again")
+    return f"{display_path(run_dir)} could not be written ({name}: {error.strerror or error}); the run is removed"
+
+
+def describe_interrupt(error: KeyboardInterrupt, run_dir: Path | None = None) -> str:
+    if run_dir is not None and runfolder.ended_by_down(run_dir):
+        return "ended by tflab down"
     number = getattr(error, "signal", None)
     return f"interrupted by {signal.Signals(number).name}" if number else "interrupted"
 
@@ -108,6 +140,8 @@ def supervise(backend: Backend, settings: Settings, run_dir: Path, chaos, restar
     deadline = time.monotonic() + settings.timeout
     while True:
         outcome, stopped = follow(backend, settings, printer, deadline, chaos)
+        if outcome == "interrupted":
+            return outcome, stopped
         vanished = [task for task, code in backend.exit_codes().items() if code == explain.VANISHED]
         if vanished:
             say(f"not restarting: {', '.join(vanished)} vanished, and the lab does not recreate what was "
@@ -160,6 +194,10 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
             chaos.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
         vanished = [task for task, code in codes.items() if code == explain.VANISHED]
+        if vanished and runfolder.ended_by_down(backend.run_dir):
+            say(f"ended by tflab down: {', '.join(vanished)} removed; stopping every task")
+            backend.stop(running)
+            return "interrupted", running
         if vanished:
             # Checked first: the peers of a removed task fail within a second, and one read of the
             # states can see both, the removal and the failures it caused.

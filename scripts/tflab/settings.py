@@ -37,11 +37,11 @@ MAX_SIM_NODES = 8
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them
 COMPOSE_CLIS = ("auto", "v2", "v1")
 PLATFORMS = ("linux/amd64", "linux/arm64")
-MAX_TASKS = 16
+MAX_TASKS = 32  # tasks of one kind; whether they fit the engine's memory is checked per run (backends.py)
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 RESERVED_RUNS = ("latest",)  # RUNS_DIR/latest is the link to the newest run
 # Kubernetes names (make k8s). A Service name must be a DNS-1035 label (a letter first, 63 at most)
-# and the tasks' Services are <K8S_NAME>-worker-15 at the longest, so the name leaves room for that.
+# and the tasks' Services are <K8S_NAME>-worker-31 at the longest, so the name leaves room for that.
 K8S_NAME_MAX = 63 - len(f"-worker-{MAX_TASKS - 1}")
 K8S_NAME_PATTERN = re.compile(rf"[a-z](?:[a-z0-9-]{{0,{K8S_NAME_MAX - 2}}}[a-z0-9])?")
 DNS_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
@@ -127,6 +127,7 @@ class Settings:
     shared_runs_dir: int = 0  # BACKEND=swarm across nodes: 1 states RUNS_DIR is at the same path on every node
     node_engines: str = ""  # BACKEND=swarm: "hostname=ssh://user@host ...", each other node's engine, for chaos
     nodes: int = 3  # make swarm-sim: the simulated swarm's nodes, this host's engine included
+    force: int = 0  # make down: 1 also ends runs whose lab still runs; 0 leaves them, saying so
 
     @property
     def gpu_indexes(self) -> tuple[str, ...]:
@@ -763,6 +764,9 @@ SPECS: dict[str, Spec] = {
     "NODES": Spec("nodes", _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
                   "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
                   "NODES-1 engines in network namespaces"),
+    "FORCE": Spec("force", _integer(0, 1), "0 | 1",
+                  "make down: 1 also ends the runs whose lab is still running (outcome interrupted, \"ended by "
+                  "tflab down\"); 0 leaves them running and names them"),
 }
 
 

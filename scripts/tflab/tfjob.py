@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab import cluster, compose, console, docker, labels, manifest, runfolder, runner, summary
+from tflab import cluster, compose, console, docker, labels, manifest, reaper, runfolder, runner, summary
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary, TaskRow
@@ -693,8 +693,7 @@ class ReplayStack(compose.ComposeStack):
     def start(self, spec: dict = None) -> None:
         runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
         self.watch()
-        self._up(*self.tasks)
-        self.started = True
+        self._start_attached(self.tasks)
         self.follow_output("all")
 
     def restart(self) -> None:
@@ -802,7 +801,7 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     cli = compose.find_compose(settings.compose)
     check_images(plan)
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    runfolder.make(run_dir, link_latest=True)
+    runfolder.make(run_dir, link_latest=True, owner=True)
     runfolder.write_json(run_dir / runfolder.CONFIG, {
         "run": run_dir.name, "tfjob": str(plan.path), "settings": replay_settings(plan, settings, run_dir.name),
         "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
@@ -814,8 +813,10 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     watcher = Watcher(plan, run_dir)
     console.say(f"run {run_dir.name}: {describe(plan)} on {stack.description}")
     console.say(f"outputs in {console.display_path(run_dir)}/; restarts {plan.restarts}, timeout {plan.timeout:g} s")
+    guard = reaper.watch(run_dir)
     started = time.time()
-    outcome, stopped, restarts, interrupt = "failed", [], [], None
+    outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None
+    codes = {task: None for task in stack.tasks}
     try:
         stack.start()
         while True:
@@ -832,15 +833,28 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
         stack.stop(stopped)
     except LabError as error:
         console.say(str(error))
+    except OSError as error:  # the run folder cannot be written (a full disk): said once, below
+        failure = error
     finally:
-        watcher.tick(stack.state())
-        codes = stack.exit_codes()
-        stack.save_output()
-        stack.close()
-        watcher.close()
-    result = summarise(plan, settings, run_dir, codes, stopped, outcome, started, time.time(), restarts)
-    result.write(run_dir)
+        # Teardown first (runner.up): the containers go whatever failed, before any write that could fail.
+        try:
+            watcher.tick(stack.state())
+            codes = stack.exit_codes()
+            stack.save_output()
+        except OSError as error:
+            failure = failure or error
+        finally:
+            stack.close()
+            guard.release()
+            watcher.close()
+    try:
+        result = summarise(plan, settings, run_dir, codes, stopped, outcome, started, time.time(), restarts)
+        result.write(run_dir)
+    except OSError as error:
+        raise LabError(runner.unwritable(run_dir, failure or error)) from None
     print(summary.table(result))
+    if failure is not None:
+        raise LabError(runner.unwritable(run_dir, failure))
     if interrupt is not None:
         raise interrupt
     return 0 if result.ok else 1

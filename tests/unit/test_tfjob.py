@@ -213,7 +213,7 @@ DECIDED = {
 }
 OTHER_COMMANDS = ("COMPARE", "SCENARIO", "TARGET", "AT", "HEAL", "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
-                  "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES")
+                  "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE")
 
 
 def test_every_setting_is_decided_by_the_tfjob_applied_or_another_commands():

@@ -1,0 +1,70 @@
+"""An interrupted image build leaves nothing behind: no untagged image that `make clean` does not
+know, which would keep the image under it on the engine (builder.run_build, make clean)."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import pytest
+from tflab import builder, docker
+
+BASE = "tflab-base:bookworm"  # the lab's own base, made by `make images`; only built on, never removed
+
+
+def build(dockerfile: str, folder, tag: str) -> None:
+    (folder / "Dockerfile").write_text(dockerfile)
+    subprocess.run(docker.command("build", "--quiet", "--tag", tag, str(folder)), check=True, capture_output=True,
+                   env=builder.build_environment(False))
+
+
+def test_an_interrupted_build_removes_what_it_made(engine, trainer_image, tmp_path):
+    if not docker.run("image", "inspect", BASE).returncode == 0:
+        pytest.skip(f"{BASE} is not on this engine (make images bootstraps it where no registry is reachable)")
+    parent = f"tflab-test-parent:{uuid.uuid4().hex[:12]}"
+    (tmp_path / "parent").mkdir()
+    build(f"FROM {BASE}\nLABEL tflab.test={parent.split(':')[1]}\n", tmp_path / "parent", parent)
+    try:
+        child = tmp_path / "child"
+        child.mkdir()
+        (child / "payload").write_text("x" * 1000)
+        (child / "Dockerfile").write_text(f"FROM {parent}\nCOPY payload /payload\nRUN sleep 120\n")
+        command = builder.build_command(child / "Dockerfile", child, f"{parent}-child", {})
+
+        def say(message: str) -> None:
+            if "RUN sleep" in message:  # the COPY step's image exists: Ctrl-C now
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            builder.run_build(command, "building", say, use_buildkit=False, parent=parent)
+        assert builder.untagged_children(parent) == [], "the interrupted build left an untagged image"
+    finally:
+        leftovers = builder.remove_untagged_children(parent)
+        removed = docker.run("image", "rm", parent, timeout=120)
+    assert leftovers == []
+    assert removed.returncode == 0, removed.stderr
+
+
+def test_an_untagged_child_is_found_and_removed_before_its_parent(engine, trainer_image, tmp_path):
+    """What an interrupted build of an older lab left: `make clean` (command_clean) removes the
+    untagged images on each image it removes first, found by their parent, and the parent then goes."""
+    if not docker.run("image", "inspect", BASE).returncode == 0:
+        pytest.skip(f"{BASE} is not on this engine")
+    parent = f"tflab-test-parent:{uuid.uuid4().hex[:12]}"
+    (tmp_path / "parent").mkdir()
+    build(f"FROM {BASE}\nLABEL tflab.test={parent.split(':')[1]}\n", tmp_path / "parent", parent)
+    (tmp_path / "child").mkdir()
+    child = f"{parent}-child"
+    try:
+        build(f"FROM {parent}\nRUN echo 1 > /left\n", tmp_path / "child", child)
+        build(f"FROM {parent}\nRUN echo 2 > /left\n", tmp_path / "child", child)  # the first: untagged now
+        docker.run("image", "rm", child)
+        left = builder.untagged_children(parent)
+        assert len(left) == 1, left
+        parent_id = docker.run("image", "inspect", "--format", "{{.Id}}", parent).stdout.strip()
+        assert builder.remove_untagged_children(parent) == left
+        assert builder.untagged_children(parent) == []
+    finally:
+        builder.remove_untagged_children(parent)
+        docker.run("image", "rm", "--force", parent, timeout=120)  # as make clean does
+    assert docker.run("image", "inspect", parent_id).returncode != 0, "the parent stayed on the engine"

@@ -1,0 +1,336 @@
+"""How a run begins and ends, without an engine: the claim of its id, owner.json as `down` reads
+it, whole-or-nothing writes, the reaper's pipe, make's signals read from /proc, the memory check,
+and output.log's copy of a task's stream."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tflab import backends, cli, cluster, compose, reaper, runfolder, runner
+from tflab.errors import LabError
+from tflab.settings import MAX_TASKS, Settings
+
+
+def test_a_run_id_is_claimed_once_however_many_ask_at_once(tmp_path):
+    """Eight threads claim one RUN together: exactly one gets it, the others are refused in one line."""
+    run_dir = tmp_path / "runs" / "same"
+    outcomes, barrier = [], threading.Barrier(8)
+
+    def claim() -> None:
+        barrier.wait()
+        try:
+            runfolder.make(run_dir, link_latest=True, owner=True)
+            outcomes.append("claimed")
+        except LabError as error:
+            outcomes.append(str(error))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("claimed") == 1
+    refusals = [o for o in outcomes if o != "claimed"]
+    assert len(refusals) == 7 and all(r.startswith("RUN=same already exists") and "\n" not in r for r in refusals)
+    assert os.readlink(tmp_path / "runs" / "latest") == "same"
+    assert json.loads((run_dir / runfolder.OWNER).read_text())["pid"] == os.getpid()
+    assert [p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith(".")] == [], "a temporary link was left"
+
+
+def test_latest_always_names_a_whole_run_while_runs_are_claimed(tmp_path):
+    runs = tmp_path / "runs"
+    names = [f"r{i}" for i in range(40)]
+    seen, done = [], threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                seen.append(os.readlink(runs / "latest"))
+            except FileNotFoundError:
+                seen.append(None)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for name in names:
+            runfolder.make(runs / name, link_latest=True)
+    finally:
+        done.set()
+        reader.join()
+    after_first = seen[next((i for i, s in enumerate(seen) if s), len(seen)):]
+    assert set(after_first) <= set(names), "runs/latest was missing or half-made while runs were claimed"
+    assert os.readlink(runs / "latest") == names[-1]
+
+
+def test_write_json_is_whole_or_not_at_all(tmp_path, monkeypatch):
+    path = tmp_path / "summary.json"
+    runfolder.write_json(path, {"ok": True})
+    real = Path.write_text
+
+    def full_disk(self, text, *args, **kwargs):
+        real(self, text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError) as raised:
+        runfolder.write_json(path, {"ok": False, "long": "x" * 10_000})
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
+    monkeypatch.undo()
+    assert json.loads(path.read_text()) == {"ok": True}, "the old file was cut"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"], "a temporary file was left"
+
+
+def test_a_full_disk_is_one_line_naming_the_folder(tmp_path):
+    error = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "output.log"))
+    line = runner.unwritable(tmp_path, error)
+    assert line.startswith(f"the disk holding {tmp_path} is full: output.log could not be written") and "\n" not in line
+    other = runner.unwritable(tmp_path, OSError(errno.EACCES, "Permission denied", str(tmp_path / "summary.json")))
+    assert "summary.json: Permission denied" in other
+
+
+def owner(run_dir: Path, **record) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / runfolder.OWNER).write_text(json.dumps(record))
+    return run_dir
+
+
+def test_down_tells_a_live_owner_from_a_gone_or_reused_one(tmp_path):
+    here = socket.gethostname()
+    me = runfolder.owner_record(os.getpid())
+    assert runfolder.live_owner(owner(tmp_path / "live", **me)) == os.getpid()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: its pid is free
+    assert runfolder.live_owner(owner(tmp_path / "gone", pid=child.pid, host=here)) is None
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    time.sleep(0.5)  # exited, not reaped
+    try:
+        assert runfolder.live_owner(owner(tmp_path / "zombie", **runfolder.owner_record(zombie.pid))) is None
+    finally:
+        zombie.wait()
+    reused = {**me, "process_start": "1"}  # this pid, but a process that started at another time
+    if runfolder.process_start(os.getpid()) is not None:
+        assert runfolder.live_owner(owner(tmp_path / "reused", **reused)) is None
+    far = {**me, "host": here + "-elsewhere"}  # cannot be asked: counted live, left alone
+    assert runfolder.live_owner(owner(tmp_path / "far", **far)) == os.getpid()
+    assert not runfolder.owner_here(tmp_path / "far") and runfolder.owner_here(tmp_path / "live")
+    assert runfolder.live_owner(tmp_path / "nothing") is None
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12)
+OWNER_FILES = st.one_of(
+    st.binary(max_size=300),
+    JSON.map(lambda value: json.dumps(value).encode()),
+    st.fixed_dictionaries({"pid": st.one_of(st.integers(), st.text(max_size=5), st.booleans(), st.none(),
+                                            st.floats(allow_nan=True)),
+                           "host": st.one_of(st.just(socket.gethostname()), st.text(max_size=10), st.integers()),
+                           "process_start": st.one_of(st.none(), st.text(max_size=10), st.integers(), st.lists(
+                               st.integers(), max_size=2))}).map(lambda d: json.dumps(d).encode()),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=OWNER_FILES)
+def test_a_hostile_owner_file_never_raises_and_never_names_a_stranger(tmp_path, content):
+    """owner.json is read by `down`, so it is foreign input: any bytes give a pid or None, and a
+    pid only where the process exists (or lives on another host)."""
+    (tmp_path / runfolder.OWNER).write_bytes(content)
+    found = runfolder.live_owner(tmp_path)
+    assert found is None or (isinstance(found, int) and found > 0)
+    if found is not None and runfolder.owner_here(tmp_path):
+        os.kill(found, 0)  # raises if no such process: down would have named a stranger
+
+
+def test_the_reaper_removes_only_when_the_lab_did_not_release_it(tmp_path, monkeypatch):
+    """The real pipe and process, with `docker` a stand-in that records what it is asked."""
+    bin_dir, record = tmp_path / "bin", tmp_path / "asked"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(f'#!/bin/sh\necho "$@" >> {record}\n')
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    calm = reaper.watch(tmp_path / "calm")
+    calm.release()
+    assert not record.exists(), "a released reaper touched the engine"
+    dying = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+sys.path.insert(0, {str(Path(reaper.__file__).parent.parent)!r})
+from tflab import reaper
+guard = reaper.watch(__import__("pathlib").Path({str(tmp_path / "killed")!r}))
+print(guard.process.pid, flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    reaper_pid = int(dying.stdout.readline())
+    os.killpg(dying.pid, signal.SIGKILL)  # the lab's whole group, as a CI timeout does
+    dying.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not record.exists():
+        time.sleep(0.1)
+    asked = record.read_text() if record.exists() else ""
+    assert f"label=tflab.run-dir={tmp_path / 'killed'}" in asked, "the reaper did not outlive its lab's group"
+    assert "calm" not in asked
+    deadline = time.monotonic() + 30  # the stand-in engine has nothing: the reaper settles and exits
+    while time.monotonic() < deadline and Path(f"/proc/{reaper_pid}").exists():
+        time.sleep(0.2)
+    assert not Path(f"/proc/{reaper_pid}").exists() or "Z" in Path(f"/proc/{reaper_pid}/stat").read_text().split()[2]
+
+
+def test_make_above_and_make_in_its_handler_are_read_from_proc(tmp_path):
+    """The lab finds the make that runs it, and sees make sit in its SIGHUP handler (GNU make does
+    not pass SIGHUP on: it waits there for its recipe to end)."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc")
+    makefile = tmp_path / "Makefile"
+    code_root = Path(cli.__file__).parent.parent
+    probe = f"{sys.executable} -c 'import sys; sys.path.insert(0, \"{code_root}\"); from tflab import cli; " \
+            "print(cli.make_above(), flush=True); import time; time.sleep(30)'"
+    makefile.write_text(f"probe:\n\t@{probe}\n")
+    make = subprocess.Popen(["make", "-s", "-f", str(makefile), "probe"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert int(make.stdout.readline()) == make.pid
+        assert cli.in_handler(make.pid) is None
+        make.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while cli.in_handler(make.pid) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cli.in_handler(make.pid) == signal.SIGHUP
+        assert make.poll() is None, "make ended without waiting for its recipe"
+    finally:
+        for child in subprocess.run(["ps", "-o", "pid=", "--ppid", str(make.pid)], capture_output=True,
+                                    text=True).stdout.split():
+            os.kill(int(child), signal.SIGKILL)
+        make.wait(timeout=10)
+
+
+def test_a_run_that_cannot_fit_the_engines_memory_is_refused_up_front():
+    many = Settings(workers=MAX_TASKS)
+    assert MAX_TASKS == 32
+    with pytest.raises(LabError) as refused:
+        backends.check_memory(many, cluster.build(many), 8 * 10**9, "this Docker engine")
+    assert str(refused.value) == ("32 tasks need about 19.2 GB of memory (600 MB each, the lab's trainer's measured "
+                                  "peak), more than this Docker engine's 8.0 GB; at most 13 fit: use fewer WORKERS "
+                                  "(or PS), or a machine with more memory")
+    backends.check_memory(many, cluster.build(many), 24 * 2**30, "this Docker engine")  # 32 fit in 24 GiB
+    capped = Settings(workers=32, memory="256m")
+    backends.check_memory(capped, cluster.build(capped), 9 * 10**9, "x")  # 32 x 268 MB
+    with pytest.raises(LabError, match=r"\(268 MB each, MEMORY=256m\)"):
+        backends.check_memory(capped, cluster.build(capped), 8 * 10**9, "x")
+    backends.check_memory(many, cluster.build(many), None, "x")  # unknown memory: nothing refused
+
+
+def test_task_output_copies_every_line_stamped_and_says_a_full_disk_once(tmp_path):
+    output = compose.TaskOutput(tmp_path / "output.log")
+    output._open()
+    stand_in = [sys.executable, "-c", "import sys\nfor i in range(20000): print(f'line {i}')\n"
+                "sys.stdout.write('no newline at the end')"]
+    process = subprocess.Popen(stand_in, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process.container = "c"
+    reader = threading.Thread(target=output._copy, args=("worker-0", process, True))
+    reader.start()
+    output.followers.append(("worker-0", process, reader))
+    output.finish(["worker-0"])
+    lines = (tmp_path / "output.log").read_text().splitlines()
+    assert len(lines) == 20001 and lines[-1].endswith(" no newline at the end")
+    assert all(line.startswith("worker-0 | 20") for line in lines)
+    assert [int(line.rsplit(" ", 1)[1]) for line in lines[:-1]] == list(range(20000))
+
+    class FullDisk:
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    full = compose.TaskOutput(tmp_path / "full.log")
+    full.file = FullDisk()
+    process = subprocess.Popen([sys.executable, "-c", "print('x\\n' * 1000)"], stdout=subprocess.PIPE)
+    full._copy("worker-1", process, False)  # reads to the end although every write fails
+    assert process.wait() == 0
+    with pytest.raises(OSError) as raised:
+        full.finish([])
+    assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(tmp_path / "full.log")
+    full.finish([])  # said once
+
+
+def test_up_with_more_tasks_than_the_engines_memory_holds_is_refused_before_anything(tmp_path):
+    """Through the CLI, against an engine (a stand-in) with 4 GiB: one line with the estimate, no
+    run folder, no image build, no container."""
+    from labtest.cli import assert_refused, lab_env, run_lab
+    from test_cli_errors import fake_engine
+
+    runs = tmp_path / "runs"
+    path, calls = fake_engine(tmp_path, {"MemTotal": 4 * 2**30, "NCPU": 2})
+    result = run_lab("up", f"RUNS_DIR={runs}", "WORKERS=32", env=lab_env(PATH=path))
+    assert_refused(result, "32 tasks need about 19.2 GB of memory (600 MB each, the lab's trainer's measured peak), "
+                           "more than this Docker engine's 4.3 GB; at most 7 fit", runs)
+    assert "build" not in calls.read_text() and "up" not in calls.read_text().split()
+    fits = run_lab("config", "WORKERS=32", env=lab_env(PATH=path))
+    assert fits.returncode == 0, fits.stderr  # 32 is an allowed value; only a run is checked against memory
+
+
+def test_the_reaper_kills_local_tasks_when_their_lab_is_killed(tmp_path, monkeypatch):
+    """BACKEND=local's tasks lead sessions of their own, so a SIGKILL of the lab's group misses
+    them: the reaper kills the groups the lab told it of."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")  # no engine here: nothing to remove
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    lab = subprocess.Popen([sys.executable, "-c", f"""
+import subprocess, sys, time
+sys.path.insert(0, {str(Path(reaper.__file__).parent.parent)!r})
+from tflab import reaper
+guard = reaper.watch(__import__("pathlib").Path({str(tmp_path / "local")!r}))
+task = subprocess.Popen(["sleep", "120"], start_new_session=True)
+guard.watch_group(task.pid)
+print(task.pid, flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    task = int(lab.stdout.readline())
+    os.killpg(lab.pid, signal.SIGKILL)
+    lab.wait()
+    killed = time.monotonic()
+
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{task}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    while alive() and time.monotonic() - killed < 30:
+        time.sleep(0.1)
+    assert not alive(), "a local task outlived its killed lab"
+
+
+def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, monkeypatch):
+    """`docker start --attach` of a created container fails (a stand-in engine says why): the run
+    ends at once naming the task and the engine's reason, not at TIMEOUT with the task 'running'."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text('#!/bin/sh\ncase "$1" in\n'
+                                    '  start) echo "Error response from daemon: no such device" >&2; exit 1 ;;\n'
+                                    '  inspect) echo created ;;\nesac\n')
+    (bin_dir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    output = compose.TaskOutput(tmp_path / "output.log")
+    output.attach("worker-0", "abc")
+    with pytest.raises(LabError) as refused:
+        output.check_started(timeout=30)
+    assert str(refused.value) == "compose up failed: worker-0 did not start: Error response from daemon: no such device"
+    output.finish(["worker-0"])
+    assert "worker-0 | " in (tmp_path / "output.log").read_text()
