@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -68,9 +67,6 @@ def write(settings: Settings) -> int:
     texts = {name: to_yaml_documents(documents, header(name, settings)) for name, documents in manifests.items()}
     try:
         runfolder.make(folder, link_latest=False)  # os.mkdir: the folder is this command's, or it stops here
-    except FileExistsError:
-        raise LabError(f"RUN={folder.name} already exists ({folder}): another command claimed it meanwhile; "
-                       "choose another RUN, or leave it empty for a fresh id") from None
     except OSError as error:
         raise LabError(f"cannot make {folder}: {error.strerror or error}") from None
     written: list[Path] = []
@@ -108,20 +104,10 @@ def lab_image(settings: Settings) -> str:
 
 
 def write_whole(path: Path, text: str) -> None:
-    """`path` holds `text` whole, or is not there: a temporary file in the same folder, flushed
-    to the disk, then renamed over; on failure the temporary is removed and one line says why."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """`path` holds `text` whole, or is not there (runfolder.write_whole); one line says why not."""
     try:
-        with open(temporary, "x", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
+        runfolder.write_whole(path, text)
     except OSError as error:
-        try:
-            temporary.unlink(missing_ok=True)
-        except OSError:
-            pass
         raise LabError(f"cannot write {path}: {error.strerror or error}; nothing of it was written") from None
 
 

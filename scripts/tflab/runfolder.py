@@ -86,7 +86,10 @@ def write_json(path: Path, data) -> None:
 def write_whole(path: Path, text: str) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_text(text)
+        with open(temporary, "x", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())  # on the disk before the rename makes it the file
         os.replace(temporary, path)
     except BaseException as error:
         temporary.unlink(missing_ok=True)

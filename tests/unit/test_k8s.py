@@ -389,7 +389,7 @@ def test_the_folder_is_claimed_exclusively(tmp_path, monkeypatch):
     (runs / "taken").mkdir(parents=True)
     (runs / "taken" / "theirs.txt").write_text("theirs")
     monkeypatch.setattr(runfolder, "planned", lambda settings: runs / "taken")
-    with pytest.raises(LabError, match=r"^RUN=taken already exists .*another command claimed it meanwhile"):
+    with pytest.raises(LabError, match=r"^RUN=taken already exists .*another run claimed it first"):
         k8s.write(Settings(runs_dir=str(runs), run="taken", workers=2, k8s_image="registry.example/t:1"))
     assert [p.name for p in (runs / "taken").iterdir()] == ["theirs.txt"]
 

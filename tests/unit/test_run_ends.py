@@ -77,13 +77,11 @@ def test_latest_always_names_a_whole_run_while_runs_are_claimed(tmp_path):
 def test_write_json_is_whole_or_not_at_all(tmp_path, monkeypatch):
     path = tmp_path / "summary.json"
     runfolder.write_json(path, {"ok": True})
-    real = Path.write_text
 
-    def full_disk(self, text, *args, **kwargs):
-        real(self, text[: len(text) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+    def full_disk(descriptor):  # the text is written, in the page cache; the disk has no room for it
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    monkeypatch.setattr(runfolder.os, "fsync", full_disk)
     with pytest.raises(OSError) as raised:
         runfolder.write_json(path, {"ok": False, "long": "x" * 10_000})
     assert raised.value.errno == errno.ENOSPC and raised.value.filename == str(path)
