@@ -360,6 +360,7 @@ def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, mon
     each file is a temporary renamed over when whole, and the files go together or not at all."""
     import errno
 
+    from tflab import runfolder
     from tflab.errors import LabError
 
     real_fsync, calls = os.fsync, []
@@ -370,7 +371,7 @@ def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, mon
             raise OSError(errno.ENOSPC, "No space left on device")
         real_fsync(descriptor)
 
-    monkeypatch.setattr(k8s.os, "fsync", full_on_the_second)
+    monkeypatch.setattr(runfolder.os, "fsync", full_on_the_second)
     settings = Settings(runs_dir=str(tmp_path / "runs"), run="full", workers=2, k8s_image="registry.example/t:1")
     with pytest.raises(LabError, match=r"^cannot write .*/full/jobs\.yaml: No space left on device; nothing of it "
                                        r"was written$"):
