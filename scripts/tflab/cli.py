@@ -329,7 +329,7 @@ def command_check(settings: Settings) -> int:
     if command in ("up", "compare", "bench"):
         runfolder.planned(settings)
     if command == "compare":
-        settings.compare_runs()
+        compare.compare_runs(settings)
     elif command == "report":
         check_report(runfolder.existing(settings))
     elif command == "bench":
