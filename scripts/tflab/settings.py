@@ -287,6 +287,48 @@ def given_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> d
             if name in overrides or env.get(name, "").strip()}
 
 
+def named_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> dict[str, str]:
+    """The settings a user gave by name for this command: an argument, a flag, or on make's command
+    line (TFLAB_MAKE_VARIABLES). An exported variable is not among them: one environment serves
+    every command, so each takes from it only what it reads."""
+    named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+    return {name: value for name, value in given_values(env, overrides).items() if name in named}
+
+
+def command_label(command: str) -> str:
+    return "make help" if command == "settings" else f"make {command}"
+
+
+def refuse_not_read(command: str, named: Mapping[str, str]) -> None:
+    """A setting given by name to a command that never reads it, refused in one line naming the
+    commands that do: `make summary WORKERS=3` would otherwise say nothing and count nothing.
+    Where the setting says why the command cannot honour it (Setting.refused), that check says so."""
+    for name, value in named.items():
+        spec = SPECS.get(name)
+        if spec is None or command in spec.commands or command in spec.refused:
+            continue
+        shown = value if value.isprintable() and len(value) <= 100 else repr(value[:100])
+        readers = "make " + ", ".join(spec.commands)
+        raise SettingsError(f"{name}={shown} is not a setting of {command_label(command)} (read by {readers} "
+                            f"only); leave it out: `tflab {command} --help` lists the settings it takes")
+
+
+def refuse_unhonoured(command: str, values: "Mapping[str, object] | SettingsRules") -> None:
+    """A value the command cannot honour (Setting.refused), given in any way, the environment too:
+    `values` is the settings, or NAME -> value as given."""
+    if not isinstance(values, Mapping):
+        values = {spec.name: getattr(values, spec.field) for spec in SETTINGS}
+    for name, value in values.items():
+        refused = SPECS[name].refused.get(command) if name in SPECS else None
+        if refused and value not in ("", SPECS[name].default):
+            raise SettingsError(f"{name}={value} is not allowed with {refused}")
+
+
+def settings_of(command: str) -> list[str]:
+    """The settings `command` reads, in the table's order."""
+    return [spec.name for spec in SETTINGS if command in spec.commands]
+
+
 def check_make_variables(env: Mapping[str, str]) -> None:
     """`make up WORKER=3`: make takes any NAME=value, so the Makefile hands the lab the names of
     its command-line variables (TFLAB_MAKE_VARIABLES) and of its own (TFLAB_MAKE_OWN), and a name
