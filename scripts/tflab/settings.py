@@ -58,6 +58,9 @@ COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([
 # get cpu: "0m" too.
 MIN_MEMORY_BYTES = 6 * 1024 * 1024
 MIN_CPUS = 0.01
+MIN_MEMORY = f"{MIN_MEMORY_BYTES // 1024**2}m"  # as MEMORY writes it
+# GPUs run on linux/amd64 only: the lab's one GPU image is built from CUDA's wheels, which are.
+GPU_IMAGE_AMD64_ONLY = "the GPU image is x86_64 only (CUDA's wheels are linux/amd64)"
 MEMORY_FACTORS = {"k": 1024, "m": 1024**2, "g": 1024**3}
 # An image reference as Docker's distribution/reference grammar has it: [domain[:port]/]path[:tag][@digest].
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
@@ -192,9 +195,8 @@ class SettingsRules:
             raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
                                 "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
         if self.gpus and self.platform == "linux/arm64":
-            raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: the GPU image is "
-                                "x86_64 only (CUDA's wheels are linux/amd64); leave GPUS empty, or PLATFORM empty "
-                                "or linux/amd64")
+            raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: {GPU_IMAGE_AMD64_ONLY}; "
+                                "leave GPUS empty, or PLATFORM empty or linux/amd64")
         if self.platform and self.backend == "local":
             raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND=local: local processes run "
                                 "on this machine's own Python; expected BACKEND=compose or swarm, or PLATFORM empty")
@@ -434,7 +436,7 @@ def _memory(name: str, raw: str) -> str:
     match = re.fullmatch(r"([0-9]{1,12})([kmg])", raw)
     if raw == "0" or (match and int(match.group(1)) * MEMORY_FACTORS[match.group(2)] >= MIN_MEMORY_BYTES):
         return raw
-    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size of at least 6m "
+    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size of at least {MIN_MEMORY} "
                         "(Docker's minimum), such as 512m or 2g")
 
 
@@ -776,7 +778,7 @@ SETTINGS: tuple[Setting, ...] = (
             "CPU limit of every task's container, to imitate small nodes; 0: none",
             commands=RUNS,
             tfjob=f"the TFJob's CPU limits apply; edit {CONTAINER_FIELD}.resources.limits.cpu"),
-    Setting("MEMORY", "0", _memory, "0 | <n>k | <n>m | <n>g, at least 6m",
+    Setting("MEMORY", "0", _memory, f"0 | <n>k | <n>m | <n>g, at least {MIN_MEMORY}",
             "memory limit of every task's container; 0: none",
             commands=RUNS,
             tfjob="the TFJob's memory limits apply; "

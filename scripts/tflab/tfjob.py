@@ -39,7 +39,7 @@ from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import EventLog
-from tflab.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
+from tflab.settings import MAX_TASKS, MIN_CPUS, MIN_MEMORY_BYTES, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 
 API_VERSION = "kubeflow.org/v1"
 CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
@@ -48,7 +48,6 @@ REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 COMPOSE_FILE = "compose.tfjob.json"
-DNS_LABEL = manifest.DNS1123_LABEL
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
@@ -152,8 +151,8 @@ def cpus_of(quantity, where: str) -> float:
     if not match:
         raise ManifestError(f"{where} is {shown(quantity)}, expected a CPU quantity such as 500m or 2")
     value = float(match.group(1)) / (1000 if match.group(2) else 1)
-    if value < 0.01:
-        raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is 10m")
+    if value < MIN_CPUS:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is {MIN_CPUS * 1000:g}m")
     return value
 
 
@@ -164,8 +163,8 @@ def memory_of(quantity, where: str) -> int:
     value = int(match.group(1)) * MEMORY_FACTORS[match.group(2)]
     if value > 2**50:  # a petabyte: beyond any engine, and Docker's limit is an int64
         raise ManifestError(f"{where} is {shown(quantity)}: more memory than any engine has")
-    if value < 6 * 2**20:
-        raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is 6Mi")
+    if value < MIN_MEMORY_BYTES:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is {MIN_MEMORY_BYTES // 2**20}Mi")
     return value
 
 
