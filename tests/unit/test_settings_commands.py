@@ -169,3 +169,16 @@ def test_up_help_still_names_every_setting_and_its_flag():
     for name in SPECS:
         assert f"--{name.lower().replace('_', '-')} ({name})" in shown
     assert set(RUNS) <= set(cli.COMMANDS)
+
+
+def test_the_docs_table_of_targets_and_settings_is_the_declaration():
+    text = (REPO / "docs/settings.md").read_text()
+    section = text[text.index("## Which target takes which setting"):text.index("## Targets")]
+    base = re.search(r"`k8s`\): ([A-Z0-9_, \n]+)\.", section).group(1).replace("\n", " ").split(", ")
+    assert base == [spec.name for spec in SETTINGS if set(RUNS) <= set(spec.commands)]
+    found = {}
+    for target, cell in re.findall(r"^\| `make ([a-z0-9-]+)` \| (.*) \|$", section, re.M):
+        names = [] if cell == "none" else [name for part in cell.split(", and ") for name in part.split(", ")]
+        found["settings" if target == "help" else target] = \
+            sorted(base + names[1:] if names[:1] == ["a run's"] else names)
+    assert found == {command: sorted(settings_of(command)) for command in COMMANDS}
