@@ -828,6 +828,30 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TENSORBOARD_PORT", 6006, _integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",)),
+    Setting("SWARM_PLACEMENT", "spread", _choice(PLACEMENTS), " | ".join(PLACEMENTS),
+            "BACKEND=swarm: spread puts task i on node i (this node first, then the others by "
+            "hostname), in turn; local pins every task to this node",
+            commands=RUNS),
+    Setting("REGISTRY", "", _registry, "empty | host:port",
+            "BACKEND=swarm across nodes: the registry the lab pushes the image to and every node pulls "
+            "it from, by digest (make swarm-sim starts one); empty: the image stays on this node",
+            commands=RUNS),
+    Setting("SHARED_RUNS_DIR", 0, _integer(0, 1), "0 | 1",
+            "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
+            "every node (NFS, or make swarm-sim's nodes, which share this host's files)",
+            commands=RUNS),
+    Setting("NODE_ENGINES", "", _node_engines, "empty | hostname=ssh://user@host ...",
+            "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
+            "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none",
+            commands=RUNS),
+    Setting("NODES", 3, _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
+            "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
+            "NODES-1 engines in network namespaces",
+            commands=("swarm-sim",)),
+    Setting("FORCE", 0, _integer(0, 1), "0 | 1",
+            "make down: 1 also ends the runs whose lab is still running (outcome interrupted, \"ended by "
+            "tflab down\"); 0 leaves them running and names them",
+            commands=("down", "clean")),
     Setting("K8S_IMAGE", "", _image, "empty | an image reference",
             "make k8s: the trainer image the pods run; empty: the one `make images` builds here (built "
             "if need be), which `make up TFJOB=` replays; for a cluster, push it to a registry it can "
@@ -856,30 +880,6 @@ SETTINGS: tuple[Setting, ...] = (
             commands=("k8s",),
             tfjob="the TFJob's volumes name their claims; "
                   "edit spec.tfReplicaSpecs.<type>.template.spec.volumes"),
-    Setting("SWARM_PLACEMENT", "spread", _choice(PLACEMENTS), " | ".join(PLACEMENTS),
-            "BACKEND=swarm: spread puts task i on node i (this node first, then the others by "
-            "hostname), in turn; local pins every task to this node",
-            commands=RUNS),
-    Setting("REGISTRY", "", _registry, "empty | host:port",
-            "BACKEND=swarm across nodes: the registry the lab pushes the image to and every node pulls "
-            "it from, by digest (make swarm-sim starts one); empty: the image stays on this node",
-            commands=RUNS),
-    Setting("SHARED_RUNS_DIR", 0, _integer(0, 1), "0 | 1",
-            "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
-            "every node (NFS, or make swarm-sim's nodes, which share this host's files)",
-            commands=RUNS),
-    Setting("NODE_ENGINES", "", _node_engines, "empty | hostname=ssh://user@host ...",
-            "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
-            "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none",
-            commands=RUNS),
-    Setting("NODES", 3, _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
-            "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
-            "NODES-1 engines in network namespaces",
-            commands=("swarm-sim",)),
-    Setting("FORCE", 0, _integer(0, 1), "0 | 1",
-            "make down: 1 also ends the runs whose lab is still running (outcome interrupted, \"ended by "
-            "tflab down\"); 0 leaves them running and names them",
-            commands=("down", "clean")),
 )
 
 SPECS: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
