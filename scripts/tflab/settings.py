@@ -721,7 +721,8 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("RUN", "", _run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
             "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest",
-            commands=(*RUNS, *RUN_FOLDERS),
+            # tensorboard serves every run, RUN's among them; it takes RUN as given to every lab command
+            commands=(*RUNS, *RUN_FOLDERS, "tensorboard"),
             tfjob=REPLAYED),
     Setting("BACKEND", "compose", _choice(BACKENDS), " | ".join(BACKENDS),
             "compose: a container per task; local: a process per task on loopback, same script; "
