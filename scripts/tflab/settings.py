@@ -1,5 +1,10 @@
 """Every setting of the lab: its name, default, what is allowed and what it means, in one place.
 
+Each setting is declared once, in SETTINGS (a `Setting` each: name, default, parser, what is
+allowed, what it means, the commands that read it, what a TFJob decides instead); the frozen
+`Settings` dataclass, the tables of `make help` and `--help`, and the refusal of a setting given
+to a command that never reads it are all made from that declaration.
+
 Settings arrive as environment variables (the Makefile's command-line variables become the
 environment of its recipes) or as NAME=value arguments to `python3 -m tflab`. They are parsed
 once, here, into a frozen `Settings`; anything not allowed raises `SettingsError` whose message is

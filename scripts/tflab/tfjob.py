@@ -331,7 +331,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:
-    """Before anything is read: TFJOB is not for the commands that would ignore it (NOT_REPLAYING),
+    """Before anything is read: TFJOB is not for the commands that would ignore it (Setting.refused),
     and `up` takes with it no setting that the TFJob decides (DECIDED_BY_THE_TFJOB) nor a backend
     other than Compose. `given`: given_values'; `command`: what make check checks for, under check."""
     if "TFJOB" not in given:
