@@ -79,6 +79,11 @@ MAKE_OWN_ENV = "TFLAB_MAKE_OWN"  # the Makefile's own overridable variables
 MAKE_BROKEN_ENV = "TFLAB_MAKE_BROKEN"  # the pieces of a make variable's name that holds a line break
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # what a make variable's name is shown unquoted as
 
+# Which command reads which setting. A setting given by name (NAME=value, a flag, on make's
+# command line) to a command that does not read it is refused: the command would drop it silently.
+RUNS = ("up", "stack-up", "compare", "bench", "chaos", "soak", "config", "k8s")  # run, or describe, a training
+RUN_FOLDERS = ("report", "summary", "logs", "down", "clean")  # read what runs left
+
 
 class SettingsError(LabError, ValueError):
     """A setting the lab refuses; str() is the one line a user sees."""
@@ -225,8 +230,9 @@ class Setting:
     parse: Callable[[str, str], object]  # text -> value, the same on the host and in the trainer
     allowed: str  # what a user may give, for errors and the settings table
     doc: str
-    commands: tuple[str, ...]  # the commands that read it; given by name to any other, it is refused
     on_host: Callable[[str, object], object] | None = None  # checks of the host's files, from_env only
+    # The commands that read it; given by name to any other, it is refused. Most are a run's.
+    commands: tuple[str, ...] = RUNS
     # `tflab up TFJOB=`: why the TFJob decides this setting instead (then it is refused with TFJOB),
     # or REPLAYED where the replay reads it; empty where `up` reads it only without a TFJob, or never.
     tfjob: str = ""
@@ -619,11 +625,6 @@ def _args(name: str, raw: str) -> str:
     return raw
 
 
-# Which command reads which setting. A setting given by name (NAME=value, a flag, on make's
-# command line) to a command that does not read it is refused: the command would drop it silently.
-RUNS = ("up", "stack-up", "compare", "bench", "chaos", "soak", "config", "k8s")  # run, or describe, a training
-RUN_FOLDERS = ("report", "summary", "logs", "down", "clean")  # read what runs left
-COMMANDS = (*RUNS, *RUN_FOLDERS, "swarm-sim", "swarm-sim-down", "images", "wheels", "tensorboard", "settings")
 # A value these commands cannot honour, from the environment too, refused when the command starts:
 # a user's script, where the faults are timed by the lab trainer's events or the pods run the lab's.
 SCRIPT_REFUSED = {
@@ -651,16 +652,13 @@ SETTINGS: tuple[Setting, ...] = (
             "single: one process, one replica; mirrored: one process, REPLICAS replicas; "
             "multiworker: WORKERS processes, one replica each; parameter_server: a chief, "
             "WORKERS workers and PS parameter servers, asynchronous",
-            commands=RUNS,
             tfjob="the TFJob's replica types set the strategy; edit spec.tfReplicaSpecs"),
     Setting("WORKERS", 2, _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
             "worker containers (or local processes) for multiworker and parameter_server",
-            commands=RUNS,
             tfjob="the TFJob's Worker replicas set the workers; "
                   "edit spec.tfReplicaSpecs.Worker.replicas"),
     Setting("REPLICAS", 2, _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
             "mirrored replicas: every GPU if any are visible, else this many logical CPUs",
-            commands=RUNS,
             tfjob="the TFJob's replicas set the tasks; edit spec.tfReplicaSpecs.<type>.replicas"),
     Setting("GPUS", "", _gpus, "empty | all | GPU indexes such as 0,1",
             "NVIDIA GPUs for the tasks (needs the NVIDIA Container Toolkit): single and mirrored take every "
@@ -670,59 +668,46 @@ SETTINGS: tuple[Setting, ...] = (
                   "leave GPUS out"),
     Setting("PS", 1, _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
             "parameter servers for parameter_server (its chief and workers are the other tasks)",
-            commands=RUNS,
             tfjob="the TFJob's PS replicas set the parameter servers; "
                   "edit spec.tfReplicaSpecs.PS.replicas"),
     Setting("CHIEF", 0, _integer(0, 1), "0 | 1 (multiworker)",
             "multiworker: 1 adds chief-0, a TFJob's Chief: one more replica, and the one that writes "
             "the model, TensorBoard and checkpoints",
-            commands=RUNS,
             tfjob="the TFJob's Chief replica sets the chief; edit spec.tfReplicaSpecs.Chief"),
     Setting("EVALUATOR", 0, _integer(0, 1), "0 | 1 (multiworker, parameter_server)",
             "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
             "(tf-keras SidecarEvaluator) and logs eval events",
-            commands=RUNS,
             tfjob="the TFJob's Evaluator replica sets the evaluator; "
                   "edit spec.tfReplicaSpecs.Evaluator"),
     Setting("EPOCHS", 10, _integer(1, 10_000), "1..10000", "passes over the data set",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("GLOBAL_BATCH", 64, _integer(1, 1 << 20), "1..1048576, a multiple of the replicas",
             "examples per step summed over every replica, the same for every strategy",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("EXAMPLES", 4096, _integer(1, 100_000_000), "GLOBAL_BATCH..100000000",
             "synthetic examples y = xW + 0.1 noise, generated from SEED",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("SEED", 0, _integer(0, 2**31 - 1), f"0..{2**31 - 1}",
             "seeds the data, the initial weights and TensorFlow's ops",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("MODEL", "mlp", _choice(MODELS), " | ".join(MODELS),
             "mlp: the article's Dense(10)-Dense(1), communication-dominated; "
             "cnn: a small convnet on 32x32x3 images, compute-dominated",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("LOOP", "fit", _choice(LOOPS), " | ".join(LOOPS),
             "fit: Keras model.fit; custom: the lab's own step, one packed all-reduce per step",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("STEPS_PER_EXECUTION", 1, _integer(1, 1000), "1..1000",
             "training steps per call into the compiled step function",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("COLLECTIVE", "auto", _choice(COLLECTIVES), " | ".join(COLLECTIVES),
             "multiworker all-reduce implementation (nccl needs GPUS)",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("BYTES_PER_PACK", 0, _integer(0, 1 << 30), "0..1073741824",
             "multiworker gradient packing hint in bytes; 0 lets TensorFlow decide",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("ALLREDUCE_PROBE", 0, _integer(0, 100_000), "0..100000",
             "after training, time this many bare all-reduces of the gradient's size",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("RUN", "", _run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
             "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest",
@@ -736,11 +721,9 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob=REPLAYED),
     Setting("PEER_TIMEOUT", 60.0, _number(1, 3600), "1..3600 seconds",
             "how long a trainer waits for its peers before it exits naming the missing ones",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("TIMEOUT", 900.0, _number(10, 86_400), "10..86400 seconds",
             "how long a whole run may take before the lab stops it and reports it failed",
-            commands=RUNS,
             tfjob=REPLAYED),
     Setting("RUNS_DIR", "runs", _folder, "a folder, no ':' in its path", "where run folders are written",
             on_host=_folder_on_host,
@@ -766,38 +749,31 @@ SETTINGS: tuple[Setting, ...] = (
             commands=("compare",)),
     Setting("RESTARTS", 2, _integer(0, 10), "0..10",
             "times the lab restarts the whole cluster after a task fails; each resumes from the backup",
-            commands=RUNS,
             tfjob=REPLAYED),
     Setting("RESTART_POLICY", "ExitCode", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
             "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
             "(killed), a preemption or a lost peer, never a known bug or a memory kill; "
             "OnFailure: every failure; Never: none. RESTARTS bounds them",
-            commands=RUNS,
             tfjob="the TFJob's restart policies say which failures restart; "
                   "edit spec.tfReplicaSpecs.<type>.restartPolicy"),
     Setting("BACKUP", "epoch", _backup, "epoch | off | N steps",
             "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup",
-            commands=RUNS,
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("CPUS", 0.0, _number(MIN_CPUS, 64, "CPUs", zero="no limit"),
             f"0 | {MIN_CPUS:g}..64, at most the engine's",
             "CPU limit of every task's container, to imitate small nodes; 0: none",
-            commands=RUNS,
             tfjob=f"the TFJob's CPU limits apply; edit {CONTAINER_FIELD}.resources.limits.cpu"),
     Setting("MEMORY", "0", _memory, f"0 | <n>k | <n>m | <n>g, at least {MIN_MEMORY}",
             "memory limit of every task's container; 0: none",
-            commands=RUNS,
             tfjob="the TFJob's memory limits apply; "
                   f"edit {CONTAINER_FIELD}.resources.limits.memory"),
     Setting("NETWORK", "internal", _choice(NETWORKS), " | ".join(NETWORKS),
             "internal: the tasks' network has no route out and the host has no address on it; "
             "bridge: Docker's usual bridge",
-            commands=RUNS,
             tfjob="the replay's tasks are always on an internal network of their own; "
                   "leave NETWORK out"),
     Setting("LINK", "", _link, "empty | <latency>ms,<rate>mbit",
             "every task's inbound link through a delay proxy, e.g. 1ms,1000mbit; empty: direct",
-            commands=RUNS,
             tfjob="the replay's tasks talk directly; leave LINK out"),
     Setting("SCENARIO", "kill", _choice(SCENARIOS), " | ".join(SCENARIOS), "make chaos: the fault to inject",
             commands=("chaos",)),
@@ -824,7 +800,6 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob="the TFJob's containers run their own command; "
                   f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED),
     Setting("ARGS", "", _args, "arguments", "arguments for SCRIPT, split as a shell would",
-            commands=RUNS,
             tfjob=f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args"),
     Setting("TFJOB", "", _tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
@@ -836,20 +811,16 @@ SETTINGS: tuple[Setting, ...] = (
             commands=("tensorboard",)),
     Setting("SWARM_PLACEMENT", "spread", _choice(PLACEMENTS), " | ".join(PLACEMENTS),
             "BACKEND=swarm: spread puts task i on node i (this node first, then the others by "
-            "hostname), in turn; local pins every task to this node",
-            commands=RUNS),
+            "hostname), in turn; local pins every task to this node"),
     Setting("REGISTRY", "", _registry, "empty | host:port",
             "BACKEND=swarm across nodes: the registry the lab pushes the image to and every node pulls "
-            "it from, by digest (make swarm-sim starts one); empty: the image stays on this node",
-            commands=RUNS),
+            "it from, by digest (make swarm-sim starts one); empty: the image stays on this node"),
     Setting("SHARED_RUNS_DIR", 0, _integer(0, 1), "0 | 1",
             "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
-            "every node (NFS, or make swarm-sim's nodes, which share this host's files)",
-            commands=RUNS),
+            "every node (NFS, or make swarm-sim's nodes, which share this host's files)"),
     Setting("NODE_ENGINES", "", _node_engines, "empty | hostname=ssh://user@host ...",
             "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
-            "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none",
-            commands=RUNS),
+            "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none"),
     Setting("NODES", 3, _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
             "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
             "NODES-1 engines in network namespaces",
