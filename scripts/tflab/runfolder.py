@@ -31,7 +31,7 @@ from tflab import foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
 from tflab.schema import Events, problems, read_events
-from tflab.settings import Settings, SettingsError, _json
+from tflab.settings import Settings, SettingsError
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
 SUMMARY = "summary.json"  # the run's result (Summary), written once when the run ends
@@ -407,7 +407,7 @@ def read_run_config(path: Path) -> tuple[dict, Settings]:
         raise SettingsError(f"{path} holds {type(config).__name__}, not the object the lab writes")
     for key, kind in (("settings", dict), ("cluster", dict)):
         if not isinstance(config.get(key), kind):
-            raise SettingsError(f"{path}: {key} is {_json(config.get(key))}, not an object")
+            raise SettingsError(f"{path}: {key} is {json.dumps(config.get(key))}, not an object")  # json.loads made it
     try:
         return config, Settings.from_dict(config["settings"])
     except SettingsError as error:
