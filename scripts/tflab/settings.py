@@ -835,22 +835,22 @@ SETTINGS: tuple[Setting, ...] = (
             "pull from and name it here",
             commands=("k8s",),
             tfjob=f"the TFJob's containers name their image; edit {CONTAINER_FIELD}.image"),
-    Setting("K8S_NAMESPACE", "default", _k8s_name(K8S_NAMESPACE_PATTERN,
-            "a DNS-1123 label: lowercase letters, digits and '-', "
-            "a letter or digit at each end, at most 63 characters"),
+    Setting("K8S_NAMESPACE", "default",
+            _k8s_name(K8S_NAMESPACE_PATTERN, "a DNS-1123 label: lowercase letters, digits and '-', "
+                                             "a letter or digit at each end, at most 63 characters"),
             "a DNS-1123 label", "make k8s: the namespace of every object",
             commands=("k8s",),
             tfjob="the TFJob's namespace is in its tasks' addresses; edit metadata.namespace"),
-    Setting("K8S_NAME", "tflab", _k8s_name(K8S_NAME_PATTERN,
-            "lowercase letters, digits and '-', a letter first, a letter or "
-            f"digit last, at most {K8S_NAME_MAX} characters (room for "
-            f"-worker-{MAX_TASKS - 1})"),
+    Setting("K8S_NAME", "tflab",
+            _k8s_name(K8S_NAME_PATTERN, "lowercase letters, digits and '-', a letter first, a letter or digit "
+                                        f"last, at most {K8S_NAME_MAX} characters (room for -worker-{MAX_TASKS - 1})"),
             f"[a-z][a-z0-9-]*, at most {K8S_NAME_MAX} characters",
             "make k8s: the TFJob's name; its tasks' Services and Jobs are <K8S_NAME>-<job>-<index>",
             commands=("k8s",),
             tfjob="the TFJob's name names its tasks' hosts; edit metadata.name"),
-    Setting("K8S_PVC", "", _k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 "
-            "subdomain), or nothing for each pod's own emptyDir"),
+    Setting("K8S_PVC", "",
+            _k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 subdomain), or nothing "
+                                       "for each pod's own emptyDir"),
             "empty | a PVC name",
             "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
             "empty: each pod's own emptyDir, gone with the pod",
