@@ -865,7 +865,6 @@ Settings = dataclasses.make_dataclass(
     bases=(SettingsRules,), frozen=True)
 Settings.__module__ = __name__  # make_dataclass's own guess (3.12 on) is its caller's; pickle needs ours
 Settings.__doc__ = "Every setting's value, checked (from_env, from_dict, replace); one field per entry of SETTINGS."
-_DEFAULTS = Settings()
 
 
 def default_of(name: str) -> object:
