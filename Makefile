@@ -63,7 +63,8 @@ help: ## list the targets and the settings
 	@echo "Targets:"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo
-	@echo "Settings, as make variables (make up WORKERS=3) or environment variables:"
+	@echo "Settings, as make variables (make up WORKERS=3) or environment variables; a target refuses"
+	@echo "one given by name that it does not read:"
 	@$(LAB) settings
 
 up: ## train on the lab and print a summary: make up STRATEGY=mirrored
@@ -123,9 +124,10 @@ wheels: ## download the trainer's pinned wheels into images/trainer/wheels/ (GPU
 
 venv: $(VENV)/.installed ## create .venv with TensorFlow, pytest and Compose v2 for the tests
 
-# .venv takes the CPU wheels whatever GPUS says: the tests and BACKEND=local run on CPUs.
+# .venv takes the CPU wheels whatever GPUS says: the tests and BACKEND=local run on CPUs. The settings
+# on make's command line are the calling target's (make compare MODEL=cnn), not for `wheels` to refuse.
 $(VENV)/.installed: requirements/trainer.txt requirements/test.txt scripts/get-compose-v2.sh
-	@GPUS= $(LAB) wheels
+	@GPUS= TFLAB_MAKE_VARIABLES= $(LAB) wheels
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --no-index \
 		--find-links images/trainer/wheels -r requirements/trainer.txt

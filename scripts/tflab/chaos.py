@@ -33,7 +33,7 @@ from tflab import backends, cluster, console, docker, runfolder, runner
 from tflab.errors import LabError
 from tflab.runfolder import Summary
 from tflab.schema import by_event
-from tflab.settings import SCENARIOS, Settings
+from tflab.settings import SCENARIOS, Settings, refuse_unhonoured
 
 CUT_AGAIN_SECONDS = 60  # a swarm gives a restarted task its container within seconds
 SWARM_SCENARIOS = ("kill", "stop", "pause", "partition")  # each through the target's node (swarm.py)
@@ -197,9 +197,7 @@ def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) ->
     tried on a stack."""
     if settings.backend == "local":
         raise LabError("make chaos needs BACKEND=compose, not BACKEND=local: its faults act on containers")
-    if settings.script:  # its moments are the lab trainer's events, which a user's script need not log
-        raise LabError(f"SCRIPT={settings.script} is not allowed with make chaos and make soak: expected the lab's "
-                       "own trainer (SCRIPT empty), whose epochs and readiness the faults are timed by")
+    refuse_unhonoured("chaos", settings)  # SCRIPT: the faults are timed by the lab trainer's events
     refused = [scenario for scenario in scenarios if scenario not in SWARM_SCENARIOS]
     if settings.backend == "swarm" and refused:
         raise LabError(f"SCENARIO={refused[0]} needs BACKEND=compose; with BACKEND=swarm make chaos offers "

@@ -50,7 +50,18 @@ from tflab import (
 from tflab.errors import LabError
 from tflab.home import LAB_HOME
 from tflab.runfolder import Summary
-from tflab.settings import SPECS, Settings, given_values, settings_table
+from tflab.settings import (
+    RUNS,
+    SETTINGS,
+    SPECS,
+    Settings,
+    command_label,
+    given_values,
+    named_values,
+    refuse_not_read,
+    settings_of,
+    settings_table,
+)
 
 USAGE_ERROR = 2
 
@@ -329,7 +340,7 @@ def command_check(settings: Settings) -> int:
     if command in ("up", "compare", "bench"):
         runfolder.planned(settings)
     if command == "compare":
-        settings.compare_runs()
+        compare.compare_runs(settings)
     elif command == "report":
         check_report(runfolder.existing(settings))
     elif command == "bench":
@@ -349,11 +360,49 @@ def check_report(folder) -> None:
         raise malformed(folder, error) from None
 
 
+HELP_WIDTH = 96  # `make help` and `--help` fit a terminal of 96 columns, or of 80 with a few long words
+
+
+def settings_rows(names: list[str]) -> list[str]:
+    """A table of these settings that fits HELP_WIDTH: the name, the default and what is allowed and
+    meant, each wrapped in its column (COMPARE's default alone is 90 characters)."""
+    shown = {name: (default or "(empty)", allowed, doc) for name, default, allowed, doc in settings_table()}
+    name_width, default_width = max(len(name) for name in SPECS) + 2, 20
+    text_width = HELP_WIDTH - 2 - name_width - default_width
+    lines = []
+    for name in names:
+        default, allowed, doc = shown[name]
+        defaults = textwrap.wrap(default, default_width - 2, break_on_hyphens=False, break_long_words=False)
+        texts = [*textwrap.wrap(allowed, text_width, break_on_hyphens=False),
+                 *textwrap.wrap(doc, text_width - 2, initial_indent="  ", subsequent_indent="  ",
+                                break_on_hyphens=False)]
+        for i in range(max(len(defaults), len(texts))):
+            left, middle = name if i == 0 else "", defaults[i] if i < len(defaults) else ""
+            right = texts[i] if i < len(texts) else ""
+            lines.append(f"  {left:<{name_width}}{middle:<{default_width}}{right}".rstrip())
+    return lines
+
+
+def commands_heading(commands: tuple[str, ...]) -> str:
+    """`every run and make images` for a group of settings: RUNS, named in full once, is `every run`."""
+    runs = [c for c in RUNS if c in commands]
+    extra = ", ".join(c for c in commands if c not in RUNS)
+    if len(runs) < len(RUNS) / 2:
+        return f"make {', '.join(commands)}"
+    but = f" but make {', '.join(c for c in RUNS if c not in commands)}" if len(runs) < len(RUNS) else ""
+    return f"every run{but}" + (f" and make {extra}" if extra else "")
+
+
 def command_settings(settings: Settings) -> int:
-    rows = [("setting", "default", "allowed", "meaning")] + settings_table()
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(value.ljust(width) for value, width in zip(row[:3], widths)) + "  " + row[3])
+    """`make help`: every setting once, under the commands that take it, in a table of HELP_WIDTH."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for spec in SETTINGS:
+        groups.setdefault(spec.commands, []).append(spec.name)
+    print(f"Every run is make {', '.join(RUNS)}.")
+    print(f"  {'setting':<{max(len(name) for name in SPECS) + 2}}{'default':<20}allowed, then what it means")
+    for commands, names in groups.items():
+        print(f"For {commands_heading(commands)}:")
+        print("\n".join(settings_rows(names)))
     return 0
 
 
@@ -458,11 +507,31 @@ def flag(name: str) -> str:
     return "--" + name.lower().replace("_", "-")
 
 
-def settings_epilog() -> str:
-    lines = ["settings, as --flag VALUE, NAME=value, or NAME in the environment:"]
+def settings_epilog(command: str) -> str:
+    """The settings `command` takes, each with its flag, default and meaning; then the others by
+    name, which it refuses (settings.refuse_not_read)."""
+    taken = settings_of(command if command != "check" else "up")
+    lines = [f"settings of {command_label(command)}, as --flag VALUE, NAME=value, or NAME in the environment:"]
     for name, default, allowed, doc in settings_table():
-        lines.append(f"  {flag(name)} ({name}): {allowed}; default {default or '(empty)'}")
-        lines += textwrap.wrap(doc, width=96, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        if name in taken:
+            lines += textwrap.wrap(f"{flag(name)} ({name}): {allowed}; default {default or '(empty)'}",
+                                   width=HELP_WIDTH, initial_indent="  ", subsequent_indent=" " * 6,
+                                   break_on_hyphens=False)
+            lines += textwrap.wrap(doc, width=HELP_WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    others = [f"{flag(name)} ({name})" for name in SPECS if name not in taken]
+    if command == "check":
+        lines = ["settings of the command TFLAB_CHECK names (up's shown), as --flag VALUE, NAME=value, or NAME",
+                 "in the environment:"] + lines[1:]
+    elif len(others) > 20:  # the commands that read only a few: the rest is the whole table
+        lines.append(f"the other {len(others)} settings are other commands' (`tflab settings` lists them all), "
+                     "refused here")
+    elif others:  # a line breaks between entries only, so each reads whole
+        lines.append("other commands' settings, not taken here:")
+        for entry in others:
+            if len(lines[-1]) + len(entry) + 2 > HELP_WIDTH:
+                lines.append(" ")
+            lines[-1] += f" {entry},"
+        lines[-1] = lines[-1].rstrip(",")
     return "\n".join(lines)
 
 
@@ -485,7 +554,8 @@ def make_parser() -> argparse.ArgumentParser:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="command", required=True, parser_class=Parser)
     for name, (_, doc) in COMMANDS.items():
-        sub = commands.add_parser(name, help=doc, description=doc, epilog=settings_epilog(), allow_abbrev=False,
+        sub = commands.add_parser(name, help=doc, description=textwrap.fill(doc, HELP_WIDTH),
+                                  epilog=settings_epilog(name), allow_abbrev=False,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("assignments", nargs="*", metavar="NAME=value")
         if name == "images":
@@ -520,10 +590,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         assignments = given_settings(args)
         given = given_values(os.environ, assignments)
-        if "TFJOB" in given:  # before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH
+        # Both before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH. Under check, the
+        # command TFLAB_CHECK names (command_check refuses any other).
+        command = os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command
+        if "TFJOB" in given:  # first: what the TFJob decides is named so, K8S_NAME too, which `up` reads not
             from tflab import tfjob
 
-            tfjob.refuse_given(os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command, given)
+            tfjob.refuse_given(command, given)
+        if command in COMMANDS:
+            refuse_not_read(command, named_values(os.environ, assignments))
         settings = Settings.from_env(os.environ, assignments)
         if args.command not in READ_NO_LAB_FILES:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from tflab import backends, report, runfolder, runner
 from tflab.console import display_path, say
-from tflab.settings import Settings
+from tflab.settings import COMPARE_ENTRY, Settings, SettingsError
+
+
+def compare_runs(settings: Settings) -> list[tuple[str, Settings]]:
+    """(label, settings) for each COMPARE entry, each checked: `mirrored-4` is STRATEGY=mirrored
+    REPLICAS=4, `parameter-server-2` is STRATEGY=parameter_server WORKERS=2 (and PS)."""
+    runs = []
+    for label in settings.compare.split():
+        match = COMPARE_ENTRY.fullmatch(label)
+        strategy = (match.group(1) or match.group(2)).replace("-", "_")
+        count = int(match.group(3) or 1)
+        size = {"mirrored": {"replicas": count}, "single": {}}.get(strategy, {"workers": count})
+        try:
+            runs.append((label, settings.replace(strategy=strategy, run=label, **size)))
+        except SettingsError as error:
+            raise SettingsError(f"COMPARE entry {label}: {error}") from None
+    return runs
 
 
 def compare(settings: Settings) -> int:
-    entries = settings.compare_runs()
+    entries = compare_runs(settings)
     folder = runfolder.planned(settings)
     backends.check_engine(settings)
     runfolder.make(folder, link_latest=True)

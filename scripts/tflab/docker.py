@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tflab import labels
 from tflab.errors import LabError
+from tflab.settings import MIN_CPUS
 
 PROJECT_LABEL = "com.docker.compose.project"  # Compose v1 and v2 label every container and network
 SERVICE_LABEL = "com.docker.compose.service"
@@ -105,7 +106,7 @@ def check_cpus(name: str, cpus: float) -> None:
         return
     available = engine_cpus()
     if available and cpus > available:
-        raise LabError(f"{name}={cpus:g} is more than this Docker engine's {available} CPUs; expected 0.01 to "
+        raise LabError(f"{name}={cpus:g} is more than this Docker engine's {available} CPUs; expected {MIN_CPUS:g} to "
                        f"{available}, or 0 (no limit)")
 
 

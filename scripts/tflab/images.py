@@ -51,7 +51,7 @@ from pathlib import Path
 from tflab import builder, docker, progress
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
-from tflab.settings import Settings
+from tflab.settings import GPU_IMAGE_AMD64_ONLY, Settings
 
 REPOSITORY = "tflab-trainer"  # tagged <variant>-<digest of the build's inputs>
 PACKAGES_REPOSITORY = "tflab-trainer-packages"  # tagged <variant>-<digest of base, pins, install script, settings>
@@ -130,15 +130,15 @@ def variant(gpu: bool = False, platform: str = AMD64) -> Variant:
     return Variant("gpu", GPU_REQUIREMENTS, GPU_WHEELS, GPU_WHEEL_STAMP, "several GB: CUDA's libraries come as wheels")
 
 
-GPU_AMD64_ONLY = ("GPUS is not allowed on linux/arm64: the GPU image is x86_64 only (CUDA's wheels are "
-                  "linux/amd64); leave GPUS empty for the arm64 CPU image, or run GPUS on an x86_64 machine")
+GPU_AMD64_ONLY = (f"GPUS is not allowed on linux/arm64: {GPU_IMAGE_AMD64_ONLY}; leave GPUS empty for the arm64 CPU "
+                  "image, or run GPUS on an x86_64 machine")
 
 
 def variant_for(gpus: str, platform: str = AMD64) -> Variant:
     """The image a run with GPUS=`gpus` needs on `platform` (resolved: see platform_for)."""
     if gpus and platform == ARM64:
-        raise LabError(f"GPUS={gpus} is not allowed on a linux/arm64 engine: the GPU image is x86_64 only (CUDA's "
-                       "wheels are linux/amd64); leave GPUS empty for the arm64 CPU image, or use an x86_64 machine")
+        raise LabError(f"GPUS={gpus} is not allowed on a linux/arm64 engine: {GPU_IMAGE_AMD64_ONLY}; leave GPUS "
+                       "empty for the arm64 CPU image, or use an x86_64 machine")
     return variant(gpu=bool(gpus), platform=platform)
 
 

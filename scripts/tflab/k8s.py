@@ -32,7 +32,7 @@ from pathlib import Path
 from tflab import cluster, console, runfolder
 from tflab.cluster import Cluster
 from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.settings import Settings, refuse_unhonoured
 
 CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
 OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
@@ -50,9 +50,7 @@ def write(settings: Settings) -> int:
     built here if it is not yet, as `make images` would (so the manifests name an image that is)."""
     given_image = bool(settings.k8s_image)
     # What the manifests cannot carry is refused, not dropped: the pods would run other code.
-    if settings.script:
-        raise LabError(f"SCRIPT={settings.script} is not allowed with make k8s: the manifests run the lab's own "
-                       "trainer (bake your script into an image of yours and name it in K8S_IMAGE)")
+    refuse_unhonoured("k8s", settings)
     if settings.evaluator and not settings.k8s_pvc:
         raise LabError(f"EVALUATOR={settings.evaluator} is not allowed without K8S_PVC in make k8s: expected "
                        "K8S_PVC=<a ReadWriteMany claim> (the evaluator reads the chief's checkpoints, and "

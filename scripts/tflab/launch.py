@@ -27,8 +27,9 @@ from pathlib import Path
 
 from tflab import runfolder
 from tflab.explain import exception_head
+from tflab.runfolder import read_run_config
 from tflab.schema import EventLog
-from tflab.settings import SettingsError, read_run_config
+from tflab.settings import SettingsError
 
 # The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
 # TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).

@@ -24,6 +24,7 @@ import stat
 from pathlib import Path
 
 from tflab.errors import LabError
+from tflab.settings import DNS_LABEL
 
 MAX_BYTES = 2 * 2**20  # a Kubernetes object is at most 1.5 MiB in etcd; a ConfigMap's data at most 1 MiB
 MAX_NODES = 200_000  # a TFJob and its ConfigMaps are hundreds; aliases count as what they expand to
@@ -32,7 +33,7 @@ MAX_DEPTH = 48  # the deepest PodSpec field (affinity's match expressions) is ab
 SCHEMAS = Path(__file__).parent / "schemas"
 
 # k8s.io/apimachinery/pkg/util/validation
-DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_LABEL = re.compile(DNS_LABEL)  # at most 63 characters, as the API server has it
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")

@@ -31,7 +31,7 @@ from tflab import foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
 from tflab.schema import Events, problems, read_events
-from tflab.settings import Settings
+from tflab.settings import Settings, SettingsError
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
 SUMMARY = "summary.json"  # the run's result (Summary), written once when the run ends
@@ -391,3 +391,24 @@ def _record(kind, data: Any, where: str):
             for key in CHAOS_NUMBERS:
                 _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))
     return kind(**{key: value for key, value in data.items() if key in known})
+
+
+def read_run_config(path: Path) -> tuple[dict, Settings]:
+    """A run's config.json and its settings, checked as the host checks them (from_dict), for
+    the trainer and the script launcher; SettingsError (one line naming the file and the field)
+    for anything else."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise SettingsError(f"{path} cannot be read: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SettingsError(f"{path} is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise SettingsError(f"{path} holds {type(config).__name__}, not the object the lab writes")
+    for key, kind in (("settings", dict), ("cluster", dict)):
+        if not isinstance(config.get(key), kind):
+            raise SettingsError(f"{path}: {key} is {json.dumps(config.get(key))}, not an object")  # json.loads made it
+    try:
+        return config, Settings.from_dict(config["settings"])
+    except SettingsError as error:
+        raise SettingsError(f"{path}: {error}") from None

@@ -1,5 +1,10 @@
 """Every setting of the lab: its name, default, what is allowed and what it means, in one place.
 
+Each setting is declared once, in SETTINGS (a `Setting` each: name, default, parser, what is
+allowed, what it means, the commands that read it, what a TFJob decides instead); the frozen
+`Settings` dataclass, the tables of `make help` and `--help`, and the refusal of a setting given
+to a command that never reads it are all made from that declaration.
+
 Settings arrive as environment variables (the Makefile's command-line variables become the
 environment of its recipes) or as NAME=value arguments to `python3 -m tflab`. They are parsed
 once, here, into a frozen `Settings`; anything not allowed raises `SettingsError` whose message is
@@ -58,6 +63,9 @@ COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([
 # get cpu: "0m" too.
 MIN_MEMORY_BYTES = 6 * 1024 * 1024
 MIN_CPUS = 0.01
+MIN_MEMORY = f"{MIN_MEMORY_BYTES // 1024**2}m"  # as MEMORY writes it
+# GPUs run on linux/amd64 only: the lab's one GPU image is built from CUDA's wheels, which are.
+GPU_IMAGE_AMD64_ONLY = "the GPU image is x86_64 only (CUDA's wheels are linux/amd64)"
 MEMORY_FACTORS = {"k": 1024, "m": 1024**2, "g": 1024**3}
 # An image reference as Docker's distribution/reference grammar has it: [domain[:port]/]path[:tag][@digest].
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
@@ -71,72 +79,24 @@ MAKE_OWN_ENV = "TFLAB_MAKE_OWN"  # the Makefile's own overridable variables
 MAKE_BROKEN_ENV = "TFLAB_MAKE_BROKEN"  # the pieces of a make variable's name that holds a line break
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # what a make variable's name is shown unquoted as
 
+# Which command reads which setting. A setting given by name (NAME=value, a flag, on make's
+# command line) to a command that does not read it is refused: the command would drop it silently.
+RUNS = ("up", "stack-up", "compare", "bench", "chaos", "soak", "config", "k8s")  # run, or describe, a training
+RUN_FOLDERS = ("report", "summary", "logs", "down", "clean")  # read what runs left
+
 
 class SettingsError(LabError, ValueError):
     """A setting the lab refuses; str() is the one line a user sees."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    strategy: str = "multiworker"  # single | mirrored | multiworker | parameter_server
-    workers: int = 2  # worker containers (processes) for multiworker and parameter_server
-    replicas: int = 2  # mirrored: every GPU if any are visible, else this many logical CPUs
-    gpus: str = ""  # empty: CPUs only; all: every NVIDIA GPU; 0,1: these GPUs (workers take one each, in turn)
-    ps: int = 1  # parameter servers for parameter_server
-    chief: int = 0  # multiworker: 1 adds chief-0, one more replica and the chief (a TFJob's Chief)
-    evaluator: int = 0  # multiworker, parameter_server: 1 adds evaluator-0, evaluating each checkpoint
-    epochs: int = 10  # passes over the data set
-    global_batch: int = 64  # examples per step summed over all replicas, whatever the strategy
-    examples: int = 4096  # synthetic examples, y = xW + 0.1 noise, generated from SEED
-    seed: int = 0  # seeds the data, the initial weights and TensorFlow's ops
-    model: str = "mlp"  # mlp: the article's tiny MLP; cnn: a small convnet, compute-dominated
-    loop: str = "fit"  # fit: Keras model.fit; custom: the lab's loop, one packed all-reduce a step
-    steps_per_execution: int = 1  # training steps per call into the compiled step function
-    collective: str = "auto"  # multiworker all-reduce implementation: auto | ring | nccl
-    bytes_per_pack: int = 0  # multiworker gradient packing hint; 0 lets TensorFlow decide
-    allreduce_probe: int = 0  # after training, time this many bare all-reduces of the gradient
-    run: str = ""  # run id, outputs in RUNS_DIR/<RUN>/; empty means a fresh timestamped id
-    backend: str = "compose"  # compose: one container per task; local: one process per task; swarm: a stack
-    peer_timeout: float = 60.0  # seconds a trainer waits for its peers before it gives up
-    timeout: float = 900.0  # seconds the whole run may take before the lab stops it
-    runs_dir: str = "runs"  # where run folders go (relative to the repository root)
-    compose: str = "auto"  # auto (v2 plugin, else docker-compose), v2 or v1
-    base_image: str = ""  # trainer base image; empty: python:3.11-slim, else a local build
-    platform: str = ""  # the trainer image's platform: linux/amd64 | linux/arm64; empty: the engine's own
-    compare: str = DEFAULT_COMPARE  # the runs `make compare` makes, as strategy-count entries
-    restarts: int = 2  # times the lab restarts the whole cluster after a task fails
-    restart_policy: str = "ExitCode"  # which failures are restarted: ExitCode | OnFailure | Never
-    backup: str = "epoch"  # BackupAndRestore: every epoch, every N steps, or off
-    cpus: float = 0.0  # CPU limit of every task's container; 0: none
-    memory: str = "0"  # memory limit of every task's container (512m, 2g); 0: none
-    network: str = "internal"  # internal: no route out; bridge: Docker's default bridge rules
-    link: str = ""  # every task's inbound link, "<latency>ms,<rate>mbit", through a proxy; empty: direct
-    scenario: str = "kill"  # make chaos: kill | stop | pause | partition | slow-link | slow-node
-    target: str = ""  # make chaos: the task hit; empty: the last worker
-    at: str = "epoch:2"  # make chaos: when, "epoch:N" (after N epochs) or "seconds:S" (after ready)
-    heal: str = "5"  # make chaos: seconds until pause/partition is undone, or "never" (partition)
-    slow_link: str = "10ms,100mbit"  # make chaos SCENARIO=slow-link: the target's inbound link
-    slow_cpus: float = 0.25  # make chaos SCENARIO=slow-node: the target's CPU limit
-    soak: int = 20  # make soak: how many random scenarios
-    script: str = ""  # a user's own training script (absolute path) run in every task; empty: the lab's
-    args: str = ""  # arguments for SCRIPT, as a shell would split them
-    tfjob: str = ""  # tflab up: a Kubeflow TFJob manifest (YAML) whose replicas run as the tasks; empty: none
-    tensorboard_port: int = 6006  # make tensorboard: the port on 127.0.0.1
-    swarm_placement: str = "spread"  # BACKEND=swarm: spread (a task per node, in turn) | local (all on this node)
-    registry: str = ""  # BACKEND=swarm across nodes: host:port of a registry every node pulls from
-    shared_runs_dir: int = 0  # BACKEND=swarm across nodes: 1 states RUNS_DIR is at the same path on every node
-    node_engines: str = ""  # BACKEND=swarm: "hostname=ssh://user@host ...", each other node's engine, for chaos
-    nodes: int = 3  # make swarm-sim: the simulated swarm's nodes, this host's engine included
-    force: int = 0  # make down: 1 also ends runs whose lab still runs; 0 leaves them, saying so
+class SettingsRules:
+    """What every `Settings` does beyond holding its values (the dataclass itself is generated from
+    SETTINGS below, so each setting's field, default and rules are written once)."""
 
     @property
     def gpu_indexes(self) -> tuple[str, ...]:
         """The GPUs GPUS names one by one; empty for GPUS=all (the host's list) and for no GPUs."""
         return tuple(self.gpus.split(",")) if self.gpus not in ("", "all") else ()
-    k8s_image: str = ""  # make k8s: the trainer image; empty: the digest tag `make images` builds here
-    k8s_namespace: str = "default"  # make k8s: the namespace of every object
-    k8s_name: str = "tflab"  # make k8s: the TFJob's name, and the prefix of every other object's
-    k8s_pvc: str = ""  # make k8s: a ReadWriteMany PVC for the outputs; empty: each pod's own emptyDir
 
     @property
     def replicas_in_sync(self) -> int:
@@ -194,21 +154,6 @@ class Settings:
             raise SettingsError(f"unknown setting {unknown[0]!r}; allowed settings: {', '.join(by_field)}")
         return cls(**{key: _typed(by_field[key], value) for key, value in data.items()}).validated()
 
-    def compare_runs(self) -> list[tuple[str, "Settings"]]:
-        """(label, settings) for each COMPARE entry, each checked: `mirrored-4` is STRATEGY=mirrored
-        REPLICAS=4, `parameter-server-2` is STRATEGY=parameter_server WORKERS=2 (and PS)."""
-        runs = []
-        for label in self.compare.split():
-            match = COMPARE_ENTRY.fullmatch(label)
-            strategy = (match.group(1) or match.group(2)).replace("-", "_")
-            count = int(match.group(3) or 1)
-            size = {"mirrored": {"replicas": count}, "single": {}}.get(strategy, {"workers": count})
-            try:
-                runs.append((label, self.replace(strategy=strategy, run=label, **size)))
-            except SettingsError as error:
-                raise SettingsError(f"COMPARE entry {label}: {error}") from None
-        return runs
-
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
@@ -260,9 +205,8 @@ class Settings:
             raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
                                 "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
         if self.gpus and self.platform == "linux/arm64":
-            raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: the GPU image is "
-                                "x86_64 only (CUDA's wheels are linux/amd64); leave GPUS empty, or PLATFORM empty "
-                                "or linux/amd64")
+            raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: {GPU_IMAGE_AMD64_ONLY}; "
+                                "leave GPUS empty, or PLATFORM empty or linux/amd64")
         if self.platform and self.backend == "local":
             raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND=local: local processes run "
                                 "on this machine's own Python; expected BACKEND=compose or swarm, or PLATFORM empty")
@@ -278,18 +222,33 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class Spec:
-    field: str
+class Setting:
+    """One setting, declared once in SETTINGS: the Settings dataclass, the parsing, `make help`,
+    `tflab <command> --help` and which command takes it all come from here."""
+    name: str  # as a user gives it; its field in Settings (and config.json) is name.lower()
+    default: object  # its type is the field's: str, int or float
     parse: Callable[[str, str], object]  # text -> value, the same on the host and in the trainer
     allowed: str  # what a user may give, for errors and the settings table
     doc: str
     on_host: Callable[[str, object], object] | None = None  # checks of the host's files, from_env only
+    # The commands that read it; given by name to any other, it is refused. Most are a run's.
+    commands: tuple[str, ...] = RUNS
+    # `tflab up TFJOB=`: why the TFJob decides this setting instead (then it is refused with TFJOB),
+    # or REPLAYED where the replay reads it; empty where `up` reads it only without a TFJob, or never.
+    tfjob: str = ""
+    # command -> "make <command>: why", where the setting's very value (from the environment too)
+    # cannot be honoured by a command that otherwise runs the settings' training.
+    refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def field(self) -> str:
+        return self.name.lower()
 
     @property
     def empty_allowed(self) -> bool:
         """Empty is a value of its own (CPUs only, a fresh run id, the lab's own script...) exactly
         where it is the default."""
-        return getattr(_DEFAULTS, self.field) == ""
+        return self.default == ""
 
 
 def _json(value: object) -> str:
@@ -303,7 +262,7 @@ def _typed(name: str, value: object) -> object:
     """A value as config.json holds it (or as code passed it to `replace`), checked by the
     setting's own parser: the right JSON type, and the very value `from_env` would give."""
     spec = SPECS[name]
-    kind = type(getattr(_DEFAULTS, spec.field))
+    kind = type(spec.default)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
@@ -339,6 +298,48 @@ def given_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> d
     overrides = dict(overrides)
     return {name: overrides.get(name, env.get(name, "")) for name in SPECS
             if name in overrides or env.get(name, "").strip()}
+
+
+def named_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> dict[str, str]:
+    """The settings a user gave by name for this command: an argument, a flag, or on make's command
+    line (TFLAB_MAKE_VARIABLES). An exported variable is not among them: one environment serves
+    every command, so each takes from it only what it reads."""
+    named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+    return {name: value for name, value in given_values(env, overrides).items() if name in named}
+
+
+def command_label(command: str) -> str:
+    return "make help" if command == "settings" else f"make {command}"
+
+
+def refuse_not_read(command: str, named: Mapping[str, str]) -> None:
+    """A setting given by name to a command that never reads it, refused in one line naming the
+    commands that do: `make summary WORKERS=3` would otherwise say nothing and count nothing.
+    Where the setting says why the command cannot honour it (Setting.refused), that check says so."""
+    for name, value in named.items():
+        spec = SPECS.get(name)
+        if spec is None or command in spec.commands or command in spec.refused:
+            continue
+        shown = value if value.isprintable() and len(value) <= 100 else repr(value[:100])
+        readers = "make " + ", ".join(spec.commands)
+        raise SettingsError(f"{name}={shown} is not a setting of {command_label(command)} (read by {readers} "
+                            f"only); leave it out: `tflab {command} --help` lists the settings it takes")
+
+
+def refuse_unhonoured(command: str, values: "Mapping[str, object] | SettingsRules") -> None:
+    """A value the command cannot honour (Setting.refused), given in any way, the environment too:
+    `values` is the settings, or NAME -> value as given."""
+    if not isinstance(values, Mapping):
+        values = {spec.name: getattr(values, spec.field) for spec in SETTINGS}
+    for name, value in values.items():
+        refused = SPECS[name].refused.get(command) if name in SPECS else None
+        if refused and value not in ("", SPECS[name].default):
+            raise SettingsError(f"{name}={value} is not allowed with {refused}")
+
+
+def settings_of(command: str) -> list[str]:
+    """The settings `command` reads, in the table's order."""
+    return [spec.name for spec in SETTINGS if command in spec.commands]
 
 
 def check_make_variables(env: Mapping[str, str]) -> None:
@@ -446,7 +447,7 @@ def _memory(name: str, raw: str) -> str:
     match = re.fullmatch(r"([0-9]{1,12})([kmg])", raw)
     if raw == "0" or (match and int(match.group(1)) * MEMORY_FACTORS[match.group(2)] >= MIN_MEMORY_BYTES):
         return raw
-    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size of at least 6m "
+    raise SettingsError(f"{name}={raw} is not allowed: expected 0 (no limit) or a size of at least {MIN_MEMORY} "
                         "(Docker's minimum), such as 512m or 2g")
 
 
@@ -560,11 +561,6 @@ def _node_engines(name: str, raw: str) -> str:
     return " ".join(entries)
 
 
-def node_engine_map(raw: str) -> dict[str, str]:
-    """NODE_ENGINES as hostname -> the docker CLI's -H address."""
-    return dict(entry.split("=", 1) for entry in raw.split())
-
-
 def _script(name: str, raw: str) -> str:
     _printable(name, raw)
     if not raw.endswith(".py") or ":" in raw:
@@ -629,170 +625,250 @@ def _args(name: str, raw: str) -> str:
     return raw
 
 
-_DEFAULTS = Settings()
-
-SPECS: dict[str, Spec] = {
-    "STRATEGY": Spec("strategy", _choice(STRATEGIES), " | ".join(STRATEGIES),
-                     "single: one process, one replica; mirrored: one process, REPLICAS replicas; "
-                     "multiworker: WORKERS processes, one replica each; parameter_server: a chief, "
-                     "WORKERS workers and PS parameter servers, asynchronous"),
-    "WORKERS": Spec("workers", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
-                    "worker containers (or local processes) for multiworker and parameter_server"),
-    "REPLICAS": Spec("replicas", _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
-                     "mirrored replicas: every GPU if any are visible, else this many logical CPUs"),
-    "GPUS": Spec("gpus", _gpus, "empty | all | GPU indexes such as 0,1",
-                 "NVIDIA GPUs for the tasks (needs the NVIDIA Container Toolkit): single and mirrored take every "
-                 "one given; each worker takes one, in turn; empty: CPUs only"),
-    "PS": Spec("ps", _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
-               "parameter servers for parameter_server (its chief and workers are the other tasks)"),
-    "CHIEF": Spec("chief", _integer(0, 1), "0 | 1 (multiworker)",
-                  "multiworker: 1 adds chief-0, a TFJob's Chief: one more replica, and the one that writes "
-                  "the model, TensorBoard and checkpoints"),
-    "EVALUATOR": Spec("evaluator", _integer(0, 1), "0 | 1 (multiworker, parameter_server)",
-                      "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
-                      "(tf-keras SidecarEvaluator) and logs eval events"),
-    "EPOCHS": Spec("epochs", _integer(1, 10_000), "1..10000", "passes over the data set"),
-    "GLOBAL_BATCH": Spec("global_batch", _integer(1, 1 << 20), "1..1048576, a multiple of the replicas",
-                         "examples per step summed over every replica, the same for every strategy"),
-    "EXAMPLES": Spec("examples", _integer(1, 100_000_000), "GLOBAL_BATCH..100000000",
-                     "synthetic examples y = xW + 0.1 noise, generated from SEED"),
-    "SEED": Spec("seed", _integer(0, 2**31 - 1), f"0..{2**31 - 1}",
-                 "seeds the data, the initial weights and TensorFlow's ops"),
-    "MODEL": Spec("model", _choice(MODELS), " | ".join(MODELS),
-                  "mlp: the article's Dense(10)-Dense(1), communication-dominated; "
-                  "cnn: a small convnet on 32x32x3 images, compute-dominated"),
-    "LOOP": Spec("loop", _choice(LOOPS), " | ".join(LOOPS),
-                 "fit: Keras model.fit; custom: the lab's own step, one packed all-reduce per step"),
-    "STEPS_PER_EXECUTION": Spec("steps_per_execution", _integer(1, 1000), "1..1000",
-                                "training steps per call into the compiled step function"),
-    "COLLECTIVE": Spec("collective", _choice(COLLECTIVES), " | ".join(COLLECTIVES),
-                       "multiworker all-reduce implementation (nccl needs GPUS)"),
-    "BYTES_PER_PACK": Spec("bytes_per_pack", _integer(0, 1 << 30), "0..1073741824",
-                           "multiworker gradient packing hint in bytes; 0 lets TensorFlow decide"),
-    "ALLREDUCE_PROBE": Spec("allreduce_probe", _integer(0, 100_000), "0..100000",
-                            "after training, time this many bare all-reduces of the gradient's size"),
-    "RUN": Spec("run", _run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
-                "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest"),
-    "BACKEND": Spec("backend", _choice(BACKENDS), " | ".join(BACKENDS),
-                    "compose: a container per task; local: a process per task on loopback, same script; "
-                    "swarm: a Docker Swarm service per task (make stack-up)"),
-    "PEER_TIMEOUT": Spec("peer_timeout", _number(1, 3600), "1..3600 seconds",
-                         "how long a trainer waits for its peers before it exits naming the missing ones"),
-    "TIMEOUT": Spec("timeout", _number(10, 86_400), "10..86400 seconds",
-                    "how long a whole run may take before the lab stops it and reports it failed"),
-    "RUNS_DIR": Spec("runs_dir", _folder, "a folder, no ':' in its path", "where run folders are written",
-                     on_host=_folder_on_host),
-    "COMPOSE": Spec("compose", _choice(COMPOSE_CLIS), " | ".join(COMPOSE_CLIS),
-                    "Compose CLI: v2 is `docker compose`, v1 is `docker-compose`; auto prefers v2"),
-    "BASE_IMAGE": Spec("base_image", _image, "empty | an image reference",
-                       "base of the trainer image; empty: python:3.11-slim if it can be had, "
-                       "else a Debian base built locally with debootstrap"),
-    "PLATFORM": Spec("platform", _choice(PLATFORMS), "empty | " + " | ".join(PLATFORMS),
-                     "the trainer image's platform; empty: the engine's own (linux/arm64 on Apple Silicon); "
-                     "another runs emulated (slow; on Linux: scripts/enable-arm64-emulation.sh)"),
-    "COMPARE": Spec("compare", _compare,
-                    f"entries single, mirrored-N, multiworker-N, parameter-server-N (N: 1..{MAX_TASKS})",
-                    "the runs `make compare` makes, side by side, with every other setting shared"),
-    "RESTARTS": Spec("restarts", _integer(0, 10), "0..10",
-                     "times the lab restarts the whole cluster after a task fails; each resumes from the backup"),
-    "RESTART_POLICY": Spec("restart_policy", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
-                           "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
-                           "(killed), a preemption or a lost peer, never a known bug or a memory kill; "
-                           "OnFailure: every failure; Never: none. RESTARTS bounds them"),
-    "BACKUP": Spec("backup", _backup, "epoch | off | N steps",
-                   "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup"),
-    "CPUS": Spec("cpus", _number(MIN_CPUS, 64, "CPUs", zero="no limit"), f"0 | {MIN_CPUS:g}..64, at most the engine's",
-                 "CPU limit of every task's container, to imitate small nodes; 0: none"),
-    "MEMORY": Spec("memory", _memory, "0 | <n>k | <n>m | <n>g, at least 6m",
-                   "memory limit of every task's container; 0: none"),
-    "NETWORK": Spec("network", _choice(NETWORKS), " | ".join(NETWORKS),
-                    "internal: the tasks' network has no route out and the host has no address on it; "
-                    "bridge: Docker's usual bridge"),
-    "LINK": Spec("link", _link, "empty | <latency>ms,<rate>mbit",
-                 "every task's inbound link through a delay proxy, e.g. 1ms,1000mbit; empty: direct"),
-    "SCENARIO": Spec("scenario", _choice(SCENARIOS), " | ".join(SCENARIOS), "make chaos: the fault to inject"),
-    "TARGET": Spec("target", _text, "a task of the run; empty: the last worker", "make chaos: the task it hits"),
-    "AT": Spec("at", _moment, "epoch:N | seconds:S",
-               "make chaos: after the target's Nth epoch, or S seconds after it is ready"),
-    "HEAL": Spec("heal", _heal, "seconds | never (partition only)",
-                 "make chaos: when a pause or partition is undone"),
-    "SLOW_LINK": Spec("slow_link", _link, "<latency>ms,<rate>mbit",
-                      "make chaos SCENARIO=slow-link: the link the target gets from AT on"),
-    "SLOW_CPUS": Spec("slow_cpus", _number(0.01, 64, "CPUs"), "0.01..64",
-                      "make chaos SCENARIO=slow-node: the target's CPUs"),
-    "SOAK": Spec("soak", _integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs"),
-    "SCRIPT": Spec("script", _script, "empty | path/to/train.py, no ':' in its path",
-                   "your own training script, unmodified, in every task with the generated TF_CONFIG; "
-                   "empty: the lab's own", on_host=_script_on_host),
-    "ARGS": Spec("args", _args, "arguments", "arguments for SCRIPT, split as a shell would"),
-    "TFJOB": Spec("tfjob", _tfjob, "empty | path/to/tfjob.yaml",
-                  "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
-                  "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host),
-    "TENSORBOARD_PORT": Spec("tensorboard_port", _integer(1024, 65535), "1024..65535",
-                             "make tensorboard: the port it serves on, on 127.0.0.1 only"),
-    "K8S_IMAGE": Spec("k8s_image", _image, "empty | an image reference",
-                      "make k8s: the trainer image the pods run; empty: the one `make images` builds here (built "
-                      "if need be), which `make up TFJOB=` replays; for a cluster, push it to a registry it can "
-                      "pull from and name it here"),
-    "K8S_NAMESPACE": Spec("k8s_namespace", _k8s_name(K8S_NAMESPACE_PATTERN,
-                                                     "a DNS-1123 label: lowercase letters, digits and '-', "
-                                                     "a letter or digit at each end, at most 63 characters"),
-                          "a DNS-1123 label", "make k8s: the namespace of every object"),
-    "K8S_NAME": Spec("k8s_name", _k8s_name(K8S_NAME_PATTERN,
-                                           "lowercase letters, digits and '-', a letter first, a letter or "
-                                           f"digit last, at most {K8S_NAME_MAX} characters (room for "
-                                           f"-worker-{MAX_TASKS - 1})"),
-                     f"[a-z][a-z0-9-]*, at most {K8S_NAME_MAX} characters",
-                     "make k8s: the TFJob's name; its tasks' Services and Jobs are <K8S_NAME>-<job>-<index>"),
-    "K8S_PVC": Spec("k8s_pvc", _k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 "
-                                                           "subdomain), or nothing for each pod's own emptyDir"),
-                    "empty | a PVC name",
-                    "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
-                    "empty: each pod's own emptyDir, gone with the pod"),
-    "SWARM_PLACEMENT": Spec("swarm_placement", _choice(PLACEMENTS), " | ".join(PLACEMENTS),
-                            "BACKEND=swarm: spread puts task i on node i (this node first, then the others by "
-                            "hostname), in turn; local pins every task to this node"),
-    "REGISTRY": Spec("registry", _registry, "empty | host:port",
-                     "BACKEND=swarm across nodes: the registry the lab pushes the image to and every node pulls "
-                     "it from, by digest (make swarm-sim starts one); empty: the image stays on this node"),
-    "SHARED_RUNS_DIR": Spec("shared_runs_dir", _integer(0, 1), "0 | 1",
-                            "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
-                            "every node (NFS, or make swarm-sim's nodes, which share this host's files)"),
-    "NODE_ENGINES": Spec("node_engines", _node_engines, "empty | hostname=ssh://user@host ...",
-                         "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
-                         "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none"),
-    "NODES": Spec("nodes", _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
-                  "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
-                  "NODES-1 engines in network namespaces"),
-    "FORCE": Spec("force", _integer(0, 1), "0 | 1",
-                  "make down: 1 also ends the runs whose lab is still running (outcome interrupted, \"ended by "
-                  "tflab down\"); 0 leaves them running and names them"),
+# A value these commands cannot honour, from the environment too, refused when the command starts:
+# a user's script, where the faults are timed by the lab trainer's events or the pods run the lab's.
+SCRIPT_REFUSED = {
+    **dict.fromkeys(("chaos", "soak"), "make chaos and make soak: expected the lab's own trainer (SCRIPT empty), "
+                                       "whose epochs and readiness the faults are timed by"),
+    "k8s": "make k8s: the manifests run the lab's own trainer (bake your script into an image of yours and "
+           "name it in K8S_IMAGE)",
 }
+# TFJOB, where the TFJob would be taken to shape what a command other than `up` runs or writes.
+TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TFJob; leave TFJOB out"
+                 for command in RUNS if command != "up"}
+# `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
+# would be dropped without a word: it is refused, naming what decides it instead (Setting.tfjob).
+# The replay reads the REPLAYED ones (TIMEOUT and RESTARTS where the TFJob leaves them to the lab).
+REPLAYED = "read by the replay"
+CONTAINER_FIELD = "spec.tfReplicaSpecs.<type>.template.spec.containers[tensorflow]"  # the operator's container
+TRAINED_AS_THE_CONTAINERS_SAY = (
+    "the TFJob's containers train as their own command, args and env say (those make k8s writes: as their "
+    f"ConfigMap's config.json says); edit {CONTAINER_FIELD}.args or env, or the ConfigMap, or write the "
+    "manifests again with make k8s")
+OWN_IMAGE = f"the TFJob's containers run their own image, built or pulled beforehand; edit {CONTAINER_FIELD}.image"
 
+SETTINGS: tuple[Setting, ...] = (
+    Setting("STRATEGY", "multiworker", _choice(STRATEGIES), " | ".join(STRATEGIES),
+            "single: one process, one replica; mirrored: one process, REPLICAS replicas; "
+            "multiworker: WORKERS processes, one replica each; parameter_server: a chief, "
+            "WORKERS workers and PS parameter servers, asynchronous",
+            tfjob="the TFJob's replica types set the strategy; edit spec.tfReplicaSpecs"),
+    Setting("WORKERS", 2, _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
+            "worker containers (or local processes) for multiworker and parameter_server",
+            tfjob="the TFJob's Worker replicas set the workers; "
+                  "edit spec.tfReplicaSpecs.Worker.replicas"),
+    Setting("REPLICAS", 2, _integer(1, MAX_TASKS), f"1..{MAX_TASKS}",
+            "mirrored replicas: every GPU if any are visible, else this many logical CPUs",
+            tfjob="the TFJob's replicas set the tasks; edit spec.tfReplicaSpecs.<type>.replicas"),
+    Setting("GPUS", "", _gpus, "empty | all | GPU indexes such as 0,1",
+            "NVIDIA GPUs for the tasks (needs the NVIDIA Container Toolkit): single and mirrored take every "
+            "one given; each worker takes one, in turn; empty: CPUs only",
+            commands=(*RUNS, "images", "wheels", "tensorboard"),
+            tfjob="the replay gives no GPUs (it lists a TFJob's nvidia.com/gpu limits as not applied); "
+                  "leave GPUS out"),
+    Setting("PS", 1, _integer(0, MAX_TASKS), f"1..{MAX_TASKS} for parameter_server",
+            "parameter servers for parameter_server (its chief and workers are the other tasks)",
+            tfjob="the TFJob's PS replicas set the parameter servers; "
+                  "edit spec.tfReplicaSpecs.PS.replicas"),
+    Setting("CHIEF", 0, _integer(0, 1), "0 | 1 (multiworker)",
+            "multiworker: 1 adds chief-0, a TFJob's Chief: one more replica, and the one that writes "
+            "the model, TensorBoard and checkpoints",
+            tfjob="the TFJob's Chief replica sets the chief; edit spec.tfReplicaSpecs.Chief"),
+    Setting("EVALUATOR", 0, _integer(0, 1), "0 | 1 (multiworker, parameter_server)",
+            "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
+            "(tf-keras SidecarEvaluator) and logs eval events",
+            tfjob="the TFJob's Evaluator replica sets the evaluator; "
+                  "edit spec.tfReplicaSpecs.Evaluator"),
+    Setting("EPOCHS", 10, _integer(1, 10_000), "1..10000", "passes over the data set",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("GLOBAL_BATCH", 64, _integer(1, 1 << 20), "1..1048576, a multiple of the replicas",
+            "examples per step summed over every replica, the same for every strategy",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("EXAMPLES", 4096, _integer(1, 100_000_000), "GLOBAL_BATCH..100000000",
+            "synthetic examples y = xW + 0.1 noise, generated from SEED",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("SEED", 0, _integer(0, 2**31 - 1), f"0..{2**31 - 1}",
+            "seeds the data, the initial weights and TensorFlow's ops",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("MODEL", "mlp", _choice(MODELS), " | ".join(MODELS),
+            "mlp: the article's Dense(10)-Dense(1), communication-dominated; "
+            "cnn: a small convnet on 32x32x3 images, compute-dominated",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("LOOP", "fit", _choice(LOOPS), " | ".join(LOOPS),
+            "fit: Keras model.fit; custom: the lab's own step, one packed all-reduce per step",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("STEPS_PER_EXECUTION", 1, _integer(1, 1000), "1..1000",
+            "training steps per call into the compiled step function",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("COLLECTIVE", "auto", _choice(COLLECTIVES), " | ".join(COLLECTIVES),
+            "multiworker all-reduce implementation (nccl needs GPUS)",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("BYTES_PER_PACK", 0, _integer(0, 1 << 30), "0..1073741824",
+            "multiworker gradient packing hint in bytes; 0 lets TensorFlow decide",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("ALLREDUCE_PROBE", 0, _integer(0, 100_000), "0..100000",
+            "after training, time this many bare all-reduces of the gradient's size",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("RUN", "", _run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
+            "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest",
+            # tensorboard serves every run, RUN's among them; it takes RUN as given to every lab command
+            commands=(*RUNS, *RUN_FOLDERS, "tensorboard"),
+            tfjob=REPLAYED),
+    Setting("BACKEND", "compose", _choice(BACKENDS), " | ".join(BACKENDS),
+            "compose: a container per task; local: a process per task on loopback, same script; "
+            "swarm: a Docker Swarm service per task (make stack-up)",
+            commands=tuple(c for c in RUNS if c != "stack-up"),
+            tfjob=REPLAYED),
+    Setting("PEER_TIMEOUT", 60.0, _number(1, 3600), "1..3600 seconds",
+            "how long a trainer waits for its peers before it exits naming the missing ones",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("TIMEOUT", 900.0, _number(10, 86_400), "10..86400 seconds",
+            "how long a whole run may take before the lab stops it and reports it failed",
+            tfjob=REPLAYED),
+    Setting("RUNS_DIR", "runs", _folder, "a folder, no ':' in its path", "where run folders are written",
+            on_host=_folder_on_host,
+            commands=(*RUNS, *RUN_FOLDERS, "tensorboard"),
+            tfjob=REPLAYED),
+    Setting("COMPOSE", "auto", _choice(COMPOSE_CLIS), " | ".join(COMPOSE_CLIS),
+            "Compose CLI: v2 is `docker compose`, v1 is `docker-compose`; auto prefers v2",
+            commands=(*RUNS, "tensorboard"),
+            tfjob=REPLAYED),
+    Setting("BASE_IMAGE", "", _image, "empty | an image reference",
+            "base of the trainer image; empty: python:3.11-slim if it can be had, "
+            "else a Debian base built locally with debootstrap",
+            commands=(*RUNS, "images", "tensorboard"),
+            tfjob=OWN_IMAGE),
+    Setting("PLATFORM", "", _choice(PLATFORMS), "empty | " + " | ".join(PLATFORMS),
+            "the trainer image's platform; empty: the engine's own (linux/arm64 on Apple Silicon); "
+            "another runs emulated (slow; on Linux: scripts/enable-arm64-emulation.sh)",
+            commands=(*RUNS, "images", "wheels", "tensorboard"),
+            tfjob=OWN_IMAGE),
+    Setting("COMPARE", DEFAULT_COMPARE, _compare,
+            f"entries single, mirrored-N, multiworker-N, parameter-server-N (N: 1..{MAX_TASKS})",
+            "the runs `make compare` makes, side by side, with every other setting shared",
+            commands=("compare",)),
+    Setting("RESTARTS", 2, _integer(0, 10), "0..10",
+            "times the lab restarts the whole cluster after a task fails; each resumes from the backup",
+            tfjob=REPLAYED),
+    Setting("RESTART_POLICY", "ExitCode", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
+            "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
+            "(killed), a preemption or a lost peer, never a known bug or a memory kill; "
+            "OnFailure: every failure; Never: none. RESTARTS bounds them",
+            tfjob="the TFJob's restart policies say which failures restart; "
+                  "edit spec.tfReplicaSpecs.<type>.restartPolicy"),
+    Setting("BACKUP", "epoch", _backup, "epoch | off | N steps",
+            "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("CPUS", 0.0, _number(MIN_CPUS, 64, "CPUs", zero="no limit"),
+            f"0 | {MIN_CPUS:g}..64, at most the engine's",
+            "CPU limit of every task's container, to imitate small nodes; 0: none",
+            tfjob=f"the TFJob's CPU limits apply; edit {CONTAINER_FIELD}.resources.limits.cpu"),
+    Setting("MEMORY", "0", _memory, f"0 | <n>k | <n>m | <n>g, at least {MIN_MEMORY}",
+            "memory limit of every task's container; 0: none",
+            tfjob="the TFJob's memory limits apply; "
+                  f"edit {CONTAINER_FIELD}.resources.limits.memory"),
+    Setting("NETWORK", "internal", _choice(NETWORKS), " | ".join(NETWORKS),
+            "internal: the tasks' network has no route out and the host has no address on it; "
+            "bridge: Docker's usual bridge",
+            tfjob="the replay's tasks are always on an internal network of their own; "
+                  "leave NETWORK out"),
+    Setting("LINK", "", _link, "empty | <latency>ms,<rate>mbit",
+            "every task's inbound link through a delay proxy, e.g. 1ms,1000mbit; empty: direct",
+            tfjob="the replay's tasks talk directly; leave LINK out"),
+    Setting("SCENARIO", "kill", _choice(SCENARIOS), " | ".join(SCENARIOS), "make chaos: the fault to inject",
+            commands=("chaos",)),
+    Setting("TARGET", "", _text, "a task of the run; empty: the last worker", "make chaos: the task it hits",
+            commands=("chaos",)),
+    Setting("AT", "epoch:2", _moment, "epoch:N | seconds:S",
+            "make chaos: after the target's Nth epoch, or S seconds after it is ready",
+            commands=("chaos",)),
+    Setting("HEAL", "5", _heal, "seconds | never (partition only)",
+            "make chaos: when a pause or partition is undone",
+            commands=("chaos",)),
+    Setting("SLOW_LINK", "10ms,100mbit", _link, "<latency>ms,<rate>mbit",
+            "make chaos SCENARIO=slow-link: the link the target gets from AT on",
+            commands=("chaos", "soak")),
+    Setting("SLOW_CPUS", 0.25, _number(MIN_CPUS, 64, "CPUs"), f"{MIN_CPUS:g}..64",
+            "make chaos SCENARIO=slow-node: the target's CPUs",
+            commands=("chaos", "soak")),
+    Setting("SOAK", 20, _integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs",
+            commands=("soak",)),
+    Setting("SCRIPT", "", _script, "empty | path/to/train.py, no ':' in its path",
+            "your own training script, unmodified, in every task with the generated TF_CONFIG; "
+            "empty: the lab's own", on_host=_script_on_host,
+            commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
+            tfjob="the TFJob's containers run their own command; "
+                  f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED),
+    Setting("ARGS", "", _args, "arguments", "arguments for SCRIPT, split as a shell would",
+            tfjob=f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args"),
+    Setting("TFJOB", "", _tfjob, "empty | path/to/tfjob.yaml",
+            "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
+            "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host,
+            commands=("up",),
+            tfjob=REPLAYED, refused=TFJOB_REFUSED),
+    Setting("TENSORBOARD_PORT", 6006, _integer(1024, 65535), "1024..65535",
+            "make tensorboard: the port it serves on, on 127.0.0.1 only",
+            commands=("tensorboard",)),
+    Setting("SWARM_PLACEMENT", "spread", _choice(PLACEMENTS), " | ".join(PLACEMENTS),
+            "BACKEND=swarm: spread puts task i on node i (this node first, then the others by "
+            "hostname), in turn; local pins every task to this node"),
+    Setting("REGISTRY", "", _registry, "empty | host:port",
+            "BACKEND=swarm across nodes: the registry the lab pushes the image to and every node pulls "
+            "it from, by digest (make swarm-sim starts one); empty: the image stays on this node"),
+    Setting("SHARED_RUNS_DIR", 0, _integer(0, 1), "0 | 1",
+            "BACKEND=swarm across nodes: 1 states that RUNS_DIR is mounted at the same path on "
+            "every node (NFS, or make swarm-sim's nodes, which share this host's files)"),
+    Setting("NODE_ENGINES", "", _node_engines, "empty | hostname=ssh://user@host ...",
+            "BACKEND=swarm across nodes: each other node's engine as the docker CLI's -H takes it, so "
+            "make chaos and the run's output reach its tasks; make swarm-sim's nodes need none"),
+    Setting("NODES", 3, _integer(2, MAX_SIM_NODES), f"2..{MAX_SIM_NODES}",
+            "make swarm-sim: nodes of the simulated swarm, this host's engine (the manager) and "
+            "NODES-1 engines in network namespaces",
+            commands=("swarm-sim",)),
+    Setting("FORCE", 0, _integer(0, 1), "0 | 1",
+            "make down: 1 also ends the runs whose lab is still running (outcome interrupted, \"ended by "
+            "tflab down\"); 0 leaves them running and names them",
+            commands=("down", "clean")),
+    Setting("K8S_IMAGE", "", _image, "empty | an image reference",
+            "make k8s: the trainer image the pods run; empty: the one `make images` builds here (built "
+            "if need be), which `make up TFJOB=` replays; for a cluster, push it to a registry it can "
+            "pull from and name it here",
+            commands=("k8s",),
+            tfjob=f"the TFJob's containers name their image; edit {CONTAINER_FIELD}.image"),
+    Setting("K8S_NAMESPACE", "default",
+            _k8s_name(K8S_NAMESPACE_PATTERN, "a DNS-1123 label: lowercase letters, digits and '-', "
+                                             "a letter or digit at each end, at most 63 characters"),
+            "a DNS-1123 label", "make k8s: the namespace of every object",
+            commands=("k8s",),
+            tfjob="the TFJob's namespace is in its tasks' addresses; edit metadata.namespace"),
+    Setting("K8S_NAME", "tflab",
+            _k8s_name(K8S_NAME_PATTERN, "lowercase letters, digits and '-', a letter first, a letter or digit "
+                                        f"last, at most {K8S_NAME_MAX} characters (room for -worker-{MAX_TASKS - 1})"),
+            f"[a-z][a-z0-9-]*, at most {K8S_NAME_MAX} characters",
+            "make k8s: the TFJob's name; its tasks' Services and Jobs are <K8S_NAME>-<job>-<index>",
+            commands=("k8s",),
+            tfjob="the TFJob's name names its tasks' hosts; edit metadata.name"),
+    Setting("K8S_PVC", "",
+            _k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 subdomain), or nothing "
+                                       "for each pod's own emptyDir"),
+            "empty | a PVC name",
+            "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
+            "empty: each pod's own emptyDir, gone with the pod",
+            commands=("k8s",),
+            tfjob="the TFJob's volumes name their claims; "
+                  "edit spec.tfReplicaSpecs.<type>.template.spec.volumes"),
+)
 
-def read_run_config(path: Path) -> tuple[dict, Settings]:
-    """A run's config.json and its settings, checked as the host checks them (from_dict), for
-    the trainer and the script launcher; SettingsError (one line naming the file and the field)
-    for anything else."""
-    try:
-        config = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise SettingsError(f"{path} cannot be read: {error.strerror or error}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SettingsError(f"{path} is not JSON: {error}") from None
-    if not isinstance(config, dict):
-        raise SettingsError(f"{path} holds {type(config).__name__}, not the object the lab writes")
-    for key, kind in (("settings", dict), ("cluster", dict)):
-        if not isinstance(config.get(key), kind):
-            raise SettingsError(f"{path}: {key} is {_json(config.get(key))}, not an object")
-    try:
-        return config, Settings.from_dict(config["settings"])
-    except SettingsError as error:
-        raise SettingsError(f"{path}: {error}") from None
+SPECS: dict[str, Setting] = {setting.name: setting for setting in SETTINGS}
+Settings = dataclasses.make_dataclass(
+    "Settings", [(s.field, type(s.default), dataclasses.field(default=s.default)) for s in SETTINGS],
+    bases=(SettingsRules,), frozen=True)
+Settings.__module__ = __name__  # make_dataclass's own guess (3.12 on) is its caller's; pickle needs ours
+Settings.__doc__ = "Every setting's value, checked (from_env, from_dict, replace); one field per entry of SETTINGS."
 
 
 def default_of(name: str) -> object:
-    return getattr(_DEFAULTS, SPECS[name].field)
+    return SPECS[name].default
 
 
 def settings_table() -> list[tuple[str, str, str, str]]:

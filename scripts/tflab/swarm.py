@@ -55,7 +55,7 @@ from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.explain import VANISHED
 from tflab.runfolder import OUTPUT, container_user, write_json
-from tflab.settings import Settings, node_engine_map
+from tflab.settings import Settings
 from tflab.user_script import script_service
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
@@ -93,6 +93,11 @@ class SwarmNode:
     @property
     def applies_cap_drop(self) -> bool:
         return self.api >= CAP_DROP_API
+
+
+def node_engine_map(raw: str) -> dict[str, str]:
+    """NODE_ENGINES as hostname -> the docker CLI's -H address."""
+    return dict(entry.split("=", 1) for entry in raw.split())
 
 
 def check_swarm() -> SwarmNode:

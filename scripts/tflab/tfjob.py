@@ -39,7 +39,7 @@ from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import EventLog
-from tflab.settings import MAX_TASKS, Settings
+from tflab.settings import MAX_TASKS, MIN_CPUS, MIN_MEMORY_BYTES, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 
 API_VERSION = "kubeflow.org/v1"
 CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
@@ -48,7 +48,6 @@ REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 COMPOSE_FILE = "compose.tfjob.json"
-DNS_LABEL = manifest.DNS1123_LABEL
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
@@ -64,45 +63,12 @@ APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
 EVALUATOR_END_SECONDS = runner.EVALUATOR_END_SECONDS
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
-# `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
-# would be dropped without a word: it is refused, naming what decides it instead. The replay reads
-# RUN, RUNS_DIR and COMPOSE, BACKEND=compose, and TIMEOUT and RESTARTS where the TFJob leaves them
-# to the lab (Plan.decided); the other commands' settings (SCENARIO, COMPARE, ...) `up` never reads.
-CONTAINER_FIELD = f"spec.tfReplicaSpecs.<type>.template.spec.containers[{CONTAINER}]"
-TRAINED_AS_THE_CONTAINERS_SAY = (
-    "the TFJob's containers train as their own command, args and env say (those make k8s writes: as their "
-    f"ConfigMap's config.json says); edit {CONTAINER_FIELD}.args or env, or the ConfigMap, or write the "
-    "manifests again with make k8s")
-DECIDED_BY_THE_TFJOB = {
-    "STRATEGY": "the TFJob's replica types set the strategy; edit spec.tfReplicaSpecs",
-    "WORKERS": "the TFJob's Worker replicas set the workers; edit spec.tfReplicaSpecs.Worker.replicas",
-    "REPLICAS": "the TFJob's replicas set the tasks; edit spec.tfReplicaSpecs.<type>.replicas",
-    "PS": "the TFJob's PS replicas set the parameter servers; edit spec.tfReplicaSpecs.PS.replicas",
-    "CHIEF": "the TFJob's Chief replica sets the chief; edit spec.tfReplicaSpecs.Chief",
-    "EVALUATOR": "the TFJob's Evaluator replica sets the evaluator; edit spec.tfReplicaSpecs.Evaluator",
-    "SCRIPT": f"the TFJob's containers run their own command; edit {CONTAINER_FIELD}.command and args",
-    "ARGS": f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args",
-    **dict.fromkeys(("EPOCHS", "GLOBAL_BATCH", "EXAMPLES", "SEED", "MODEL", "LOOP", "STEPS_PER_EXECUTION",
-                     "COLLECTIVE", "BYTES_PER_PACK", "ALLREDUCE_PROBE", "PEER_TIMEOUT", "BACKUP"),
-                    TRAINED_AS_THE_CONTAINERS_SAY),
-    "CPUS": f"the TFJob's CPU limits apply; edit {CONTAINER_FIELD}.resources.limits.cpu",
-    "MEMORY": f"the TFJob's memory limits apply; edit {CONTAINER_FIELD}.resources.limits.memory",
-    "GPUS": "the replay gives no GPUs (it lists a TFJob's nvidia.com/gpu limits as not applied); leave GPUS out",
-    **dict.fromkeys(("BASE_IMAGE", "PLATFORM"), "the TFJob's containers run their own image, built or pulled "
-                                                 f"beforehand; edit {CONTAINER_FIELD}.image"),
-    "RESTART_POLICY": "the TFJob's restart policies say which failures restart; edit "
-                      "spec.tfReplicaSpecs.<type>.restartPolicy",
-    "NETWORK": "the replay's tasks are always on an internal network of their own; leave NETWORK out",
-    "LINK": "the replay's tasks talk directly; leave LINK out",
-    "K8S_NAME": "the TFJob's name names its tasks' hosts; edit metadata.name",
-    "K8S_NAMESPACE": "the TFJob's namespace is in its tasks' addresses; edit metadata.namespace",
-    "K8S_IMAGE": f"the TFJob's containers name their image; edit {CONTAINER_FIELD}.image",
-    "K8S_PVC": "the TFJob's volumes name their claims; edit spec.tfReplicaSpecs.<type>.template.spec.volumes",
-}
-APPLIED_SETTINGS = ("TFJOB", "RUN", "RUNS_DIR", "COMPOSE", "BACKEND", "TIMEOUT", "RESTARTS")  # the replay's own
-# The commands that run or describe a cluster of the settings, where TFJOB would be taken to shape
-# it; the others (summary, logs, down, ...) never read it, as `up` never reads SCENARIO.
-NOT_REPLAYING = ("stack-up", "chaos", "soak", "compare", "bench", "config", "k8s")
+# `tflab up TFJOB=` runs what the TFJob says: what it decides instead of a setting, what the
+# replay reads itself (TIMEOUT and RESTARTS where the TFJob leaves them to the lab: Plan.decided)
+# and the commands that would ignore a TFJOB are declared with each setting (settings.SETTINGS).
+DECIDED_BY_THE_TFJOB = {spec.name: spec.tfjob for spec in SETTINGS if spec.tfjob not in ("", REPLAYED)}
+APPLIED_SETTINGS = tuple(spec.name for spec in SETTINGS if spec.tfjob == REPLAYED)  # the replay's own
+NOT_REPLAYING = tuple(SPECS["TFJOB"].refused)
 
 
 @dataclass
@@ -185,8 +151,8 @@ def cpus_of(quantity, where: str) -> float:
     if not match:
         raise ManifestError(f"{where} is {shown(quantity)}, expected a CPU quantity such as 500m or 2")
     value = float(match.group(1)) / (1000 if match.group(2) else 1)
-    if value < 0.01:
-        raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is 10m")
+    if value < MIN_CPUS:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is {MIN_CPUS * 1000:g}m")
     return value
 
 
@@ -197,8 +163,8 @@ def memory_of(quantity, where: str) -> int:
     value = int(match.group(1)) * MEMORY_FACTORS[match.group(2)]
     if value > 2**50:  # a petabyte: beyond any engine, and Docker's limit is an int64
         raise ManifestError(f"{where} is {shown(quantity)}: more memory than any engine has")
-    if value < 6 * 2**20:
-        raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is 6Mi")
+    if value < MIN_MEMORY_BYTES:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is {MIN_MEMORY_BYTES // 2**20}Mi")
     return value
 
 
@@ -365,15 +331,13 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:
-    """Before anything is read: TFJOB is not for the commands that would ignore it (NOT_REPLAYING),
+    """Before anything is read: TFJOB is not for the commands that would ignore it (Setting.refused),
     and `up` takes with it no setting that the TFJob decides (DECIDED_BY_THE_TFJOB) nor a backend
     other than Compose. `given`: given_values'; `command`: what make check checks for, under check."""
     if "TFJOB" not in given:
         return
     tfjob = f"TFJOB={given['TFJOB']}"
-    if command in NOT_REPLAYING:
-        raise LabError(f"{tfjob} is not allowed with make {command}: only make up (tflab up) replays a TFJob; "
-                       "leave TFJOB out")
+    refuse_unhonoured(command, {"TFJOB": given["TFJOB"]})
     if command != "up":
         return
     for name, value in given.items():

@@ -51,8 +51,9 @@ import tensorflow as tf
 from tflab import cluster, runfolder
 from tflab.explain import PREEMPTED  # TF's PreemptionCheckpointHandler exits with this after its backup
 from tflab.peerwait import PeerWait
+from tflab.runfolder import read_run_config
 from tflab.schema import EventLog
-from tflab.settings import Settings, SettingsError, read_run_config
+from tflab.settings import Settings, SettingsError
 
 FEATURES = 32  # the MLP's input width, the article's
 IMAGE = (32, 32, 3)  # the CNN's input
