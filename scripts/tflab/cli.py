@@ -30,7 +30,6 @@ from pathlib import Path
 
 from tflab import (
     backends,
-    builder,
     compare,
     compose,
     console,
@@ -249,7 +248,7 @@ def command_images(settings: Settings, tag_only: bool = False) -> int:
         print(name)
         return 0
     name = images.ensure_image(settings.base_image, images.trainer_variant(settings))
-    size = docker.run("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
+    size = docker.image_inspect(name, "{{.Size}}").stdout.strip()
     print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB); its tag is a digest of what it is built from")
     return 0
 
@@ -281,13 +280,7 @@ def command_clean(settings: Settings) -> int:
     """Removes what the lab can rebuild; never a run's outputs."""
     command_down(settings)
     variants = [images.variant(gpu=False), images.variant(gpu=True), images.variant(platform=images.ARM64)]
-    # Only what this checkout built, each image before the one it is built on.
-    for name in images.removal_order():
-        if images.image_id(name):
-            # An interrupted build's untagged images on it first: left, they keep it on the engine.
-            builder.remove_untagged_children(name)
-            docker.run("image", "rm", "--force", name, timeout=120)
-            print(f"tflab: removed image {name}")
+    images.remove_built()
     images.BUILT.unlink(missing_ok=True)
     for variant in variants:
         for wheel in variant.wheels.glob("*.whl"):

@@ -238,10 +238,10 @@ class ComposeStack:
         return docker.engine_at(None)  # every container of a Compose project is on this engine
 
     def cut_off(self, task: str) -> subprocess.CompletedProcess:
-        return docker.run("network", "disconnect", self.network(), self.container(task))
+        return docker.network_disconnect(self.network(), self.container(task))
 
     def reconnect(self, task: str) -> subprocess.CompletedProcess:
-        return docker.run("network", "connect", "--alias", task, self.network(), self.container(task))
+        return docker.network_connect(self.network(), self.container(task), alias=task)
 
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, None while its container is not (yet) finished, or VANISHED once the
@@ -255,8 +255,8 @@ class ComposeStack:
     def _read_exit_codes(self) -> dict[str, int | None]:
         ids = docker.project_containers(self.project)
         codes: dict[str, int | None] = {task: VANISHED if self.started else None for task in self.tasks}
-        template = ('{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}} '
-                    '{{.State.OOMKilled}}')
+        template = (labels.label_template(labels.SERVICE_LABEL) + " {{.State.Status}} {{.State.ExitCode}} "
+                    "{{.State.OOMKilled}}")
         # A container removed between `ps` and `inspect` is left out of inspect's answer: vanished too.
         found = docker.inspect(ids, template)
         for line in found.splitlines():
@@ -318,17 +318,15 @@ class TaskOutput:
         terminal's Ctrl-C reaches the lab (which ends the tasks itself), not `docker start`, which
         would pass it on to the task."""
         self._open()
-        self._launch(task, ["start", "--attach", container], stamp=True, container=container)
+        self._launch(task, stamp=True, container=container, attach=True)
 
     def follow(self, task: str, container: str, since: float | None) -> None:
         self._open()
-        arguments = ["logs", "--follow", "--timestamps", *(["--since", f"{since:.3f}"] if since else []), container]
-        self._launch(task, arguments, stamp=False, container=container)
+        self._launch(task, stamp=False, container=container, attach=False, since=since)
 
-    def _launch(self, task: str, arguments: list[str], stamp: bool, container: str) -> None:
+    def _launch(self, task: str, stamp: bool, container: str, attach: bool, since: float | None = None) -> None:
         try:
-            process = subprocess.Popen(docker.command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = docker.open_output(container, attach, since)
         except OSError as error:
             raise LabError(f"cannot run docker for {task}'s output: {error}") from None
         process.container = container

@@ -97,8 +97,8 @@ class SwarmNode:
 
 def check_swarm() -> SwarmNode:
     """This engine as a swarm manager; LabError (one line) if it is not one."""
-    info = docker.run("info", "--format",
-                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}} {{.Name}}", timeout=30)
+    info = docker.info_format("{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}} {{.Name}}",
+                              timeout=30)
     state, manager, node_id, hostname = (info.stdout.split() + ["", "", "", ""])[:4]
     if state != "active":
         what = "run `docker swarm init` first" if state == "inactive" else "see `docker info`"
@@ -107,7 +107,7 @@ def check_swarm() -> SwarmNode:
     if manager != "true":
         raise LabError("BACKEND=swarm needs a swarm manager to deploy a stack, and this engine is a "
                        "worker node: run the lab on a manager")
-    version = docker.run("version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}")
+    version = docker.server_version()
     engine, api_text = (version.stdout.split() + ["unknown", "0.0"])[:2]
     try:
         api = tuple(int(part) for part in api_text.split(".")[:2])
@@ -136,7 +136,7 @@ class Placement:
 
 def ready_nodes(this_node: str) -> dict[str, str]:
     """node id -> hostname of the swarm's Ready, Active nodes: this node first, the others by hostname."""
-    found = docker.run("node", "ls", "--format", "{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
+    found = docker.node_ls("{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
     nodes = {}
     for line in found.stdout.splitlines():
         parts = line.split()
@@ -191,13 +191,13 @@ def push(image: str, registry: str) -> tuple[str, str]:
     """Pushes the image to the registry; returns the tag it pushed and the reference by digest,
     which every node pulls: this engine's two names for it."""
     name = f"{registry}/{image}"
-    tagged = docker.run("tag", image, name)
+    tagged = docker.tag(image, name)
     if tagged.returncode != 0:
         raise LabError(f"docker tag {image} {name} failed: {docker.last_line(tagged)}")
     print(f"tflab: pushing {image} to {registry} (every node pulls it from there)", flush=True)
     started = time.monotonic()
     try:
-        pushed = docker.run("push", name, timeout=PUSH_SECONDS)
+        pushed = docker.push(name, timeout=PUSH_SECONDS)
     except subprocess.TimeoutExpired:
         raise LabError(f"docker push {name} did not finish in {PUSH_SECONDS} s") from None
     if pushed.returncode != 0:
@@ -318,11 +318,12 @@ def container_of(task: dict) -> str | None:
 
 def lab_stacks(scope: Path) -> list[str]:
     """The stacks of the runs under `scope` (labels.py); none where this engine is no swarm manager."""
-    ids = docker.run("service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}")
+    ids = docker.service_ls(labels.RUN_DIR)
     if ids.returncode != 0 or not ids.stdout.split():
         return []
-    template = f'{{{{index .Spec.Labels "{labels.RUN_DIR}"}}}}\t{{{{index .Spec.Labels "com.docker.stack.namespace"}}}}'
-    found = docker.run("service", "inspect", "--format", template, *ids.stdout.split())
+    template = (labels.label_template(labels.RUN_DIR, of=".Spec.Labels") + "\t"
+                + labels.label_template(labels.STACK_LABEL, of=".Spec.Labels"))
+    found = docker.service_inspect(ids.stdout.split(), template)
     stacks = set()
     for line in found.stdout.splitlines():
         run_dir, _, stack = line.partition("\t")
@@ -340,27 +341,25 @@ def engine_command(node: str | None, this_node: str, engines: dict[str, str]) ->
 
 
 def stack_containers(stack: str, command: list[str] | None = None) -> list[str]:
-    return docker.run("ps", "--all", "--quiet", "--filter", f"label=com.docker.stack.namespace={stack}",
-                      engine=command).stdout.split()
+    return docker.labelled_containers(f"{labels.STACK_LABEL}={stack}", engine=command)
 
 
 def stack_networks(stack: str) -> list[str]:
-    return docker.run("network", "ls", "--quiet", "--filter",
-                      f"label=com.docker.stack.namespace={stack}").stdout.split()
+    return docker.labelled_networks(f"{labels.STACK_LABEL}={stack}")
 
 
 def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
     """`docker stack rm`, then waits until its containers (here, and on the other nodes' `engines`
     the lab can reach) and network are gone (False if they are not in time): stack rm returns
     before the engines have removed them, and a network can only go once nothing uses it."""
-    docker.run("stack", "rm", stack, timeout=120)
+    docker.stack_remove(stack, timeout=120)
     deadline = time.monotonic() + REMOVAL_SECONDS
     while time.monotonic() < deadline:
         if not any(stack_containers(stack, command) for command in [None, *[e for e in engines if e]]):
             networks = stack_networks(stack)
             if not networks:
                 return True
-            docker.run("network", "rm", *networks)  # stack rm gave up while tasks still used it
+            docker.network_remove(*networks)  # stack rm gave up while tasks still used it
         time.sleep(1)
     return False
 
@@ -395,17 +394,15 @@ sys.exit("no interface holds " + address)
 def set_link(command: list[str], container: str, network: str, up: bool) -> subprocess.CompletedProcess:
     """Sets the interface of `container` on `network` down or up (LINK_SCRIPT), through `command`,
     the docker of the container's node."""
-    found = docker.run("inspect", "--format", "{{json .NetworkSettings.Networks}} {{.Image}}", container,
-                       engine=command)
+    found = docker.container_inspect(container, "{{json .NetworkSettings.Networks}} {{.Image}}", engine=command)
     if found.returncode != 0:
         return found
     networks, image = found.stdout.rsplit(" ", 1)
     address = json.loads(networks).get(network, {}).get("IPAddress")
     if not address:
         return subprocess.CompletedProcess([], 1, "", f"container {container} has no address on {network}")
-    return docker.run("run", "--rm", "--network", f"container:{container}", "--cap-add", "NET_ADMIN",
-                      "--user", "0:0", "--entrypoint", "python3", image.strip(), "-c", LINK_SCRIPT, address,
-                      "up" if up else "down", timeout=60, engine=command)
+    return docker.run_in_namespace(container, image.strip(), "python3", "-c", LINK_SCRIPT, address,
+                                   "up" if up else "down", timeout=60, engine=command)
 
 
 class SwarmStack:
@@ -452,9 +449,7 @@ class SwarmStack:
         script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
         write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
                                       self.placement.nodes, self.encrypted, script_folder))
-        # --resolve-image never: the image is local, and no registry need be asked for its digest.
-        result = docker.run("stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
-                            self.stack, timeout=300)
+        result = docker.stack_deploy(str(path), self.stack, timeout=300)
         if result.returncode != 0:
             raise LabError(f"docker stack deploy failed: {docker.last_line(result)}")
 
@@ -463,8 +458,7 @@ class SwarmStack:
         each has one, or the old tasks' exit codes would read as the new run's."""
         before = {service: task["ID"] for service, task in self._newest().items()}
         for task in self.tasks:
-            result = docker.run("service", "update", "--force", "--detach", "--quiet",
-                                self.service(task), timeout=120)
+            result = docker.service_update_force(self.service(task), timeout=120)
             if result.returncode != 0:
                 raise LabError(f"docker service update of {self.service(task)} failed: {docker.last_line(result)}")
         deadline = time.monotonic() + RESTART_SECONDS
@@ -478,8 +472,7 @@ class SwarmStack:
     def _service_names(self) -> dict[str, str]:
         """service id -> task name, learnt once every service exists."""
         if len(self._service_ids) < len(self.tasks):
-            found = docker.run("service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
-                               "--format", "{{.ID}} {{.Name}}")
+            found = docker.service_ls(f"{labels.STACK_LABEL}={self.stack}", template="{{.ID}} {{.Name}}")
             for line in found.stdout.splitlines():
                 short_id, name = line.split()
                 if name.startswith(f"{self.stack}_"):
@@ -487,10 +480,10 @@ class SwarmStack:
         return self._service_ids
 
     def _all_tasks(self) -> list[dict]:
-        ids = docker.run("stack", "ps", "--no-trunc", "--quiet", self.stack).stdout.split()
+        ids = docker.stack_ps(self.stack).stdout.split()
         if not ids:
             return []
-        found = docker.run("inspect", *ids)
+        found = docker.inspect_json(ids)
         return json.loads(found.stdout) if found.returncode == 0 and found.stdout.strip() else []
 
     def _task_name(self, service_id: str) -> str | None:
@@ -549,10 +542,10 @@ class SwarmStack:
                 command = engine_command(newest[task].get("NodeID"), self.node.node_id, self.engines)
                 by_engine.setdefault(tuple(command), []).append(container_of(newest[task]))
         for command, containers in by_engine.items():
-            docker.run("kill", *signal, *containers, timeout=60, engine=list(command))
+            docker.kill(containers, *signal, timeout=60, engine=list(command))
 
     def terminate(self, tasks: list[str]) -> None:
-        self._kill(tasks, "--signal", "SIGTERM")
+        self._kill(tasks, "SIGTERM")
 
     def stop(self, tasks: list[str]) -> None:
         self._kill(tasks)
@@ -567,15 +560,12 @@ class SwarmStack:
             if container:
                 command = engine_command(task.get("NodeID"), self.node.node_id, self.engines)
                 # A node whose engine the lab cannot reach: the manager relays its task's logs.
-                what = ["logs", "--timestamps", container] if command else \
-                    ["service", "logs", "--raw", "--no-trunc", "--timestamps", task["ID"]]
-                logs = subprocess.run(docker.command(*what, engine=command), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+                logs = (docker.logs_merged(container, engine=command, timeout=120) if command else
+                        docker.service_task_logs(task["ID"], timeout=120))
                 lines += [f"{name} | {line}" for line in logs.splitlines()]
         # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
-        history = docker.run("stack", "ps", "--no-trunc", "--format",
-                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack).stdout
+        history = docker.stack_ps(self.stack, "{{.Name}}  {{.CurrentState}}  {{.Error}}").stdout
         (self.run_dir / OUTPUT).write_text("\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:
@@ -585,4 +575,4 @@ class SwarmStack:
                   "`make down` removes what is left", flush=True)
         # Only names: the image keeps its own tag (make clean's), and one still in use stays.
         for name in self.pushed:
-            docker.run("image", "rm", name)
+            docker.image_remove(name)
