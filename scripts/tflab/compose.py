@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tflab import cluster, docker, labels, user_script
+from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.explain import VANISHED
@@ -110,7 +111,7 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
                 "hostname": link_service(task),
                 "command": ["python", "-m", "tflab.linkproxy"],
                 "environment": {"TFLAB_LINK_TO": f"{task}:{cluster.PORT}",
-                                "TFLAB_LINK_CONTROL": f"/lab/run/links/{task}.json"},
+                                "TFLAB_LINK_CONTROL": task_contract.link_control(task)},
             }
     override: dict = {"services": services}
     if settings.network == "bridge":

@@ -48,7 +48,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import builder, docker, progress
+from tflab import builder, docker, progress, task
+from tflab.console import say
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
 from tflab.settings import Settings
@@ -68,8 +69,8 @@ INSTALL_SCRIPT = REPO / "images/trainer/install-packages.sh"
 # image inherits them): a Dockerfile step for each above 1.25 GB of packages would cost seconds.
 PACKAGES_CONFIG = ("ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                    "ENV PYTHONPATH=/opt/tflab", "ENV PYTHONUNBUFFERED=1", "ENV PYTHONDONTWRITEBYTECODE=1",
-                   "ENV HOME=/tmp", "ENV TF_USE_LEGACY_KERAS=1", "USER 1000:1000", "WORKDIR /tmp",
-                   'CMD ["python", "-m", "tflab.train"]')
+                   "ENV HOME=/tmp", *[f"ENV {key}={value}" for key, value in task.LEGACY_KERAS.items()],
+                   "USER 1000:1000", "WORKDIR /tmp", "CMD " + json.dumps(list(task.COMMAND)))
 IMAGE_LABEL = "tflab.image=trainer"  # on every image the lab makes for the trainer
 CODE = REPO / "scripts/tflab"
 SCRIPT_DOCKERFILE = REPO / "images/script/Dockerfile"
@@ -167,8 +168,7 @@ def trainer_variant(settings: Settings) -> Variant:
     return variant_for(settings.gpus, platform_for(settings.platform))
 
 
-def say(message: str) -> None:
-    print(f"tflab: {message}", flush=True)
+
 
 
 def image_id(name: str) -> str | None:
