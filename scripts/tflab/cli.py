@@ -258,13 +258,13 @@ def command_stack_up(settings: Settings) -> int:
 
 
 def command_swarm_sim(settings: Settings) -> int:
-    from tflab import swarmsim
+    from tflab.tools import swarmsim
 
     return swarmsim.up(settings)
 
 
 def command_swarm_sim_down(settings: Settings) -> int:
-    from tflab import swarmsim
+    from tflab.tools import swarmsim
 
     return swarmsim.down(settings)
 

@@ -9,7 +9,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
 TRAINER = {"train", "launch", "callback"}  # runs inside the containers
 SHARED = {"settings", "cluster", "schema", "errors", "peerwait", "linkproxy", "explain", "runfolder",  # both sides
-          "foreign", "__init__"}
+          "foreign", "task", "__init__"}
 HOST = {p.stem for p in PACKAGE.glob("*.py")} - TRAINER - SHARED
 
 
@@ -102,3 +102,23 @@ def test_every_docker_verb_is_spelled_in_docker_py(module):
 ])
 def test_the_verb_check_finds_what_it_should(source, lines):
     assert raw_docker_calls(source) == lines
+
+
+TOOLS = PACKAGE / "tools"  # what only provisions (make swarm-sim): it may import the lab, never the reverse
+
+
+def tool_imports(module: str) -> set[str]:
+    return {name for name in imports_of(module) if name == "tflab.tools" or name.startswith("tflab.tools.")}
+
+
+@pytest.mark.parametrize("module", sorted((HOST | SHARED | TRAINER) - {"cli"}))
+def test_the_runtime_never_imports_the_provisioning_tools(module):
+    assert not tool_imports(module), f"{module}.py imports {tool_imports(module)}; only the cli calls the tools"
+
+
+def test_the_cli_reaches_the_tools_and_the_check_sees_it():
+    assert tool_imports("cli") == {"tflab.tools"}  # `tflab swarm-sim`'s thin call
+
+
+def test_the_tools_are_outside_the_runtime_folder():
+    assert (TOOLS / "swarmsim.py").is_file() and not (PACKAGE / "swarmsim.py").exists()

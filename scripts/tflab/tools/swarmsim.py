@@ -36,13 +36,15 @@ import time
 from pathlib import Path
 
 from tflab import docker
+from tflab.console import say
 from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.runfolder import write_json
 from tflab.settings import Settings
+from tflab.swarm_nodes import SIM_STATE
 
-SIM_ROOT = Path("/var/lib/tflab-swarm-sim")
-STATE = SIM_ROOT / "state.json"
+STATE = SIM_STATE  # the lab reads the nodes' engines from it (swarm_nodes.sim_node_engines)
+SIM_ROOT = STATE.parent
 BRIDGE = "tflabsim0"
 SUBNET = ipaddress.ip_network("198.18.213.0/24")  # RFC 2544's benchmarking range: no one's real network
 PREFIX = SUBNET.prefixlen
@@ -72,8 +74,7 @@ exec dockerd --config-file "$NODE_DIR/daemon.json"
 """.format(hierarchies=" ".join(CGROUP_V1))
 
 
-def say(message: str) -> None:
-    print(f"tflab: {message}", flush=True)
+
 
 
 def node_name(index: int) -> str:
@@ -111,16 +112,7 @@ def save(state: dict) -> None:
     temporary.replace(STATE)
 
 
-def node_engines() -> dict[str, str]:
-    """swarm node id -> the `docker -H` address of its engine, for the nodes of a simulated swarm
-    that is up (swarm.py reaches tasks on other nodes through them); empty where none is."""
-    try:
-        state = read_state()
-    except LabError:
-        return {}
-    if not state:
-        return {}
-    return {node["node_id"]: node["socket"] for node in state.get("nodes", []) if node.get("node_id")}
+
 
 
 # -- checks --------------------------------------------------------------------------------------
