@@ -376,8 +376,20 @@ def remove_replaced(repository: str, image: Variant, keep: str) -> None:
     forget_built({old for old in replaced if docker.image_remove(old).returncode == 0})
 
 
+def remove_rebuildable() -> None:
+    """make clean's part: the images this checkout built, its record of them, and the wheelhouses."""
+    variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64)]
+    remove_built()
+    BUILT.unlink(missing_ok=True)
+    for image in variants:
+        for wheel in image.wheels.glob("*.whl"):
+            wheel.unlink()
+        image.stamp.unlink(missing_ok=True)
+    print("tflab: removed the wheelhouses")
+
+
 def remove_built() -> None:
-    """Removes the images this checkout built (make clean), each before the one it is built on."""
+    """Removes the images this checkout built, each before the one it is built on."""
     for name in removal_order():
         if image_id(name):
             # An interrupted build's untagged images on it first: left, they keep it on the engine.
