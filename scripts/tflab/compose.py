@@ -47,6 +47,10 @@ class ComposeCli:
     def __str__(self) -> str:
         return f"{' '.join(self.command)} {self.version}"
 
+    def run(self, *args: str, timeout: float = 60, env=None) -> subprocess.CompletedProcess:
+        """`<compose> args`, its output captured as text; the caller reads the exit code."""
+        return docker.run_quiet([*self.command, *args], timeout=timeout, env=env)
+
 
 def _compose_version(command: tuple[str, ...]) -> str | None:
     if shutil.which(command[0]) is None:

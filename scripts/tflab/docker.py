@@ -1,8 +1,12 @@
-"""The one door to the Docker CLI: every `docker ...` the lab runs goes through here.
+"""The one door to the Docker CLI: every `docker ...` the lab runs is spelled here, a named verb each.
 
-    docker.run("ps", "--all", "--quiet")          # a CompletedProcess, never an exception for a non-zero exit
+    docker.image_remove(name)                     # a CompletedProcess, never an exception for a non-zero exit
     docker.check()                                # the engine's version, or one LabError line
     docker.labelled_containers("tflab.run=abc")   # ids, running or not
+
+The other modules call these verbs, never `run` or `command` with a command line of their own
+(test_walls.py holds that), so "what does the lab ask the engine?" is answered by this file alone;
+the label names the verbs filter on are labels.py's.
 
 The lab drives the engine through its CLI, not its HTTP API: the CLI is what every user has (and
 what Compose v1 and v2, `docker stack` and BuildKit sit on), it follows DOCKER_HOST and contexts
