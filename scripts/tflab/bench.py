@@ -142,7 +142,7 @@ def bench(settings: Settings) -> int:
     }
     step = {name: result.get("steady_step_seconds") for name, result in r.items()}
     floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
-    size = int(docker.run("image", "inspect", "--format", "{{.Size}}", image).stdout)
+    size = docker.image_size(image)
     base = images.ensure_base(settings.base_image, trainer.platform, trainer.platform)
     rebuild = imagebench.code_only_rebuild_seconds(trainer, images.packages_tag(trainer, images.image_id(base)))
     eight = r["eight"]

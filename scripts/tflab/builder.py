@@ -44,7 +44,7 @@ def buildkit() -> bool:
     """Whether `docker build` can use BuildKit here: the CLI has the buildx plugin. Engines since
     18.09 serve it; only the CLI may lack it (Debian's docker.io 20.10 has no buildx)."""
     try:
-        return docker.run("buildx", "version", timeout=30).returncode == 0
+        return docker.buildx_available()
     except subprocess.TimeoutExpired:
         return False
 
@@ -56,8 +56,7 @@ def build_command(dockerfile: Path, context: Path, tag: str, build_args: dict[st
     leaves the image on the engine. Legacy: --force-rm, so a failed step's container goes too."""
     args = [arg for name, value in build_args.items() for arg in ("--build-arg", f"{name}={value}")]
     own = ["--progress=plain", "--load"] if use_buildkit else ["--force-rm"]
-    return docker.command("build", *own, "--file", str(dockerfile), *(["--platform", platform] if platform else []),
-                          *args, "--tag", tag, str(context))
+    return docker.build_command(str(dockerfile), str(context), tag, platform, args, own)
 
 
 def build_environment(use_buildkit: bool) -> dict[str, str]:
@@ -118,7 +117,7 @@ def run_build(command: list[str], what: str, say: Callable[[str], None], use_bui
     finally:
         if finished:
             for image in output.leftovers():
-                docker.run("image", "rm", image)
+                docker.image_remove(image)
         else:
             remove_interrupted(output.leftovers(), parent, started - 1)
     return code, tail
@@ -133,8 +132,8 @@ def remove_interrupted(named: list[str], parent: str, since: float) -> None:
     be removed ("image is being used by running container"): so again, for a few seconds."""
     deadline = time.monotonic() + INTERRUPTED_CLEANUP_SECONDS
     while True:
-        left = [image for image in named if docker.run("image", "rm", image).returncode != 0
-                and docker.run("image", "inspect", image).returncode == 0]
+        left = [image for image in named if docker.image_remove(image).returncode != 0
+                and docker.image_inspect(image).returncode == 0]
         if parent:
             remove_untagged_children(parent, since)
             left += untagged_children(parent, since)
@@ -146,11 +145,11 @@ def remove_interrupted(named: list[str], parent: str, since: float) -> None:
 def untagged_children(parent: str, since: float | None = None) -> list[str]:
     """The untagged images built on `parent` (a name or id), directly or through other untagged
     ones, created since `since` (unix time) where given: a legacy build's intermediate images."""
-    parent_id = docker.run("image", "inspect", "--format", "{{.Id}}", parent).stdout.strip()
+    parent_id = docker.image_inspect(parent, "{{.Id}}").stdout.strip()
     if not parent_id:
         return []
-    ids = docker.run("image", "ls", "--all", "--quiet", "--no-trunc", "--filter", "dangling=true").stdout.split()
-    found = docker.run("image", "inspect", "--format", "{{.Id}} {{.Parent}} {{.Created}}", *ids).stdout if ids else ""
+    ids = docker.dangling_images(all_layers=True)
+    found = docker.images_inspect(ids, "{{.Id}} {{.Parent}} {{.Created}}")
     parents = {}
     for line in found.splitlines():
         image, _, rest = line.partition(" ")
@@ -171,7 +170,7 @@ def remove_untagged_children(parent: str, since: float | None = None) -> list[st
     """Removes untagged_children(parent, since), the newest first; returns those removed."""
     removed = []
     for image in reversed(untagged_children(parent, since)):
-        if docker.run("image", "rm", image, timeout=120).returncode == 0:
+        if docker.image_remove(image, timeout=120).returncode == 0:
             removed.append(image)
     return removed
 
@@ -195,22 +194,21 @@ def install_and_commit(base: str, folder: Path, mounted_at: str, command: list[s
     instructions: ENV, USER, CMD ...); the container goes whatever happens, an interruption
     included. Returns (exit code, output's tail)."""
     name = f"tflab-build-{uuid.uuid4().hex[:12]}"
-    created = docker.run("create", "--name", name, "--label", label, "--network", "none", "--user", "0:0",
-                         *(["--platform", platform] if platform else []),
-                         "--volume", f"{folder}:{mounted_at}:ro", base, *command)
+    created = docker.create(name, base, command, ["--label", label, "--network", "none", "--user", "0:0",
+                                                  *(["--platform", platform] if platform else []),
+                                                  "--volume", f"{folder}:{mounted_at}:ro"])
     if created.returncode != 0:
         return created.returncode, created.stdout + created.stderr
     try:
-        code, tail = progress.run_summarised(docker.command("start", "--attach", name), summarise, say, what,
+        code, tail = progress.run_summarised(docker.start_attached_command(name), summarise, say, what,
                                              quiet_below=3)
         if code != 0:
             return code, tail
         say(f"{what}: committing the packages as an image")
-        committed = docker.run("commit", *[arg for change in changes for arg in ("--change", change)], name, tag,
-                               timeout=1800)
+        committed = docker.commit(name, tag, changes, timeout=1800)
         return committed.returncode, tail + committed.stdout + committed.stderr
     finally:
-        docker.run("rm", "--force", "--volumes", name, timeout=120)
+        docker.remove_containers(name, timeout=120)
 
 
 def place(source: Path, target: Path) -> None:

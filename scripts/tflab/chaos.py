@@ -127,14 +127,14 @@ class Chaos:
         self.injected_at = time.time()
         if self.scenario in ("kill", "stop"):
             # On a swarm the target may run on another node: its engine's docker (swarm.py).
-            signal = ["--signal", "SIGTERM"] if self.scenario == "stop" else []
-            result = docker.run("kill", *signal, container, timeout=60, engine=backend.docker_for(self.target))
+            signal = "SIGTERM" if self.scenario == "stop" else None
+            result = docker.kill([container], signal, timeout=60, engine=backend.docker_for(self.target))
         elif self.scenario == "pause":
-            result = docker.run("pause", container, engine=backend.docker_for(self.target))
+            result = docker.pause(container, engine=backend.docker_for(self.target))
         elif self.scenario == "partition":
             result = backend.cut_off(self.target)
         elif self.scenario == "slow-node":
-            result = docker.run("update", "--cpus", f"{self.slow_cpus:g}", container)
+            result = docker.update_cpus(container, self.slow_cpus)
         else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
             runner.set_link(backend.run_dir, self.target, self.link)
             result = subprocess.CompletedProcess([], 0, "", "")
@@ -143,7 +143,7 @@ class Chaos:
 
     def undo(self, backend) -> None:
         if self.scenario == "pause":
-            result = docker.run("unpause", backend.container(self.target), engine=backend.docker_for(self.target))
+            result = docker.unpause(backend.container(self.target), engine=backend.docker_for(self.target))
         else:
             result = backend.reconnect(self.target)
         self.healed_at = time.time()

@@ -30,7 +30,6 @@ from pathlib import Path
 
 from tflab import (
     backends,
-    builder,
     compare,
     compose,
     console,
@@ -40,11 +39,11 @@ from tflab import (
     images,
     k8s,
     labels,
+    leftovers,
     report,
     runfolder,
     runner,
     summary,
-    swarm,
     tensorboard,
 )
 from tflab.errors import LabError
@@ -189,10 +188,10 @@ def command_down(settings: Settings) -> int:
     docker.check()
     runs = runfolder.runs_dir(settings)
     scope = runs / settings.run if settings.run else runs
-    projects = docker.lab_projects(scope, None if settings.run else labels.tensorboard_project(scope))
+    projects = leftovers.projects(scope, None if settings.run else labels.tensorboard_project(scope))
     left = 0
     for project in projects:
-        run_dir = docker.project_run_dir(project)
+        run_dir = project.run_dir
         owner = runfolder.live_owner(run_dir) if run_dir else None
         if owner is not None and not settings.force:
             left += 1
@@ -201,12 +200,13 @@ def command_down(settings: Settings) -> int:
             continue
         if owner is not None:
             end_live_run(run_dir, owner)
-        docker.remove_project(project)
-        print(f"tflab: removed {project}" + (f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""))
-    stacks = swarm.lab_stacks(scope)
+        project.remove()
+        print(f"tflab: removed {project.name}"
+              + (f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""))
+    stacks = leftovers.stacks(scope)
     for stack in stacks:
-        removed = swarm.remove_stack(stack)
-        print(f"tflab: removed stack {stack}" if removed else f"tflab: stack {stack} is still being removed")
+        removed = stack.remove()
+        print(f"tflab: removed stack {stack.name}" if removed else f"tflab: stack {stack.name} is still being removed")
     if not projects and not stacks:
         print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
     return 0
@@ -260,7 +260,7 @@ def command_images(settings: Settings, tag_only: bool = False) -> int:
         print(name)
         return 0
     name = images.ensure_image(settings.base_image, images.trainer_variant(settings))
-    size = docker.run("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
+    size = docker.image_inspect(name, "{{.Size}}").stdout.strip()
     print(f"tflab: {name} is up to date ({int(size) / 1e9:.2f} GB); its tag is a digest of what it is built from")
     return 0
 
@@ -270,13 +270,13 @@ def command_stack_up(settings: Settings) -> int:
 
 
 def command_swarm_sim(settings: Settings) -> int:
-    from tflab import swarmsim
+    from tflab.tools import swarmsim
 
     return swarmsim.up(settings)
 
 
 def command_swarm_sim_down(settings: Settings) -> int:
-    from tflab import swarmsim
+    from tflab.tools import swarmsim
 
     return swarmsim.down(settings)
 
@@ -291,20 +291,7 @@ def command_wheels(settings: Settings) -> int:
 def command_clean(settings: Settings) -> int:
     """Removes what the lab can rebuild; never a run's outputs."""
     command_down(settings)
-    variants = [images.variant(gpu=False), images.variant(gpu=True), images.variant(platform=images.ARM64)]
-    # Only what this checkout built, each image before the one it is built on.
-    for name in images.removal_order():
-        if images.image_id(name):
-            # An interrupted build's untagged images on it first: left, they keep it on the engine.
-            builder.remove_untagged_children(name)
-            docker.run("image", "rm", "--force", name, timeout=120)
-            print(f"tflab: removed image {name}")
-    images.BUILT.unlink(missing_ok=True)
-    for variant in variants:
-        for wheel in variant.wheels.glob("*.whl"):
-            wheel.unlink()
-        variant.stamp.unlink(missing_ok=True)
-    print("tflab: removed the wheelhouses")
+    images.remove_rebuildable()
     runs = runfolder.runs_dir(settings)
     kept = len([p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()]) if runs.exists() else 0
     print(f"tflab: kept {kept} run folder(s) in {runs}: delete them yourself (rm -rf {runs}) if you mean to")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tflab import cluster, docker, labels, user_script
+from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.explain import VANISHED
@@ -45,6 +46,10 @@ class ComposeCli:
 
     def __str__(self) -> str:
         return f"{' '.join(self.command)} {self.version}"
+
+    def run(self, *args: str, timeout: float = 60, env=None) -> subprocess.CompletedProcess:
+        """`<compose> args`, its output captured as text; the caller reads the exit code."""
+        return docker.run_quiet([*self.command, *args], timeout=timeout, env=env)
 
 
 def _compose_version(command: tuple[str, ...]) -> str | None:
@@ -110,7 +115,7 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
                 "hostname": link_service(task),
                 "command": ["python", "-m", "tflab.linkproxy"],
                 "environment": {"TFLAB_LINK_TO": f"{task}:{cluster.PORT}",
-                                "TFLAB_LINK_CONTROL": f"/lab/run/links/{task}.json"},
+                                "TFLAB_LINK_CONTROL": task_contract.link_control(task)},
             }
     override: dict = {"services": services}
     if settings.network == "bridge":
@@ -238,10 +243,10 @@ class ComposeStack:
         return docker.engine_at(None)  # every container of a Compose project is on this engine
 
     def cut_off(self, task: str) -> subprocess.CompletedProcess:
-        return docker.run("network", "disconnect", self.network(), self.container(task))
+        return docker.network_disconnect(self.network(), self.container(task))
 
     def reconnect(self, task: str) -> subprocess.CompletedProcess:
-        return docker.run("network", "connect", "--alias", task, self.network(), self.container(task))
+        return docker.network_connect(self.network(), self.container(task), alias=task)
 
     def exit_codes(self) -> dict[str, int | None]:
         """task -> exit code, None while its container is not (yet) finished, or VANISHED once the
@@ -255,8 +260,8 @@ class ComposeStack:
     def _read_exit_codes(self) -> dict[str, int | None]:
         ids = docker.project_containers(self.project)
         codes: dict[str, int | None] = {task: VANISHED if self.started else None for task in self.tasks}
-        template = ('{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} {{.State.ExitCode}} '
-                    '{{.State.OOMKilled}}')
+        template = (labels.label_template(labels.SERVICE_LABEL) + " {{.State.Status}} {{.State.ExitCode}} "
+                    "{{.State.OOMKilled}}")
         # A container removed between `ps` and `inspect` is left out of inspect's answer: vanished too.
         found = docker.inspect(ids, template)
         for line in found.splitlines():
@@ -318,17 +323,15 @@ class TaskOutput:
         terminal's Ctrl-C reaches the lab (which ends the tasks itself), not `docker start`, which
         would pass it on to the task."""
         self._open()
-        self._launch(task, ["start", "--attach", container], stamp=True, container=container)
+        self._launch(task, stamp=True, container=container, attach=True)
 
     def follow(self, task: str, container: str, since: float | None) -> None:
         self._open()
-        arguments = ["logs", "--follow", "--timestamps", *(["--since", f"{since:.3f}"] if since else []), container]
-        self._launch(task, arguments, stamp=False, container=container)
+        self._launch(task, stamp=False, container=container, attach=False, since=since)
 
-    def _launch(self, task: str, arguments: list[str], stamp: bool, container: str) -> None:
+    def _launch(self, task: str, stamp: bool, container: str, attach: bool, since: float | None = None) -> None:
         try:
-            process = subprocess.Popen(docker.command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = docker.open_output(container, attach, since)
         except OSError as error:
             raise LabError(f"cannot run docker for {task}'s output: {error}") from None
         process.container = container

@@ -1,8 +1,12 @@
-"""The one door to the Docker CLI: every `docker ...` the lab runs goes through here.
+"""The one door to the Docker CLI: every `docker ...` the lab runs is spelled here, a named verb each.
 
-    docker.run("ps", "--all", "--quiet")          # a CompletedProcess, never an exception for a non-zero exit
+    docker.image_remove(name)                     # a CompletedProcess, never an exception for a non-zero exit
     docker.check()                                # the engine's version, or one LabError line
     docker.labelled_containers("tflab.run=abc")   # ids, running or not
+
+The other modules call these verbs, never `run` or `command` with a command line of their own
+(test_walls.py holds that), so "what does the lab ask the engine?" is answered by this file alone;
+the label names the verbs filter on are labels.py's.
 
 The lab drives the engine through its CLI, not its HTTP API: the CLI is what every user has (and
 what Compose v1 and v2, `docker stack` and BuildKit sit on), it follows DOCKER_HOST and contexts
@@ -21,10 +25,8 @@ from pathlib import Path
 
 from tflab import labels
 from tflab.errors import LabError
+from tflab.labels import PROJECT_LABEL, SERVICE_LABEL  # noqa: F401 (docker.PROJECT_LABEL, as before)
 from tflab.settings import MIN_CPUS
-
-PROJECT_LABEL = "com.docker.compose.project"  # Compose v1 and v2 label every container and network
-SERVICE_LABEL = "com.docker.compose.service"
 
 
 def run_quiet(command: list[str], timeout: float = 60, env=None) -> subprocess.CompletedProcess:
@@ -110,10 +112,10 @@ def check_cpus(name: str, cpus: float) -> None:
                        f"{available}, or 0 (no limit)")
 
 
-def labelled_containers(*label_filters: str) -> list[str]:
+def labelled_containers(*label_filters: str, engine: list[str] | None = None) -> list[str]:
     """The ids of every container, running or not, that carries all these labels (`key=value` or `key`)."""
     filters = [arg for label in label_filters for arg in ("--filter", f"label={label}")]
-    return run("ps", "--all", "--quiet", *filters).stdout.split()
+    return run("ps", "--all", "--quiet", *filters, engine=engine).stdout.split()
 
 
 def project_containers(project: str, service: str | None = None) -> list[str]:
@@ -257,3 +259,261 @@ def published(project: str, port: int) -> bool:
     """Whether a container of the project publishes this host port."""
     return bool(run("ps", "--quiet", "--filter", f"label={PROJECT_LABEL}={project}",
                     "--filter", f"publish={port}").stdout.strip())
+
+
+# -- the verbs the rest of the lab uses, one function each, so every argv is spelled here --------
+# Each returns what its callers read (a CompletedProcess where they read the exit code and the
+# message); none raises for a non-zero exit. `engine` is engine_at's, for a container on another
+# swarm node.
+
+
+def info_format(template: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`docker info --format template`."""
+    return run("info", "--format", template, timeout=timeout)
+
+
+def server_version() -> subprocess.CompletedProcess:
+    """The engine's version and API version, space-separated."""
+    return run("version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}")
+
+
+def engine_version(engine: list[str], timeout: float = 10) -> subprocess.CompletedProcess:
+    """The version of the engine at `engine` (engine_at's): whether it answers."""
+    return run("version", "--format", "{{.Server.Version}}", timeout=timeout, engine=engine)
+
+
+# images
+
+def image_inspect(image: str, template: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`docker image inspect [--format template] image`; a non-zero exit where there is no such image."""
+    return run("image", "inspect", *(["--format", template] if template else []), image, timeout=timeout)
+
+
+def image_user(image: str) -> subprocess.CompletedProcess:
+    """An image's configured user as JSON (`""` for none); `--` so a name cannot read as a flag."""
+    return run("image", "inspect", "--format", "{{json .Config.User}}", "--", image)
+
+
+def image_size(image: str) -> int:
+    """An image's size in bytes (ValueError where the engine has no such image)."""
+    return int(image_inspect(image, "{{.Size}}").stdout)
+
+
+def images_inspect(ids: list[str], template: str) -> str:
+    """`docker image inspect --format template` of several images; empty for none."""
+    return run("image", "inspect", "--format", template, *ids).stdout if ids else ""
+
+
+def image_remove(image: str, force: bool = False, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Removes one name of an image (the image itself with its last name), unless a container uses it."""
+    return run("image", "rm", *(["--force"] if force else []), image, timeout=timeout)
+
+
+def dangling_images(all_layers: bool = False, label: str | None = None) -> list[str]:
+    """The ids of untagged images: `all_layers` includes intermediate ones (full ids), `label` keeps
+    only those that carry it."""
+    flags = ["--all", "--quiet", "--no-trunc"] if all_layers else ["--quiet"]
+    return run("image", "ls", *flags, "--filter", "dangling=true",
+               *(["--filter", f"label={label}"] if label else [])).stdout.split()
+
+
+def pull(name: str, platform: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return run("pull", "--quiet", *(["--platform", platform] if platform else []), name, timeout=timeout)
+
+
+def tag(image: str, name: str) -> subprocess.CompletedProcess:
+    return run("tag", image, name)
+
+
+def push(name: str, timeout: float) -> subprocess.CompletedProcess:
+    return run("push", name, timeout=timeout)
+
+
+def buildx_available() -> bool:
+    """Whether the CLI has buildx (BuildKit's client); raises TimeoutExpired if it does not answer."""
+    return run("buildx", "version", timeout=30).returncode == 0
+
+
+def build_command(dockerfile: str, context: str, tag: str, platform: str | None, build_args: list[str],
+                  own: list[str]) -> list[str]:
+    """The argv of an image build, for a caller that streams its progress."""
+    return command("build", *own, "--file", dockerfile, *(["--platform", platform] if platform else []),
+                   *build_args, "--tag", tag, context)
+
+
+def commit(container: str, tag: str, changes: list[str], timeout: float = 1800) -> subprocess.CompletedProcess:
+    """A stopped container's filesystem as an image, with Dockerfile instructions (`changes`) applied."""
+    return run("commit", *[arg for change in changes for arg in ("--change", change)], container, tag,
+               timeout=timeout)
+
+
+# containers
+
+def run_isolated(image: str, entrypoint: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A throwaway container of `image` with no network, `entrypoint args` its command."""
+    return run("run", "--rm", "--network", "none", "--entrypoint", entrypoint, image, *args, timeout=timeout)
+
+
+def create(name: str, image: str, command_args: list[str], options: list[str]) -> subprocess.CompletedProcess:
+    """A container created (not started) with `options` before the image."""
+    return run("create", "--name", name, *options, image, *command_args)
+
+
+def start_attached_command(container: str) -> list[str]:
+    """The argv that starts a container and streams its output until it exits."""
+    return command("start", "--attach", container)
+
+
+def open_output(container: str, attach: bool, since: float | None = None) -> subprocess.Popen:
+    """A container's output as a stream, stdout and stderr merged: `start --attach` (which starts
+    it) or `logs --follow --timestamps` from `since`; in a session of its own, so a Ctrl-C meant
+    for the lab does not end it first."""
+    arguments = (["start", "--attach", container] if attach else
+                 ["logs", "--follow", "--timestamps", *(["--since", f"{since:.3f}"] if since else []), container])
+    return subprocess.Popen(command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def kill(containers: list[str], signal: str | None = None, timeout: float = 60,
+         engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    """SIGKILL (or `signal`) to running containers."""
+    return run("kill", *(["--signal", signal] if signal else []), *containers, timeout=timeout, engine=engine)
+
+
+def pause(container: str, engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    return run("pause", container, engine=engine)
+
+
+def unpause(container: str, engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    return run("unpause", container, engine=engine)
+
+
+def update_cpus(container: str, cpus: float) -> subprocess.CompletedProcess:
+    return run("update", "--cpus", f"{cpus:g}", container)
+
+
+def remove_containers(*containers: str, timeout: float = 120, volumes: bool = True,
+                      engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Removes containers, running or not, with their anonymous volumes unless `volumes` is False."""
+    return run("rm", "--force", *(["--volumes"] if volumes else []), *containers, timeout=timeout, engine=engine)
+
+
+def all_containers(engine: list[str]) -> list[str]:
+    """Every container on the engine at `engine` (a simulated node's own: all the sim's)."""
+    return run("ps", "--all", "--quiet", engine=engine).stdout.split()
+
+
+def container_inspect(container: str, template: str | None = None,
+                      engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    return run("inspect", *(["--format", template] if template else []), container, engine=engine)
+
+
+def inspect_json(ids: list[str]) -> subprocess.CompletedProcess:
+    """`docker inspect` of any objects (a swarm's tasks) as its JSON list."""
+    return run("inspect", *ids)
+
+
+def run_in_namespace(container: str, image: str, entrypoint: str, *args: str, timeout: float = 60,
+                     engine: list[str] | None = None) -> subprocess.CompletedProcess:
+    """A throwaway container of `image` in `container`'s network namespace, as root with NET_ADMIN."""
+    return run("run", "--rm", "--network", f"container:{container}", "--cap-add", "NET_ADMIN", "--user", "0:0",
+               "--entrypoint", entrypoint, image, *args, timeout=timeout, engine=engine)
+
+
+def logs_merged(container: str, engine: list[str] | None = None, timeout: float = 120) -> str:
+    """A container's whole output, timestamped, stdout and stderr as one text."""
+    return _merged(["logs", "--timestamps", container], engine, timeout)
+
+
+def service_task_logs(task_id: str, timeout: float = 120) -> str:
+    """A swarm task's whole output as the manager relays it, timestamped."""
+    return _merged(["service", "logs", "--raw", "--no-trunc", "--timestamps", task_id], None, timeout)
+
+
+def _merged(arguments: list[str], engine: list[str] | None, timeout: float) -> str:
+    return subprocess.run(command(*arguments, engine=engine), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout).stdout
+
+
+# networks
+
+def network_connect(network: str, container: str, alias: str) -> subprocess.CompletedProcess:
+    return run("network", "connect", "--alias", alias, network, container)
+
+
+def network_disconnect(network: str, container: str) -> subprocess.CompletedProcess:
+    return run("network", "disconnect", network, container)
+
+
+def labelled_networks(label: str) -> list[str]:
+    """The ids of the networks that carry this label (`key=value` or `key`)."""
+    return run("network", "ls", "--quiet", "--filter", f"label={label}").stdout.split()
+
+
+def network_remove(*networks: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return run("network", "rm", *networks, timeout=timeout)
+
+
+# swarm
+
+def node_ls(template: str) -> subprocess.CompletedProcess:
+    return run("node", "ls", "--format", template)
+
+
+def node_remove(node_id: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return run("node", "rm", "--force", node_id, timeout=timeout)
+
+
+def swarm_init_command(address: str, listen: str) -> list[str]:
+    return command("swarm", "init", "--advertise-addr", address, "--listen-addr", listen)
+
+
+def swarm_join_token_command() -> list[str]:
+    return command("swarm", "join-token", "--quiet", "worker")
+
+
+def swarm_join_command(token: str, address: str, manager: str, engine: list[str]) -> list[str]:
+    return command("swarm", "join", "--token", token, "--advertise-addr", address, "--listen-addr", f"{address}:2377",
+                   manager, engine=engine)
+
+
+def swarm_info_command(engine: list[str]) -> list[str]:
+    return command("info", "--format", "{{json .Swarm}}", engine=engine)
+
+
+def swarm_leave(engine: list[str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return run("swarm", "leave", "--force", timeout=timeout, engine=engine)
+
+
+def service_ls(*label_filters: str, template: str | None = None) -> subprocess.CompletedProcess:
+    """`docker service ls`: the ids (or `template`'s lines) of the services with these labels."""
+    filters = [arg for label in label_filters for arg in ("--filter", f"label={label}")]
+    return run("service", "ls", *(["--quiet"] if template is None else []), *filters,
+               *(["--format", template] if template else []))
+
+
+def service_inspect(ids: list[str], template: str) -> subprocess.CompletedProcess:
+    return run("service", "inspect", "--format", template, *ids)
+
+
+def service_update_force(service: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A new task for the service, same spec; returns at once."""
+    return run("service", "update", "--force", "--detach", "--quiet", service, timeout=timeout)
+
+
+def service_remove(*services: str) -> subprocess.CompletedProcess:
+    return run("service", "rm", *services)
+
+
+def stack_deploy(path: str, stack: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    # --resolve-image never: the image is local, and no registry need be asked for its digest.
+    return run("stack", "deploy", "--resolve-image", "never", "--compose-file", path, stack, timeout=timeout)
+
+
+def stack_ps(stack: str, template: str | None = None) -> subprocess.CompletedProcess:
+    """A stack's tasks, old ones included: full ids, or `template`'s lines."""
+    return run("stack", "ps", "--no-trunc", *(["--format", template] if template else ["--quiet"]), stack)
+
+
+def stack_remove(stack: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run("stack", "rm", stack, timeout=timeout)

@@ -43,28 +43,26 @@ def code_only_rebuild_seconds(trainer: images.Variant, packages: str) -> float:
         started = time.monotonic()
         images.docker_build(context / "Dockerfile", context, tag, {"PACKAGES_IMAGE": packages})
         seconds = time.monotonic() - started
-    docker.run("image", "rm", tag)
+    docker.image_remove(tag)
     return seconds
 
 
 def leftovers() -> list[str]:
     """Untagged images that the lab's builds made (their label says so) left on the engine."""
-    found = docker.run("image", "ls", "--quiet", "--filter", "dangling=true", "--filter", "label=tflab.image")
-    return found.stdout.split()
+    return docker.dangling_images(label="tflab.image")
 
 
 def heaviest(tag: str, count: int = 6) -> str:
     """The largest folders of the image's packages and system, as du inside it says."""
     script = ("site=$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'); "
               "du -sk $site/* /usr/lib /usr/share /usr/bin 2>/dev/null | sort -n | tail -n %d" % count)
-    found = docker.run("run", "--rm", "--network", "none", "--entrypoint", "sh", tag, "-c", script, timeout=120)
+    found = docker.run_isolated(tag, "sh", "-c", script, timeout=120)
     pairs = [line.split("\t") for line in found.stdout.splitlines() if "\t" in line]
     return ", ".join(f"{path.rsplit('/', 1)[-1]} {int(size) / 1e3:.0f} MB" for size, path in reversed(pairs))
 
 
 def file_count(tag: str) -> int:
-    found = docker.run("run", "--rm", "--network", "none", "--entrypoint", "sh", tag, "-c",
-                       "find / -xdev 2>/dev/null | wc -l", timeout=120)
+    found = docker.run_isolated(tag, "sh", "-c", "find / -xdev 2>/dev/null | wc -l", timeout=120)
     return int(found.stdout.strip() or 0)
 
 
@@ -75,8 +73,8 @@ def figures(runs: int = 3, base_image: str = "") -> list[str]:
     packages = images.packages_tag(trainer, images.image_id(base))
     wheels = sum(wheel.stat().st_size for wheel in trainer.wheels.glob("*.whl"))
     code = sum(path.stat().st_size for path in images.CODE.rglob("*.py"))
-    size = int(docker.run("image", "inspect", "--format", "{{.Size}}", tag).stdout)
-    base_size = int(docker.run("image", "inspect", "--format", "{{.Size}}", base).stdout)
+    size = docker.image_size(tag)
+    base_size = docker.image_size(base)
     left_before = leftovers()
     seconds = [code_only_rebuild_seconds(trainer, packages) for _ in range(runs)]
     left = [image for image in leftovers() if image not in left_before]

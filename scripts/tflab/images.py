@@ -48,7 +48,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import builder, docker, progress
+from tflab import builder, docker, progress, task
+from tflab.console import say
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
 from tflab.settings import GPU_IMAGE_AMD64_ONLY, Settings
@@ -68,8 +69,8 @@ INSTALL_SCRIPT = REPO / "images/trainer/install-packages.sh"
 # image inherits them): a Dockerfile step for each above 1.25 GB of packages would cost seconds.
 PACKAGES_CONFIG = ("ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                    "ENV PYTHONPATH=/opt/tflab", "ENV PYTHONUNBUFFERED=1", "ENV PYTHONDONTWRITEBYTECODE=1",
-                   "ENV HOME=/tmp", "ENV TF_USE_LEGACY_KERAS=1", "USER 1000:1000", "WORKDIR /tmp",
-                   'CMD ["python", "-m", "tflab.train"]')
+                   "ENV HOME=/tmp", *[f"ENV {key}={value}" for key, value in task.LEGACY_KERAS.items()],
+                   "USER 1000:1000", "WORKDIR /tmp", "CMD " + json.dumps(list(task.COMMAND)))
 IMAGE_LABEL = "tflab.image=trainer"  # on every image the lab makes for the trainer
 CODE = REPO / "scripts/tflab"
 SCRIPT_DOCKERFILE = REPO / "images/script/Dockerfile"
@@ -167,18 +168,17 @@ def trainer_variant(settings: Settings) -> Variant:
     return variant_for(settings.gpus, platform_for(settings.platform))
 
 
-def say(message: str) -> None:
-    print(f"tflab: {message}", flush=True)
+
 
 
 def image_id(name: str) -> str | None:
-    result = docker.run("image", "inspect", "--format", "{{.Id}}", name)
+    result = docker.image_inspect(name, "{{.Id}}")
     return result.stdout.strip() if result.returncode == 0 else None
 
 
 def image_platform(name: str) -> str:
     """The platform an image on this engine is for, as linux/amd64 or linux/arm64; empty if unknown."""
-    result = docker.run("image", "inspect", "--format", "{{.Architecture}}", name)
+    result = docker.image_inspect(name, "{{.Architecture}}")
     architecture = result.stdout.strip() if result.returncode == 0 else ""
     return ENGINE_ARCHITECTURES.get(architecture, architecture and f"linux/{architecture}")
 
@@ -187,8 +187,7 @@ def pull(name: str, platform: str = "") -> bool:
     """Pulls `name`; for `platform` where it is not the engine's own."""
     say(f"pulling {name}" + (f" for {platform}" if platform else ""))
     try:
-        result = docker.run("pull", "--quiet", *(["--platform", platform] if platform else []), name,
-                           timeout=600)
+        result = docker.pull(name, platform, timeout=600)
     except subprocess.TimeoutExpired:
         return False
     return result.returncode == 0
@@ -274,7 +273,7 @@ def check_emulation(platform: str, base: str) -> None:
     """LabError, with how to enable it, unless the engine runs `platform` containers: `true` in the
     base, a second under emulation. Checked every time, since a reboot drops a binfmt handler."""
     try:
-        result = docker.run("run", "--rm", "--network", "none", "--entrypoint", "true", base, timeout=120)
+        result = docker.run_isolated(base, "true", timeout=120)
     except subprocess.TimeoutExpired:
         result = subprocess.CompletedProcess([], 1, "", "timed out")
     if result.returncode != 0:
@@ -374,7 +373,29 @@ def remove_replaced(repository: str, image: Variant, keep: str) -> None:
     prefix = f"{repository}:{image.name}-"
     replaced = [old for old in built_images() if old.startswith(prefix) and old != keep
                 and re.fullmatch(r"[0-9a-f]+", old[len(prefix):])]  # cpu- is not cpu-arm64-
-    forget_built({old for old in replaced if docker.run("image", "rm", old).returncode == 0})
+    forget_built({old for old in replaced if docker.image_remove(old).returncode == 0})
+
+
+def remove_rebuildable() -> None:
+    """make clean's part: the images this checkout built, its record of them, and the wheelhouses."""
+    variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64)]
+    remove_built()
+    BUILT.unlink(missing_ok=True)
+    for image in variants:
+        for wheel in image.wheels.glob("*.whl"):
+            wheel.unlink()
+        image.stamp.unlink(missing_ok=True)
+    print("tflab: removed the wheelhouses")
+
+
+def remove_built() -> None:
+    """Removes the images this checkout built, each before the one it is built on."""
+    for name in removal_order():
+        if image_id(name):
+            # An interrupted build's untagged images on it first: left, they keep it on the engine.
+            builder.remove_untagged_children(name)
+            docker.image_remove(name, force=True, timeout=120)
+            print(f"tflab: removed image {name}")
 
 
 def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str:

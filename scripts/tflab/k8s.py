@@ -30,6 +30,7 @@ import re
 from pathlib import Path
 
 from tflab import cluster, console, runfolder
+from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.settings import Settings, refuse_unhonoured
@@ -251,11 +252,11 @@ def pod_template(settings: Settings, env: dict[str, str], restart: str | None, t
     container = {
         "name": CONTAINER,
         "image": settings.k8s_image,
-        "command": ["python", "-m", "tflab.train"],
+        "command": list(task_contract.COMMAND),
         "env": [{"name": key, "value": value} for key, value in {
             "TFLAB_CONFIG": f"{CONFIG_DIR}/config.json",
             "TFLAB_OUTPUT": f"{OUTPUT_DIR}/{settings.k8s_name}",
-            "TF_USE_LEGACY_KERAS": "1",  # tf-keras: Keras 3's fit fails under MultiWorkerMirroredStrategy
+            **task_contract.LEGACY_KERAS,  # tf-keras: Keras 3's fit fails under MultiWorkerMirroredStrategy
             **env,
         }.items()],
         "ports": [{"name": PORT_NAME, "containerPort": cluster.PORT}],

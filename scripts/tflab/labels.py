@@ -14,6 +14,10 @@ import hashlib
 from pathlib import Path
 
 PREFIX = "tflab-"
+# The engine's own labels, which the lab reads to find a Compose project's or a stack's objects.
+PROJECT_LABEL = "com.docker.compose.project"  # Compose v1 and v2 label every container and network
+SERVICE_LABEL = "com.docker.compose.service"
+STACK_LABEL = "com.docker.stack.namespace"  # docker stack deploy labels every service, container and network
 RUN = "tflab.run"  # the run id
 RUN_DIR = "tflab.run-dir"  # the run folder's absolute path
 MAX_NAME = 38  # of the run id in a project name: tflab-<38>-<8>_worker-31 is 63, swarm's most for a service
@@ -39,3 +43,9 @@ def tensorboard_project(runs_dir: Path) -> str:
 def within(run_dir: str, scope: Path) -> bool:
     """Whether a run folder (a label's value) is `scope` or lies under it."""
     return run_dir == str(scope) or run_dir.startswith(str(scope).rstrip("/") + "/")
+
+
+def label_template(name: str, of: str = ".Config.Labels") -> str:
+    """A `--format` template that prints one label's value: a container's (`.Config.Labels`) or a
+    swarm service's (`.Spec.Labels`)."""
+    return '{{index %s "%s"}}' % (of, name)

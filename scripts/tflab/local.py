@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tflab import cluster
+from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.home import CODE_ROOT, LAB_HOME
@@ -83,7 +84,7 @@ class LocalProcesses:
         for task in self.tasks:
             env = {**os.environ, **self.cluster.tf_config_env(task),
                    "PYTHONPATH": str(CODE_ROOT), "PYTHONUNBUFFERED": "1",
-                   "TF_USE_LEGACY_KERAS": "1"}
+                   **task_contract.LEGACY_KERAS}
             if not self.cluster.spec:
                 env.pop("TF_CONFIG", None)
             env.update(TFLAB_CONFIG=str(self.run_dir / CONFIG), TFLAB_TASK=task)
@@ -91,7 +92,7 @@ class LocalProcesses:
                 command = script_command(self.settings, self.settings.script, self.python)
                 cwd = Path(self.settings.script).parent
             else:
-                command, cwd = [self.python, "-m", "tflab.train"], None
+                command, cwd = [self.python, *task_contract.COMMAND[1:]], None  # this venv's python
             process = subprocess.Popen(
                 command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)  # Ctrl-C reaches the lab, which ends the tasks itself

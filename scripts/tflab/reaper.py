@@ -86,19 +86,21 @@ def watch(run_dir: Path) -> Guard:
     return Guard(process)
 
 
-def _docker(*args: str) -> str:
+def _docker(verb, *args, empty=""):
+    """A docker.py verb whose failure to run at all (no docker, no answer in its time) reads as
+    finding nothing: the reaper tries again until it gives up."""
     try:
-        return docker.run(*args, timeout=60).stdout
+        return verb(*args)
     except (OSError, subprocess.TimeoutExpired):
-        return ""
+        return empty
 
 
 def leftovers(run_dir: str) -> tuple[list[str], list[str], list[str]]:
     """The run's containers, swarm services and networks, by its folder label alone."""
-    label = f"label={labels.RUN_DIR}={run_dir}"
-    return (_docker("ps", "--all", "--quiet", "--filter", label).split(),
-            _docker("service", "ls", "--quiet", "--filter", label).split(),
-            _docker("network", "ls", "--quiet", "--filter", label).split())
+    label = f"{labels.RUN_DIR}={run_dir}"
+    return (_docker(docker.labelled_containers, label, empty=[]),
+            _docker(lambda: docker.service_ls(label).stdout.split(), empty=[]),
+            _docker(docker.labelled_networks, label, empty=[]))
 
 
 def reap(run_dir: str) -> None:
@@ -109,11 +111,11 @@ def reap(run_dir: str) -> None:
     while time.monotonic() < give_up and time.monotonic() - quiet_since < SETTLE_SECONDS:
         containers, services, networks = leftovers(run_dir)
         if containers:
-            _docker("rm", "--force", "--volumes", *containers)
+            _docker(lambda: docker.remove_containers(*containers, timeout=60))
         if services:
-            _docker("service", "rm", *services)
+            _docker(docker.service_remove, *services)
         if networks:
-            _docker("network", "rm", *networks)
+            _docker(docker.network_remove, *networks)
         if containers or services or networks:
             quiet_since = time.monotonic()
         time.sleep(0.5)

@@ -5,8 +5,9 @@ answers to its short name, `worker-0`, as a Compose service does), same JSONL lo
 supervisor in runner.py. The lab renders the whole stack file into the run folder,
 `runs/<RUN>/stack.run.json`, and deploys it with `docker stack deploy`: stack deploy supports
 neither `extends` nor profiles, so the Compose file's `task` template cannot be reused as it is,
-and the host side cannot read that YAML without a YAML library. `TRAINER` below is the same
-trainer block translated, and a unit test holds it to docker-compose.yml's `x-trainer` key by key.
+and the host side cannot read that YAML without a YAML library. `swarm_render.TRAINER` is the same
+trainer block built from the task contract (task.py), and a unit test holds it to
+docker-compose.yml's `x-trainer` key by key.
 
 What a stack applies differently from Compose:
 - `tmpfs:` on a service is ignored by stack deploy (measured: the read-only workers died with "No
@@ -32,188 +33,59 @@ user has provided both before anything starts:
   files). The lab reads the JSONL logs, backups and model from that folder as on one node, so what
   it shows is the same.
 Tasks on another node are signalled (chaos, stop) and read (output.log) through that node's
-engine where the lab knows it (swarmsim.node_engines), else their logs through `docker service logs`.
+engine where the lab knows it (swarm_nodes.sim_node_engines), else their logs through `docker service logs`.
 Every service uses `endpoint_mode: dnsrr`: a service name resolves to its task's own address, as
 TF_CONFIG needs, with no virtual IP (which needs IPVS, missing from some kernels, this one's included).
+The stack file is swarm_render.py's, the placement and what crosses nodes swarm_nodes.py's, the
+stack's removal swarm_teardown.py's, and chaos's partition swarm_link.py's; this module is the
+Backend that runs the stack and reads its tasks.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import docker, labels, swarmsim, user_script
+from tflab import docker, labels, user_script
 from tflab.cluster import Cluster
-from tflab.compose import literal
-from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.explain import VANISHED
-from tflab.runfolder import OUTPUT, container_user, write_json
+from tflab.runfolder import OUTPUT, write_json
 from tflab.settings import Settings
-from tflab.user_script import script_service
+from tflab.swarm_link import LINK_SCRIPT, set_link  # noqa: F401 (swarm.LINK_SCRIPT, as before)
+from tflab.swarm_nodes import (  # noqa: F401 (swarm.check_swarm ... as before)
+    Placement,
+    check_swarm,
+    engine_command,
+    kernel_encrypts,
+    node_engine_map,
+    place,
+    push,
+    ready_nodes,
+    sim_node_engines,
+)
+from tflab.swarm_render import (  # noqa: F401 (swarm.render_stack ... as before)
+    NOT_APPLIED,
+    RUN_MOUNT,
+    STACK_FILE,
+    TMPFS_MOUNT,
+    TRAINER,
+    SwarmNode,
+    check_names,
+    render_stack,
+    stack_name,
+)
+from tflab.swarm_teardown import REMOVAL_SECONDS, lab_stacks, remove_stack  # noqa: F401 (as before)
 
-STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
-STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7
-CAP_DROP_API = (1, 41)  # the engine API from which a service's cap_drop is applied (Docker 20.10)
-NOT_APPLIED = "no-new-privileges (stack deploy ignores security_opt)"
-MAX_SERVICE_NAME = 63  # swarm service names are DNS labels
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
-REMOVAL_SECONDS = 60
 RESTART_SECONDS = 60
 # Task states before a task ends; every other state (complete, failed, shutdown, rejected,
 # orphaned, remove) is an end.
 RUNNING_STATES = {"new", "allocated", "pending", "assigned", "accepted", "preparing", "ready",
                   "starting", "running"}
-
-# docker-compose.yml's x-trainer block, as a stack service (see the module docstring).
-TRAINER = {
-    "init": True,  # a real PID 1, so signals reach the trainer and its watchdog is reaped
-    "read_only": True,
-    "cap_drop": ["ALL"],
-    "environment": {"TFLAB_CONFIG": "/lab/run/config.json", "TF_USE_LEGACY_KERAS": "1"},
-    "command": ["python", "-m", "tflab.train"],
-}
-RUN_MOUNT = "/lab/run"
-TMPFS_MOUNT = "/tmp"  # HOME and scratch space; the run folder is the only other writable path
-
-
-@dataclass(frozen=True)
-class SwarmNode:
-    node_id: str
-    engine: str  # the engine's version, for the run's description
-    api: tuple[int, int]  # the engine's API version
-    hostname: str = ""
-
-    @property
-    def applies_cap_drop(self) -> bool:
-        return self.api >= CAP_DROP_API
-
-
-def node_engine_map(raw: str) -> dict[str, str]:
-    """NODE_ENGINES as hostname -> the docker CLI's -H address."""
-    return dict(entry.split("=", 1) for entry in raw.split())
-
-
-def check_swarm() -> SwarmNode:
-    """This engine as a swarm manager; LabError (one line) if it is not one."""
-    info = docker.run("info", "--format",
-                      "{{.Swarm.LocalNodeState}} {{.Swarm.ControlAvailable}} {{.Swarm.NodeID}} {{.Name}}", timeout=30)
-    state, manager, node_id, hostname = (info.stdout.split() + ["", "", "", ""])[:4]
-    if state != "active":
-        what = "run `docker swarm init` first" if state == "inactive" else "see `docker info`"
-        raise LabError(f"BACKEND=swarm needs an active Docker Swarm, and this engine's swarm is "
-                       f"{state or 'unknown'}: {what} (the lab never changes it itself)")
-    if manager != "true":
-        raise LabError("BACKEND=swarm needs a swarm manager to deploy a stack, and this engine is a "
-                       "worker node: run the lab on a manager")
-    version = docker.run("version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}")
-    engine, api_text = (version.stdout.split() + ["unknown", "0.0"])[:2]
-    try:
-        api = tuple(int(part) for part in api_text.split(".")[:2])
-    except ValueError:
-        api = (0, 0)  # unknown: the stack leaves out what needs a newer engine
-    return SwarmNode(node_id, engine, api, hostname)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where each task runs, and what the other nodes need for it."""
-    nodes: dict[str, str]  # task -> node id
-    hostnames: dict[str, str]  # node id -> hostname
-    this_node: str
-
-    @property
-    def across_nodes(self) -> bool:
-        return any(node != self.this_node for node in self.nodes.values())
-
-    def describe(self) -> str:
-        by_node: dict[str, list[str]] = {}
-        for task, node in self.nodes.items():
-            by_node.setdefault(self.hostnames.get(node, node), []).append(task)
-        return "; ".join(f"{', '.join(tasks)} on {host}" for host, tasks in by_node.items())
-
-
-def ready_nodes(this_node: str) -> dict[str, str]:
-    """node id -> hostname of the swarm's Ready, Active nodes: this node first, the others by hostname."""
-    found = docker.run("node", "ls", "--format", "{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
-    nodes = {}
-    for line in found.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[2:] == ["Ready", "Active"]:
-            nodes[parts[0]] = parts[1]
-    ordered = sorted(nodes.items(), key=lambda item: (item[0] != this_node, item[1], item[0]))
-    return dict(ordered) if this_node in nodes else {this_node: "this node", **dict(ordered)}
-
-
-def place(settings: Settings, the_cluster: Cluster, node: SwarmNode, nodes: dict[str, str] | None = None) -> Placement:
-    """Each task's node, and the checks a run across nodes needs, before anything starts."""
-    tasks = the_cluster.tasks
-    nodes = nodes if nodes is not None else (
-        ready_nodes(node.node_id) if settings.swarm_placement == "spread" else {node.node_id: node.hostname})
-    ids = list(nodes) if settings.swarm_placement == "spread" else [node.node_id]
-    placement = Placement({task: ids[index % len(ids)] for index, task in enumerate(tasks)}, nodes, node.node_id)
-    if placement.across_nodes:
-        count = len(set(placement.nodes.values()))
-        if not settings.registry:
-            raise LabError(f"BACKEND=swarm would run tasks on {count} nodes, and the image is on this one only: give "
-                           "REGISTRY=host:port, a registry every node can pull from (make swarm-sim starts one), "
-                           "or SWARM_PLACEMENT=local")
-        if not settings.shared_runs_dir:
-            raise LabError(f"BACKEND=swarm would run tasks on {count} nodes, and each writes its logs to the run "
-                           "folder: mount RUNS_DIR at the same path on every node (NFS; make swarm-sim's nodes "
-                           "share this host's files) and give SHARED_RUNS_DIR=1, or SWARM_PLACEMENT=local")
-    return placement
-
-
-PUSH_SECONDS = 1800
-# Swarm's encrypted overlay is IPsec ESP with AES-GCM (rfc4106) between the nodes' VXLAN endpoints.
-XFRM_PROBE = ["ip", "xfrm", "state", "add", "src", "192.0.2.1", "dst", "192.0.2.2", "proto", "esp", "spi", "0x100",
-              "mode", "transport", "aead", "rfc4106(gcm(aes))", "0x" + "00" * 20, "128"]
-
-
-def kernel_encrypts() -> bool | None:
-    """Whether this kernel has the IPsec that an encrypted overlay needs: an ESP state with
-    swarm's cipher added in a throwaway network namespace; None where it cannot be asked (not root,
-    no `ip`). Only this node's kernel: on a real swarm every node's must have it."""
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        return None
-    probe = f"tflab-xfrm-{os.getpid()}"
-    if run_quiet(["ip", "netns", "add", probe]).returncode != 0:
-        return None
-    try:
-        return run_quiet(["ip", "netns", "exec", probe, *XFRM_PROBE]).returncode == 0
-    finally:
-        run_quiet(["ip", "netns", "delete", probe])
-
-
-def push(image: str, registry: str) -> tuple[str, str]:
-    """Pushes the image to the registry; returns the tag it pushed and the reference by digest,
-    which every node pulls: this engine's two names for it."""
-    name = f"{registry}/{image}"
-    tagged = docker.run("tag", image, name)
-    if tagged.returncode != 0:
-        raise LabError(f"docker tag {image} {name} failed: {docker.last_line(tagged)}")
-    print(f"tflab: pushing {image} to {registry} (every node pulls it from there)", flush=True)
-    started = time.monotonic()
-    try:
-        pushed = docker.run("push", name, timeout=PUSH_SECONDS)
-    except subprocess.TimeoutExpired:
-        raise LabError(f"docker push {name} did not finish in {PUSH_SECONDS} s") from None
-    if pushed.returncode != 0:
-        raise LabError(f"docker push {name} failed: {docker.last_line(pushed)}; is REGISTRY={registry} a registry "
-                       "this engine trusts (its CA in /etc/docker/certs.d/<host:port>/, or insecure-registries)?")
-    digest = re.search(r"digest: (sha256:[0-9a-f]{64})", pushed.stdout)
-    if not digest:
-        raise LabError(f"docker push {name} printed no digest: {docker.last_line(pushed)}")
-    reference = f"{name.rsplit(':', 1)[0]}@{digest.group(1)}"
-    print(f"tflab: pushed in {time.monotonic() - started:.1f} s: {reference}", flush=True)
-    return name, reference
 
 
 def make_stack(run_dir: Path, settings: Settings, the_cluster: Cluster, image_of) -> "SwarmStack":
@@ -228,65 +100,6 @@ def make_stack(run_dir: Path, settings: Settings, the_cluster: Cluster, image_of
     pushed = push(image, settings.registry)
     return SwarmStack(run_dir, settings, pushed[1], node, the_cluster, placement, pushed=pushed)
 
-
-def stack_name(run_dir: Path) -> str:
-    return labels.project_name(run_dir)
-
-
-def check_names(stack: str, tasks: list[str]) -> None:
-    longest = max(tasks, key=len)
-    if len(f"{stack}_{longest}") > MAX_SERVICE_NAME:
-        run = stack[len(labels.PREFIX):].rsplit("-", 1)[0]
-        raise LabError(f"RUN={run} is too long for BACKEND=swarm: service {stack}_{longest} "
-                       f"would exceed swarm's {MAX_SERVICE_NAME} characters; choose a shorter RUN")
-
-
-def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: Path, node: SwarmNode,
-                 placement: dict[str, str] | None = None, encrypted: bool = False,
-                 script_folder: Path | None = None) -> dict:
-    """The run's whole stack file: one service per task, each the trainer block with its
-    TF_CONFIG, pinned to its node (`placement`: task -> node id; default this node), limited by
-    CPUS/MEMORY, on the stack's own network."""
-    uid, gid = container_user()
-    limits = {}
-    if settings.cpus:
-        limits["cpus"] = f"{settings.cpus:g}"
-    if settings.memory != "0":
-        limits["memory"] = settings.memory
-    services = {}
-    marks = labels.run_labels(run_dir)
-    for task in the_cluster.tasks:
-        service = {
-            "image": image,
-            "hostname": task,
-            "user": f"{uid}:{gid}",
-            **{key: value for key, value in TRAINER.items() if key != "environment"},
-            "networks": ["cluster"],
-            "volumes": [{"type": "bind", "source": str(run_dir), "target": RUN_MOUNT},
-                        {"type": "tmpfs", "target": TMPFS_MOUNT}],
-            "environment": {**TRAINER["environment"], **the_cluster.tf_config_env(task)},
-            "labels": marks,  # the containers'
-            "deploy": {
-                "labels": marks,  # the services'
-                "replicas": 1,  # one task per service: TF_CONFIG needs a stable index per task
-                "endpoint_mode": "dnsrr",  # the name is the task's address; a VIP needs IPVS
-                "restart_policy": {"condition": "none"},  # the lab restarts the whole cluster itself
-                "placement": {"constraints": [f"node.id == {(placement or {}).get(task, node.node_id)}"]},
-                **({"resources": {"limits": limits}} if limits else {}),
-            },
-        }
-        if settings.script:  # the script's folder joins the run folder; its launcher is the command
-            script = script_service(settings, script_folder)
-            service["volumes"] = service["volumes"] + script.pop("volumes")
-            service.update(script)
-        if not node.applies_cap_drop:
-            del service["cap_drop"]
-        services[task] = service
-    # No route out and nothing published: TensorFlow's gRPC servers are unauthenticated.
-    network = {"driver": "overlay", "internal": settings.network == "internal", "labels": marks,
-               **({"driver_opts": {"encrypted": ""}} if encrypted else {})}
-    # stack deploy interpolates `$` as Compose does: ARGS and paths are escaped to reach the task as given.
-    return literal({"version": STACK_FILE_VERSION, "services": services, "networks": {"cluster": network}})
 
 
 def created_key(timestamp: str) -> tuple[str, str]:
@@ -321,97 +134,6 @@ def container_of(task: dict) -> str | None:
     return (task.get("Status", {}).get("ContainerStatus") or {}).get("ContainerID") or None
 
 
-def lab_stacks(scope: Path) -> list[str]:
-    """The stacks of the runs under `scope` (labels.py); none where this engine is no swarm manager."""
-    ids = docker.run("service", "ls", "--quiet", "--filter", f"label={labels.RUN_DIR}")
-    if ids.returncode != 0 or not ids.stdout.split():
-        return []
-    template = f'{{{{index .Spec.Labels "{labels.RUN_DIR}"}}}}\t{{{{index .Spec.Labels "com.docker.stack.namespace"}}}}'
-    found = docker.run("service", "inspect", "--format", template, *ids.stdout.split())
-    stacks = set()
-    for line in found.stdout.splitlines():
-        run_dir, _, stack = line.partition("\t")
-        if stack and labels.within(run_dir, scope):
-            stacks.add(stack)
-    return sorted(stacks)
-
-
-def engine_command(node: str | None, this_node: str, engines: dict[str, str]) -> list[str]:
-    """`docker` for this node's containers, `docker -H <engine>` for another node's whose engine is
-    known; [] where it is not (then only the swarm's manager can act on that task)."""
-    if not node or node == this_node:
-        return docker.engine_at(None)
-    return docker.engine_at(engines[node]) if node in engines else []
-
-
-def stack_containers(stack: str, command: list[str] | None = None) -> list[str]:
-    return docker.run("ps", "--all", "--quiet", "--filter", f"label=com.docker.stack.namespace={stack}",
-                      engine=command).stdout.split()
-
-
-def stack_networks(stack: str) -> list[str]:
-    return docker.run("network", "ls", "--quiet", "--filter",
-                      f"label=com.docker.stack.namespace={stack}").stdout.split()
-
-
-def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
-    """`docker stack rm`, then waits until its containers (here, and on the other nodes' `engines`
-    the lab can reach) and network are gone (False if they are not in time): stack rm returns
-    before the engines have removed them, and a network can only go once nothing uses it."""
-    docker.run("stack", "rm", stack, timeout=120)
-    deadline = time.monotonic() + REMOVAL_SECONDS
-    while time.monotonic() < deadline:
-        if not any(stack_containers(stack, command) for command in [None, *[e for e in engines if e]]):
-            networks = stack_networks(stack)
-            if not networks:
-                return True
-            docker.run("network", "rm", *networks)  # stack rm gave up while tasks still used it
-        time.sleep(1)
-    return False
-
-
-# make chaos's partition on a swarm. The engine refuses `docker network disconnect` on a
-# swarm-scoped network (moby#24988), so the lab cuts a task off inside its own network namespace:
-# a throwaway container on the task's node, from the task's own image, joins that namespace with
-# NET_ADMIN and sets down the interface that holds the task's overlay address (up again to
-# reconnect; the kernel puts the subnet's route back). Its peers then reach nothing at that
-# address, as on a node cut off by a firewall. Python's standard library does it: nothing is added
-# to the image. The ioctls: SIOCGIFADDR 0x8915, SIOCGIFFLAGS 0x8913, SIOCSIFFLAGS 0x8914; IFF_UP 1.
-LINK_SCRIPT = """
-import fcntl, socket, struct, sys
-address, up = sys.argv[1], sys.argv[2] == "up"
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for _, name in socket.if_nameindex():
-    request = struct.pack("256s", name.encode())
-    try:
-        held = socket.inet_ntoa(fcntl.ioctl(s, 0x8915, request)[20:24])
-    except OSError:
-        continue
-    if held == address:
-        flags = struct.unpack("H", fcntl.ioctl(s, 0x8913, request)[16:18])[0]
-        flags = flags | 1 if up else flags & ~1
-        fcntl.ioctl(s, 0x8914, struct.pack("16sH", name.encode(), flags).ljust(40, b"\\0"))
-        print(name, "up" if up else "down")
-        sys.exit(0)
-sys.exit("no interface holds " + address)
-"""
-
-
-def set_link(command: list[str], container: str, network: str, up: bool) -> subprocess.CompletedProcess:
-    """Sets the interface of `container` on `network` down or up (LINK_SCRIPT), through `command`,
-    the docker of the container's node."""
-    found = docker.run("inspect", "--format", "{{json .NetworkSettings.Networks}} {{.Image}}", container,
-                       engine=command)
-    if found.returncode != 0:
-        return found
-    networks, image = found.stdout.rsplit(" ", 1)
-    address = json.loads(networks).get(network, {}).get("IPAddress")
-    if not address:
-        return subprocess.CompletedProcess([], 1, "", f"container {container} has no address on {network}")
-    return docker.run("run", "--rm", "--network", f"container:{container}", "--cap-add", "NET_ADMIN",
-                      "--user", "0:0", "--entrypoint", "python3", image.strip(), "-c", LINK_SCRIPT, address,
-                      "up" if up else "down", timeout=60, engine=command)
-
 
 class SwarmStack:
     """The Backend (backend.py) for BACKEND=swarm: one stack per run, `tflab-<RUN>`."""
@@ -432,7 +154,7 @@ class SwarmStack:
                                                 {node.node_id: node.hostname or "this node"}, node.node_id)
         named = node_engine_map(settings.node_engines)
         # node id -> `docker -H` address, for tasks on other nodes: the sim's, and NODE_ENGINES by hostname
-        self.engines = {**swarmsim.node_engines(),
+        self.engines = {**sim_node_engines(),
                         **{node: named[host] for node, host in self.placement.hostnames.items() if host in named}}
         missing = [NOT_APPLIED] + ([] if node.applies_cap_drop else ["cap_drop (needs engine API 1.41)"])
         # Across nodes TensorFlow's unauthenticated gRPC crosses a network: encrypted where the kernel can.
@@ -457,9 +179,7 @@ class SwarmStack:
         script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
         write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
                                       self.placement.nodes, self.encrypted, script_folder))
-        # --resolve-image never: the image is local, and no registry need be asked for its digest.
-        result = docker.run("stack", "deploy", "--resolve-image", "never", "--compose-file", str(path),
-                            self.stack, timeout=300)
+        result = docker.stack_deploy(str(path), self.stack, timeout=300)
         if result.returncode != 0:
             raise LabError(f"docker stack deploy failed: {docker.last_line(result)}")
 
@@ -468,8 +188,7 @@ class SwarmStack:
         each has one, or the old tasks' exit codes would read as the new run's."""
         before = {service: task["ID"] for service, task in self._newest().items()}
         for task in self.tasks:
-            result = docker.run("service", "update", "--force", "--detach", "--quiet",
-                                self.service(task), timeout=120)
+            result = docker.service_update_force(self.service(task), timeout=120)
             if result.returncode != 0:
                 raise LabError(f"docker service update of {self.service(task)} failed: {docker.last_line(result)}")
         deadline = time.monotonic() + RESTART_SECONDS
@@ -483,8 +202,7 @@ class SwarmStack:
     def _service_names(self) -> dict[str, str]:
         """service id -> task name, learnt once every service exists."""
         if len(self._service_ids) < len(self.tasks):
-            found = docker.run("service", "ls", "--filter", f"label=com.docker.stack.namespace={self.stack}",
-                               "--format", "{{.ID}} {{.Name}}")
+            found = docker.service_ls(f"{labels.STACK_LABEL}={self.stack}", template="{{.ID}} {{.Name}}")
             for line in found.stdout.splitlines():
                 short_id, name = line.split()
                 if name.startswith(f"{self.stack}_"):
@@ -492,10 +210,10 @@ class SwarmStack:
         return self._service_ids
 
     def _all_tasks(self) -> list[dict]:
-        ids = docker.run("stack", "ps", "--no-trunc", "--quiet", self.stack).stdout.split()
+        ids = docker.stack_ps(self.stack).stdout.split()
         if not ids:
             return []
-        found = docker.run("inspect", *ids)
+        found = docker.inspect_json(ids)
         return json.loads(found.stdout) if found.returncode == 0 and found.stdout.strip() else []
 
     def _task_name(self, service_id: str) -> str | None:
@@ -554,10 +272,10 @@ class SwarmStack:
                 command = engine_command(newest[task].get("NodeID"), self.node.node_id, self.engines)
                 by_engine.setdefault(tuple(command), []).append(container_of(newest[task]))
         for command, containers in by_engine.items():
-            docker.run("kill", *signal, *containers, timeout=60, engine=list(command))
+            docker.kill(containers, *signal, timeout=60, engine=list(command))
 
     def terminate(self, tasks: list[str]) -> None:
-        self._kill(tasks, "--signal", "SIGTERM")
+        self._kill(tasks, "SIGTERM")
 
     def stop(self, tasks: list[str]) -> None:
         self._kill(tasks)
@@ -572,15 +290,12 @@ class SwarmStack:
             if container:
                 command = engine_command(task.get("NodeID"), self.node.node_id, self.engines)
                 # A node whose engine the lab cannot reach: the manager relays its task's logs.
-                what = ["logs", "--timestamps", container] if command else \
-                    ["service", "logs", "--raw", "--no-trunc", "--timestamps", task["ID"]]
-                logs = subprocess.run(docker.command(*what, engine=command), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True, timeout=120).stdout
+                logs = (docker.logs_merged(container, engine=command, timeout=120) if command else
+                        docker.service_task_logs(task["ID"], timeout=120))
                 lines += [f"{name} | {line}" for line in logs.splitlines()]
         # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
-        history = docker.run("stack", "ps", "--no-trunc", "--format",
-                             "{{.Name}}  {{.CurrentState}}  {{.Error}}", self.stack).stdout
+        history = docker.stack_ps(self.stack, "{{.Name}}  {{.CurrentState}}  {{.Error}}").stdout
         (self.run_dir / OUTPUT).write_text("\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:
@@ -590,4 +305,4 @@ class SwarmStack:
                   "`make down` removes what is left", flush=True)
         # Only names: the image keeps its own tag (make clean's), and one still in use stays.
         for name in self.pushed:
-            docker.run("image", "rm", name)
+            docker.image_remove(name)

@@ -41,12 +41,12 @@ def serve(cli: ComposeCli, runs_dir: Path, port: int, image: str) -> str:
     uid, gid = container_user()
     env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUNS_DIR": str(runs_dir), "TFLAB_UID": str(uid),
            "TFLAB_GID": str(gid), "TFLAB_TENSORBOARD_PORT": str(port), "COMPOSE_PROFILES": "tensorboard"}
-    command = [*cli.command, "--project-name", labels.tensorboard_project(runs_dir), "--project-directory",
-               str(LAB_HOME), "-f", str(COMPOSE_FILE)]
-    result = docker.run_quiet([*command, "up", "--detach", "--no-build", "tensorboard"], timeout=300, env=env)
+    project = ["--project-name", labels.tensorboard_project(runs_dir), "--project-directory", str(LAB_HOME),
+               "-f", str(COMPOSE_FILE)]
+    result = cli.run(*project, "up", "--detach", "--no-build", "tensorboard", timeout=300, env=env)
     if result.returncode != 0:
         # Whatever failed (the port taken since, the image...), nothing half-made is left behind.
-        docker.run_quiet([*command, "down", "--remove-orphans"], timeout=180, env=env)
+        cli.run(*project, "down", "--remove-orphans", timeout=180, env=env)
         raise LabError(f"could not start TensorBoard on 127.0.0.1:{port}: {docker.last_line(result)}")
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + WAIT_SECONDS
@@ -56,7 +56,7 @@ def serve(cli: ComposeCli, runs_dir: Path, port: int, image: str) -> str:
                 return url
         except OSError as error:
             if time.monotonic() > deadline:
-                logs = docker.run_quiet([*command, "logs", "--no-color", "--tail", "5", "tensorboard"], env=env)
+                logs = cli.run(*project, "logs", "--no-color", "--tail", "5", "tensorboard", env=env)
                 raise LabError(f"TensorBoard did not answer at {url} in {WAIT_SECONDS} s ({error}); "
                                f"its last words: {docker.last_line(logs)}") from None
             time.sleep(1)

@@ -543,7 +543,7 @@ def check_images(plan: Plan) -> None:
     the manifest asks of the engine that only the engine can answer: the image's own user where
     runAsNonRoot leaves it to the image (the kubelet's check), CPU limits within the engine's CPUs."""
     for image in sorted({task.image for task in plan.tasks}):
-        found = docker.run("image", "inspect", "--format", "{{json .Config.User}}", "--", image)
+        found = docker.image_user(image)
         if found.returncode != 0:
             raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
                            f"or pull it (docker pull {image}) first")
@@ -579,7 +579,7 @@ def check_non_root(image: str, user_json: str) -> None:
 
 def docker_cpus() -> int:
     """The engine's CPUs (docker info's NCPU), 0 where it does not say."""
-    found = docker.run("info", "--format", "{{.NCPU}}")
+    found = docker.info_format("{{.NCPU}}")
     text = found.stdout.strip() if found.returncode == 0 else ""
     return int(text) if text.isdigit() else 0
 
@@ -681,7 +681,7 @@ class ReplayStack(compose.ComposeStack):
     def state(self) -> dict[str, dict]:
         """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
         ids = docker.project_containers(self.project)
-        found = docker.inspect(ids, '{{index .Config.Labels "com.docker.compose.service"}}\t{{.Id}}\t{{json .State}}')
+        found = docker.inspect(ids, labels.label_template(labels.SERVICE_LABEL) + "\t{{.Id}}\t{{json .State}}")
         states = {}
         for line in found.splitlines():
             service, container, state = line.split("\t", 2)

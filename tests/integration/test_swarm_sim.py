@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab import swarmsim
 from tflab.schema import completeness
+from tflab.tools import swarmsim
 
 pytestmark = pytest.mark.xdist_group("swarm")  # one swarm change at a time (test_swarm.py)
 

@@ -9,9 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tflab import cluster, swarm, swarmsim
+from tflab import cluster, swarm
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
+from tflab.tools import swarmsim
 
 pytestmark = pytest.mark.unit
 

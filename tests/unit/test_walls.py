@@ -9,7 +9,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
 TRAINER = {"train", "launch", "callback"}  # runs inside the containers
 SHARED = {"settings", "cluster", "schema", "errors", "peerwait", "linkproxy", "explain", "runfolder",  # both sides
-          "foreign", "__init__"}
+          "foreign", "task", "__init__"}
 HOST = {p.stem for p in PACKAGE.glob("*.py")} - TRAINER - SHARED
 
 
@@ -65,3 +65,60 @@ def test_docker_py_is_the_one_door_to_the_docker_cli(module):
 
 def test_the_door_check_can_fail():
     assert docker_commands("docker")  # docker.py itself spells the command out
+
+
+RAW = {"run", "command"}  # docker.py's argv builders that take the verbs as given
+
+
+def raw_docker_calls(source: str) -> list[int]:
+    """Lines where a module hands docker.py a command line of its own (`docker.run("image", "rm",
+    ...)`, `docker.command(...)`, or those imported by name) instead of calling a named verb."""
+    tree = ast.parse(source)
+    found = []
+    imported = {alias.asname or alias.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "tflab.docker"
+                for alias in node.names if alias.name in RAW}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        if (isinstance(function, ast.Attribute) and function.attr in RAW and isinstance(function.value, ast.Name)
+                and function.value.id == "docker") or (isinstance(function, ast.Name) and function.id in imported):
+            found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(HOST - {"docker"}))
+def test_every_docker_verb_is_spelled_in_docker_py(module):
+    assert raw_docker_calls((PACKAGE / f"{module}.py").read_text()) == [], \
+        f"{module}.py builds a docker command line itself; add a named verb to tflab/docker.py"
+
+
+@pytest.mark.parametrize("source, lines", [
+    ('from tflab import docker\ndocker.run("image", "rm", name)\n', [2]),
+    ('from tflab import docker\nx = docker.command("logs", c)\n', [2]),
+    ('from tflab.docker import run as r\nr("ps")\n', [2]),
+    ('from tflab import docker\ndocker.image_remove(name)\ndocker.run_quiet(["docker-compose", "ps"])\n', []),
+])
+def test_the_verb_check_finds_what_it_should(source, lines):
+    assert raw_docker_calls(source) == lines
+
+
+TOOLS = PACKAGE / "tools"  # what only provisions (make swarm-sim): it may import the lab, never the reverse
+
+
+def tool_imports(module: str) -> set[str]:
+    return {name for name in imports_of(module) if name == "tflab.tools" or name.startswith("tflab.tools.")}
+
+
+@pytest.mark.parametrize("module", sorted((HOST | SHARED | TRAINER) - {"cli"}))
+def test_the_runtime_never_imports_the_provisioning_tools(module):
+    assert not tool_imports(module), f"{module}.py imports {tool_imports(module)}; only the cli calls the tools"
+
+
+def test_the_cli_reaches_the_tools_and_the_check_sees_it():
+    assert tool_imports("cli") == {"tflab.tools"}  # `tflab swarm-sim`'s thin call
+
+
+def test_the_tools_are_outside_the_runtime_folder():
+    assert (TOOLS / "swarmsim.py").is_file() and not (PACKAGE / "swarmsim.py").exists()

@@ -36,13 +36,15 @@ import time
 from pathlib import Path
 
 from tflab import docker
+from tflab.console import say
 from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.runfolder import write_json
 from tflab.settings import Settings
+from tflab.swarm_nodes import SIM_STATE
 
-SIM_ROOT = Path("/var/lib/tflab-swarm-sim")
-STATE = SIM_ROOT / "state.json"
+STATE = SIM_STATE  # the lab reads the nodes' engines from it (swarm_nodes.sim_node_engines)
+SIM_ROOT = STATE.parent
 BRIDGE = "tflabsim0"
 SUBNET = ipaddress.ip_network("198.18.213.0/24")  # RFC 2544's benchmarking range: no one's real network
 PREFIX = SUBNET.prefixlen
@@ -72,8 +74,7 @@ exec dockerd --config-file "$NODE_DIR/daemon.json"
 """.format(hierarchies=" ".join(CGROUP_V1))
 
 
-def say(message: str) -> None:
-    print(f"tflab: {message}", flush=True)
+
 
 
 def node_name(index: int) -> str:
@@ -111,16 +112,7 @@ def save(state: dict) -> None:
     temporary.replace(STATE)
 
 
-def node_engines() -> dict[str, str]:
-    """swarm node id -> the `docker -H` address of its engine, for the nodes of a simulated swarm
-    that is up (swarm.py reaches tasks on other nodes through them); empty where none is."""
-    try:
-        state = read_state()
-    except LabError:
-        return {}
-    if not state:
-        return {}
-    return {node["node_id"]: node["socket"] for node in state.get("nodes", []) if node.get("node_id")}
+
 
 
 # -- checks --------------------------------------------------------------------------------------
@@ -157,7 +149,7 @@ def check_can_run() -> None:
 
 
 def host_swarm() -> dict:
-    info = docker.run("info", "--format", "{{json .Swarm}}", timeout=30)
+    info = docker.info_format("{{json .Swarm}}", timeout=30)
     if info.returncode != 0:
         raise LabError(f"Docker is not running ({docker.last_line(info)}); make swarm-sim needs this host's engine")
     return json.loads(info.stdout)
@@ -289,8 +281,7 @@ def host_daemon_json() -> dict:
 
 def node_answers(node: dict) -> bool:
     try:
-        return docker.run("-H", node["socket"], "version", "--format", "{{.Server.Version}}",
-                         timeout=10).returncode == 0
+        return docker.engine_version(docker.engine_at(node["socket"]), timeout=10).returncode == 0
     except subprocess.TimeoutExpired:
         return False
 
@@ -342,8 +333,7 @@ def registry_answers(ca: Path) -> bool:
 
 def join_swarm(state: dict) -> None:
     if state["host_swarm_before"] != "active":
-        must(docker.command("swarm", "init", "--advertise-addr", HOST_ADDRESS, "--listen-addr", f"{HOST_ADDRESS}:2377"),
-             "docker swarm init")
+        must(docker.swarm_init_command(HOST_ADDRESS, f"{HOST_ADDRESS}:2377"), "docker swarm init")
         state["swarm_created"] = True
         save(state)
         manager = f"{HOST_ADDRESS}:2377"
@@ -354,14 +344,11 @@ def join_swarm(state: dict) -> None:
             must(["ip", "netns", "exec", node["netns"], "ip", "route", "add", f"{host}/32", "via", HOST_ADDRESS],
                  f"routing {node['name']} to the manager {host}")
     state["host_node_id"] = host_swarm()["NodeID"]
-    token = must(docker.command("swarm", "join-token", "--quiet", "worker"), "docker swarm join-token").strip()
+    token = must(docker.swarm_join_token_command(), "docker swarm join-token").strip()
     for node in state["nodes"]:
-        must(docker.command("swarm", "join", "--token", token, "--advertise-addr", node["address"],
-                            "--listen-addr", f"{node['address']}:2377", manager,
-                            engine=docker.engine_at(node["socket"])),
+        must(docker.swarm_join_command(token, node["address"], manager, engine=docker.engine_at(node["socket"])),
              f"{node['name']} joining the swarm", timeout=120)
-        node["node_id"] = json.loads(must(docker.command("info", "--format", "{{json .Swarm}}",
-                                                         engine=docker.engine_at(node["socket"])),
+        node["node_id"] = json.loads(must(docker.swarm_info_command(docker.engine_at(node["socket"])),
                                           f"{node['name']}'s swarm state"))["NodeID"]
         save(state)
     ids = {node["node_id"] for node in state["nodes"]}
@@ -369,7 +356,7 @@ def join_swarm(state: dict) -> None:
 
 
 def ready_nodes() -> set[str]:
-    found = docker.run("node", "ls", "--format", "{{.ID}} {{.Status}}")
+    found = docker.node_ls("{{.ID}} {{.Status}}")
     return {line.split()[0] for line in found.stdout.splitlines() if line.split()[1:] == ["Ready"]}
 
 
@@ -394,7 +381,7 @@ def down(settings: Settings) -> int:
     started = time.monotonic()
     if state.get("swarm_created"):
         # Leaving the swarm the sim made would take every service on it along: wait for others' to end.
-        wait_for(lambda: not docker.run("service", "ls", "--quiet").stdout.split(), FOREIGN_SERVICES_SECONDS,
+        wait_for(lambda: not docker.service_ls().stdout.split(), FOREIGN_SERVICES_SECONDS,
                  "services still run on the simulated swarm (`docker service ls`); remove them (`make down`), "
                  "then `make swarm-sim-down` again: they were not gone")
     left = remove(state)
@@ -411,18 +398,19 @@ def remove(state: dict) -> list[str]:
     left: list[str] = []
     for node in state.get("nodes", []):
         if node.get("pid") and alive(node["pid"]):
-            docker.run("-H", node["socket"], "swarm", "leave", "--force", timeout=60)
-            containers = docker.run("-H", node["socket"], "ps", "--all", "--quiet").stdout.split()
+            engine = docker.engine_at(node["socket"])
+            docker.swarm_leave(engine, timeout=60)
+            containers = docker.all_containers(engine)
             if containers:
-                docker.run("-H", node["socket"], "rm", "--force", *containers, timeout=120)
+                docker.remove_containers(*containers, timeout=120, volumes=False, engine=engine)
     if state.get("swarm_created"):
-        result = docker.run("swarm", "leave", "--force", timeout=60)
+        result = docker.swarm_leave(timeout=60)
         if result.returncode != 0 and host_swarm().get("LocalNodeState") != "inactive":
             left.append(f"this engine's swarm ({docker.last_line(result)})")
     else:
         for node in state.get("nodes", []):
             if node.get("node_id"):
-                docker.run("node", "rm", "--force", node["node_id"], timeout=60)
+                docker.node_remove(node["node_id"], timeout=60)
     for node in state.get("nodes", []):
         if node.get("pid") and not stop(node["pid"]):
             left.append(f"{node['name']}'s dockerd (pid {node['pid']})")

@@ -1,0 +1,41 @@
+"""`make down` through leftovers.py: what it lists, what it removes, what it says, with a fake engine
+(a real `down` here would end other runs on the shared engine)."""
+
+from pathlib import Path
+
+from tflab import cli, docker, leftovers, runfolder, swarm
+from tflab.settings import Settings
+
+
+def fake_engine(monkeypatch, runs: Path, stack_removed: bool):
+    removed = []
+    run_dirs = {"tflab-a-1": runs / "a", "tflab-b-2": runs / "b", "tflab-tensorboard-3": None}
+    monkeypatch.setattr(docker, "check", lambda: "20.10")
+    monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: sorted(run_dirs))
+    monkeypatch.setattr(docker, "project_run_dir", run_dirs.get)
+    monkeypatch.setattr(docker, "remove_project", removed.append)
+    monkeypatch.setattr(swarm, "lab_stacks", lambda scope: ["tflab-c-4"])
+    monkeypatch.setattr(swarm, "remove_stack", lambda stack: removed.append(stack) or stack_removed)
+    monkeypatch.setattr(runfolder, "live_owner", lambda run_dir: 4242 if run_dir.name == "b" else None)
+    return removed
+
+
+def test_down_removes_each_leftover_through_its_backend_and_spares_a_live_run(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs"
+    removed = fake_engine(monkeypatch, runs, stack_removed=False)
+    assert cli.command_down(Settings(runs_dir=str(runs))) == 0
+    assert removed == ["tflab-a-1", "tflab-tensorboard-3", "tflab-c-4"]  # b's lab still runs
+    assert capsys.readouterr().out.splitlines() == [
+        "tflab: removed tflab-a-1",
+        "tflab: run b is still running (pid 4242); leaving it: `make down RUN=b FORCE=1` ends it",
+        "tflab: removed tflab-tensorboard-3",
+        "tflab: stack tflab-c-4 is still being removed",
+    ]
+
+
+def test_leftovers_carry_their_run_folder_and_kind(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    fake_engine(monkeypatch, runs, stack_removed=True)
+    assert leftovers.projects(runs)[0] == leftovers.Leftover("project", "tflab-a-1", runs / "a")
+    stack = leftovers.stacks(runs)[0]
+    assert (stack.kind, stack.run_dir, stack.remove()) == ("stack", None, True)

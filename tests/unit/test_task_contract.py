@@ -1,0 +1,67 @@
+"""The task contract (tflab/task.py) is the one place the trainer's command, mount and env are
+written: docker-compose.yml repeats them as literals because Compose reads the file itself, and
+these tests hold the file and every backend's rendering to the module."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+from tflab import compose, images, k8s, swarm_render, task
+from tflab.settings import Settings
+
+PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
+TRAINER_SIDE = {"train", "launch", "callback"}  # they read the env the contract sets; they do not set it
+
+
+def x_trainer() -> dict:
+    return yaml.safe_load(compose.COMPOSE_FILE.read_text())["x-trainer"]
+
+
+def test_the_compose_file_says_what_the_contract_says():
+    trainer = x_trainer()
+    assert trainer["command"] == list(task.COMMAND)
+    assert trainer["environment"] == task.ENV
+    assert [volume.rsplit(":", 1)[1] for volume in trainer["volumes"]] == [task.RUN_MOUNT]
+    assert trainer["tmpfs"] == [task.TMPFS_MOUNT]
+
+
+def test_the_swarm_trainer_is_the_compose_trainer():
+    trainer = x_trainer()
+    assert {key: trainer[key] for key in swarm_render.TRAINER} == swarm_render.TRAINER
+
+
+def test_the_image_and_k8s_run_the_contracts_command_and_env():
+    assert 'CMD ["python", "-m", "tflab.train"]' in images.PACKAGES_CONFIG
+    assert "ENV TF_USE_LEGACY_KERAS=1" in images.PACKAGES_CONFIG
+    container = k8s.pod_template(Settings(), {}, None, None)["spec"]["containers"][0]
+    assert container["command"] == list(task.COMMAND)
+    assert {"name": "TF_USE_LEGACY_KERAS", "value": "1"} in container["env"]
+
+
+def spelled(source: str) -> list[str]:
+    """The contract's values a module spells itself: a string that is the trainer's module, the
+    run mount (or a path under it), or the legacy-Keras variable's name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            value = node.value
+            if value == "tflab.train" or value == task.RUN_MOUNT or value.startswith(task.RUN_MOUNT + "/") \
+                    or value == "TF_USE_LEGACY_KERAS":
+                found.append(value)
+    return found
+
+
+@pytest.mark.parametrize("module", sorted({p.stem for p in PACKAGE.glob("*.py")} - TRAINER_SIDE - {"task"}))
+def test_no_host_module_spells_the_contract_itself(module):
+    assert spelled((PACKAGE / f"{module}.py").read_text()) == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('command = ["python", "-m", "tflab.train"]', ["tflab.train"]),
+    ('env = {"TF_USE_LEGACY_KERAS": "1"}', ["TF_USE_LEGACY_KERAS"]),
+    ('path = "/lab/run/links/w.json"', ["/lab/run/links/w.json"]),
+    ('"""Runs python -m tflab.train in /lab/run."""', []),  # prose about it is no copy
+])
+def test_the_spelling_check_finds_what_it_should(source, expected):
+    assert spelled(source) == expected
