@@ -34,10 +34,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab import cluster, compose, console, docker, labels, manifest, reaper, runfolder, runner, summary
+from tflab import cluster, compose, console, docker, labels, manifest, runfolder, runner, summary
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
-from tflab.runfolder import Summary, TaskRow
+from tflab.runfolder import Summary
 from tflab.schema import EventLog
 from tflab.settings import MAX_TASKS, Settings
 
@@ -61,7 +61,6 @@ APPLIED_POD = {"containers", "volumes", "securityContext", "restartPolicy"}
 APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsNonRoot",
                     "allowPrivilegeEscalation", "capabilities", "seccompProfile"}
 APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
-EVALUATOR_END_SECONDS = runner.EVALUATOR_END_SECONDS
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
 # `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
@@ -675,20 +674,29 @@ def render(plan: Plan, run_dir: Path) -> dict:
         "internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}, "labels": marks}}})
 
 
+class ReplayCluster:
+    """A Plan as the runner reads a run's cluster (cluster.Cluster's names): the replay's tasks,
+    the ones whose end ends the job (chiefs), its servers and evaluators, and the spec."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.tasks = [task.name for task in plan.tasks]
+        self.chiefs = plan.chief
+        self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
+        self.servers = plan.servers
+        self.evaluators = plan.evaluators
+        self.spec = plan.spec
+
+    def role(self, task: str) -> str:
+        return "script"  # every replica runs its own command, watched from outside
+
+
 class ReplayStack(compose.ComposeStack):
     """compose.ComposeStack with the manifest's services instead of the lab's template."""
 
     def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan):
-        self.cli, self.run_dir, self.plan = cli, run_dir, plan
-        self.project = labels.project_name(run_dir)
-        self.tasks = [task.name for task in plan.tasks]
-        self.proxied = frozenset()
-        self.files = [run_dir / COMPOSE_FILE]
-        self.started = False
-        self.oom_killed: dict[str, bool] = {}  # exit_codes() fills it, as for the lab's own stack
-        self.changes, self.codes = None, {}
-        self.description = f"compose ({cli}), project {self.project}"
-        self.env = dict(os.environ)
+        self.plan = plan
+        self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
 
     def start(self, spec: dict = None) -> None:
         runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
@@ -791,9 +799,10 @@ def describe(plan: Plan) -> str:
 
 
 def up(settings: Settings, given: dict[str, str] | None = None) -> int:
-    """`tflab up TFJOB=...`: checks everything, then runs the job until its chief (or every worker)
-    is done, restarting the whole job as its restart policy says; 0 only if it succeeded. `given`:
-    the settings the user gave (given_values), refused where the TFJob decides them."""
+    """`tflab up TFJOB=...`: checks everything, then runs the job (runner.run, as ReplayRun says)
+    until its chief (or every worker) is done, restarting the whole job as its restart policy says;
+    0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
+    TFJob decides them."""
     plan = load(settings)
     refuse_decided(plan, given or {})
     run_dir = runfolder.planned(settings)
@@ -801,108 +810,83 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     cli = compose.find_compose(settings.compose)
     check_images(plan)
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    runfolder.make(run_dir, link_latest=True, owner=True)
-    runfolder.write_json(run_dir / runfolder.CONFIG, {
-        "run": run_dir.name, "tfjob": str(plan.path), "settings": replay_settings(plan, settings, run_dir.name),
-        "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
-        "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
-                      if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
-        "hosts": {t.name: t.host for t in plan.tasks}})
-    write_volumes(plan, run_dir)
-    stack = ReplayStack(cli, run_dir, plan)
-    watcher = Watcher(plan, run_dir)
-    console.say(f"run {run_dir.name}: {describe(plan)} on {stack.description}")
-    console.say(f"outputs in {console.display_path(run_dir)}/; restarts {plan.restarts}, timeout {plan.timeout:g} s")
-    guard = reaper.watch(run_dir)
-    started = time.time()
-    outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None
-    codes = {task: None for task in stack.tasks}
-    try:
-        stack.start()
-        while True:
-            outcome, stopped = follow(stack, watcher, plan, time.monotonic() + plan.timeout - (time.time() - started))
-            if outcome != "failed" or len(restarts) >= plan.restarts:
-                break
-            restarts.append(time.time())
-            console.say(f"restarting every replica ({len(restarts)} of {plan.restarts}), as the restart policy says")
-            stack.restart()
-    except KeyboardInterrupt as error:
-        interrupt = error
-        outcome, stopped = "interrupted", [t for t, c in stack.exit_codes().items() if c is None]
-        console.say(f"{runner.describe_interrupt(error)}: stopping every task")
-        stack.stop(stopped)
-    except LabError as error:
-        console.say(str(error))
-    except OSError as error:  # the run folder cannot be written (a full disk): said once, below
-        failure = error
-    finally:
-        # Teardown first (runner.up): the containers go whatever failed, before any write that could fail.
-        try:
-            watcher.tick(stack.state())
-            codes = stack.exit_codes()
-            stack.save_output()
-        except OSError as error:
-            failure = failure or error
-        finally:
-            stack.close()
-            guard.release()
-            watcher.close()
-    try:
-        result = summarise(plan, settings, run_dir, codes, stopped, outcome, started, time.time(), restarts)
-        result.write(run_dir)
-    except OSError as error:
-        raise LabError(runner.unwritable(run_dir, failure or error)) from None
-    print(summary.table(result))
-    if failure is not None:
-        raise LabError(runner.unwritable(run_dir, failure))
-    if interrupt is not None:
-        raise interrupt
-    return 0 if result.ok else 1
+    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan), run_dir))
 
 
-def follow(stack: ReplayStack, watcher: Watcher, plan: Plan, deadline: float) -> tuple[str, list[str]]:
-    failed_at = done_at = None
-    servers, evaluators = set(plan.servers), set(plan.evaluators)
-    while True:
-        watcher.tick(stack.state())
-        codes = stack.exit_codes()
-        running = [task for task, code in codes.items() if code is None]
-        failed = [task for task, code in codes.items() if code not in (None, 0)]
-        chief_done = all(codes[task] == 0 for task in plan.chief)
-        if not running:
-            return ("ok" if not failed else "failed"), []
-        if chief_done and not failed and set(running) <= servers | evaluators:
-            done_at = done_at or time.monotonic()
-            if not set(running) & evaluators or time.monotonic() - done_at > EVALUATOR_END_SECONDS:
-                console.say(f"the job is done; ending {', '.join(running)}")
-                codes, left = runner.end_servers(stack, running)
-                watcher.tick(stack.state())
-                return "ok", left
-        if failed and failed_at is None:
-            failed_at = time.monotonic()
-            console.say(f"{failed[0]} exited with code {codes[failed[0]]}; the other replicas get "
-                       f"{runner.FAILURE_GRACE_SECONDS} s to end by themselves")
-        if failed_at is not None and time.monotonic() - failed_at > runner.FAILURE_GRACE_SECONDS:
-            console.say(f"stopping {', '.join(running)}")
-            stack.stop(running)
-            return "failed", running
-        if time.monotonic() > deadline:
-            console.say(f"activeDeadlineSeconds / TIMEOUT ({plan.timeout:g} s) passed; stopping {', '.join(running)}")
-            stack.stop(running)
-            return "timed out", running
-        time.sleep(runner.POLL_SECONDS)
+class ReplayRun(runner.LabRun):
+    """A TFJob's replicas, as runner.run runs them: the TFJob's deadline and restarts, its own
+    config.json and volumes, the watcher's start and end lines for progress, and a job that is
+    done once its chief succeeded (its servers and evaluators, ended then, owe no clean exit)."""
 
+    tasks_word = "replicas"
+    done_line = "the job is done; ending {running}"
+    clean_exits = False
 
-def own_end(run_dir: Path, task: str) -> dict:
-    """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
-    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it)."""
-    from tflab.schema import by_event, read_events
+    def __init__(self, plan: Plan, settings: Settings, stack: ReplayStack, run_dir: Path):
+        super().__init__(settings, stack, run_dir)
+        self.plan = plan
+        self.timeout, self.restarts = plan.timeout, plan.restarts
+        self.watcher: Watcher | None = None
 
-    for path in sorted((run_dir / "volumes").glob(f"*/**/{task}.jsonl")):
-        ends = by_event(read_events(path), "end")
-        if ends:
-            return ends[-1]
-    return {}
+    def claimed(self) -> None:
+        plan, run_dir = self.plan, self.run_dir
+        settings = replay_settings(plan, self.settings, run_dir.name)
+        runfolder.write_json(run_dir / runfolder.CONFIG, {
+            "run": run_dir.name, "tfjob": str(plan.path), "settings": settings,
+            "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
+            "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
+                          if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
+            "hosts": {t.name: t.host for t in plan.tasks}})
+        write_volumes(plan, run_dir)
+        self.watcher = Watcher(plan, run_dir)
+
+    def prepare(self) -> None:
+        pass  # claimed() wrote it all
+
+    def announce(self) -> list[str]:
+        plan, folder = self.plan, console.display_path(self.run_dir)
+        return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
+                f"outputs in {folder}/; restarts {plan.restarts}, timeout {plan.timeout:g} s"]
+
+    def warnings(self) -> list[str]:
+        return []
+
+    def progress(self):
+        return self  # print_new: the watcher's start and end lines
+
+    def print_new(self) -> None:
+        self.watcher.tick(self.backend.state())
+
+    def deadline(self, started: float) -> float:
+        """activeDeadlineSeconds counts from the job's launch, as the operator's does."""
+        return time.monotonic() + self.timeout - (time.time() - started)
+
+    def deadline_line(self, running: list[str]) -> str:
+        return f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}"
+
+    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
+        """plan.restarts holds the restart policy already (0 where every replica's is Never)."""
+        return len(self.restarts_made) < self.restarts, ""
+
+    def restart_line(self) -> str:
+        return f"restarting every replica ({len(self.restarts_made)} of {self.restarts}), as the restart policy says"
+
+    def finish(self) -> None:
+        if self.watcher is not None:
+            try:
+                self.print_new()  # the last ends, before the containers go
+            finally:
+                self.watcher.close()
+
+    def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
+                  oom_killed: dict) -> Summary:
+        plan = self.plan
+        replayed = summary.Replayed(tfjob=str(plan.path), settings=replay_settings(plan, self.settings,
+                                                                                   self.run_dir.name),
+                                    not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
+                                    images={t.name: t.image for t in plan.tasks})
+        return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
+                                 ended, oom_killed, self.restarts_made, replayed=replayed)
 
 
 # What a lab config.json's settings may tell of the training (make k8s writes it into the TFJob's
@@ -940,32 +924,3 @@ def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
             "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
             "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
             "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path)}
-
-
-def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
-              started: float, ended: float, restarts: list[float]) -> Summary:
-    """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
-    or evaluator the replay ended once the chief was done is ok, whatever its exit code (SIGTERM's),
-    as the operator's cleanPodPolicy ends them: the chief's success is the job's."""
-    from tflab.schema import by_event
-
-    rows = []
-    for task in plan.tasks:
-        records = runfolder.events(run_dir, task.name)
-        end = (by_event(records, "end") or [{}])[-1]
-        code = codes.get(task.name)
-        status = "stopped" if task.name in stopped else "missing" if code is None else \
-            "ok" if code == 0 or task.name in plan.servers + plan.evaluators and outcome == "ok" else "failed"
-        own = own_end(run_dir, task.name)  # the lab's own trainer, where it wrote its log to a claim
-        rows.append(TaskRow(task=task.name, role="script", host=task.host, image=task.image,
-                            status=status, exit_code=code, attempts=len(by_event(records, "start")),
-                            total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
-                            final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
-                            error=None if status in ("ok", "stopped") else f"exit code {code}"))
-    ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
-    return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=str(plan.path),
-                   outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
-                   launched_at=started, wall_seconds=ended - started,
-                   settings=replay_settings(plan, settings, run_dir.name),
-                   weights_agree=False, restarts=restarts, not_applied=plan.not_applied, tasks=rows)
-
