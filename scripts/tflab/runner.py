@@ -5,6 +5,10 @@ Data flows one way: Settings -> the cluster (cluster.build) -> TF_CONFIG per tas
 (containers or processes, through the Backend interface of backend.py) -> <task>.jsonl ->
 summary.json and the table. Nothing is started until every check has passed, and nothing a run
 wrote is ever overwritten or deleted.
+
+`run` is the one pipeline for every kind of run: the lab's own (LabRun, for every BACKEND) and a
+TFJob's replay (replay.ReplayRun); whatever watches a run beside it (make chaos's faults) is a
+backend.RunObserver, called at each moment whoever it is.
 """
 
 from __future__ import annotations
@@ -37,13 +41,13 @@ def write_links(settings: Settings, run_dir: Path, backend: Backend) -> None:
 
 class LabRun:
     """What `up` runs: the lab's trainers (or a SCRIPT) on BACKEND. What another kind of run does
-    differently (tfjob.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
+    differently (replay.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
     restarts, teardown and summary are the same for every kind."""
 
     tasks_word = "tasks"  # how the runner's lines name them
     done_line = "the chief is done; ending {running}"
     # A lab task ended by SIGTERM exits 0 by its own handler, so a non-zero code then is a failure;
-    # a TFJob's replicas owe the lab no such exit (tfjob.ReplayRun).
+    # a TFJob's replicas owe the lab no such exit (replay.ReplayRun).
     clean_exits = True
 
     def __init__(self, settings: Settings, backend: Backend, run_dir: Path):

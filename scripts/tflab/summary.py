@@ -100,7 +100,7 @@ def task_output(log: str, task: str) -> str:
 
 @dataclass
 class Replayed:
-    """What a TFJob replay's summary records beyond its logs (tfjob.ReplayRun fills it)."""
+    """What a TFJob replay's summary records beyond its logs (replay.ReplayRun fills it)."""
 
     tfjob: str  # the manifest's path
     settings: dict  # tfjob.replay_settings: what the TFJob says, never a lab default that did not apply

@@ -1,4 +1,4 @@
-"""A TFJob replay followed by the runner's one loop (runner.run with tfjob.ReplayRun), against a
+"""A TFJob replay followed by the runner's one loop (runner.run with replay.ReplayRun), against a
 stand-in for its Compose project whose exit codes change from one poll to the next: the job is
 done when its chief succeeds, a failure restarts the job up to the TFJob's restarts, the deadline
 ends it, a replica removed from outside ends it without a restart."""
@@ -7,7 +7,7 @@ import json
 import textwrap
 
 import pytest
-from tflab import explain, runner, tfjob
+from tflab import explain, replay, runner, tfjob
 from tflab.runfolder import Summary
 from tflab.schema import by_event, read_events
 from tflab.settings import Settings
@@ -39,11 +39,11 @@ spec:
 
 
 class FakeProject:
-    """Stands in for tfjob.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
+    """Stands in for replay.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
     poll (the last one holds); SIGTERM ends a replica with 143, SIGKILL with 137."""
 
     def __init__(self, plan, run_dir, attempts):
-        self.cluster = tfjob.ReplayCluster(plan)
+        self.cluster = replay.ReplayCluster(plan)
         self.tasks = self.cluster.tasks
         self.run_dir, self.attempts = run_dir, attempts
         self.proxied, self.oom_killed, self.description = frozenset(), {}, "a stand-in project"
@@ -100,14 +100,14 @@ def quick(monkeypatch):
     monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())  # no process for a stand-in's run
 
 
-def replay(tmp_path, job: str, attempts) -> tuple[int, FakeProject, Summary]:
+def run_replay(tmp_path, job: str, attempts) -> tuple[int, FakeProject, Summary]:
     path = tmp_path / "tfjob.yaml"
     path.write_text(textwrap.dedent(job))
     settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1")
     plan = tfjob.load(settings)
     run_dir = tmp_path / "runs" / "r1"
     project = FakeProject(plan, run_dir, attempts)
-    code = runner.run(tfjob.ReplayRun(plan, settings, project, run_dir))
+    code = runner.run(replay.ReplayRun(plan, settings, project, run_dir))
     return code, project, Summary.read(run_dir)
 
 
@@ -116,7 +116,7 @@ def rows(result: Summary) -> dict:
 
 
 def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_path, capsys):
-    code, project, result = replay(tmp_path, PS_JOB, [[{}, {}, {"chief-0": 0}]])
+    code, project, result = run_replay(tmp_path, PS_JOB, [[{}, {}, {"chief-0": 0}]])
     out = capsys.readouterr().out
     assert "tflab: the job is done; ending worker-0, worker-1, ps-0" in out
     assert project.terminated == ["worker-0", "worker-1", "ps-0"] and project.closed
@@ -130,7 +130,7 @@ def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_pat
 
 
 def test_a_chief_that_failed_does_not_end_the_servers_as_done(tmp_path, capsys):
-    code, project, result = replay(tmp_path, PS_JOB, [[{}, {"chief-0": 1}]])
+    code, project, result = run_replay(tmp_path, PS_JOB, [[{}, {"chief-0": 1}]])
     out = capsys.readouterr().out
     assert "the job is done" not in out and not project.terminated
     assert "tflab: chief-0 exited with code 1; the other replicas get 0.05 s to end by themselves" in out
@@ -141,7 +141,7 @@ def test_a_chief_that_failed_does_not_end_the_servers_as_done(tmp_path, capsys):
 
 
 def test_a_failure_restarts_the_job_and_the_next_attempt_counts(tmp_path, capsys):
-    code, project, result = replay(tmp_path, MULTIWORKER_JOB,
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB,
                                    [[{}, {"worker-0": 1}], [{}, {"worker-0": 0, "chief-0": 0}]])
     out = capsys.readouterr().out
     assert out.count("restarting every replica") == 1 and project.attempt == 1
@@ -151,14 +151,14 @@ def test_a_failure_restarts_the_job_and_the_next_attempt_counts(tmp_path, capsys
 
 
 def test_restarts_stop_at_the_tfjobs_backoff_limit(tmp_path, capsys):
-    code, project, result = replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
     out = capsys.readouterr().out
     assert "restarting every replica (2 of 2)" in out and "(3 of 2)" not in out and project.attempt == 2
     assert code == 1 and len(result["restarts"]) == 2 and "not restarting" not in out
 
 
 def test_the_deadline_stops_what_runs(tmp_path, capsys):
-    code, project, result = replay(tmp_path, MULTIWORKER_JOB, [[{}]])
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}]])
     out = capsys.readouterr().out
     assert "tflab: activeDeadlineSeconds / TIMEOUT (2 s) passed; stopping chief-0, worker-0" in out
     assert code == 1 and result["outcome"] == "timed out" and not result["restarts"]
@@ -166,7 +166,7 @@ def test_the_deadline_stops_what_runs(tmp_path, capsys):
 
 
 def test_a_replica_removed_from_outside_ends_the_job_without_a_restart(tmp_path, capsys):
-    code, project, result = replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": explain.VANISHED}]])
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": explain.VANISHED}]])
     out = capsys.readouterr().out
     assert "tflab: worker-0 vanished: its container or service was removed from outside the lab; ending the run" in out
     assert "not restarting: worker-0 vanished" in out and project.attempt == 0
