@@ -7,6 +7,8 @@ import json
 import textwrap
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tflab import explain, replay, runner, tfjob
 from tflab.runfolder import Summary
 from tflab.schema import by_event, read_events
@@ -101,6 +103,7 @@ def quick(monkeypatch):
 
 
 def run_replay(tmp_path, job: str, attempts) -> tuple[int, FakeProject, Summary]:
+    tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "tfjob.yaml"
     path.write_text(textwrap.dedent(job))
     settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1")
@@ -185,3 +188,38 @@ def test_one_status_rule_for_the_lab_and_the_replay(code, stopped, clean, when_d
     from tflab import summary
 
     assert summary.status_of(code, stopped, clean, when_done) == expected
+
+
+EXIT = st.tuples(st.integers(0, 4), st.sampled_from([0, 0, 1, 137]))  # (the poll it exits at, its code)
+ATTEMPT = st.tuples(EXIT, st.dictionaries(st.sampled_from(["worker-0", "worker-1", "ps-0"]), EXIT))
+
+
+def script_of(chief: tuple[int, int], others: dict) -> list[dict]:
+    """The codes seen at each poll of one attempt; the last poll holds. The chief always exits,
+    so every attempt ends (by the job being done, or by a failure's grace)."""
+    ends = {"chief-0": chief, **others}
+    last = max(poll for poll, _ in ends.values())
+    return [{task: code for task, (at, code) in ends.items() if at <= poll} for poll in range(last + 1)]
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(attempts=st.lists(ATTEMPT, min_size=1, max_size=3))
+def test_any_schedule_of_exits_ends_in_a_summary_that_agrees_with_the_exit_status(attempts, tmp_path_factory):
+    """Generated schedules of exits (which replica, at which poll, with what code, per attempt) of a
+    PS job with one restart: the run always ends; its status, summary and restarts agree; and where
+    the chief succeeded with nothing failed yet, the job succeeded, whatever its servers' SIGTERM gave."""
+    scripts = [script_of(chief, others) for chief, others in attempts]
+    code, project, result = run_replay(tmp_path_factory.mktemp("r"), PS_JOB, scripts)
+    assert (code == 0) == result["ok"] == (result["outcome"] == "ok")
+    assert len(result["restarts"]) == project.attempt <= 1
+    statuses = rows(result)
+    assert all(status in ("ok", "failed", "stopped") for status, _ in statuses.values()), statuses
+    if result["ok"]:
+        assert statuses["chief-0"] == ("ok", 0)
+    (chief_at, chief_code), _ = attempts[min(project.attempt, len(attempts) - 1)]
+    seen = scripts[min(project.attempt, len(scripts) - 1)][chief_at]
+    if chief_code == 0 and all(value == 0 for value in seen.values()):
+        assert result["ok"], (scripts, statuses)
+    elif not result["ok"]:
+        assert any(value != 0 for value in seen.values()) or chief_code != 0
