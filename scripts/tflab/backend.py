@@ -64,3 +64,57 @@ class ContainerBackend(Backend, Protocol):
 
     def reconnect(self, task: str) -> subprocess.CompletedProcess:
         """Puts a task cut off by cut_off back on the cluster network, under its name."""
+
+
+class RunObserver(Protocol):
+    """What watches a run from beside the runner (make chaos's faults, a TFJob replay's watcher):
+    the runner calls each of these at its moment, whatever the observer; NO_OBSERVER does nothing."""
+
+    def check(self, settings) -> None:
+        """Refuses (LabError) what it cannot do, before anything is written or started."""
+
+    def proxied(self) -> frozenset[str]:
+        """The tasks it needs behind a delay proxy."""
+
+    def describe(self) -> str | None:
+        """Its line for the run's start, after the outputs' line; None: nothing to say."""
+
+    def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
+        """At every poll of the run, with the exit codes just read."""
+
+    def after_restart(self, backend: Backend) -> None:
+        """After every task was started again."""
+
+    def finish(self, backend: Backend) -> None:
+        """Once the run ended, before its tasks are removed: undoes what it left behind."""
+
+    def result(self, run_dir: Path, summary) -> dict | None:
+        """Its section of summary.json (`chaos`), from the written summary; None: none."""
+
+
+class NoObserver:
+    """The RunObserver of a run that nobody watches but the runner."""
+
+    def check(self, settings) -> None:
+        pass
+
+    def proxied(self) -> frozenset[str]:
+        return frozenset()
+
+    def describe(self) -> str | None:
+        return None
+
+    def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
+        pass
+
+    def after_restart(self, backend: Backend) -> None:
+        pass
+
+    def finish(self, backend: Backend) -> None:
+        pass
+
+    def result(self, run_dir: Path, summary) -> dict | None:
+        return None
+
+
+NO_OBSERVER = NoObserver()

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from tflab import backends, cluster, console, docker, runfolder, runner
+from tflab.backend import RunObserver
 from tflab.errors import LabError
 from tflab.runfolder import Summary
 from tflab.schema import by_event
@@ -39,7 +40,9 @@ CUT_AGAIN_SECONDS = 60  # a swarm gives a restarted task its container within se
 SWARM_SCENARIOS = ("kill", "stop", "pause", "partition")  # each through the target's node (swarm.py)
 
 
-class Chaos:
+class Chaos(RunObserver):
+    """One fault in one run: a backend.RunObserver that the runner ticks at every poll."""
+
     def __init__(self, settings: Settings):
         self.scenario = settings.scenario
         self.kind, _, value = settings.at.partition(":")
@@ -74,6 +77,10 @@ class Chaos:
         return frozenset([self.target]) if self.scenario == "slow-link" else frozenset()
 
     def describe(self) -> str:
+        """The run's line for it (backend.RunObserver)."""
+        return f"chaos: {self.fault()}"
+
+    def fault(self) -> str:
         what = {"slow-link": f"slow-link ({self.link})", "slow-node": f"slow-node ({self.slow_cpus:g} CPUs)"}
         heal = "" if self.scenario not in ("pause", "partition") else (
             f", undone {self.heal:g} s later" if self.heal is not None else ", never undone")
@@ -136,7 +143,7 @@ class Chaos:
         elif self.scenario == "slow-node":
             result = docker.update_cpus(container, self.slow_cpus)
         else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
-            runner.set_link(backend.run_dir, self.target, self.link)
+            runfolder.set_link(backend.run_dir, self.target, self.link)
             result = subprocess.CompletedProcess([], 0, "", "")
         self.record("injected", at=self.settings.at, ok=result.returncode == 0,
                     **({"error": result.stderr.strip()} if result.returncode else {}))
@@ -179,7 +186,7 @@ class Chaos:
         if self.injected_at is not None and self.healed_at is None and self.scenario == "pause":
             self.undo(backend)
 
-    def result(self, run_dir: Path, summary: Summary) -> dict:
+    def result(self, run_dir: Path, summary: Summary) -> dict | None:
         def since(moment):
             return moment - self.injected_at if moment and self.injected_at else None
 
@@ -216,7 +223,7 @@ def outcome_of(summary: Summary | dict) -> str:
 
 
 def chaos(settings: Settings) -> int:
-    return runner.up(settings, chaos=Chaos(settings))
+    return runner.up(settings, observer=Chaos(settings))
 
 
 def soak(settings: Settings) -> int:
@@ -242,8 +249,8 @@ def soak(settings: Settings) -> int:
     runfolder.make(folder, link_latest=True)
     results = []
     for index, trial in enumerate(trials):
-        console.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).describe()}")
-        runner.up(trial, link_latest=False, chaos=Chaos(trial))
+        console.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).fault()}")
+        runner.up(trial, link_latest=False, observer=Chaos(trial))
         results.append(Summary.read(folder / trial.run).chaos)
     outcomes = ("survived", "ended cleanly", "hung")
     counts = {outcome: sum(r["outcome"] == outcome for r in results) for outcome in outcomes}

@@ -78,9 +78,9 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
 def command_up(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: the settings the user gave (given_values), which a TFJob replay refuses where the TFJob decides."""
     if settings.tfjob:
-        from tflab import tfjob  # PyYAML is needed only here
+        from tflab import replay  # PyYAML is needed only here
 
-        return tfjob.up(settings, given)
+        return replay.up(settings, given)
     return runner.up(settings)
 
 

@@ -142,26 +142,35 @@ class ComposeStack:
 
     def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str, the_cluster: Cluster,
                  proxied: frozenset[str] = frozenset(), host_gpus: Sequence[str] = ()):
-        self.cli = cli
         self.host_gpus = tuple(host_gpus)
-        self.run_dir = run_dir
         self.settings = settings
+        proxied = proxied if the_cluster.jobs else frozenset()
+        uid, gid = container_user()
+        self.init_project(cli, run_dir, the_cluster.readdressed(cluster.linked_address(proxied)), proxied,
+                          [COMPOSE_FILE, run_dir / RUN_FILE], f", image {image}",
+                          {"TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
+                           "TFLAB_UID": str(uid), "TFLAB_GID": str(gid), "COMPOSE_PROFILES": ",".join(PROFILES)})
+
+    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster, proxied: frozenset[str], files: list,
+                     described: str = "", env: dict[str, str] | None = None) -> None:
+        """What every run's Compose project holds, the lab's and a TFJob replay's (replay.ReplayStack),
+        whatever its services: set here once for both."""
+        self.cli = cli
+        self.run_dir = run_dir
         self.project = labels.project_name(run_dir)
-        self.proxied = proxied if the_cluster.jobs else frozenset()
-        self.cluster = the_cluster.readdressed(cluster.linked_address(self.proxied))
-        self.tasks = self.cluster.tasks
-        self.description = f"compose ({cli}), project {self.project}, image {image}"
-        self.files = [COMPOSE_FILE, run_dir / RUN_FILE]
+        self.proxied = proxied
+        self.cluster = the_cluster
+        self.tasks = the_cluster.tasks
+        self.description = f"compose ({cli}), project {self.project}{described}"
+        self.files = files
         self.started = False  # once every task's container exists, a missing one has vanished
         # task -> the engine's State.OOMKilled, read with every exit_codes(): the kernel killed it
         # for memory. Exit code 137 alone cannot say so (a `docker kill` gives it too).
         self.oom_killed: dict[str, bool] = {}
         self.changes: docker.Changes | None = None  # from start() on: whether to read the states again
         self.codes: dict[str, int | None] = {}  # as last read
-        uid, gid = container_user()
-        self.env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
-                    "TFLAB_UID": str(uid), "TFLAB_GID": str(gid),
-                    "COMPOSE_PROFILES": ",".join(PROFILES)}
+        self.env = {**os.environ, **(env or {})}
+        self.output = TaskOutput(run_dir / OUTPUT)  # opens its file at the first line, in the claimed folder
 
     def command(self, *args: str) -> list[str]:
         files = [arg for path in self.files for arg in ("-f", str(path))]
@@ -182,12 +191,6 @@ class ComposeStack:
         write_json(self.run_dir / RUN_FILE, override)
         self.watch()
         self._start_attached([*[link_service(task) for task in sorted(self.proxied)], *self.tasks])
-
-    @property
-    def output(self) -> "TaskOutput":
-        if "_output" not in self.__dict__:  # made on first use: a subclass may not call __init__
-            self._output = TaskOutput(self.run_dir / OUTPUT)
-        return self._output
 
     def _start_attached(self, services: list[str]) -> None:
         """Creates the services' containers, then starts each with its output attached (as `docker

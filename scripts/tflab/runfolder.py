@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from tflab import foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
+from tflab.linkproxy import Profile
 from tflab.schema import Events, problems, read_events
 from tflab.settings import Settings, SettingsError
 
@@ -75,6 +76,15 @@ def events(run_dir: Path, task: str) -> Events:
 
 def link_path(run_dir: Path, task: str) -> Path:
     return run_dir / LINKS / f"{task}.json"
+
+
+def set_link(run_dir: Path, task: str, link: str) -> None:
+    """A task's link profile (LINK, make chaos's slow-link), whole, where its delay proxy polls for it."""
+    path = link_path(run_dir, task)
+    path.parent.mkdir(exist_ok=True)
+    temporary = path.with_name(f".{path.name}")
+    temporary.write_text(json.dumps(Profile.parse(link).to_dict()))
+    temporary.replace(path)
 
 
 def write_json(path: Path, data) -> None:

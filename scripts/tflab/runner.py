@@ -5,22 +5,25 @@ Data flows one way: Settings -> the cluster (cluster.build) -> TF_CONFIG per tas
 (containers or processes, through the Backend interface of backend.py) -> <task>.jsonl ->
 summary.json and the table. Nothing is started until every check has passed, and nothing a run
 wrote is ever overwritten or deleted.
+
+`run` is the one pipeline for every kind of run: the lab's own (LabRun, for every BACKEND) and a
+TFJob's replay (replay.ReplayRun); whatever watches a run beside it (make chaos's faults) is a
+backend.RunObserver, called at each moment whoever it is.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import signal
 import time
 from pathlib import Path
 
 from tflab import backends, cluster, explain, reaper, runfolder, summary
-from tflab.backend import Backend
+from tflab.backend import NO_OBSERVER, Backend, RunObserver
 from tflab.console import describe_run, display_path, say
 from tflab.errors import LabError
-from tflab.linkproxy import Profile
-from tflab.schema import attempts, by_event
+from tflab.runfolder import Summary
+from tflab.schema import attempts
 from tflab.settings import Settings
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
@@ -33,49 +36,110 @@ def write_links(settings: Settings, run_dir: Path, backend: Backend) -> None:
     """LINK: every proxied task's profile, in place before anything starts."""
     if settings.link:
         for task in backend.proxied:
-            set_link(run_dir, task, settings.link)
+            runfolder.set_link(run_dir, task, settings.link)
 
 
-def set_link(run_dir: Path, task: str, link: str) -> None:
-    path = runfolder.link_path(run_dir, task)
-    path.parent.mkdir(exist_ok=True)
-    temporary = path.with_name(f".{path.name}")
-    temporary.write_text(json.dumps(Profile.parse(link).to_dict()))  # the proxy polls for it
-    temporary.replace(path)
+class LabRun:
+    """What `up` runs: the lab's trainers (or a SCRIPT) on BACKEND. What another kind of run does
+    differently (replay.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
+    restarts, teardown and summary are the same for every kind."""
+
+    tasks_word = "tasks"  # how the runner's lines name them
+    done_line = "the chief is done; ending {running}"
+    # A lab task ended by SIGTERM exits 0 by its own handler, so a non-zero code then is a failure;
+    # a TFJob's replicas owe the lab no such exit (replay.ReplayRun).
+    clean_exits = True
+
+    def __init__(self, settings: Settings, backend: Backend, run_dir: Path):
+        self.settings, self.backend, self.run_dir = settings, backend, run_dir
+        self.timeout, self.restarts = settings.timeout, settings.restarts
+        self.restarts_made: list[float] = []  # when each restart was made
+
+    def claimed(self) -> None:
+        """Right after the claim, before the run starts: a refusal here is one line and no summary."""
+
+    def prepare(self) -> None:
+        """The run folder's config.json and link profiles, before anything starts."""
+        runfolder.write_config(self.run_dir, self.settings, self.backend.cluster)
+        write_links(self.settings, self.run_dir, self.backend)
+
+    def announce(self) -> list[str]:
+        return [f"run {self.run_dir.name}: {describe_run(self.settings, self.backend.cluster)} on "
+                f"{self.backend.description}", f"outputs in {display_path(self.run_dir)}/"]
+
+    def warnings(self) -> list[str]:
+        if not self.settings.script:  # the run still starts: the warning may be wrong, the run will tell
+            return []
+        return [f"warning: {w}" for w in explain.script_warnings(Path(self.settings.script), self.settings.strategy)]
+
+    def progress(self):
+        """What prints the tasks' events as they come (print_new at every poll)."""
+        return summary.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
+
+    def deadline(self, started: float) -> float:
+        """TIMEOUT counts from the tasks' start."""
+        return time.monotonic() + self.timeout
+
+    def deadline_line(self, running: list[str]) -> str:
+        return f"TIMEOUT={self.timeout:g} s passed; stopping {', '.join(running)}"
+
+    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
+        """Whether a failed run restarts (RESTART_POLICY, from each failure's evidence), and why not."""
+        if len(self.restarts_made) >= self.restarts:
+            return False, f"all {self.restarts} restarts (RESTARTS) are spent" if self.restarts else ""
+        return explain.restart_verdict(self.settings.restart_policy,
+                                       failures(self.backend, self.settings, self.run_dir, stopped))
+
+    def restart_line(self) -> str:
+        settings = self.settings
+        resume = "from the last backup" if settings.backup != "off" and settings.loop == "fit" else "from the start"
+        return f"restarting every task ({len(self.restarts_made)} of {self.restarts}): training resumes {resume}"
+
+    def finish(self) -> None:
+        """Once the run ended, before its tasks are removed."""
+
+    def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
+                  oom_killed: dict) -> Summary:
+        return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
+                                 ended, oom_killed, self.restarts_made)
 
 
-def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
-    """`make up` (and `make chaos`, with `chaos`): a whole run, restarts included. Returns the
-    exit status: 0 only if every task succeeded in the end. An interrupt (Ctrl-C, or SIGTERM and
-    SIGHUP, which cli.py turns into one) stops and removes every task, writes the summary with
-    outcome "interrupted", and is raised again for the caller (compare and soak stop there)."""
+def up(settings: Settings, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:
+    """`make up` (and `make chaos`, with Chaos as its observer): a whole run, restarts included.
+    Returns the exit status: 0 only if every task succeeded in the end. An interrupt (Ctrl-C, or
+    SIGTERM and SIGHUP, which cli.py turns into one) stops and removes every task, writes the
+    summary with outcome "interrupted", and is raised again for the caller (compare and soak stop there)."""
     run_dir = runfolder.planned(settings)
     the_cluster = cluster.build(settings)
-    if chaos:
-        chaos.check(settings)
-    backend = backends.make(settings, run_dir, the_cluster, chaos.proxied() if chaos else frozenset())
-    the_cluster = backend.cluster  # at the backend's addresses
+    observer.check(settings)
+    backend = backends.make(settings, run_dir, the_cluster, observer.proxied())
+    return run(LabRun(settings, backend, run_dir), link_latest, observer)
+
+
+def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:
+    """The one pipeline, for every kind of run: claim, start, supervise, tear down, summarise."""
+    backend, run_dir = what.backend, what.run_dir
     # The claim comes first of all that writes: a second `up` of the same RUN is refused here, and
     # has started nothing, so it has nothing to clean up (and never cleans up the first one's).
     runfolder.make(run_dir, link_latest, owner=True)
+    what.claimed()
     guard = reaper.watch(run_dir)
     if hasattr(backend, "guard"):  # a backend of processes (local) tells the reaper their groups
         backend.guard = guard
     started = time.time()
-    outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None
+    outcome, stopped, interrupt, failure = "failed", [], None, None
     codes, oom_killed = {task: None for task in backend.tasks}, {}
     try:
-        runfolder.write_config(run_dir, settings, the_cluster)
-        write_links(settings, run_dir, backend)
-        say(f"run {run_dir.name}: {describe_run(settings, the_cluster)} on {backend.description}")
-        say(f"outputs in {display_path(run_dir)}/")
-        if chaos:
-            say(f"chaos: {chaos.describe()}")
-        if settings.script:  # the run still starts: the warning may be wrong, the run will tell
-            for warning in explain.script_warnings(Path(settings.script), settings.strategy):
-                say(f"warning: {warning}")
+        what.prepare()
+        for line in what.announce():
+            say(line)
+        headline = observer.describe()
+        if headline:
+            say(headline)
+        for line in what.warnings():
+            say(line)
         backend.start()
-        outcome, stopped = supervise(backend, settings, run_dir, chaos, restarts)
+        outcome, stopped = supervise(backend, what, observer, started)
     except KeyboardInterrupt as error:
         interrupt = error
         outcome, stopped = "interrupted", [t for t, c in backend.exit_codes().items() if c is None]
@@ -91,8 +155,8 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
         try:
             codes = backend.exit_codes()
             oom_killed = dict(backend.oom_killed)  # read before close removes the containers
-            if chaos:
-                chaos.finish(backend)
+            what.finish()
+            observer.finish(backend)
             backend.save_output()
         except OSError as error:
             failure = failure or error
@@ -100,10 +164,8 @@ def up(settings: Settings, link_latest: bool = True, chaos=None) -> int:
             backend.close()
             guard.release()
     try:
-        result = summary.summarise(settings, the_cluster, run_dir, codes, stopped, outcome, started, time.time(),
-                                   oom_killed, restarts)
-        if chaos:
-            result.chaos = chaos.result(run_dir, result)
+        result = what.summarise(codes, stopped, outcome, started, time.time(), oom_killed)
+        result.chaos = observer.result(run_dir, result)
         result.write(run_dir)
     except OSError as error:
         raise LabError(unwritable(run_dir, failure or error)) from None
@@ -131,15 +193,16 @@ def describe_interrupt(error: KeyboardInterrupt, run_dir: Path | None = None) ->
     return f"interrupted by {signal.Signals(number).name}" if number else "interrupted"
 
 
-def supervise(backend: Backend, settings: Settings, run_dir: Path, chaos, restarts: list) -> tuple[str, list[str]]:
-    """Follows the run; after a failure that RESTART_POLICY restarts, restarts every task, up to
-    RESTARTS times. The whole cluster restarts, not the one task: a MultiWorkerMirroredStrategy
-    worker cannot rejoin a running cluster (its peers abort as soon as it goes), and Docker's own
-    restart policy is off after a `docker kill` or `docker stop` anyway."""
-    printer = summary.ProgressPrinter(settings, backend.cluster, run_dir)
-    deadline = time.monotonic() + settings.timeout
+def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVER,
+              started: float | None = None) -> tuple[str, list[str]]:
+    """Follows the run; after a failure that RESTART_POLICY restarts (a TFJob: its restart policy),
+    restarts every task, up to RESTARTS times. The whole cluster restarts, not the one task: a
+    MultiWorkerMirroredStrategy worker cannot rejoin a running cluster (its peers abort as soon as
+    it goes), and Docker's own restart policy is off after a `docker kill` or `docker stop` anyway."""
+    printer = what.progress()
+    deadline = what.deadline(time.time() if started is None else started)
     while True:
-        outcome, stopped = follow(backend, settings, printer, deadline, chaos)
+        outcome, stopped = follow(backend, what, printer, deadline, observer)
         if outcome == "interrupted":
             return outcome, stopped
         vanished = [task for task, code in backend.exit_codes().items() if code == explain.VANISHED]
@@ -147,42 +210,38 @@ def supervise(backend: Backend, settings: Settings, run_dir: Path, chaos, restar
             say(f"not restarting: {', '.join(vanished)} vanished, and the lab does not recreate what was "
                 "removed from outside it")
             return outcome, stopped
-        if outcome != "failed" or len(restarts) >= settings.restarts:
-            if outcome == "failed" and settings.restarts:
-                say(f"not restarting: all {settings.restarts} restarts (RESTARTS) are spent")
+        if outcome != "failed":
             return outcome, stopped
-        restart, why_not = explain.restart_verdict(settings.restart_policy,
-                                                   failures(backend, settings, run_dir, stopped))
+        restart, why_not = what.restart_verdict(stopped)
         if not restart:
-            say(f"not restarting: {why_not}")
+            if why_not:
+                say(f"not restarting: {why_not}")
             return outcome, stopped
         left = [task for task, code in backend.exit_codes().items() if code is None]
         backend.stop(left)
-        restarts.append(time.time())
-        resume = "from the last backup" if settings.backup != "off" and settings.loop == "fit" else "from the start"
-        say(f"restarting every task ({len(restarts)} of {settings.restarts}): training resumes {resume}")
+        what.restarts_made.append(time.time())
+        say(what.restart_line())
         backend.restart()
-        if chaos:
-            chaos.after_restart(backend)
+        observer.after_restart(backend)
 
 
 def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[str]) -> list[explain.Evidence]:
     """The evidence of every task that failed by itself (not one the lab stopped), for the restart
-    decision: its code, the engine's word on memory and its last `error` event (output.log is
+    decision: what the summary reads of it (summary.evidence_of), less its output (output.log is
     written at the end of the run)."""
     oom_killed = backend.oom_killed
     found = []
     for task, code in backend.exit_codes().items():
         if code in (None, 0) or task in stopped:
             continue
-        last = (attempts(runfolder.events(run_dir, task)) or [[]])[-1]
-        errors = by_event(last, "error")
-        found.append(explain.Evidence(task=task, exit_code=code, error=errors[0]["message"] if errors else "",
-                                      oom_killed=oom_killed.get(task), memory=settings.memory))
+        records = runfolder.events(run_dir, task)
+        last = (attempts(records) or [[]])[-1]
+        found.append(summary.evidence_of(task, last, records, code, settings, "", oom_killed.get(task)))
     return found
 
 
-def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos=None) -> tuple[str, list[str]]:
+def follow(backend: Backend, what: LabRun, printer, deadline: float,
+           observer: RunObserver = NO_OBSERVER) -> tuple[str, list[str]]:
     """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
     servers = backend.cluster.servers
     evaluators = backend.cluster.evaluators
@@ -190,8 +249,7 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
     while True:
         printer.print_new()
         codes = backend.exit_codes()
-        if chaos:
-            chaos.tick(backend, codes)
+        observer.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
         vanished = [task for task, code in codes.items() if code == explain.VANISHED]
         if vanished and runfolder.ended_by_down(backend.run_dir):
@@ -206,26 +264,29 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
             backend.stop(running)
             printer.print_new()
             return "failed", running
-        if running and set(running) <= set(servers) | set(evaluators):
+        failed = [task for task, code in codes.items() if code not in (None, 0)]
+        # A TFJob's job is done only once its chief succeeded; until then its servers' end is a failure's.
+        done = what.clean_exits or (not failed and all(codes[task] == 0 for task in backend.cluster.chiefs))
+        if running and done and set(running) <= set(servers) | set(evaluators):
             # Training is over. The evaluator stops by itself after the last checkpoint (it gets
             # EVALUATOR_END_SECONDS for it, unless a trainer failed); servers would serve forever.
             trained_at = trained_at or time.monotonic()
-            failed = any(code not in (None, 0) for code in codes.values())
             if (set(running) & set(evaluators) and not failed
                     and time.monotonic() - trained_at < EVALUATOR_END_SECONDS):
                 time.sleep(POLL_SECONDS)
                 continue
-            say(f"the chief is done; ending {', '.join(running)}")
+            say(what.done_line.format(running=", ".join(running)))
             codes, stopped = end_servers(backend, running)
             printer.print_new()
+            if not what.clean_exits:  # ended by SIGTERM, whatever their code: the chief's success is the job's
+                return "ok", stopped
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
         if not running:
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
-        failed = [task for task, code in codes.items() if code not in (None, 0)]
         if failed and failed_at is None:
             failed_at = time.monotonic()
-            say(f"{failed[0]} exited with code {codes[failed[0]]}; the other tasks get "
+            say(f"{failed[0]} exited with code {codes[failed[0]]}; the other {what.tasks_word} get "
                 f"{FAILURE_GRACE_SECONDS} s to end by themselves")
         if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_SECONDS:
             say(f"stopping {', '.join(running)}")
@@ -233,7 +294,7 @@ def follow(backend: Backend, settings: Settings, printer, deadline: float, chaos
             printer.print_new()
             return "failed", running
         if time.monotonic() > deadline:
-            say(f"TIMEOUT={settings.timeout:g} s passed; stopping {', '.join(running)}")
+            say(what.deadline_line(running))
             backend.stop(running)
             printer.print_new()
             return "timed out", running

@@ -7,6 +7,7 @@ failed, is shown as such, never left out.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import explain, foreign
@@ -14,7 +15,7 @@ from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
 from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path
-from tflab.schema import attempts, by_event, complete, problems
+from tflab.schema import attempts, by_event, complete, problems, read_events
 from tflab.settings import Settings
 
 
@@ -26,14 +27,7 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
     ready = (by_event(last, "cluster_ready") or [{}])[-1]
     errors = by_event(last, "error")
     epochs = {e["epoch"]: e for e in by_event(records, "epoch")}  # an epoch redone after a restore: its last
-    if stopped:
-        status = "stopped"  # still running when the lab ended the run
-    elif exit_code is None:
-        status = "missing"  # never started, or vanished
-    elif exit_code == 0 and end and not errors:
-        status = "ok"
-    else:
-        status = "failed"
+    status = status_of(exit_code, stopped, bool(end) and not errors)
     steady = end.get("steady_step_seconds")
     losses = [epochs[n]["loss"] for n in sorted(epochs)]
     return TaskRow(
@@ -68,6 +62,20 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
     )
 
 
+def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_when_done: bool = False) -> str:
+    """The one rule for a task's status. ended_cleanly: its last attempt logged its end and no
+    error. ended_when_done: a server or evaluator the lab ended after the chief succeeded, in a run
+    whose tasks owe the lab no clean exit on SIGTERM (a TFJob's replicas, which the operator's
+    cleanPodPolicy ends so): ok whatever its code, as the chief's success is the job's."""
+    if stopped:
+        return "stopped"  # still running when the lab ended the run
+    if exit_code is None:
+        return "missing"  # never started, or vanished
+    if exit_code == 0 and ended_cleanly or ended_when_done:
+        return "ok"
+    return "failed"
+
+
 def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int | None, settings: Settings,
                 output: str, oom_killed: bool | None) -> explain.Evidence:
     errors = by_event(last, "error")
@@ -90,11 +98,36 @@ def task_output(log: str, task: str) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class Replayed:
+    """What a TFJob replay's summary records beyond its logs (replay.ReplayRun fills it)."""
+
+    tfjob: str  # the manifest's path
+    settings: dict  # tfjob.replay_settings: what the TFJob says, never a lab default that did not apply
+    not_applied: list[str]
+    hosts: dict[str, str]  # task -> the replica's hostname
+    images: dict[str, str]  # task -> the replica's image
+
+
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
               outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None,
-              restarts: list[float] | None = None, chaos: dict | None = None) -> Summary:
+              restarts: list[float] | None = None, chaos: dict | None = None,
+              replayed: Replayed | None = None) -> Summary:
     """The run's summary: one row per task, from its log, its exit code, its output and the
-    engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it)."""
+    engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it). A TFJob
+    replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
+    trainer's end where the replicas ran it with its log on a claim."""
+    if replayed is not None:
+        done = outcome == "ok"  # the chief succeeded and the lab ended what was left (runner.follow)
+        rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
+                           done and task in the_cluster.servers + the_cluster.evaluators)
+                for task in the_cluster.tasks]
+        ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+        return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
+                       outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
+                       launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
+                       weights_agree=False, restarts=list(restarts or []), not_applied=replayed.not_applied,
+                       tasks=rows)
     try:
         with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
             log = output.read().decode(errors="replace")
@@ -108,7 +141,8 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
                      task in stopped, settings, task_output(log, task), oom_killed.get(task))
             for task in the_cluster.tasks]
     digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
-    ok = outcome == "ok" and all(row.status == "ok" for row in rows)
+    # A lab run that ended "ok" has no stopped task (runner.follow), so ok is the replay's rule too.
+    ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
     return Summary(
         run=run_dir.name,
         strategy=settings.strategy,
@@ -123,6 +157,29 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
         restarts=list(restarts or []),
         chaos=chaos,
     )
+
+
+def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replayed: Replayed,
+               ended_when_done: bool) -> TaskRow:
+    records = events(run_dir, task)
+    end = (by_event(records, "end") or [{}])[-1]
+    status = status_of(code, stopped, True, ended_when_done)  # the watcher logs every end, and no error
+    own = own_end(run_dir, task)  # the lab's own trainer, where it wrote its log to a claim
+    return TaskRow(task=task, role="script", host=replayed.hosts[task], image=replayed.images[task],
+                   status=status, exit_code=code, attempts=len(by_event(records, "start")),
+                   total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
+                   final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
+                   error=None if status in ("ok", "stopped") else f"exit code {code}")
+
+
+def own_end(run_dir: Path, task: str) -> dict:
+    """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
+    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it)."""
+    for path in sorted((run_dir / "volumes").glob(f"*/**/{task}.jsonl")):
+        ends = by_event(read_events(path), "end")
+        if ends:
+            return ends[-1]
+    return {}
 
 
 def task_records(run_dir: Path, task: str) -> list[dict]:

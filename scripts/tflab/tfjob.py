@@ -21,24 +21,21 @@ The manifest is untrusted input (tflab/manifest.py): a bounded YAML read, every 
 schema, then the API server's rules for names, keys and paths, all before anything is planned or
 written; every host path the replay writes comes from manifest.path_under.
 
-PyYAML is the host side's one dependency, for this file alone (pyproject.toml).
+This module reads and plans, and touches neither the engine nor a run folder; replay.py runs the
+plan through the lab's one pipeline (runner.run). PyYAML is the host side's one dependency, for
+this file alone (pyproject.toml).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab import cluster, compose, console, docker, labels, manifest, reaper, runfolder, runner, summary
+from tflab import cluster, manifest, runfolder
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
-from tflab.runfolder import Summary, TaskRow
-from tflab.schema import EventLog
 from tflab.settings import MAX_TASKS, MIN_CPUS, MIN_MEMORY_BYTES, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 
 API_VERSION = "kubeflow.org/v1"
@@ -47,7 +44,6 @@ PORT_NAME = "tfjob-port"  # the operator's: the cluster's port is this container
 REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order tasks are listed
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
-COMPOSE_FILE = "compose.tfjob.json"
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
@@ -60,7 +56,6 @@ APPLIED_POD = {"containers", "volumes", "securityContext", "restartPolicy"}
 APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsNonRoot",
                     "allowPrivilegeEscalation", "capabilities", "seccompProfile"}
 APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
-EVALUATOR_END_SECONDS = runner.EVALUATOR_END_SECONDS
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
 # `tflab up TFJOB=` runs what the TFJob says: what it decides instead of a setting, what the
@@ -538,335 +533,11 @@ def env_entry(entry, where: str, config_maps: dict) -> tuple[str, str]:
     return name, data[reference["key"]]
 
 
-def check_images(plan: Plan) -> None:
-    """Every image on the engine already: the lab pulls and builds nothing for a TFJob. And what
-    the manifest asks of the engine that only the engine can answer: the image's own user where
-    runAsNonRoot leaves it to the image (the kubelet's check), CPU limits within the engine's CPUs."""
-    for image in sorted({task.image for task in plan.tasks}):
-        found = docker.image_user(image)
-        if found.returncode != 0:
-            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
-                           f"or pull it (docker pull {image}) first")
-        if any(task.non_root for task in plan.tasks if task.image == image):
-            try:
-                check_non_root(image, found.stdout.strip())
-            except ManifestError as error:
-                raise ManifestError(f"TFJOB={plan.path}: {error}") from None
-    limited = [task for task in plan.tasks if "cpus" in task.service]
-    if limited:
-        engine_cpus = docker_cpus()
-        for task in limited:
-            if engine_cpus and task.service["cpus"] > engine_cpus:
-                raise ManifestError(f"TFJOB={plan.path}: {task.name}'s resources.limits.cpu is "
-                                    f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
-                                    f"expected at most {engine_cpus}")
-
-
-def check_non_root(image: str, user_json: str) -> None:
-    """The kubelet's verifyRunAsNonRoot: the image's user must be a number other than 0 (a name
-    cannot be checked, so it is refused), where runAsNonRoot is true and runAsUser unset."""
-    try:
-        user = json.loads(user_json or '""')
-    except ValueError:
-        user = ""
-    uid = str(user).split(":", 1)[0] if isinstance(user, str) else ""
-    if not uid.isdigit() or int(uid) == 0:
-        what = "root" if uid in ("", "0", "root") else f"the non-numeric user {shown(uid)}"
-        raise ManifestError(f"image {image} runs as {what}, but its pod asks runAsNonRoot: true (the kubelet "
-                            "refuses it); give securityContext.runAsUser a non-zero uid, or build the image with a "
-                            "numeric non-root USER")
-
-
-def docker_cpus() -> int:
-    """The engine's CPUs (docker info's NCPU), 0 where it does not say."""
-    found = docker.info_format("{{.NCPU}}")
-    text = found.stdout.strip() if found.returncode == 0 else ""
-    return int(text) if text.isdigit() else 0
-
-
-def volume_path(run_dir: Path, relative: str) -> Path:
-    """run_dir/volumes/<relative>: the one way write_volumes and render build a host path from
-    the manifest's names (manifest.path_under: plain parts, no link, resolving under volumes/)."""
-    root = run_dir / "volumes"
-    try:
-        root.mkdir(exist_ok=True)
-    except OSError as error:
-        raise ManifestError(f"cannot make {root}: {error.strerror or error}") from None
-    if root.is_symlink() or os.path.realpath(root) != os.path.join(os.path.realpath(run_dir), "volumes"):
-        raise ManifestError(f"{root} is a link; the run's volumes must be its own folder")
-    return manifest.path_under(root, relative)
-
-
-def write_volumes(plan: Plan, run_dir: Path) -> None:
-    """ConfigMaps as read-only folders of files (volumes/configmaps/<name>/); each claim a folder
-    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be.
-    Every path comes from volume_path; a file is created, never followed or overwritten."""
-    for folder_name, volume in plan.volumes.items():
-        folder = volume_path(run_dir, folder_name)
-        try:
-            folder.mkdir(exist_ok=True)
-        except OSError as error:
-            raise ManifestError(f"cannot make {folder}: {error.strerror or error}") from None
-        if folder.is_symlink() or not folder.is_dir():
-            raise ManifestError(f"{folder} is not a folder of the run's")
-        if "claim" in volume:
-            folder.chmod(0o777)  # whatever user the image runs as may write, as on a fresh volume
-            continue
-        data = plan.config_maps[volume["configMap"]]
-        for item in volume["items"] or [{"key": key, "path": key} for key in data]:
-            path = volume_path(run_dir, f"{folder_name}/{item['path']}")
-            try:
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-                with os.fdopen(descriptor, "w") as file:
-                    file.write(data[item["key"]])
-            except OSError as error:
-                raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
-
-
-def render(plan: Plan, run_dir: Path) -> dict:
-    services = {}
-    marks = compose.literal(labels.run_labels(run_dir))
-    for task in plan.tasks:
-        service = dict(task.service)
-        mounts = service.pop("x-mounts")
-        binds = [f"{volume_path(run_dir, folder)}:{target}{':ro' if read_only else ''}"
-                 for folder, target, read_only in mounts]
-        if binds:
-            service["volumes"] = binds
-        service["labels"] = marks
-        services[task.name] = service
-    return compose.literal({"services": services, "networks": {"cluster": {
-        "internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}, "labels": marks}}})
-
-
-class ReplayStack(compose.ComposeStack):
-    """compose.ComposeStack with the manifest's services instead of the lab's template."""
-
-    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan):
-        self.cli, self.run_dir, self.plan = cli, run_dir, plan
-        self.project = labels.project_name(run_dir)
-        self.tasks = [task.name for task in plan.tasks]
-        self.proxied = frozenset()
-        self.files = [run_dir / COMPOSE_FILE]
-        self.started = False
-        self.oom_killed: dict[str, bool] = {}  # exit_codes() fills it, as for the lab's own stack
-        self.changes, self.codes = None, {}
-        self.description = f"compose ({cli}), project {self.project}"
-        self.env = dict(os.environ)
-
-    def start(self, spec: dict = None) -> None:
-        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
-        self.watch()
-        self._start_attached(self.tasks)
-        self.follow_output("all")
-
-    def restart(self) -> None:
-        super().restart()
-        self.follow_output("0")  # both CLIs: from now on (an earlier attempt's lines were shown)
-
-    def follow_output(self, tail: str) -> None:
-        """The replicas' own output as it comes (the image is no lab's: it logs no events), until
-        they exit; `output.log` keeps all of it."""
-        self.stop_following()
-        self.following = subprocess.Popen(self.command("logs", "--follow", "--no-color", "--tail", tail),
-                                          env=self.env, stdout=None, stderr=subprocess.DEVNULL)
-
-    def stop_following(self) -> None:
-        docker.end(getattr(self, "following", None))
-
-    def close(self) -> None:
-        self.stop_following()
-        super().close()
-
-    def state(self) -> dict[str, dict]:
-        """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
-        ids = docker.project_containers(self.project)
-        found = docker.inspect(ids, labels.label_template(labels.SERVICE_LABEL) + "\t{{.Id}}\t{{json .State}}")
-        states = {}
-        for line in found.splitlines():
-            service, container, state = line.split("\t", 2)
-            states[service] = {**json.loads(state), "Id": container}
-        return states
-
-
-class Watcher:
-    """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script")."""
-
-    def __init__(self, plan: Plan, run_dir: Path):
-        self.plan, self.run_dir = plan, run_dir
-        self.logs = {task.name: EventLog(runfolder.log_path(run_dir, task.name), task.name) for task in plan.tasks}
-        self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
-        self.peak: dict[str, int] = {}
-
-    def tick(self, states: dict[str, dict]) -> None:
-        for task in self.plan.tasks:
-            state = states.get(task.name)
-            if not state or state.get("StartedAt", "0001").startswith("0001"):
-                continue  # not started yet
-            started, finished = state["StartedAt"], state.get("FinishedAt", "")
-            last = self.seen.get(task.name)
-            if last is None or last[0] != started:
-                self.seen[task.name] = (started, "")
-                self.peak[task.name] = 0
-                self.logs[task.name].emit("start", role="script", strategy="tfjob", cluster=self.plan.spec,
-                                          versions={"image": task.image}, settings={"tfjob": str(self.plan.path)})
-                print(f"[{task.name}] started as {task.host} ({task.image})", flush=True)
-            if state.get("Running"):
-                self.peak[task.name] = max(self.peak.get(task.name, 0), cgroup_peak(state["Id"]))
-            elif state.get("Status") in ("exited", "dead") and self.seen[task.name][1] != finished:
-                self.seen[task.name] = (started, finished)
-                seconds = max(0.0, _unix(finished) - _unix(started))
-                code = int(state.get("ExitCode", -1))
-                self.logs[task.name].emit("end", role="script", exit_code=code, total_seconds=seconds,
-                                          peak_rss_bytes=self.peak.get(task.name, 0))
-                print(f"[{task.name}] exited with code {code} after {seconds:.1f} s", flush=True)
-
-    def close(self) -> None:
-        for log in self.logs.values():
-            log.close()
-
-
-def cgroup_peak(container: str) -> int:
-    """The container's peak memory so far, from its cgroup where the host can read it (v1, or v2's
-    memory.peak); 0 where it cannot (an engine in a VM)."""
-    for path in (f"/sys/fs/cgroup/memory/docker/{container}/memory.max_usage_in_bytes",
-                 f"/sys/fs/cgroup/system.slice/docker-{container}.scope/memory.peak"):
-        try:
-            return int(Path(path).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return 0
-
-
-def _unix(stamp: str) -> float:
-    """Docker's RFC 3339 time with nanoseconds -> unix seconds."""
-    from datetime import datetime
-
-    main, _, rest = stamp.rstrip("Z").partition(".")
-    fraction = float("0." + (rest[:6] or "0"))
-    return datetime.fromisoformat(main + "+00:00").timestamp() + fraction
-
-
 def describe(plan: Plan) -> str:
     counts = {}
     for task in plan.tasks:
         counts[task.job] = counts.get(task.job, 0) + 1
     return f"TFJob {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"
-
-
-def up(settings: Settings, given: dict[str, str] | None = None) -> int:
-    """`tflab up TFJOB=...`: checks everything, then runs the job until its chief (or every worker)
-    is done, restarting the whole job as its restart policy says; 0 only if it succeeded. `given`:
-    the settings the user gave (given_values), refused where the TFJob decides them."""
-    plan = load(settings)
-    refuse_decided(plan, given or {})
-    run_dir = runfolder.planned(settings)
-    docker.check()
-    cli = compose.find_compose(settings.compose)
-    check_images(plan)
-    console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    runfolder.make(run_dir, link_latest=True, owner=True)
-    runfolder.write_json(run_dir / runfolder.CONFIG, {
-        "run": run_dir.name, "tfjob": str(plan.path), "settings": replay_settings(plan, settings, run_dir.name),
-        "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
-        "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
-                      if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
-        "hosts": {t.name: t.host for t in plan.tasks}})
-    write_volumes(plan, run_dir)
-    stack = ReplayStack(cli, run_dir, plan)
-    watcher = Watcher(plan, run_dir)
-    console.say(f"run {run_dir.name}: {describe(plan)} on {stack.description}")
-    console.say(f"outputs in {console.display_path(run_dir)}/; restarts {plan.restarts}, timeout {plan.timeout:g} s")
-    guard = reaper.watch(run_dir)
-    started = time.time()
-    outcome, stopped, restarts, interrupt, failure = "failed", [], [], None, None
-    codes = {task: None for task in stack.tasks}
-    try:
-        stack.start()
-        while True:
-            outcome, stopped = follow(stack, watcher, plan, time.monotonic() + plan.timeout - (time.time() - started))
-            if outcome != "failed" or len(restarts) >= plan.restarts:
-                break
-            restarts.append(time.time())
-            console.say(f"restarting every replica ({len(restarts)} of {plan.restarts}), as the restart policy says")
-            stack.restart()
-    except KeyboardInterrupt as error:
-        interrupt = error
-        outcome, stopped = "interrupted", [t for t, c in stack.exit_codes().items() if c is None]
-        console.say(f"{runner.describe_interrupt(error)}: stopping every task")
-        stack.stop(stopped)
-    except LabError as error:
-        console.say(str(error))
-    except OSError as error:  # the run folder cannot be written (a full disk): said once, below
-        failure = error
-    finally:
-        # Teardown first (runner.up): the containers go whatever failed, before any write that could fail.
-        try:
-            watcher.tick(stack.state())
-            codes = stack.exit_codes()
-            stack.save_output()
-        except OSError as error:
-            failure = failure or error
-        finally:
-            stack.close()
-            guard.release()
-            watcher.close()
-    try:
-        result = summarise(plan, settings, run_dir, codes, stopped, outcome, started, time.time(), restarts)
-        result.write(run_dir)
-    except OSError as error:
-        raise LabError(runner.unwritable(run_dir, failure or error)) from None
-    print(summary.table(result))
-    if failure is not None:
-        raise LabError(runner.unwritable(run_dir, failure))
-    if interrupt is not None:
-        raise interrupt
-    return 0 if result.ok else 1
-
-
-def follow(stack: ReplayStack, watcher: Watcher, plan: Plan, deadline: float) -> tuple[str, list[str]]:
-    failed_at = done_at = None
-    servers, evaluators = set(plan.servers), set(plan.evaluators)
-    while True:
-        watcher.tick(stack.state())
-        codes = stack.exit_codes()
-        running = [task for task, code in codes.items() if code is None]
-        failed = [task for task, code in codes.items() if code not in (None, 0)]
-        chief_done = all(codes[task] == 0 for task in plan.chief)
-        if not running:
-            return ("ok" if not failed else "failed"), []
-        if chief_done and not failed and set(running) <= servers | evaluators:
-            done_at = done_at or time.monotonic()
-            if not set(running) & evaluators or time.monotonic() - done_at > EVALUATOR_END_SECONDS:
-                console.say(f"the job is done; ending {', '.join(running)}")
-                codes, left = runner.end_servers(stack, running)
-                watcher.tick(stack.state())
-                return "ok", left
-        if failed and failed_at is None:
-            failed_at = time.monotonic()
-            console.say(f"{failed[0]} exited with code {codes[failed[0]]}; the other replicas get "
-                       f"{runner.FAILURE_GRACE_SECONDS} s to end by themselves")
-        if failed_at is not None and time.monotonic() - failed_at > runner.FAILURE_GRACE_SECONDS:
-            console.say(f"stopping {', '.join(running)}")
-            stack.stop(running)
-            return "failed", running
-        if time.monotonic() > deadline:
-            console.say(f"activeDeadlineSeconds / TIMEOUT ({plan.timeout:g} s) passed; stopping {', '.join(running)}")
-            stack.stop(running)
-            return "timed out", running
-        time.sleep(runner.POLL_SECONDS)
-
-
-def own_end(run_dir: Path, task: str) -> dict:
-    """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
-    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it)."""
-    from tflab.schema import by_event, read_events
-
-    for path in sorted((run_dir / "volumes").glob(f"*/**/{task}.jsonl")):
-        ends = by_event(read_events(path), "end")
-        if ends:
-            return ends[-1]
-    return {}
 
 
 # What a lab config.json's settings may tell of the training (make k8s writes it into the TFJob's
@@ -904,32 +575,3 @@ def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
             "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
             "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
             "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path)}
-
-
-def summarise(plan: Plan, settings: Settings, run_dir: Path, codes: dict, stopped: list[str], outcome: str,
-              started: float, ended: float, restarts: list[float]) -> Summary:
-    """summary.json for a replay: the summary's row keys, from the logs the watcher wrote. A server
-    or evaluator the replay ended once the chief was done is ok, whatever its exit code (SIGTERM's),
-    as the operator's cleanPodPolicy ends them: the chief's success is the job's."""
-    from tflab.schema import by_event
-
-    rows = []
-    for task in plan.tasks:
-        records = runfolder.events(run_dir, task.name)
-        end = (by_event(records, "end") or [{}])[-1]
-        code = codes.get(task.name)
-        status = "stopped" if task.name in stopped else "missing" if code is None else \
-            "ok" if code == 0 or task.name in plan.servers + plan.evaluators and outcome == "ok" else "failed"
-        own = own_end(run_dir, task.name)  # the lab's own trainer, where it wrote its log to a claim
-        rows.append(TaskRow(task=task.name, role="script", host=task.host, image=task.image,
-                            status=status, exit_code=code, attempts=len(by_event(records, "start")),
-                            total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
-                            final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
-                            error=None if status in ("ok", "stopped") else f"exit code {code}"))
-    ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
-    return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=str(plan.path),
-                   outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
-                   launched_at=started, wall_seconds=ended - started,
-                   settings=replay_settings(plan, settings, run_dir.name),
-                   weights_agree=False, restarts=restarts, not_applied=plan.not_applied, tasks=rows)
-

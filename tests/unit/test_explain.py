@@ -174,8 +174,9 @@ KERAS_3 = "train.py exited with code 1: " + exception_head((LOGS / "keras3-multi
 def test_supervise_restarts_as_the_policy_says_and_restarts_bound_it(tmp_path, capsys, policy, attempts, restarts):
     settings = Settings(workers=2, restarts=2, restart_policy=policy, backup="off")
     backend = FakeBackend(tmp_path, attempts)
-    made: list = []
-    outcome, _ = runner.supervise(backend, settings, tmp_path, None, made)
+    run = runner.LabRun(settings, backend, tmp_path)
+    made = run.restarts_made
+    outcome, _ = runner.supervise(backend, run)
     assert len(made) == restarts and backend.started == restarts + 1
     assert outcome == ("ok" if attempts[-1]["worker-0"][0] == 0 else "failed")
     if policy == "ExitCode" and not restarts:
@@ -190,8 +191,9 @@ def test_a_task_removed_from_outside_is_named_before_the_failures_it_caused(tmp_
     settings = Settings(workers=2, restarts=2, backup="off")
     backend = FakeBackend(tmp_path, [{"worker-0": (1, "UnavailableError: Socket closed", False),
                                       "worker-1": (explain.VANISHED, "", False)}])
-    made: list = []
-    assert runner.supervise(backend, settings, tmp_path, None, made) == ("failed", [])
+    run = runner.LabRun(settings, backend, tmp_path)
+    made = run.restarts_made
+    assert runner.supervise(backend, run) == ("failed", [])
     out = capsys.readouterr().out
     assert "tflab: worker-1 vanished: its container or service was removed from outside the lab; ending the run" in out
     assert "tflab: not restarting: worker-1 vanished" in out and not made

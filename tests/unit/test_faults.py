@@ -2,12 +2,14 @@
 proxies and network mode; the delay proxy itself, on loopback; and what make chaos refuses."""
 
 import asyncio
+import json
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
-from tflab import chaos, cluster, compose, linkproxy
+from tflab import chaos, cluster, compose, linkproxy, runfolder, runner, schema
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
 
@@ -78,10 +80,54 @@ def test_chaos_refuses_what_it_cannot_do(changes, expected):
         chaos.Chaos(settings).check(settings)
 
 
+class FakeStack:
+    """Stands in for a swarm stack under runner.supervise: every task runs for three polls, then
+    exits 0; each task's container lives on a node of its own, reached by its own docker command."""
+
+    def __init__(self, settings: Settings, run_dir):
+        self.cluster, self.run_dir = cluster.build(settings), run_dir
+        self.tasks, self.oom_killed, self.proxied, self.polls, self.cuts = self.cluster.tasks, {}, frozenset(), 0, []
+
+    def exit_codes(self) -> dict:
+        self.polls += 1
+        return {task: 0 if self.polls > 3 else None for task in self.tasks}
+
+    def container(self, task: str) -> str:
+        return f"id-{task}"
+
+    def docker_for(self, task: str) -> list[str]:
+        return ["docker", "-H", f"ssh://node-of-{task}"]
+
+    def cut_off(self, task: str):
+        self.cuts.append(task)
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    def stop(self, tasks) -> None:
+        pass
+
+
 @pytest.mark.parametrize("scenario", chaos.SWARM_SCENARIOS)
-def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario):
-    settings = Settings(backend="swarm", scenario=scenario)
-    chaos.Chaos(settings).check(settings)
+def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, tmp_path, monkeypatch):
+    """Checked, then plugged into the runner as its observer: the fault reaches the target
+    through the target's own node, and is recorded."""
+    settings = Settings(backend="swarm", scenario=scenario, at="seconds:0")
+    fault = chaos.Chaos(settings)
+    fault.check(settings)
+    ran = []
+    monkeypatch.setattr(chaos.docker, "run", lambda *args, engine=None, **_: ran.append((args, engine)) or
+                        subprocess.CompletedProcess([], 0, "", ""))
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
+    schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1").emit(
+        "cluster_ready", seconds=1.0, replicas=2, devices=[])
+    stack = FakeStack(settings, tmp_path)
+    assert runner.supervise(stack, runner.LabRun(settings, stack, tmp_path), fault) == ("ok", [])
+    node = ["docker", "-H", "ssh://node-of-worker-1"]
+    expected = {"kill": [(("kill", "id-worker-1"), node)],
+                "stop": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)],
+                "pause": [(("pause", "id-worker-1"), node)], "partition": []}[scenario]
+    assert ran == expected and stack.cuts == (["worker-1"] if scenario == "partition" else [])
+    injected = [json.loads(line) for line in (tmp_path / runfolder.CHAOS_LOG).read_text().splitlines()]
+    assert [(r["event"], r["target"], r["ok"]) for r in injected] == [("injected", "worker-1", True)]
 
 
 def test_soak_needs_compose_on_swarm(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes_validate.utils import schema_contents
-from tflab import manifest, tfjob
+from tflab import manifest, replay, tfjob
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -120,8 +120,8 @@ def refused(tmp_path: Path, text: str, *expected: str) -> str:
 
 def replayed(plan: tfjob.Plan, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True)
-    tfjob.write_volumes(plan, run_dir)
-    return tfjob.render(plan, run_dir)
+    replay.write_volumes(plan, run_dir)
+    return replay.render(plan, run_dir)
 
 
 def test_the_example_plans_and_writes_only_under_its_run_folder(tmp_path):
@@ -307,7 +307,7 @@ def test_the_path_helper_refuses_links_and_climbs_whatever_builds_the_name(tmp_p
     run_dir.mkdir()
     (run_dir / "volumes").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(tfjob.ManifestError, match="is a link"):
-        tfjob.volume_path(run_dir, "configmaps")
+        replay.volume_path(run_dir, "configmaps")
 
 
 def test_write_volumes_never_follows_a_planted_link(tmp_path):
@@ -317,16 +317,16 @@ def test_write_volumes_never_follows_a_planted_link(tmp_path):
     (tmp_path / "target").write_text("keep")
     (run_dir / "volumes/configmaps/settings/config.json").symlink_to(tmp_path / "target")
     with pytest.raises(tfjob.ManifestError, match="resolves to .* outside"):
-        tfjob.write_volumes(plan, run_dir)
+        replay.write_volumes(plan, run_dir)
     assert (tmp_path / "target").read_text() == "keep"
 
 
 def test_run_as_non_root_is_enforced_against_the_images_own_user():
     for user in ('""', '"0"', '"root"', '"0:0"', '"trainer"'):
         with pytest.raises(tfjob.ManifestError, match="runAsNonRoot: true"):
-            tfjob.check_non_root("img:1", user)
+            replay.check_non_root("img:1", user)
     for user in ('"1000"', '"1000:1000"'):
-        tfjob.check_non_root("img:1", user)
+        replay.check_non_root("img:1", user)
 
 
 def test_run_as_non_root_without_run_as_user_is_left_to_the_image_check(tmp_path):
@@ -346,13 +346,13 @@ def test_the_engine_checks_refuse_root_images_and_cpu_beyond_the_engine(tmp_path
         out = '""' if args[:2] == ("image", "inspect") else "8"
         return type("Done", (), {"returncode": 0, "stdout": out + "\n"})()
 
-    monkeypatch.setattr(tfjob.docker, "run", fake_docker)
+    monkeypatch.setattr(replay.docker, "run", fake_docker)
     with pytest.raises(tfjob.ManifestError, match="image mine:1 runs as root, but its pod asks runAsNonRoot"):
-        tfjob.check_images(plan)
-    monkeypatch.setattr(tfjob, "check_non_root", lambda image, user: None)
+        replay.check_images(plan)
+    monkeypatch.setattr(replay, "check_non_root", lambda image, user: None)
     with pytest.raises(tfjob.ManifestError, match="worker-0's resources.limits.cpu is 64, more than this Docker "
                                                   "engine's 8 CPUs"):
-        tfjob.check_images(plan)
+        replay.check_images(plan)
     assert [c for c in calls if c[0] == "info"] == [("info", "--format", "{{.NCPU}}")]  # read once a check
 
 

@@ -19,7 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as conjecture_utils
-from tflab import manifest, tfjob
+from tflab import manifest, replay, tfjob
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -195,8 +195,8 @@ def replay_offline(text: str, sandbox: Path, number: int) -> str:
     else:
         run_dir.mkdir(parents=True)
         try:
-            tfjob.write_volumes(plan, run_dir)
-            json.dumps(tfjob.render(plan, run_dir))
+            replay.write_volumes(plan, run_dir)
+            json.dumps(replay.render(plan, run_dir))
             outcome = "planned"
         except LabError as error:  # a path refused at write time (a link, a clash)
             assert "\n" not in str(error)

@@ -1,0 +1,333 @@
+"""`tflab up TFJOB=...`: the replay of a TFJob (tfjob.py's Plan) as a run of the lab's one
+pipeline (runner.run): its replicas as one Compose project (ReplayStack), watched from outside
+(Watcher: each replica's start and end into <task>.jsonl), followed, restarted and summarised as
+ReplayRun says where a TFJob differs from the lab's own run. tfjob.py reads and plans; this module
+is what touches the engine and the run folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from tflab import compose, console, docker, labels, manifest, runfolder, runner, summary
+from tflab.errors import LabError
+from tflab.manifest import ManifestError, shown
+from tflab.runfolder import Summary
+from tflab.schema import EventLog
+from tflab.settings import Settings
+from tflab.tfjob import Plan, describe, load, refuse_decided, replay_settings
+
+COMPOSE_FILE = "compose.tfjob.json"
+
+
+def check_images(plan: Plan) -> None:
+    """Every image on the engine already: the lab pulls and builds nothing for a TFJob. And what
+    the manifest asks of the engine that only the engine can answer: the image's own user where
+    runAsNonRoot leaves it to the image (the kubelet's check), CPU limits within the engine's CPUs."""
+    for image in sorted({task.image for task in plan.tasks}):
+        found = docker.image_user(image)
+        if found.returncode != 0:
+            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
+                           f"or pull it (docker pull {image}) first")
+        if any(task.non_root for task in plan.tasks if task.image == image):
+            try:
+                check_non_root(image, found.stdout.strip())
+            except ManifestError as error:
+                raise ManifestError(f"TFJOB={plan.path}: {error}") from None
+    limited = [task for task in plan.tasks if "cpus" in task.service]
+    if limited:
+        engine_cpus = docker_cpus()
+        for task in limited:
+            if engine_cpus and task.service["cpus"] > engine_cpus:
+                raise ManifestError(f"TFJOB={plan.path}: {task.name}'s resources.limits.cpu is "
+                                    f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
+                                    f"expected at most {engine_cpus}")
+
+
+def check_non_root(image: str, user_json: str) -> None:
+    """The kubelet's verifyRunAsNonRoot: the image's user must be a number other than 0 (a name
+    cannot be checked, so it is refused), where runAsNonRoot is true and runAsUser unset."""
+    try:
+        user = json.loads(user_json or '""')
+    except ValueError:
+        user = ""
+    uid = str(user).split(":", 1)[0] if isinstance(user, str) else ""
+    if not uid.isdigit() or int(uid) == 0:
+        what = "root" if uid in ("", "0", "root") else f"the non-numeric user {shown(uid)}"
+        raise ManifestError(f"image {image} runs as {what}, but its pod asks runAsNonRoot: true (the kubelet "
+                            "refuses it); give securityContext.runAsUser a non-zero uid, or build the image with a "
+                            "numeric non-root USER")
+
+
+def docker_cpus() -> int:
+    """The engine's CPUs (docker info's NCPU), 0 where it does not say."""
+    found = docker.info_format("{{.NCPU}}")
+    text = found.stdout.strip() if found.returncode == 0 else ""
+    return int(text) if text.isdigit() else 0
+
+
+def volume_path(run_dir: Path, relative: str) -> Path:
+    """run_dir/volumes/<relative>: the one way write_volumes and render build a host path from
+    the manifest's names (manifest.path_under: plain parts, no link, resolving under volumes/)."""
+    root = run_dir / "volumes"
+    try:
+        root.mkdir(exist_ok=True)
+    except OSError as error:
+        raise ManifestError(f"cannot make {root}: {error.strerror or error}") from None
+    if root.is_symlink() or os.path.realpath(root) != os.path.join(os.path.realpath(run_dir), "volumes"):
+        raise ManifestError(f"{root} is a link; the run's volumes must be its own folder")
+    return manifest.path_under(root, relative)
+
+
+def write_volumes(plan: Plan, run_dir: Path) -> None:
+    """ConfigMaps as read-only folders of files (volumes/configmaps/<name>/); each claim a folder
+    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be.
+    Every path comes from volume_path; a file is created, never followed or overwritten."""
+    for folder_name, volume in plan.volumes.items():
+        folder = volume_path(run_dir, folder_name)
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as error:
+            raise ManifestError(f"cannot make {folder}: {error.strerror or error}") from None
+        if folder.is_symlink() or not folder.is_dir():
+            raise ManifestError(f"{folder} is not a folder of the run's")
+        if "claim" in volume:
+            folder.chmod(0o777)  # whatever user the image runs as may write, as on a fresh volume
+            continue
+        data = plan.config_maps[volume["configMap"]]
+        for item in volume["items"] or [{"key": key, "path": key} for key in data]:
+            path = volume_path(run_dir, f"{folder_name}/{item['path']}")
+            try:
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                with os.fdopen(descriptor, "w") as file:
+                    file.write(data[item["key"]])
+            except OSError as error:
+                raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def render(plan: Plan, run_dir: Path) -> dict:
+    services = {}
+    marks = compose.literal(labels.run_labels(run_dir))
+    for task in plan.tasks:
+        service = dict(task.service)
+        mounts = service.pop("x-mounts")
+        binds = [f"{volume_path(run_dir, folder)}:{target}{':ro' if read_only else ''}"
+                 for folder, target, read_only in mounts]
+        if binds:
+            service["volumes"] = binds
+        service["labels"] = marks
+        services[task.name] = service
+    return compose.literal({"services": services, "networks": {"cluster": {
+        "internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}, "labels": marks}}})
+
+
+class ReplayCluster:
+    """A Plan as the runner reads a run's cluster (cluster.Cluster's names): the replay's tasks,
+    the ones whose end ends the job (chiefs), its servers and evaluators, and the spec."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.tasks = [task.name for task in plan.tasks]
+        self.chiefs = plan.chief
+        self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
+        self.servers = plan.servers
+        self.evaluators = plan.evaluators
+        self.spec = plan.spec
+
+    def role(self, task: str) -> str:
+        return "script"  # every replica runs its own command, watched from outside
+
+
+class ReplayStack(compose.ComposeStack):
+    """compose.ComposeStack with the manifest's services instead of the lab's template."""
+
+    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan):
+        self.plan = plan
+        self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
+
+    def start(self, spec: dict = None) -> None:
+        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
+        self.watch()
+        self._start_attached(self.tasks)
+        self.follow_output("all")
+
+    def restart(self) -> None:
+        super().restart()
+        self.follow_output("0")  # both CLIs: from now on (an earlier attempt's lines were shown)
+
+    def follow_output(self, tail: str) -> None:
+        """The replicas' own output as it comes (the image is no lab's: it logs no events), until
+        they exit; `output.log` keeps all of it."""
+        self.stop_following()
+        self.following = subprocess.Popen(self.command("logs", "--follow", "--no-color", "--tail", tail),
+                                          env=self.env, stdout=None, stderr=subprocess.DEVNULL)
+
+    def stop_following(self) -> None:
+        docker.end(getattr(self, "following", None))
+
+    def close(self) -> None:
+        self.stop_following()
+        super().close()
+
+    def state(self) -> dict[str, dict]:
+        """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
+        ids = docker.project_containers(self.project)
+        found = docker.inspect(ids, labels.label_template(labels.SERVICE_LABEL) + "\t{{.Id}}\t{{json .State}}")
+        states = {}
+        for line in found.splitlines():
+            service, container, state = line.split("\t", 2)
+            states[service] = {**json.loads(state), "Id": container}
+        return states
+
+
+class Watcher:
+    """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script")."""
+
+    def __init__(self, plan: Plan, run_dir: Path):
+        self.plan, self.run_dir = plan, run_dir
+        self.logs = {task.name: EventLog(runfolder.log_path(run_dir, task.name), task.name) for task in plan.tasks}
+        self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
+        self.peak: dict[str, int] = {}
+
+    def tick(self, states: dict[str, dict]) -> None:
+        for task in self.plan.tasks:
+            state = states.get(task.name)
+            if not state or state.get("StartedAt", "0001").startswith("0001"):
+                continue  # not started yet
+            started, finished = state["StartedAt"], state.get("FinishedAt", "")
+            last = self.seen.get(task.name)
+            if last is None or last[0] != started:
+                self.seen[task.name] = (started, "")
+                self.peak[task.name] = 0
+                self.logs[task.name].emit("start", role="script", strategy="tfjob", cluster=self.plan.spec,
+                                          versions={"image": task.image}, settings={"tfjob": str(self.plan.path)})
+                print(f"[{task.name}] started as {task.host} ({task.image})", flush=True)
+            if state.get("Running"):
+                self.peak[task.name] = max(self.peak.get(task.name, 0), cgroup_peak(state["Id"]))
+            elif state.get("Status") in ("exited", "dead") and self.seen[task.name][1] != finished:
+                self.seen[task.name] = (started, finished)
+                seconds = max(0.0, _unix(finished) - _unix(started))
+                code = int(state.get("ExitCode", -1))
+                self.logs[task.name].emit("end", role="script", exit_code=code, total_seconds=seconds,
+                                          peak_rss_bytes=self.peak.get(task.name, 0))
+                print(f"[{task.name}] exited with code {code} after {seconds:.1f} s", flush=True)
+
+    def close(self) -> None:
+        for log in self.logs.values():
+            log.close()
+
+
+def cgroup_peak(container: str) -> int:
+    """The container's peak memory so far, from its cgroup where the host can read it (v1, or v2's
+    memory.peak); 0 where it cannot (an engine in a VM)."""
+    for path in (f"/sys/fs/cgroup/memory/docker/{container}/memory.max_usage_in_bytes",
+                 f"/sys/fs/cgroup/system.slice/docker-{container}.scope/memory.peak"):
+        try:
+            return int(Path(path).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return 0
+
+
+def _unix(stamp: str) -> float:
+    """Docker's RFC 3339 time with nanoseconds -> unix seconds."""
+    from datetime import datetime
+
+    main, _, rest = stamp.rstrip("Z").partition(".")
+    fraction = float("0." + (rest[:6] or "0"))
+    return datetime.fromisoformat(main + "+00:00").timestamp() + fraction
+
+
+def up(settings: Settings, given: dict[str, str] | None = None) -> int:
+    """`tflab up TFJOB=...`: checks everything, then runs the job (runner.run, as ReplayRun says)
+    until its chief (or every worker) is done, restarting the whole job as its restart policy says;
+    0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
+    TFJob decides them."""
+    plan = load(settings)
+    refuse_decided(plan, given or {})
+    run_dir = runfolder.planned(settings)
+    docker.check()
+    cli = compose.find_compose(settings.compose)
+    check_images(plan)
+    console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
+    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan), run_dir))
+
+
+class ReplayRun(runner.LabRun):
+    """A TFJob's replicas, as runner.run runs them: the TFJob's deadline and restarts, its own
+    config.json and volumes, the watcher's start and end lines for progress, and a job that is
+    done once its chief succeeded (its servers and evaluators, ended then, owe no clean exit)."""
+
+    tasks_word = "replicas"
+    done_line = "the job is done; ending {running}"
+    clean_exits = False
+
+    def __init__(self, plan: Plan, settings: Settings, stack: ReplayStack, run_dir: Path):
+        super().__init__(settings, stack, run_dir)
+        self.plan = plan
+        self.timeout, self.restarts = plan.timeout, plan.restarts
+        self.watcher: Watcher | None = None
+
+    def claimed(self) -> None:
+        plan, run_dir = self.plan, self.run_dir
+        settings = replay_settings(plan, self.settings, run_dir.name)
+        runfolder.write_json(run_dir / runfolder.CONFIG, {
+            "run": run_dir.name, "tfjob": str(plan.path), "settings": settings,
+            "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
+            "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
+                          if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
+            "hosts": {t.name: t.host for t in plan.tasks}})
+        write_volumes(plan, run_dir)
+        self.watcher = Watcher(plan, run_dir)
+
+    def prepare(self) -> None:
+        pass  # claimed() wrote it all
+
+    def announce(self) -> list[str]:
+        plan, folder = self.plan, console.display_path(self.run_dir)
+        return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
+                f"outputs in {folder}/; restarts {plan.restarts}, timeout {plan.timeout:g} s"]
+
+    def warnings(self) -> list[str]:
+        return []
+
+    def progress(self):
+        return self  # print_new: the watcher's start and end lines
+
+    def print_new(self) -> None:
+        self.watcher.tick(self.backend.state())
+
+    def deadline(self, started: float) -> float:
+        """activeDeadlineSeconds counts from the job's launch, as the operator's does."""
+        return time.monotonic() + self.timeout - (time.time() - started)
+
+    def deadline_line(self, running: list[str]) -> str:
+        return f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}"
+
+    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
+        """plan.restarts holds the restart policy already (0 where every replica's is Never)."""
+        return len(self.restarts_made) < self.restarts, ""
+
+    def restart_line(self) -> str:
+        return f"restarting every replica ({len(self.restarts_made)} of {self.restarts}), as the restart policy says"
+
+    def finish(self) -> None:
+        if self.watcher is not None:
+            try:
+                self.print_new()  # the last ends, before the containers go
+            finally:
+                self.watcher.close()
+
+    def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
+                  oom_killed: dict) -> Summary:
+        plan = self.plan
+        replayed = summary.Replayed(tfjob=str(plan.path), settings=replay_settings(plan, self.settings,
+                                                                                   self.run_dir.name),
+                                    not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
+                                    images={t.name: t.image for t in plan.tasks})
+        return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
+                                 ended, oom_killed, self.restarts_made, replayed=replayed)
