@@ -20,8 +20,9 @@ IMAGE = "K8S_IMAGE=registry.example/tflab:test"
 def manifests(settings: Settings) -> dict[str, list[dict]]:
     """What `make k8s` writes, read back by a real YAML parser."""
     settings = settings if settings.k8s_image else settings.replace(k8s_image=IMAGE.partition("=")[2])
-    rendered, _ = k8s.render(settings, "test")
-    return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents, k8s.header(name, settings))))
+    the_cluster = k8s.manifests_cluster(settings)
+    rendered, _ = k8s.render(settings, "test", the_cluster)
+    return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents, k8s.header(name, settings, the_cluster))))
             for name, documents in rendered.items()}
 
 

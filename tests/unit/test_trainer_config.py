@@ -72,3 +72,26 @@ print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path 
         assert [e["event"] for e in events] == ["error"]
         assert events[0]["message"].startswith(paths[index]) and expected in events[0]["message"]
         assert f"[worker-0] {events[0]['message']}\n" in result.stderr
+
+
+def test_the_trainer_takes_config_jsons_cluster_and_builds_none(tmp_path, monkeypatch):
+    """The host builds the cluster once and config.json records it; the trainer reads it back
+    (at the addresses written there, here the local backend's ports) and builds none itself."""
+    from tflab import runfolder, train
+    from tflab.schema import EventLog
+    from tflab.settings import read_run_config
+
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    host = cluster.build(Settings(), cluster.local_addresses([5001, 5002]))
+    runfolder.write_config(run_dir, Settings(), host)
+    config, settings = read_run_config(run_dir / "config.json")
+    monkeypatch.setattr(cluster, "build", lambda *args, **kwargs: pytest.fail("the trainer built a cluster"))
+    monkeypatch.setenv("TF_CONFIG", host.tf_config_env("worker-1")["TF_CONFIG"])
+    trained = []
+    monkeypatch.setattr(train, "train", lambda settings, task, the_cluster, *rest: trained.append(the_cluster))
+    log = EventLog(run_dir / "worker-1.jsonl", "worker-1")
+    train.run_task(settings, "worker-1", config["cluster"], run_dir, log)
+    log.close()
+    assert trained == [host]
+    assert trained[0].spec == {"worker": ["localhost:5001", "localhost:5002"]}
