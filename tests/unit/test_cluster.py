@@ -58,6 +58,10 @@ def test_tf_config_is_compact_json_of_the_dict():
     env = cluster.tf_config_env(spec, "worker-1")
     assert json.loads(env["TF_CONFIG"]) == cluster.tf_config_for(spec, "worker-1")
     assert " " not in env["TF_CONFIG"]
+    # Written by hand from TensorFlow's documented format (the multi-worker tutorial's TF_CONFIG:
+    # "cluster", job -> "host:port" list; "task", its "type" and "index"), not from cluster.py.
+    assert env["TF_CONFIG"] == ('{"cluster":{"worker":["worker-0:2222","worker-1:2222"]},'
+                                '"task":{"type":"worker","index":1}}')
 
 
 @pytest.mark.parametrize("task", ["worker-2", "ps-0", "worker", "worker-x", "-1"])
