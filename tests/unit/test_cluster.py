@@ -10,6 +10,7 @@ def multiworker(workers: int) -> Settings:
     return Settings(strategy="multiworker", workers=workers, global_batch=64 * workers)
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("workers", range(1, MAX_TASKS + 1))
 def test_tf_config_is_what_tensorflows_own_resolver_understands(workers, monkeypatch):
     import tensorflow as tf
@@ -70,6 +71,7 @@ def test_tasks_outside_the_cluster_are_refused(task):
         cluster.tf_config_for(cluster.cluster_spec(multiworker(2)), task)
 
 
+@pytest.mark.tensorflow
 def test_chief_tf_configs_follow_the_tfjob_convention_and_tensorflows_counting():
     """CHIEF=1 WORKERS=2: chief-0 is id 0 of 3 workers for MultiWorkerMirroredStrategy, the
     workers 1 and 2, exactly as worker-0..2 of WORKERS=3 (so both shard the data alike)."""
@@ -93,6 +95,7 @@ def test_chief_tf_configs_follow_the_tfjob_convention_and_tensorflows_counting()
         [True, False, False]
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("strategy, chief", [("multiworker", 0), ("multiworker", 1), ("parameter_server", 0)])
 def test_the_evaluator_is_outside_the_training_cluster(strategy, chief, monkeypatch):
     """As the training operator's genClusterSpec has it: evaluator-0's TF_CONFIG names the training

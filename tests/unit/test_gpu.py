@@ -413,6 +413,7 @@ def test_the_gpu_check_fails_a_run_without_a_summary(tmp_path):
     assert result.returncode == 1 and "no readable summary.json" in result.stderr
 
 
+@pytest.mark.tensorflow
 def test_a_trainer_given_gpus_that_sees_none_fails_saying_so(tmp_path):
     """This machine has no GPU, so TensorFlow sees none: exactly what a run whose GPUs did not reach
     its container looks like from inside."""

@@ -94,6 +94,7 @@ def test_addresses_are_the_operators_service_names():
     assert operator_cluster_spec(of_kind(files["tfjob.yaml"], "TFJob")[0]) == spec
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("settings", [multiworker(n) for n in range(1, MAX_TASKS + 1)] + [PARAMETER_SERVER],
                          ids=[f"multiworker-{n}" for n in range(1, MAX_TASKS + 1)] + ["parameter_server"])
 def test_tf_config_is_the_generators_and_what_tensorflow_resolves(settings, monkeypatch):

@@ -53,6 +53,7 @@ def test_the_script_launcher_refuses_a_bad_config(tmp_path, config, expected):
     check(result, read_events(tmp_path / "worker-0.jsonl"), expected, path)
 
 
+@pytest.mark.tensorflow
 def test_the_trainer_refuses_a_bad_config_before_training(tmp_path):
     """All the cases in one process: TensorFlow's import is the slow part."""
     program = """import json, sys
@@ -74,6 +75,7 @@ print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path 
         assert f"[worker-0] {events[0]['message']}\n" in result.stderr
 
 
+@pytest.mark.tensorflow
 def test_the_trainer_takes_config_jsons_cluster_and_builds_none(tmp_path, monkeypatch):
     """The host builds the cluster once and config.json records it; the trainer reads it back
     (at the addresses written there, here the local backend's ports) and builds none itself."""
