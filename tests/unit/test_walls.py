@@ -134,4 +134,3 @@ def test_docker_py_is_the_one_door_to_the_docker_cli(module):
 
 def test_the_door_check_can_fail():
     assert docker_commands("docker")  # docker.py itself spells the command out
-
