@@ -81,13 +81,13 @@ def test_the_trainer_takes_config_jsons_cluster_and_builds_none(tmp_path, monkey
     (at the addresses written there, here the local backend's ports) and builds none itself."""
     from tflab import runfolder, train
     from tflab.schema import EventLog
-    from tflab.settings import read_run_config
 
     run_dir = tmp_path / "r1"
     run_dir.mkdir()
     host = cluster.build(Settings(), cluster.local_addresses([5001, 5002]))
     runfolder.write_config(run_dir, Settings(), host)
-    config, settings = read_run_config(run_dir / "config.json")
+    config = runfolder.read_config(run_dir)
+    settings = Settings.from_dict(config["settings"])
     monkeypatch.setattr(cluster, "build", lambda *args, **kwargs: pytest.fail("the trainer built a cluster"))
     monkeypatch.setenv("TF_CONFIG", host.tf_config_env("worker-1")["TF_CONFIG"])
     trained = []
