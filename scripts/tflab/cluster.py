@@ -1,6 +1,7 @@
 """The cluster spec and each task's TF_CONFIG: built here and nowhere else.
 
-    the_cluster = build(settings)                 # built once per run, handed along
+    the_cluster = build(settings)                 # built once per run, on the host, handed along
+    recorded(settings, config["cluster"])         # the trainer's: config.json's cluster, as written
     the_cluster.tasks                             # ["worker-0", "worker-1"]
     the_cluster.spec                              # {"worker": ["worker-0:2222", "worker-1:2222"]}
     the_cluster.tf_config("worker-1")             # {"cluster": spec, "task": {"type": "worker", "index": 1}}
