@@ -1,4 +1,5 @@
-"""Marks each test by its folder, so no test goes unmarked and `-m unit` / `-m integration` split them;
+"""Marks each test by its folder, so no test goes unmarked and `-m unit` / `-m integration` split them
+(a test of tests/unit marked `tensorflow` is that, not unit: pyproject.toml);
 and runs the integration tests side by side under pytest-xdist (`make test`), see labtest/parallel.py."""
 
 from pathlib import Path
@@ -22,6 +23,8 @@ def pytest_collection_modifyitems(items):
 
 
 def mark(item: pytest.Item, kind: str) -> None:
+    if kind == "unit" and item.get_closest_marker("tensorflow") is not None:
+        return  # TensorFlow's import alone takes seconds: `-m unit` stays the loop without it
     item.add_marker(getattr(pytest.mark, kind))
     # xdist's loadgroup sends a group to one worker: a module's tests share its fixtures' runs,
     # so a module is one group unless its tests say otherwise (xdist_group marks).

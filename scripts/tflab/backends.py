@@ -26,7 +26,7 @@ def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: froze
     if settings.backend == "swarm":
         return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
     cli = compose.find_compose(settings.compose)
-    host_gpus = gpus.check_gpus(settings)  # before the image: the GPU one is several GB
+    host_gpus = gpus.check_gpus(settings, the_cluster)  # before the image: the GPU one is several GB
     check_memory(settings, the_cluster, docker.engine_memory(), "this Docker engine")  # a swarm's: its nodes'
     image = task_image(settings)
     if settings.link:
@@ -86,7 +86,7 @@ def check_engine(settings: Settings) -> None:
         swarm.check_swarm()
     else:
         compose.find_compose(settings.compose)
-        gpus.check_gpus(settings)
+        gpus.check_gpus(settings, cluster.build(settings))  # the runs' own clusters come later, one each
     task_image(settings)
 
 

@@ -1,6 +1,7 @@
 """The cluster spec and each task's TF_CONFIG: built here and nowhere else.
 
-    the_cluster = build(settings)                 # built once per run, handed along
+    the_cluster = build(settings)                 # built once per run, on the host, handed along
+    recorded(settings, config["cluster"])         # the trainer's: config.json's cluster, as written
     the_cluster.tasks                             # ["worker-0", "worker-1"]
     the_cluster.spec                              # {"worker": ["worker-0:2222", "worker-1:2222"]}
     the_cluster.tf_config("worker-1")             # {"cluster": spec, "task": {"type": "worker", "index": 1}}
@@ -96,22 +97,27 @@ class Cluster:
     def tf_config_env(self, task: str) -> dict[str, str]:
         return tf_config_env(self.spec, task)
 
-    def at(self, spec: Mapping[str, Sequence[str]]) -> "Cluster":
-        """The same tasks at the addresses of a spec read back (TF_CONFIG's, config.json's)."""
-        if {job: len(addresses) for job, addresses in spec.items()} != self.jobs:
-            raise ValueError(f"the spec {dict(spec)} is not a cluster of {self.jobs}")
-        return replace(self, spec={job: list(addresses) for job, addresses in spec.items()})
-
     def readdressed(self, address) -> "Cluster":
         """The same tasks at other addresses (`address(job, index) -> "host:port"`)."""
         return replace(self, spec=_spec(self.jobs, address))
 
 
 def build(settings: Settings, address=None) -> Cluster:
-    """The cluster of a run with these settings; Compose's addresses unless `address` is given."""
+    """The cluster of a run with these settings; Compose's addresses unless `address` is given.
+    Once per run, on the host: the backend readdresses it, config.json records it, and the
+    trainer reads it back from there (`recorded`)."""
+    return recorded(settings, _spec(job_sizes(settings), address or compose_address))
+
+
+def recorded(settings: Settings, spec: Mapping[str, Sequence[str]]) -> Cluster:
+    """The cluster config.json records (its settings and its spec), taken as written: the trainer
+    makes no address of its own, so it trains in exactly the cluster the host or `make k8s` wrote.
+    ValueError where the spec's job sizes are not those of the settings beside it."""
     jobs = job_sizes(settings)
+    if {job: len(addresses) for job, addresses in spec.items()} != jobs:
+        raise ValueError(f"the spec {dict(spec)} is not a cluster of {jobs}")
     return Cluster(strategy=settings.strategy, jobs=jobs, evaluator=bool(settings.evaluator),
-                   script=bool(settings.script), spec=_spec(jobs, address or compose_address))
+                   script=bool(settings.script), spec={job: list(addresses) for job, addresses in spec.items()})
 
 
 def job_sizes(settings: Settings) -> dict[str, int]:

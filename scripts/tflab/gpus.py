@@ -7,7 +7,7 @@ import subprocess
 from typing import Sequence
 
 from tflab import docker
-from tflab.cluster import Cluster, job_sizes
+from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.settings import Settings
 
@@ -48,7 +48,7 @@ def host_gpu_indexes() -> list[str]:
     return indexes
 
 
-def check_gpus(settings: Settings) -> tuple[str, ...]:
+def check_gpus(settings: Settings, the_cluster: Cluster) -> tuple[str, ...]:
     """GPUS checked against this engine, before anything is built, written or started. Returns
     the host's GPU indexes where GPUS=all must be spread over the workers one by one (gpu_requests
     takes them); empty where the indexes are given or Compose's `count: all` says it."""
@@ -60,7 +60,7 @@ def check_gpus(settings: Settings) -> tuple[str, ...]:
         raise LabError(f"GPUS={settings.gpus} needs the NVIDIA container runtime, and this Docker engine "
                        f"has only: {runtimes}; install the NVIDIA Container Toolkit, or leave GPUS empty "
                        "to train on CPUs")
-    if settings.gpu_indexes or not job_sizes(settings):  # one process: Compose's count: all
+    if settings.gpu_indexes or not the_cluster.jobs:  # one process: Compose's count: all
         return ()
     try:
         return tuple(host_gpu_indexes())

@@ -62,8 +62,10 @@ def write(settings: Settings) -> int:
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
     if not given_image:
         settings = settings.replace(k8s_image=lab_image(settings))
-    manifests, notes = render(settings, folder.name)
-    texts = {name: to_yaml_documents(documents, header(name, settings)) for name, documents in manifests.items()}
+    the_cluster = manifests_cluster(settings)  # built once: the manifests, their headers and this command's lines
+    manifests, notes = render(settings, folder.name, the_cluster)
+    texts = {name: to_yaml_documents(documents, header(name, settings, the_cluster))
+             for name, documents in manifests.items()}
     try:
         runfolder.make(folder, link_latest=False)  # os.mkdir: the folder is this command's, or it stops here
     except OSError as error:
@@ -78,11 +80,11 @@ def write(settings: Settings) -> int:
             path.unlink(missing_ok=True)
         remove_empty(folder)
         raise
-    shape = console.describe_run(settings, cluster.build(settings))
+    shape = console.describe_run(settings, the_cluster)
     console.say(f"wrote {console.display_path(folder)}/ for {shape}, as "
                 f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
     for name in manifests:
-        print(f"  {name:<11} {about(name, settings)}")
+        print(f"  {name:<11} {about(name, the_cluster)}")
     if not given_image:
         notes.append(f"K8S_IMAGE={settings.k8s_image} is what `make images` builds here (and what `make up TFJOB=` "
                      "replays on this engine): push it to a registry the cluster can pull from and name it in "
@@ -117,21 +119,26 @@ def remove_empty(folder: Path) -> None:
         pass
 
 
-def about(name: str, settings: Settings) -> str:
+def about(name: str, the_cluster: Cluster) -> str:
     if name == "tfjob.yaml":
         return "a Kubeflow TFJob (kubeflow.org/v1), for a cluster with the training operator v1"
-    if not cluster.job_sizes(settings):
+    if not the_cluster.jobs:
         return "one plain Job, for any cluster"
     return "plain Jobs and headless Services, TF_CONFIG given explicitly, for any cluster"
 
 
-def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[str]]:
-    """(file name -> its objects, notes for the user). The cluster strategies get both files,
-    single and mirrored only jobs.yaml."""
+def manifests_cluster(settings: Settings) -> Cluster:
+    """The run's cluster at the addresses the training operator gives its tasks (kubeflow_address)."""
+    return cluster.build(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
+
+
+def render(settings: Settings, run: str, the_cluster: Cluster) -> tuple[dict[str, list[dict]], list[str]]:
+    """(file name -> its objects, notes for the user), for `the_cluster` (manifests_cluster's). The
+    cluster strategies get both files, single and mirrored only jobs.yaml."""
     notes = []
     if not settings.k8s_image:
         settings = settings.replace(k8s_image=lab_image(settings))
-    if settings.strategy == "multiworker" and settings.workers + settings.chief > 1 and settings.backup != "off" \
+    if settings.strategy == "multiworker" and len(the_cluster.replicas) > 1 and settings.backup != "off" \
             and not settings.k8s_pvc:
         # Every worker restores from the chief's backup (train.adopt_chief_backup), so the folder
         # must be shared: each pod's own emptyDir is not.
@@ -139,7 +146,6 @@ def render(settings: Settings, run: str) -> tuple[dict[str, list[dict]], list[st
                      "chief's backup on every worker, and each pod's own emptyDir shares nothing; give "
                      "K8S_PVC=<a ReadWriteMany claim> to keep it")
         settings = settings.replace(backup="off")
-    the_cluster = cluster.build(settings, cluster.kubeflow_address(settings.k8s_name, settings.k8s_namespace))
     spec = the_cluster.spec
     shared = [config_map(settings, runfolder.run_config(settings, run, the_cluster))]
     if settings.network == "internal":
@@ -296,10 +302,10 @@ def resource_limits(settings: Settings) -> dict[str, str]:
     return limits
 
 
-def header(name: str, settings: Settings) -> str:
-    lines = [f"{name}: {about(name, settings)}.",
+def header(name: str, settings: Settings, the_cluster: Cluster) -> str:
+    lines = [f"{name}: {about(name, the_cluster)}.",
              "Written by `make k8s` (scripts/tflab/k8s.py) for "
-             f"{console.describe_run(settings, cluster.build(settings))}.",
+             f"{console.describe_run(settings, the_cluster)}.",
              f"Apply with `kubectl apply -f {name}`; the image {settings.k8s_image} must be pullable by the cluster."]
     if name == "tfjob.yaml":
         lines.append("The operator sets TF_CONFIG in each pod; the trainer takes its task from it.")

@@ -2,10 +2,11 @@
 
     python -m tflab.train --config runs/<RUN>/config.json --task worker-0
 
-The settings come from config.json (written by the host side from STRATEGY, WORKERS, ...), the
-task name from --task (or TFLAB_TASK, else TF_CONFIG's task), and the cluster from TF_CONFIG,
-exactly as TensorFlow's own multi-worker tutorial reads it. Every event goes to <run>/<task>.jsonl
-as one JSON line (see tflab/schema.py); the run folder is config.json's, or --output
+The settings and the cluster come from config.json (written by the host side from STRATEGY,
+WORKERS, ...; the trainer builds no cluster of its own), the task name from --task (or TFLAB_TASK,
+else TF_CONFIG's task). TensorFlow reads TF_CONFIG itself, exactly as its own multi-worker
+tutorial has it; the trainer checks that it names config.json's cluster. Every event goes to
+<run>/<task>.jsonl as one JSON line (see tflab/schema.py); the run folder is config.json's, or --output
 (TFLAB_OUTPUT) where config.json is read-only, as in a Kubernetes ConfigMap.
 
 MODEL=mlp (the default) is the source article's model, Dense(10, relu) on 32 features -> Dense(1)
@@ -110,10 +111,14 @@ def task_from_tf_config() -> str | None:
 
 
 def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Path, log: EventLog) -> None:
+    # TF_CONFIG is what TensorFlow itself reads (and, under a TFJob, the operator's to write): it
+    # must name config.json's cluster.
     spec = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
     if spec != expected_cluster:
         raise RuntimeError(f"TF_CONFIG's cluster {spec} is not the run's cluster {expected_cluster}")
-    the_cluster = cluster.build(settings).at(spec)
+    # config.json's cluster, taken as written: nothing is rebuilt here. Its spec keeps TF_CONFIG's
+    # key order (the operator's, sorted, under a TFJob), the order the peers are waited for in.
+    the_cluster = cluster.recorded(settings, spec)
     role = the_cluster.role(task)
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
     log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),

@@ -4,6 +4,7 @@ Every run uses the same data, seed and global batch (96 splits evenly over 1, 2 
 so besides each run's own checks, their per-epoch losses must agree.
 """
 
+import json
 import math
 import statistics
 
@@ -112,6 +113,21 @@ def test_the_summary_is_the_logs(run):
         assert row["steady_step_seconds"] == end["steady_step_seconds"]
         assert row["losses"] == run.losses(task)
         assert row["examples_per_second"] == pytest.approx(SAME["GLOBAL_BATCH"] / end["steady_step_seconds"])
+    # The same, read from the files on disk with json alone: the summary and the fixture's readers
+    # (run.of, run.summary) share the lab's log reading, so a fault there would agree with itself.
+    written = json.loads((run.run_dir / "summary.json").read_text())
+    expected_tasks = {"single": ["single"], "mirrored": ["mirrored"]}.get(
+        run.settings["STRATEGY"], [f"worker-{index}" for index in range(int(run.settings.get("WORKERS", 0)))])
+    assert [row["task"] for row in written["tasks"]] == expected_tasks
+    for row in written["tasks"]:
+        lines = (run.run_dir / f"{row['task']}.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        ends = [record for record in records if record["event"] == "end"]
+        assert len(ends) == 1
+        assert row["final_loss"] == ends[0]["final_loss"]
+        assert row["steady_step_seconds"] == ends[0]["steady_step_seconds"]
+        assert row["losses"] == [record["loss"] for record in records if record["event"] == "epoch"]
+        assert len(row["losses"]) == SAME["EPOCHS"]
 
 
 def test_the_strategies_agree_epoch_by_epoch(lab):

@@ -10,6 +10,7 @@ def multiworker(workers: int) -> Settings:
     return Settings(strategy="multiworker", workers=workers, global_batch=64 * workers)
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("workers", range(1, MAX_TASKS + 1))
 def test_tf_config_is_what_tensorflows_own_resolver_understands(workers, monkeypatch):
     import tensorflow as tf
@@ -58,6 +59,10 @@ def test_tf_config_is_compact_json_of_the_dict():
     env = cluster.tf_config_env(spec, "worker-1")
     assert json.loads(env["TF_CONFIG"]) == cluster.tf_config_for(spec, "worker-1")
     assert " " not in env["TF_CONFIG"]
+    # Written by hand from TensorFlow's documented format (the multi-worker tutorial's TF_CONFIG:
+    # "cluster", job -> "host:port" list; "task", its "type" and "index"), not from cluster.py.
+    assert env["TF_CONFIG"] == ('{"cluster":{"worker":["worker-0:2222","worker-1:2222"]},'
+                                '"task":{"type":"worker","index":1}}')
 
 
 @pytest.mark.parametrize("task", ["worker-2", "ps-0", "worker", "worker-x", "-1"])
@@ -66,6 +71,7 @@ def test_tasks_outside_the_cluster_are_refused(task):
         cluster.tf_config_for(cluster.cluster_spec(multiworker(2)), task)
 
 
+@pytest.mark.tensorflow
 def test_chief_tf_configs_follow_the_tfjob_convention_and_tensorflows_counting():
     """CHIEF=1 WORKERS=2: chief-0 is id 0 of 3 workers for MultiWorkerMirroredStrategy, the
     workers 1 and 2, exactly as worker-0..2 of WORKERS=3 (so both shard the data alike)."""
@@ -89,6 +95,7 @@ def test_chief_tf_configs_follow_the_tfjob_convention_and_tensorflows_counting()
         [True, False, False]
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("strategy, chief", [("multiworker", 0), ("multiworker", 1), ("parameter_server", 0)])
 def test_the_evaluator_is_outside_the_training_cluster(strategy, chief, monkeypatch):
     """As the training operator's genClusterSpec has it: evaluator-0's TF_CONFIG names the training
@@ -127,3 +134,57 @@ def test_no_evaluator_and_no_chief_by_default():
     settings = multiworker(2)
     assert cluster.build(settings).evaluators == []
     assert cluster.build(settings).tasks == ["worker-0", "worker-1"]
+
+
+def test_the_trainer_takes_the_recorded_cluster_as_written():
+    """config.json's spec is taken whole, addresses and order, whatever wrote it (a TFJob's operator
+    sorts the jobs); what is no cluster of the settings beside it is refused."""
+    settings = Settings(strategy="parameter_server", workers=2, ps=1)
+    written = {"ps": ["10.0.0.9:3000"], "chief": ["c:1"], "worker": ["w0:2", "w1:3"]}
+    read = cluster.recorded(settings, written)
+    assert read.spec == written and list(read.spec) == ["ps", "chief", "worker"]
+    assert read.tasks == ["chief-0", "worker-0", "worker-1", "ps-0"]
+    assert (read.chief, read.servers) == ("chief-0", ["worker-0", "worker-1", "ps-0"])
+    with pytest.raises(ValueError, match=r"^the spec \{'worker': \['w0:2'\]\} is not a cluster of "
+                                         r"\{'chief': 1, 'worker': 2, 'ps': 1\}$"):
+        cluster.recorded(settings, {"worker": ["w0:2"]})
+
+
+@pytest.mark.parametrize("strategy", ["multiworker", "parameter_server", "single"])
+def test_each_command_builds_its_cluster_once(strategy, tmp_path, monkeypatch, capsys):
+    """`make up` builds the cluster once and hands it along (the backend readdresses it), and so do
+    `make k8s` and `make config`: a second build somewhere would be a second truth to drift."""
+    from tflab import backends, cli, k8s, runner
+    from tflab.errors import LabError
+
+    real_build, built = cluster.build, []
+    monkeypatch.setattr(cluster, "build", lambda *args, **kwargs: built.append(1) or real_build(*args, **kwargs))
+
+    def handed(settings, run_dir, the_cluster, proxied):
+        assert the_cluster.tasks == real_build(settings).tasks
+        raise LabError("the backend got its cluster: nothing more is needed here")
+
+    monkeypatch.setattr(backends, "make", handed)
+    settings = Settings(strategy=strategy, runs_dir=str(tmp_path), k8s_image="registry.example/t:1")
+    with pytest.raises(LabError, match="the backend got its cluster"):
+        runner.up(settings.replace(run="up"))
+    assert len(built) == 1
+    assert k8s.write(settings.replace(run="k8s")) == 0
+    assert len(built) == 2
+    assert cli.command_config(settings) == 0
+    assert len(built) == 3
+    capsys.readouterr()
+
+
+def test_the_settings_count_of_replicas_in_sync_is_the_clusters_where_both_count_tasks():
+    """Settings.replicas_in_sync (the GLOBAL_BATCH rule's, before any cluster exists) counts
+    multiworker's replicas as the cluster's replica tasks; mirrored's replicas are devices of one
+    task, and parameter_server's steps are each one worker's, so there the two counts differ."""
+    for workers in range(1, MAX_TASKS):
+        for chief in (0, 1):
+            settings = Settings(strategy="multiworker", workers=workers, chief=chief, global_batch=workers + chief)
+            assert settings.replicas_in_sync == len(cluster.build(settings).replicas) == workers + chief
+    assert Settings(strategy="mirrored", replicas=4).replicas_in_sync == 4
+    assert cluster.build(Settings(strategy="mirrored", replicas=4)).replicas == ["mirrored"]
+    assert Settings(strategy="parameter_server", workers=3, global_batch=63).replicas_in_sync == 1
+    assert len(cluster.build(Settings(strategy="parameter_server", workers=3, global_batch=63)).replicas) == 3

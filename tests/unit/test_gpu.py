@@ -130,44 +130,48 @@ def info_answer(monkeypatch, answer: dict) -> list:
     return calls
 
 
+def check_gpus(settings: Settings) -> tuple[str, ...]:
+    return gpus.check_gpus(settings, cluster.build(settings))
+
+
 def test_an_engine_without_the_nvidia_runtime_is_refused(monkeypatch):
     calls = info_answer(monkeypatch, ENGINE_WITHOUT_NVIDIA)
     with pytest.raises(LabError) as refused:
-        gpus.check_gpus(Settings(strategy="mirrored", gpus="all"))
+        check_gpus(Settings(strategy="mirrored", gpus="all"))
     assert str(refused.value) == (
         "GPUS=all needs the NVIDIA container runtime, and this Docker engine has only: io.containerd.runc.v2, "
         "runc; install the NVIDIA Container Toolkit, or leave GPUS empty to train on CPUs")
     assert len(calls) == 1
     with pytest.raises(LabError, match=r"^GPUS=0,1 needs the NVIDIA container runtime"):
-        gpus.check_gpus(Settings(gpus="0,1"))
+        check_gpus(Settings(gpus="0,1"))
 
 
 def test_an_unreadable_engine_answer_is_refused_too(monkeypatch):
     monkeypatch.setattr(docker, "run_quiet", lambda command, timeout=60, env=None:
                         subprocess.CompletedProcess(command, 0, "not json", ""))
     with pytest.raises(LabError, match="this Docker engine has only: none; install"):
-        gpus.check_gpus(Settings(gpus="0"))
+        check_gpus(Settings(gpus="0"))
 
 
 def test_no_gpus_asks_the_engine_nothing(monkeypatch):
     monkeypatch.setattr(docker, "run_quiet", lambda *args, **kwargs: pytest.fail("docker was asked"))
-    assert gpus.check_gpus(Settings()) == ()
+    assert check_gpus(Settings()) == ()
 
 
 @pytest.mark.parametrize("engine", [ENGINE_WITH_NVIDIA, ENGINE_WITH_CDI])
 def test_an_engine_with_nvidia_gpus_passes(monkeypatch, engine):
     info_answer(monkeypatch, engine)
     monkeypatch.setattr(gpus, "host_gpu_indexes", lambda: ["0", "1", "2"])
-    assert gpus.check_gpus(Settings(strategy="mirrored", gpus="all")) == ()  # count: all
-    assert gpus.check_gpus(Settings(gpus="0,1")) == ()  # the indexes given
-    assert gpus.check_gpus(Settings(gpus="all")) == ("0", "1", "2")  # workers need the list
+    assert check_gpus(Settings(strategy="mirrored", gpus="all")) == ()  # count: all
+    assert check_gpus(Settings(gpus="0,1")) == ()  # the indexes given
+    assert check_gpus(Settings(gpus="all")) == ("0", "1", "2")  # workers need the list
 
 
 def test_gpus_all_on_a_cluster_without_a_gpu_list_is_refused(monkeypatch):
     info_answer(monkeypatch, ENGINE_WITH_NVIDIA)
     monkeypatch.setattr(gpus.shutil, "which", lambda name: None)
     with pytest.raises(LabError) as refused:
-        gpus.check_gpus(Settings(strategy="multiworker", gpus="all"))
+        check_gpus(Settings(strategy="multiworker", gpus="all"))
     assert str(refused.value) == (
         "GPUS=all with STRATEGY=multiworker gives each worker one GPU of the host's list, and that list "
         "cannot be had: nvidia-smi is not on PATH; give the GPU indexes instead, such as GPUS=0,1")
@@ -409,6 +413,7 @@ def test_the_gpu_check_fails_a_run_without_a_summary(tmp_path):
     assert result.returncode == 1 and "no readable summary.json" in result.stderr
 
 
+@pytest.mark.tensorflow
 def test_a_trainer_given_gpus_that_sees_none_fails_saying_so(tmp_path):
     """This machine has no GPU, so TensorFlow sees none: exactly what a run whose GPUs did not reach
     its container looks like from inside."""

@@ -20,8 +20,9 @@ IMAGE = "K8S_IMAGE=registry.example/tflab:test"
 def manifests(settings: Settings) -> dict[str, list[dict]]:
     """What `make k8s` writes, read back by a real YAML parser."""
     settings = settings if settings.k8s_image else settings.replace(k8s_image=IMAGE.partition("=")[2])
-    rendered, _ = k8s.render(settings, "test")
-    return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents, k8s.header(name, settings))))
+    the_cluster = k8s.manifests_cluster(settings)
+    rendered, _ = k8s.render(settings, "test", the_cluster)
+    return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents, k8s.header(name, settings, the_cluster))))
             for name, documents in rendered.items()}
 
 
@@ -93,6 +94,7 @@ def test_addresses_are_the_operators_service_names():
     assert operator_cluster_spec(of_kind(files["tfjob.yaml"], "TFJob")[0]) == spec
 
 
+@pytest.mark.tensorflow
 @pytest.mark.parametrize("settings", [multiworker(n) for n in range(1, MAX_TASKS + 1)] + [PARAMETER_SERVER],
                          ids=[f"multiworker-{n}" for n in range(1, MAX_TASKS + 1)] + ["parameter_server"])
 def test_tf_config_is_the_generators_and_what_tensorflow_resolves(settings, monkeypatch):

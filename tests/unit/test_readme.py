@@ -99,3 +99,11 @@ def test_every_docs_page_is_linked_from_the_readme():
 
 def test_the_readme_is_a_five_minute_read():
     assert len(README.splitlines()) <= README_MAX_LINES
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md gives each module's job: a module added without a line there fails."""
+    text = page("architecture.md")
+    modules = {path.name for path in (REPO / "scripts" / "tflab").glob("*.py")}
+    assert {name for name in modules if f"`{name}`" not in text} == set()
+    assert len(modules) > 40  # the glob sees the package

@@ -56,19 +56,31 @@ def test_a_two_worker_stack_exactly():
     json.dumps(stack)  # written as JSON, which stack deploy reads as YAML
 
 
-@pytest.mark.parametrize("settings", [
-    Settings(workers=1, global_batch=64),
-    Settings(workers=3, global_batch=96),
-    Settings(workers=16, global_batch=64),
-    Settings(strategy="parameter_server", workers=2, ps=2),
+def workers(count: int) -> list[str]:
+    return [f"worker-{index}:2222" for index in range(count)]
+
+
+# Each cluster as the TFJob convention names it, written out by hand (not by cluster.py): a
+# service per task, `<job>-<index>`, its hostname, port 2222.
+@pytest.mark.parametrize("settings, expected_spec", [
+    (Settings(workers=1, global_batch=64), {"worker": ["worker-0:2222"]}),
+    (Settings(workers=3, global_batch=96), {"worker": ["worker-0:2222", "worker-1:2222", "worker-2:2222"]}),
+    (Settings(workers=16, global_batch=64), {"worker": workers(16)}),
+    (Settings(strategy="parameter_server", workers=2, ps=2),
+     {"chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"], "ps": ["ps-0:2222", "ps-1:2222"]}),
 ])
-def test_every_task_is_a_service_with_cluster_pys_tf_config(settings):
+def test_every_task_is_a_service_with_cluster_pys_tf_config(settings, expected_spec):
     spec = cluster.cluster_spec(settings)
     services = render(settings)["services"]
     assert list(services) == cluster.build(settings).tasks
+    assert list(services) == [address.removesuffix(":2222") for addresses in expected_spec.values()
+                              for address in addresses]
     for task, service in services.items():
         assert service["environment"]["TFLAB_TASK"] == task
         assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(spec, task)
+        job, index = task.rsplit("-", 1)
+        assert json.loads(service["environment"]["TF_CONFIG"]) == {"cluster": expected_spec,
+                                                                   "task": {"type": job, "index": int(index)}}
         assert service["hostname"] == task
 
 

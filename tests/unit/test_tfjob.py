@@ -168,7 +168,7 @@ def test_what_cannot_run_is_one_line_naming_the_field(tmp_path, change, named):
 
 def test_make_k8s_output_loads_with_the_same_cluster_as_its_config_map(tmp_path):
     settings = Settings(strategy="multiworker", chief=1, workers=2, global_batch=96, k8s_pvc="out", k8s_image="t:1")
-    manifests, _ = k8s.render(settings, "test")
+    manifests, _ = k8s.render(settings, "test", k8s.manifests_cluster(settings))
     path = tmp_path / "tfjob.yaml"
     path.write_text(k8s.to_yaml_documents(manifests["tfjob.yaml"]))
     plan = tfjob.load(Settings(tfjob=str(path)))
@@ -328,7 +328,7 @@ def test_a_replays_settings_are_the_tfjobs_not_the_labs_defaults(tmp_path):
     """summary.json and config.json of a replay once said multiworker, 10 epochs, whatever ran:
     now the TFJob's shape and, from the lab's config.json in its ConfigMap, what the trainers read."""
     settings = Settings(strategy="parameter_server", workers=2, ps=1, epochs=3, global_batch=96, k8s_image="t:1")
-    manifests, _ = k8s.render(settings, "test")
+    manifests, _ = k8s.render(settings, "test", k8s.manifests_cluster(settings))
     path = tmp_path / "tfjob.yaml"
     path.write_text(k8s.to_yaml_documents(manifests["tfjob.yaml"]))
     plan = tfjob.load(Settings(tfjob=str(path)))

@@ -53,6 +53,7 @@ def test_the_script_launcher_refuses_a_bad_config(tmp_path, config, expected):
     check(result, read_events(tmp_path / "worker-0.jsonl"), expected, path)
 
 
+@pytest.mark.tensorflow
 def test_the_trainer_refuses_a_bad_config_before_training(tmp_path):
     """All the cases in one process: TensorFlow's import is the slow part."""
     program = """import json, sys
@@ -72,3 +73,27 @@ print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path 
         assert [e["event"] for e in events] == ["error"]
         assert events[0]["message"].startswith(paths[index]) and expected in events[0]["message"]
         assert f"[worker-0] {events[0]['message']}\n" in result.stderr
+
+
+@pytest.mark.tensorflow
+def test_the_trainer_takes_config_jsons_cluster_and_builds_none(tmp_path, monkeypatch):
+    """The host builds the cluster once and config.json records it; the trainer reads it back
+    (at the addresses written there, here the local backend's ports) and builds none itself."""
+    from tflab import runfolder, train
+    from tflab.schema import EventLog
+
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    host = cluster.build(Settings(), cluster.local_addresses([5001, 5002]))
+    runfolder.write_config(run_dir, Settings(), host)
+    config = runfolder.read_config(run_dir)
+    settings = Settings.from_dict(config["settings"])
+    monkeypatch.setattr(cluster, "build", lambda *args, **kwargs: pytest.fail("the trainer built a cluster"))
+    monkeypatch.setenv("TF_CONFIG", host.tf_config_env("worker-1")["TF_CONFIG"])
+    trained = []
+    monkeypatch.setattr(train, "train", lambda settings, task, the_cluster, *rest: trained.append(the_cluster))
+    log = EventLog(run_dir / "worker-1.jsonl", "worker-1")
+    train.run_task(settings, "worker-1", config["cluster"], run_dir, log)
+    log.close()
+    assert trained == [host]
+    assert trained[0].spec == {"worker": ["localhost:5001", "localhost:5002"]}

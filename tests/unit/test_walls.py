@@ -2,9 +2,11 @@
 blink without it), and the trainer never imports the host side's Docker/Compose code."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
 TRAINER = {"train", "launch", "callback"}  # runs inside the containers
@@ -26,8 +28,75 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
+SPAWNED = re.compile(r'"-m",\s*"tflab\.(\w+)"')  # a module that starts another as `python -m tflab.X`
+
+
+def container_entry_points() -> set[str]:
+    """The modules the lab starts inside containers, read from what starts them: the trainer's
+    command in docker-compose.yml, the delay proxy's service the run's override renders, the
+    launcher every SCRIPT task runs; and callback, which a user's script imports there."""
+    from tflab import cluster, compose, user_script
+    from tflab.settings import Settings
+
+    commands = [yaml.safe_load((PACKAGE.parents[1] / "docker-compose.yml").read_text())["x-trainer"]["command"]]
+    proxied = frozenset({"worker-1"})
+    linked = cluster.build(Settings(), cluster.linked_address(proxied))
+    commands.append(compose.render_run(Settings(), linked, proxied)["services"]["worker-1-link"]["command"])
+    commands.append(user_script.script_command(Settings(), "/lab/script/train.py"))
+    return {command[command.index("-m") + 1].removeprefix("tflab.") for command in commands} | {"callback"}
+
+
+def what_runs_in_the_containers() -> set[str]:
+    """The entry points and all they import or start (`-m tflab.X`), module by module."""
+    found, todo = {"__init__"}, container_entry_points()
+    while todo:
+        module = todo.pop()
+        found.add(module)
+        reached = {name.split(".")[1] for name in imports_of(module) if name.startswith("tflab.")}
+        reached |= set(SPAWNED.findall((PACKAGE / f"{module}.py").read_text()))
+        todo |= reached - found
+    return found
+
+
 def test_the_host_side_is_what_is_left():
     assert HOST >= {"cli", "compose", "images", "runner", "summary", "local", "report", "bench", "chaos"}
+    # The lists above are written by hand; the walls hold only if they are what the containers
+    # really run: every module the containers reach is declared trainer or shared (else the wall
+    # against the host's code is not checked for it), and every trainer module is one they run.
+    # (A shared module need not be reached: it is one either side may import.)
+    assert container_entry_points() == {"train", "launch", "linkproxy", "callback"}
+    reached = what_runs_in_the_containers()
+    assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
+    assert TRAINER <= reached
+
+
+LOADS_TENSORFLOW = re.compile(r"^\s*(import tensorflow|from tensorflow[ .]|from tflab import [\w, ]*\btrain\b)", re.M)
+
+
+def unit_tests_and_tensorflow() -> dict[str, tuple[bool, bool]]:
+    """Each test function of tests/unit: (does its body load TensorFlow, is it marked `tensorflow`).
+    A trainer started as a subprocess counts: its program text imports tflab.train the same way."""
+    found = {}
+    for path in sorted((PACKAGE.parents[1] / "tests" / "unit").glob("test_*.py")):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                marked = any(ast.unparse(decorator) == "pytest.mark.tensorflow" for decorator in node.decorator_list)
+                body = "\n".join(ast.get_source_segment(source, statement) for statement in node.body)
+                loads = bool(LOADS_TENSORFLOW.search(body)) or any(
+                    isinstance(constant, ast.Constant) and isinstance(constant.value, str)
+                    and LOADS_TENSORFLOW.search(constant.value) for statement in node.body
+                    for constant in ast.walk(statement))
+                found[f"{path.name}::{node.name}"] = (loads, marked)
+    return found
+
+
+def test_a_unit_test_that_loads_tensorflow_is_marked_so():
+    """`-m unit` is the loop without TensorFlow (tests/conftest.py): a test that imports it, or
+    starts a trainer that does, carries `tensorflow`, and no other test does."""
+    found = unit_tests_and_tensorflow()
+    assert [name for name, (loads, marked) in found.items() if loads != marked] == []
+    assert sum(marked for _, marked in found.values()) >= 7  # the scan sees the marks at all
 
 
 @pytest.mark.parametrize("module", sorted(HOST | SHARED))
