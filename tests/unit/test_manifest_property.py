@@ -217,7 +217,7 @@ def test_generated_and_mutated_tfjobs_end_in_a_plan_or_one_line():
         sandbox = Path(folder)
         (sandbox / "outside").mkdir()
 
-        @settings(max_examples=120, deadline=None, database=None,
+        @settings(max_examples=120, deadline=None, database=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
         @given(documents())
         def run(docs):
@@ -264,7 +264,8 @@ def test_aliases_and_nesting_end_quickly_in_a_load_or_one_line():
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "tfjob.yaml"
 
-        @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+        @settings(max_examples=150, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=[HealthCheck.too_slow])
         @given(alias_texts())
         def run(text):
             path.write_text(text)
@@ -323,7 +324,7 @@ def test_the_lab_schema_check_agrees_with_jsonschema(part):
     reference = OpenAPI(schema, format_checker=FORMATS)
     counts = collections.Counter()
 
-    @settings(max_examples=60, deadline=None, database=None,
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(from_schema(schema), st.data())
     def run(value, data):

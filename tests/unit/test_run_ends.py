@@ -140,7 +140,8 @@ OWNER_FILES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=OWNER_FILES)
 def test_a_hostile_owner_file_never_raises_and_never_names_a_stranger(tmp_path, content):
     """owner.json is read by `down`, so it is foreign input: any bytes give a pid or None, and a
