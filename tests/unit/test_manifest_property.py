@@ -217,7 +217,7 @@ def test_generated_and_mutated_tfjobs_end_in_a_plan_or_one_line():
         sandbox = Path(folder)
         (sandbox / "outside").mkdir()
 
-        @settings(max_examples=120, deadline=None, database=None, derandomize=True,
+        @settings(max_examples=240, deadline=None, database=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
         @given(documents())
         def run(docs):
