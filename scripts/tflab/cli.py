@@ -188,26 +188,22 @@ def command_down(settings: Settings) -> int:
     docker.check()
     runs = runfolder.runs_dir(settings)
     scope = runs / settings.run if settings.run else runs
-    projects = leftovers.projects(scope, None if settings.run else labels.tensorboard_project(scope))
-    left = 0
-    for project in projects:
-        run_dir = project.run_dir
+    found = leftovers.projects(scope, None if settings.run else labels.tensorboard_project(scope))
+    found += leftovers.stacks(scope)
+    for leftover in found:  # a run's project or stack alike: its lab, while alive, is asked first
+        run_dir = leftover.run_dir
         owner = runfolder.live_owner(run_dir) if run_dir else None
         if owner is not None and not settings.force:
-            left += 1
             print(f"tflab: run {run_name(run_dir, runs)} is still running (pid {owner}); leaving it: "
                   f"`make down RUN={run_name(run_dir, runs).split('/')[0]} FORCE=1` ends it")
             continue
         if owner is not None:
             end_live_run(run_dir, owner)
-        project.remove()
-        print(f"tflab: removed {project.name}"
-              + (f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""))
-    stacks = leftovers.stacks(scope)
-    for stack in stacks:
-        removed = stack.remove()
-        print(f"tflab: removed stack {stack.name}" if removed else f"tflab: stack {stack.name} is still being removed")
-    if not projects and not stacks:
+        ended = f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""
+        kind = "stack " if leftover.kind == "stack" else ""
+        print(f"tflab: removed {kind}{leftover.name}{ended}" if leftover.remove()
+              else f"tflab: {kind}{leftover.name} is still being removed")
+    if not found:
         print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
     return 0
 

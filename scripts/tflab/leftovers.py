@@ -14,7 +14,7 @@ from tflab import docker, swarm
 class Leftover:
     kind: str  # "project" (Compose) or "stack" (swarm)
     name: str
-    run_dir: Path | None  # the run folder its labels name; None for TensorBoard's project and for stacks
+    run_dir: Path | None  # the run folder its labels name; None for TensorBoard's project
 
     def remove(self) -> bool:
         """Removes it; False for a stack that is still being removed when the wait is over."""
@@ -32,4 +32,4 @@ def projects(scope: Path, tensorboard_project: str | None = None) -> list[Leftov
 
 def stacks(scope: Path) -> list[Leftover]:
     """The swarm stacks of the runs under `scope`; none where this engine is no swarm manager."""
-    return [Leftover("stack", stack, None) for stack in swarm.lab_stacks(scope)]
+    return [Leftover("stack", stack, run_dir) for stack, run_dir in sorted(swarm.stack_run_dirs(scope).items())]

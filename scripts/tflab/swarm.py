@@ -78,7 +78,11 @@ from tflab.swarm_render import (  # noqa: F401 (swarm.render_stack ... as before
     render_stack,
     stack_name,
 )
-from tflab.swarm_teardown import REMOVAL_SECONDS, lab_stacks, remove_stack  # noqa: F401 (as before)
+from tflab.swarm_teardown import (  # noqa: F401 (as before)
+    REMOVAL_SECONDS,
+    remove_stack,
+    stack_run_dirs,
+)
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
 RESTART_SECONDS = 60

@@ -10,20 +10,21 @@ from tflab import docker, labels
 REMOVAL_SECONDS = 60
 
 
-def lab_stacks(scope: Path) -> list[str]:
-    """The stacks of the runs under `scope` (labels.py); none where this engine is no swarm manager."""
+def stack_run_dirs(scope: Path) -> dict[str, Path]:
+    """The stacks of the runs under `scope` (labels.py), each with the run folder its services are
+    labelled with; none where this engine is no swarm manager."""
     ids = docker.service_ls(labels.RUN_DIR)
     if ids.returncode != 0 or not ids.stdout.split():
-        return []
+        return {}
     template = (labels.label_template(labels.RUN_DIR, of=".Spec.Labels") + "\t"
                 + labels.label_template(labels.STACK_LABEL, of=".Spec.Labels"))
     found = docker.service_inspect(ids.stdout.split(), template)
-    stacks = set()
+    stacks = {}
     for line in found.stdout.splitlines():
         run_dir, _, stack = line.partition("\t")
         if stack and labels.within(run_dir, scope):
-            stacks.add(stack)
-    return sorted(stacks)
+            stacks[stack] = Path(run_dir)
+    return stacks
 
 
 def stack_containers(stack: str, command: list[str] | None = None) -> list[str]:

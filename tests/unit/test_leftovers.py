@@ -14,9 +14,9 @@ def fake_engine(monkeypatch, runs: Path, stack_removed: bool):
     monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: sorted(run_dirs))
     monkeypatch.setattr(docker, "project_run_dir", run_dirs.get)
     monkeypatch.setattr(docker, "remove_project", removed.append)
-    monkeypatch.setattr(swarm, "lab_stacks", lambda scope: ["tflab-c-4"])
+    monkeypatch.setattr(swarm, "stack_run_dirs", lambda scope: {"tflab-c-4": runs / "c", "tflab-d-5": runs / "d"})
     monkeypatch.setattr(swarm, "remove_stack", lambda stack: removed.append(stack) or stack_removed)
-    monkeypatch.setattr(runfolder, "live_owner", lambda run_dir: 4242 if run_dir.name == "b" else None)
+    monkeypatch.setattr(runfolder, "live_owner", lambda run_dir: {"b": 4242, "d": 4343}.get(run_dir.name))
     return removed
 
 
@@ -24,12 +24,13 @@ def test_down_removes_each_leftover_through_its_backend_and_spares_a_live_run(tm
     runs = tmp_path / "runs"
     removed = fake_engine(monkeypatch, runs, stack_removed=False)
     assert cli.command_down(Settings(runs_dir=str(runs))) == 0
-    assert removed == ["tflab-a-1", "tflab-tensorboard-3", "tflab-c-4"]  # b's lab still runs
+    assert removed == ["tflab-a-1", "tflab-tensorboard-3", "tflab-c-4"]  # b's and d's labs still run
     assert capsys.readouterr().out.splitlines() == [
         "tflab: removed tflab-a-1",
         "tflab: run b is still running (pid 4242); leaving it: `make down RUN=b FORCE=1` ends it",
         "tflab: removed tflab-tensorboard-3",
         "tflab: stack tflab-c-4 is still being removed",
+        "tflab: run d is still running (pid 4343); leaving it: `make down RUN=d FORCE=1` ends it",
     ]
 
 
@@ -38,4 +39,4 @@ def test_leftovers_carry_their_run_folder_and_kind(tmp_path, monkeypatch):
     fake_engine(monkeypatch, runs, stack_removed=True)
     assert leftovers.projects(runs)[0] == leftovers.Leftover("project", "tflab-a-1", runs / "a")
     stack = leftovers.stacks(runs)[0]
-    assert (stack.kind, stack.run_dir, stack.remove()) == ("stack", None, True)
+    assert (stack.kind, stack.run_dir, stack.remove()) == ("stack", runs / "c", True)

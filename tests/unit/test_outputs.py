@@ -17,7 +17,7 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     # Nothing here may reach the real engine: a real `down` would end every lab run on it
     # (this test once removed a swarm stack an integration test was running).
     monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: [])
-    monkeypatch.setattr(swarm, "lab_stacks", lambda scope: [])
+    monkeypatch.setattr(swarm, "stack_run_dirs", lambda scope: {})
     monkeypatch.setattr(images, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")
     monkeypatch.setattr(images, "WHEEL_STAMP", tmp_path / "wheels" / ".stamp")
