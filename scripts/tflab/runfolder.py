@@ -30,9 +30,9 @@ from typing import Any, Iterator
 from tflab import foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
-from tflab.linkproxy import Profile
 from tflab.schema import Events, problems, read_events
 from tflab.settings import Settings, SettingsError
+from tflab.trainer.linkproxy import Profile
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
 SUMMARY = "summary.json"  # the run's result (Summary), written once when the run ends

@@ -21,7 +21,7 @@ from tflab import foreign
 NUMBER = (int, float)
 COMMON = {"event": str, "task": str, "time": NUMBER}
 # trainer: the lab's training script; server: parameter_server's workers and ps, which only
-# serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/launch.py;
+# serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/trainer/launch.py;
 # evaluator: EVALUATOR=1's evaluator-0, which evaluates the chief's checkpoints.
 ROLES = ("trainer", "server", "script", "evaluator")
 EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {

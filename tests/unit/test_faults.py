@@ -9,9 +9,10 @@ import threading
 import time
 
 import pytest
-from tflab import chaos, cluster, compose, linkproxy, runfolder, runner, schema
+from tflab import chaos, cluster, compose, runfolder, runner, schema
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
+from tflab.trainer import linkproxy
 
 
 def test_limits_apply_to_every_task_and_proxies_sit_in_front_of_the_proxied():

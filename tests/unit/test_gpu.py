@@ -417,8 +417,8 @@ def test_the_gpu_check_fails_a_run_without_a_summary(tmp_path):
 def test_a_trainer_given_gpus_that_sees_none_fails_saying_so(tmp_path):
     """This machine has no GPU, so TensorFlow sees none: exactly what a run whose GPUs did not reach
     its container looks like from inside."""
-    from tflab import train  # TensorFlow: imported here, so only this test pays for it
     from tflab.schema import EventLog
+    from tflab.trainer import train  # TensorFlow: imported here, so only this test pays for it
 
     log = EventLog(tmp_path / "mirrored.jsonl", "mirrored")
     if train.tf.config.list_physical_devices("GPU"):

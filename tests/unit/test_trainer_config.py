@@ -57,7 +57,7 @@ def test_the_script_launcher_refuses_a_bad_config(tmp_path, config, expected):
 def test_the_trainer_refuses_a_bad_config_before_training(tmp_path):
     """All the cases in one process: TensorFlow's import is the slow part."""
     program = """import json, sys
-from tflab import train
+from tflab.trainer import train
 print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path in sys.argv[1:]]))
 """
     paths = []
@@ -79,8 +79,9 @@ print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path 
 def test_the_trainer_takes_config_jsons_cluster_and_builds_none(tmp_path, monkeypatch):
     """The host builds the cluster once and config.json records it; the trainer reads it back
     (at the addresses written there, here the local backend's ports) and builds none itself."""
-    from tflab import runfolder, train
+    from tflab import runfolder
     from tflab.schema import EventLog
+    from tflab.trainer import train
 
     run_dir = tmp_path / "r1"
     run_dir.mkdir()

@@ -9,26 +9,64 @@ import pytest
 import yaml
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
-TRAINER = {"train", "launch", "callback"}  # runs inside the containers
-SHARED = {"settings", "cluster", "schema", "errors", "peerwait", "linkproxy", "explain", "runfolder",  # both sides
+
+
+def module_names(folder: Path) -> set[str]:
+    """The package's modules as dotted names below tflab: `runner`, `trainer.train`, `trainer.__init__`."""
+    return {".".join(path.relative_to(PACKAGE).with_suffix("").parts) for path in folder.rglob("*.py")}
+
+
+def source_of(module: str) -> Path:
+    return PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+
+
+# The trainer/ folder runs inside the containers; the top-level names a user's manifest, image or
+# script uses (`python -m tflab.train`, `from tflab.callback import`) are shims that reach into it.
+TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "linkproxy"}
+# No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads).
+STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy"}
+SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder",  # both sides
           "foreign", "task", "__init__"}
-HOST = {p.stem for p in PACKAGE.glob("*.py")} - TRAINER - SHARED
+HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
+
+
+def module_of(name: str) -> str | None:
+    """The lab's module an imported name lands in (`tflab.trainer.train` -> `trainer.train`;
+    `tflab.settings.Settings` -> `settings`), or None for a name outside the package."""
+    parts = name.split(".")
+    if parts[0] != "tflab":
+        return None
+    for end in range(len(parts), 1, -1):
+        dotted = ".".join(parts[1:end])
+        if source_of(dotted).is_file():
+            return dotted
+        if source_of(f"{dotted}.__init__").is_file():
+            return f"{dotted}.__init__"
+    return "__init__"
 
 
 def imports_of(module: str) -> set[str]:
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    tree = ast.parse(source_of(module).read_text())
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            if node.module == "tflab":
-                found |= {f"tflab.{alias.name}" for alias in node.names}
+            if node.module == "tflab" or node.module.startswith("tflab."):
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return found
 
 
-SPAWNED = re.compile(r'"-m",\s*"tflab\.(\w+)"')  # a module that starts another as `python -m tflab.X`
+def lab_imports_of(module: str) -> set[str]:
+    """The lab's own modules a module imports, by their dotted names below tflab, with the
+    `__init__` of each folder on the way (Python runs it first)."""
+    reached = {found for name in imports_of(module) if (found := module_of(name)) is not None}
+    return reached | {f"{found.rsplit('.', 1)[0]}.__init__" for found in reached if found.count(".") == 1
+                      and not found.endswith(".__init__")}
+
+
+SPAWNED = re.compile(r'"-m",\s*"tflab\.([\w.]+)"')  # a module that starts another as `python -m tflab.X`
 
 
 def container_entry_points() -> set[str]:
@@ -52,8 +90,8 @@ def what_runs_in_the_containers() -> set[str]:
     while todo:
         module = todo.pop()
         found.add(module)
-        reached = {name.split(".")[1] for name in imports_of(module) if name.startswith("tflab.")}
-        reached |= set(SPAWNED.findall((PACKAGE / f"{module}.py").read_text()))
+        reached = lab_imports_of(module)
+        reached |= {module_of(f"tflab.{name}") for name in SPAWNED.findall(source_of(module).read_text())}
         todo |= reached - found
     return found
 
@@ -68,9 +106,21 @@ def test_the_host_side_is_what_is_left():
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
+    # The folder says it: every module the containers run is in trainer/ or shared at the top,
+    # or one of the top-level names users' manifests, images and scripts keep (the shims).
+    assert {module for module in reached if "." not in module} <= SHARED | {"train", "launch", "callback", "linkproxy"}
 
 
-LOADS_TENSORFLOW = re.compile(r"^\s*(import tensorflow|from tensorflow[ .]|from tflab import [\w, ]*\btrain\b)", re.M)
+def test_the_trainer_folder_is_what_the_containers_run():
+    assert module_names(PACKAGE / "trainer") == {
+        "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
+        "trainer.peerwait"}
+    assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
+        path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
+
+
+LOADS_TENSORFLOW = re.compile(
+    r"^\s*(import tensorflow|from tensorflow[ .]|from tflab(?:\.trainer)? import [\w, ]*\btrain\b)", re.M)
 
 
 def unit_tests_and_tensorflow() -> dict[str, tuple[bool, bool]]:
@@ -99,22 +149,31 @@ def test_a_unit_test_that_loads_tensorflow_is_marked_so():
     assert sum(marked for _, marked in found.values()) >= 7  # the scan sees the marks at all
 
 
-@pytest.mark.parametrize("module", sorted(HOST | SHARED))
+@pytest.mark.parametrize("module", sorted(HOST | SHARED | STDLIB_TRAINER))
 def test_host_and_shared_modules_never_import_tensorflow_or_numpy(module):
     assert not {name.split(".")[0] for name in imports_of(module)} & {"tensorflow", "numpy", "tf_keras", "keras"}
 
 
 @pytest.mark.parametrize("module", sorted(TRAINER | SHARED))
 def test_trainer_and_shared_modules_never_import_the_host_side(module):
-    host = {f"tflab.{name}" for name in HOST}
-    assert not imports_of(module) & host, imports_of(module) & host
+    assert not lab_imports_of(module) & HOST, lab_imports_of(module) & HOST
+
+
+@pytest.mark.parametrize("module", sorted(HOST | SHARED))
+def test_the_host_reads_of_the_trainer_folder_only_what_needs_no_tensorflow(module):
+    assert lab_imports_of(module) & TRAINER <= STDLIB_TRAINER, lab_imports_of(module) & TRAINER - STDLIB_TRAINER
+
+
+def test_the_wall_checks_see_an_import_through_the_folders():
+    assert lab_imports_of("runfolder") >= {"trainer.linkproxy", "schema"}  # `from tflab.trainer.linkproxy import`
+    assert "trainer.train" in lab_imports_of("train") and "trainer.peerwait" in lab_imports_of("trainer.train")
 
 
 def docker_commands(module: str) -> list[int]:
     """Lines where a module spells out a docker CLI command itself: a list or tuple whose first
     item is the string "docker" (Compose v2's `("docker", "compose")` is the Compose CLI, not
     the engine's, and compose.py alone names it)."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    tree = ast.parse(source_of(module).read_text())
     found = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
@@ -159,7 +218,7 @@ def raw_docker_calls(source: str) -> list[int]:
 
 @pytest.mark.parametrize("module", sorted(HOST - {"docker"}))
 def test_every_docker_verb_is_spelled_in_docker_py(module):
-    assert raw_docker_calls((PACKAGE / f"{module}.py").read_text()) == [], \
+    assert raw_docker_calls(source_of(module).read_text()) == [], \
         f"{module}.py builds a docker command line itself; add a named verb to tflab/docker.py"
 
 
@@ -177,7 +236,8 @@ TOOLS = PACKAGE / "tools"  # what only provisions (make swarm-sim): it may impor
 
 
 def tool_imports(module: str) -> set[str]:
-    return {name for name in imports_of(module) if name == "tflab.tools" or name.startswith("tflab.tools.")}
+    return {".".join(name.split(".")[:2]) for name in imports_of(module)
+            if name == "tflab.tools" or name.startswith("tflab.tools.")}
 
 
 @pytest.mark.parametrize("module", sorted((HOST | SHARED | TRAINER) - {"cli"}))

@@ -35,7 +35,7 @@ class PeerWait:
         self._watchdog: subprocess.Popen | None = None
 
     def start(self) -> "PeerWait":
-        self._watchdog = subprocess.Popen([sys.executable, "-m", "tflab.peerwait", json.dumps(self.order)],
+        self._watchdog = subprocess.Popen([sys.executable, "-m", "tflab.trainer.peerwait", json.dumps(self.order)],
                                           stdin=subprocess.PIPE)
         return self
 

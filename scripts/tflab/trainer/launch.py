@@ -1,0 +1,121 @@
+"""Runs a user's own training script (SCRIPT=...) as one task of the lab, watched from outside.
+
+    python -m tflab.launch -- python /lab/script/train.py --epochs 3
+
+The script runs unmodified, with the environment TensorFlow's multi-worker tutorial expects
+(TF_CONFIG for a cluster, nothing for one process), plus TFLAB_LOG, the task's JSONL file, where
+the optional `tflab.callback.LabCallback` adds `epoch` events. This wrapper writes what can be
+known without looking inside: `start`, then `end` (exit code, wall time, the script's peak
+memory) or `error`, and exits with the script's own exit code. Signals reach the script, so a
+`docker kill -s SIGTERM` is the script's to handle, as on a real cluster.
+
+Stdlib only: it imports neither TensorFlow (the script does) nor anything of the host side.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tflab import runfolder
+from tflab.explain import exception_head
+from tflab.runfolder import read_run_config
+from tflab.schema import EventLog
+from tflab.settings import SettingsError
+
+# The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
+# TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).
+ERROR_TAIL_LINES = 5000
+
+
+def versions() -> dict:
+    """What the script will find installed, read without importing it."""
+    def version(*names: str) -> str:
+        for name in names:
+            try:
+                return importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return "not installed"
+
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
+    return {"tensorflow": version("tensorflow-cpu", "tensorflow"),
+            "keras": f"tf-keras {version('tf-keras')}" if legacy else f"keras {version('keras')}",
+            "python": sys.version.split()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[argv.index("--") + 1:] if "--" in argv else argv
+    config_path, task = os.environ.get("TFLAB_CONFIG"), os.environ.get("TFLAB_TASK")
+    if not command or not config_path or not task:
+        print("usage: TFLAB_CONFIG=... TFLAB_TASK=... python -m tflab.launch -- COMMAND...", file=sys.stderr)
+        return 2
+    started = time.time()
+    log_path = runfolder.log_path(Path(config_path).parent, task)
+    log = EventLog(log_path, task)
+    try:
+        config, settings = read_run_config(Path(config_path))
+    except SettingsError as error:  # the host's own checks refused it: one line, no traceback
+        log.emit("error", message=str(error))
+        log.close()
+        print(f"[{task}] {error}", file=sys.stderr, flush=True)
+        return 2
+    try:
+        log.emit("start", role="script", strategy=settings.strategy, cluster=config["cluster"],
+                 versions=versions(), settings=settings.to_dict(), command=command)
+        # TFLAB_OUTPUT: where a script's own outputs outlive the task (its folder is read-only).
+        code, tail = run(command, {**os.environ, "TFLAB_LOG": str(log_path), "TFLAB_OUTPUT": str(log_path.parent)})
+        if code != 0:
+            # Its traceback's exception (type and the head of its message), else its last line;
+            # the rest is in output.log (make logs).
+            last = exception_head("".join(tail)) or next(
+                (line.strip() for line in reversed(tail) if line.strip()), "")[:1500]
+            name = next((Path(part).name for part in command if part.endswith(".py")), command[0])
+            log.emit("error", message=f"{name} exited with code {code}" + (f": {last}" if last else ""))
+        else:
+            log.emit("end", role="script", exit_code=code, total_seconds=time.time() - started,
+                     peak_rss_bytes=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+        return code
+    except OSError as error:  # the interpreter or the script could not even be started
+        log.emit("error", message=f"could not start {' '.join(command)}: {error}")
+        return 127
+    finally:
+        log.close()
+
+
+def run(command: list[str], env: dict) -> tuple[int, list[str]]:
+    """Runs the command, passing its stdout through and its stderr through a tail kept for the
+    error message; SIGTERM and SIGINT are handed on to it."""
+    # Handlers first, so no signal falls between the child's start and them.
+    child: list[subprocess.Popen] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, _frame: [process.send_signal(number) for process in child])
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+    child.append(process)
+    tail: collections.deque[str] = collections.deque(maxlen=ERROR_TAIL_LINES)
+
+    def copy_stderr() -> None:
+        for line in process.stderr:
+            sys.stderr.write(line)
+            tail.append(line)
+
+    reader = threading.Thread(target=copy_stderr, daemon=True)
+    reader.start()
+    code = process.wait()
+    reader.join(timeout=5)
+    sys.stderr.flush()
+    # A script ended by a signal reports -N; a shell would say 128+N, and so does a container.
+    return (128 - code if code < 0 else code), list(tail)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

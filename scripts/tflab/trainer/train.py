@@ -1,0 +1,575 @@
+"""The lab's training script: the same file runs in every container and every local process.
+
+    python -m tflab.train --config runs/<RUN>/config.json --task worker-0
+
+The settings and the cluster come from config.json (written by the host side from STRATEGY,
+WORKERS, ...; the trainer builds no cluster of its own), the task name from --task (or TFLAB_TASK,
+else TF_CONFIG's task). TensorFlow reads TF_CONFIG itself, exactly as its own multi-worker
+tutorial has it; the trainer checks that it names config.json's cluster. Every event goes to
+<run>/<task>.jsonl as one JSON line (see tflab/schema.py); the run folder is config.json's, or --output
+(TFLAB_OUTPUT) where config.json is read-only, as in a Kubernetes ConfigMap.
+
+MODEL=mlp (the default) is the source article's model, Dense(10, relu) on 32 features -> Dense(1)
+with Adam and MSE, trained on a synthetic regression set y = xW + 0.1 noise generated from SEED
+(the article trains on pure noise, which cannot converge); MODEL=cnn is a small convnet on
+32x32x3 images, for the compute-dominated regime.
+
+Expected result at the defaults (SEED=0, EXAMPLES=4096, GLOBAL_BATCH=64, EPOCHS=10): the loss falls
+from 22.1 to 0.84, identically (to float rounding) for single, mirrored and multiworker.
+"""
+
+import os
+import sys
+import time
+
+STARTED = time.time()  # cluster_ready and total_seconds count from here, imports included
+# Keras 3 (TF 2.21's default) fails model.fit under MultiWorkerMirroredStrategy
+# (tensorflow#72388, keras#20585); tf-keras is selected this way, and only before TF loads.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ info and warnings drown the progress
+# TF's preemption handling (BackupAndRestore's save_before_preemption) asks GCE's metadata server
+# whether it runs on Google Cloud: on the lab's private network that was 10 s of DNS timeouts per
+# start, and elsewhere a request off the machine. A closed loopback port answers "no" at once.
+os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import platform
+import resource
+import shutil
+import signal
+import statistics
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from tflab import cluster, runfolder
+from tflab.explain import PREEMPTED  # TF's PreemptionCheckpointHandler exits with this after its backup
+from tflab.runfolder import read_run_config
+from tflab.schema import EventLog
+from tflab.settings import Settings, SettingsError
+from tflab.trainer.peerwait import PeerWait
+
+FEATURES = 32  # the MLP's input width, the article's
+IMAGE = (32, 32, 3)  # the CNN's input
+NOISE = 0.1  # standard deviation of the target's noise: the lowest loss reachable is NOISE**2
+COLLECTIVES = {"auto": "AUTO", "ring": "RING", "nccl": "NCCL"}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=os.environ.get("TFLAB_CONFIG"),
+                        help="the run's config.json (default: $TFLAB_CONFIG)")
+    parser.add_argument("--task", default=os.environ.get("TFLAB_TASK") or task_from_tf_config(),
+                        help="this task's name, e.g. worker-0 (default: $TFLAB_TASK, else TF_CONFIG's task)")
+    parser.add_argument("--output", default=os.environ.get("TFLAB_OUTPUT"),
+                        help="the folder for logs, backups and the model (default: $TFLAB_OUTPUT, "
+                             "else the folder of config.json)")
+    args = parser.parse_args(argv)
+    if not args.config or not args.task:
+        parser.error("--config and --task (or TFLAB_CONFIG and TFLAB_TASK or TF_CONFIG) are required")
+
+    config_path = Path(args.config)
+    run_dir = Path(args.output or config_path.parent)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = EventLog(runfolder.log_path(run_dir, args.task), args.task)
+    try:
+        config, settings = read_run_config(config_path)
+    except SettingsError as error:  # the host's own checks refused it: one line, no traceback
+        log.emit("error", message=str(error))
+        log.close()
+        print(f"[{args.task}] {error}", file=sys.stderr, flush=True)
+        return 2
+    print(f"[{args.task}] settings {json.dumps(settings.to_dict(), sort_keys=True)}", flush=True)
+    try:
+        run_task(settings, args.task, config["cluster"], run_dir, log)
+        return 0
+    except SystemExit as exit_:
+        if exit_.code != PREEMPTED:
+            raise
+        log.emit("error", message=f"preempted (SIGTERM): every worker saved the backup at the same step, "
+                                  f"then exited with code {PREEMPTED} to be restarted")
+        return PREEMPTED
+    except BaseException as error:  # noqa: BLE001 - every failure is logged, then reported by exit code
+        message = f"{type(error).__name__}: {error}".strip()
+        log.emit("error", message=message[:4000])
+        traceback.print_exc()
+        return 130 if isinstance(error, KeyboardInterrupt) else 1
+    finally:
+        log.close()
+
+
+def task_from_tf_config() -> str | None:
+    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    return cluster.task_of(tf_config) if "task" in tf_config else None
+
+
+def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Path, log: EventLog) -> None:
+    # TF_CONFIG is what TensorFlow itself reads (and, under a TFJob, the operator's to write): it
+    # must name config.json's cluster.
+    spec = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    if spec != expected_cluster:
+        raise RuntimeError(f"TF_CONFIG's cluster {spec} is not the run's cluster {expected_cluster}")
+    # config.json's cluster, taken as written: nothing is rebuilt here. Its spec keeps TF_CONFIG's
+    # key order (the operator's, sorted, under a TFJob), the order the peers are waited for in.
+    the_cluster = cluster.recorded(settings, spec)
+    role = the_cluster.role(task)
+    x, y = synthetic_data(settings.model, settings.seed, settings.examples)
+    log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),
+             settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
+    if role == "server":
+        serve(task, spec, log)
+    elif role == "evaluator":
+        evaluate(settings, task, run_dir, log, x, y)
+    else:
+        train(settings, task, the_cluster, run_dir, log, x, y)
+
+
+def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: Path, log: EventLog, x, y) -> None:
+    tf.keras.utils.set_random_seed(settings.seed)
+    tf.config.experimental.enable_op_determinism()
+    # Without this, a run that asked for GPUs and got none would train on CPUs and look fine.
+    # (parameter_server's chief, the one trainer there, is given no GPU: its workers compute.)
+    if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
+                           "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
+    adopt_chief_backup(settings, task, the_cluster.chief, run_dir)  # before any peer can train: before the strategy
+    peers = {name: address for job, addresses in the_cluster.spec.items() for i, address in enumerate(addresses)
+             if (name := f"{job}-{i}") != task}
+    # TensorFlow itself would wait forever for a peer that never comes (see tflab/trainer/peerwait.py).
+    wait = PeerWait(settings.peer_timeout, peers, log.path, task).start() if peers else None
+    strategy = build_strategy(settings)
+    if settings.strategy != "parameter_server" and wait:
+        wait.done()  # multiworker: the constructor returns once every worker has registered
+    replicas = strategy.num_replicas_in_sync
+    if settings.strategy != "parameter_server" and settings.global_batch % replicas:  # GPUs may differ
+        raise ValueError(f"GLOBAL_BATCH={settings.global_batch} is not divisible by the "
+                         f"{replicas} replicas this host has for {settings.strategy}")
+    log.emit("cluster_ready", seconds=time.time() - STARTED, replicas=replicas,
+             devices=replica_devices(strategy))
+    print(f"[{task}] cluster ready: {replicas} replicas in sync", flush=True)
+
+    with strategy.scope():
+        model = build_model(settings.model)
+        model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse",
+                      steps_per_execution=settings.steps_per_execution)
+    # TensorBoard scalars, written by the chief alone (make tensorboard serves every run's).
+    writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
+        if task == the_cluster.chief else None
+    timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
+    callbacks = backup_callbacks(settings, run_dir) + checkpoint_callbacks(settings, run_dir) + [timing]
+    # (the backup restores before timing starts)
+    if settings.strategy == "parameter_server":
+        losses = fit_parameter_server(model, settings, x, y, callbacks)
+    elif settings.loop == "custom":
+        losses = custom_fit(model, strategy, sync_dataset(settings, x, y), settings, timing)
+    else:
+        history = model.fit(sync_dataset(settings, x, y), epochs=settings.epochs, callbacks=callbacks, verbose=0)
+        losses = history.history["loss"]
+
+    parameters = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+    if settings.allreduce_probe and settings.strategy != "parameter_server":
+        probe_allreduce(strategy, parameters, settings.allreduce_probe, log)
+    weights_sha256 = weights_digest(model.get_weights())
+    save_model(model, task, the_cluster.chief, run_dir)
+    log.emit("end", role="trainer", final_loss=float(losses[-1]), total_seconds=time.time() - STARTED,
+             first_step_seconds=timing.first_step_seconds, first_step_at=timing.first_step_at,
+             steady_step_seconds=timing.steady_step_seconds(), peak_rss_bytes=peak_rss_bytes(),
+             weights_sha256=weights_sha256, parameters=parameters)
+    print(f"[{task}] done: final loss {losses[-1]:.4f}, weights {weights_sha256[:12]}", flush=True)
+
+
+def synthetic_data(model: str, seed: int, examples: int):
+    """A learnable target, identical for every task. mlp: x ~ N(0, 1)^32, y = xW + NOISE * N(0, 1);
+    cnn: x ~ N(0, 1)^(32x32x3), y = 32 * (the image's mean colour) W + NOISE * N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    if model == "cnn":
+        w = rng.normal(size=(IMAGE[-1], 1))
+        x = rng.normal(size=(examples, *IMAGE)).astype(np.float32)
+        clean = np.sqrt(IMAGE[0] * IMAGE[1]) * x.mean(axis=(1, 2)) @ w  # unit variance per colour
+    else:
+        w = rng.normal(size=(FEATURES, 1))
+        x = rng.normal(size=(examples, FEATURES)).astype(np.float32)
+        clean = x @ w
+    y = (clean + NOISE * rng.normal(size=(examples, 1))).astype(np.float32)
+    return x, y
+
+
+def build_model(name: str):
+    if name == "cnn":
+        return tf.keras.Sequential([
+            tf.keras.layers.Conv2D(16, 3, activation="relu", input_shape=IMAGE),
+            tf.keras.layers.Conv2D(32, 3, activation="relu"),
+            tf.keras.layers.GlobalAveragePooling2D(),
+            tf.keras.layers.Dense(1),
+        ])
+    return tf.keras.Sequential([
+        tf.keras.layers.Dense(10, activation="relu", input_shape=(FEATURES,)),
+        tf.keras.layers.Dense(1),
+    ])
+
+
+def versions() -> dict:
+    """Versions that decide behaviour; `keras` is the package tf.keras really is (tf-keras or Keras 3);
+    `machine` the architecture it ran on (aarch64 in the arm64 image, emulated or not)."""
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
+    keras_package = "tf-keras" if legacy else "keras"
+    return {"tensorflow": tf.__version__, "keras": f"{keras_package} {importlib.metadata.version(keras_package)}",
+            "python": sys.version.split()[0], "machine": platform.machine()}  # x86_64 | aarch64
+
+
+def build_strategy(settings: Settings):
+    if settings.strategy == "single":
+        return tf.distribute.get_strategy()
+    if settings.strategy == "mirrored":
+        if tf.config.list_physical_devices("GPU"):
+            return tf.distribute.MirroredStrategy()
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * settings.replicas)
+        return tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices("CPU")])
+    if settings.strategy == "parameter_server":
+        os.environ["GRPC_FAIL_FAST"] = "use_caller"  # TF's PS tutorial: fail RPCs fast, let the chief retry
+        return tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    if settings.collective == "nccl" and not tf.config.list_physical_devices("GPU"):
+        raise ValueError("COLLECTIVE=nccl needs GPUs and this host has none; use COLLECTIVE=auto or ring")
+    options = tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=settings.bytes_per_pack,
+        implementation=getattr(tf.distribute.experimental.CommunicationImplementation,
+                               COLLECTIVES[settings.collective]))
+    # Blocks until every task has registered with the coordination service on worker-0.
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def replica_devices(strategy) -> list[str]:
+    if strategy is tf.distribute.get_strategy():  # the default strategy: TF's own placement
+        return [(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU"))[0].name]
+    return list(strategy.extended.worker_devices)
+
+
+def sync_dataset(settings: Settings, x, y):
+    """The whole data set batched with the global batch. tf.distribute splits every global batch
+    over the replicas (and, with DATA sharding, over the workers), so each step sees the same
+    examples whatever the strategy, which is what makes the strategies' losses comparable."""
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(settings.global_batch, drop_remainder=True)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def backup_callbacks(settings: Settings, run_dir: Path) -> list:
+    """tf-keras BackupAndRestore in <run>/backup, which every task sees (the run folder is shared):
+    after the lab restarts a failed cluster, fit resumes where the last backup left it. Under
+    multiworker it also saves on SIGTERM (TF's preemption handling). LOOP=custom has no backup:
+    a restarted custom loop starts over."""
+    if settings.backup == "off" or settings.loop == "custom":
+        return []
+    if settings.strategy == "multiworker":
+        enable_preemption_checkpoints()
+    return [tf.keras.callbacks.BackupAndRestore(
+        backup_dir=str(run_dir / runfolder.BACKUP),
+        save_freq="epoch" if settings.backup == "epoch" else int(settings.backup),
+        save_before_preemption=settings.strategy == "multiworker",
+    )]
+
+
+def adopt_chief_backup(settings: Settings, task: str, chief_task: str, run_dir: Path) -> None:
+    """A restarted multiworker worker takes the chief's backup as its own, before training: Keras
+    restores the model from backup/chief on every worker, but TensorFlow's preemption handler reads
+    each worker's own backup/workertemp_<i>, which Keras empties after each save; measured here,
+    one worker then restored its step counter and the other initialised it, and their collectives
+    no longer matched ("Collective instance ... expected type 1 ... but got type 0"). Done here, in
+    the trainer, it needs nothing but a shared backup folder: a Kubernetes restart (a TFJob's
+    restartPolicy, a claim for the outputs) restores as the lab's does. No peer writes the backup
+    meanwhile: nothing trains until this worker has joined the cluster."""
+    if settings.strategy != "multiworker" or settings.backup == "off" or settings.loop == "custom":
+        return
+    chief = run_dir / runfolder.BACKUP / "chief"
+    if task == chief_task or not chief.is_dir():
+        return
+    own = run_dir / runfolder.BACKUP / f"workertemp_{cluster.parse_task(task)[1]}"
+    shutil.rmtree(own, ignore_errors=True)
+    shutil.copytree(chief, own)
+
+
+def checkpoint_callbacks(settings: Settings, run_dir: Path) -> list:
+    """EVALUATOR=1: the chief writes the weights (with the optimizer's step) to
+    <run>/checkpoints/ckpt-<epoch> after every epoch, the way tf-keras's SidecarEvaluator expects
+    them; under multiworker the other workers write theirs to scratch folders ModelCheckpoint
+    deletes (every worker must take part in a save)."""
+    if not settings.evaluator:
+        return []
+    return [tf.keras.callbacks.ModelCheckpoint(filepath=str(run_dir / "checkpoints" / "ckpt-{epoch}"),
+                                               save_weights_only=True)]
+
+
+class Ended(Exception):
+    """SIGTERM reached the evaluator: the lab ends it once training is over."""
+
+
+def evaluate(settings: Settings, task: str, run_dir: Path, log: EventLog, x, y) -> None:
+    """evaluator-0: tf-keras's SidecarEvaluator on the chief's checkpoints. It evaluates the newest
+    checkpoint each time it looks (so it may skip some) and stops by itself after the last
+    epoch's; SIGTERM (the lab's, if the chief never writes that one) ends it too, cleanly."""
+    def ended(*_):
+        raise Ended()
+
+    signal.signal(signal.SIGTERM, ended)
+    tf.keras.utils.set_random_seed(settings.seed)
+    model = build_model(settings.model)
+    model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse")
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(settings.global_batch)
+    evals = EvalLog(task, settings, log)
+    checkpoints = run_dir / "checkpoints"
+    checkpoints.mkdir(exist_ok=True)
+    print(f"[{task}] evaluating every checkpoint in {checkpoints}", flush=True)
+    try:
+        tf.keras.utils.SidecarEvaluator(model, data, str(checkpoints), max_evaluations=settings.epochs,
+                                        callbacks=[evals]).start()
+    except Ended:
+        print(f"[{task}] ended by the lab", flush=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    log.emit("end", role="evaluator", total_seconds=time.time() - STARTED, peak_rss_bytes=peak_rss_bytes(),
+             evaluations=evals.count, **({"final_loss": evals.last} if evals.count else {}))
+
+
+class EvalLog(tf.keras.callbacks.Callback):
+    """One `eval` event per checkpoint evaluated: its epoch and step (the optimizer's iterations,
+    restored from the checkpoint) and its loss on the whole data set."""
+
+    def __init__(self, task: str, settings: Settings, log: EventLog):
+        super().__init__()
+        self.task, self.settings, self.log = task, settings, log
+        self.count, self.last = 0, None
+
+    def on_test_begin(self, logs=None):
+        self._started = time.perf_counter()
+
+    def on_test_end(self, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        epoch = step // self.settings.steps_per_epoch
+        self.count, self.last = self.count + 1, float(logs["loss"])
+        self.log.emit("eval", epoch=epoch, step=step, loss=self.last, seconds=time.perf_counter() - self._started)
+        print(f"[{self.task}] eval of epoch {epoch} (step {step}): loss {self.last:.4f}", flush=True)
+
+
+def enable_preemption_checkpoints() -> None:
+    """tf-keras turns `save_before_preemption` on only when it finds itself on Google Cloud, and
+    ignores it everywhere else, while TensorFlow's own handler (PreemptionCheckpointHandler) works
+    on any MultiWorkerMirroredStrategy cluster. Measured here: without this, a SIGTERM is caught by
+    TF's C++ preemption notifier and then ignored, and the worker trains on as if nothing
+    happened. With it, the signalled worker tells its peers, every worker saves the backup at the
+    same step, and all of them exit (code 42) for the lab to restart them. This replaces a private
+    tf-keras check; the `stop` chaos test notices the day it stops working."""
+    from tf_keras.src.distribute import worker_training_state
+
+    worker_training_state.support_on_demand_checkpoint_callback = (
+        lambda strategy: isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
+
+
+def fit_parameter_server(model, settings: Settings, x, y, callbacks) -> list[float]:
+    """ParameterServerStrategy: the chief's fit schedules each step, a whole global batch, on
+    whichever worker is free; the workers read their own shard of the data, repeated."""
+
+    def dataset_fn(input_context):
+        dataset = tf.data.Dataset.from_tensor_slices((x, y))
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return dataset.repeat().batch(settings.global_batch, drop_remainder=True)
+
+    history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=settings.epochs,
+                        steps_per_epoch=settings.steps_per_epoch, callbacks=callbacks, verbose=0)
+    return history.history["loss"]
+
+
+def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[float]:
+    """The synchronous strategies' step without Keras's fit: the same loss, gradients and Adam
+    update, but one all-reduce per step (every gradient and the loss packed in one flat tensor,
+    where fit reduces each gradient and its metrics apart), and up to STEPS_PER_EXECUTION steps
+    per call. The losses equal fit's to float rounding."""
+    variables = model.trainable_variables
+    shapes = [v.shape for v in variables]
+    sizes = [int(np.prod(v.shape)) for v in variables]
+    optimizer = model.optimizer
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)  # Keras's mse
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
+        # Every gradient and the loss itself in one flat tensor: the step's only collective.
+        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
+        flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
+        grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
+        optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+        return flat[-1]  # the global batch's mean loss, the same on every replica
+
+    @tf.function
+    def run_steps(iterator, steps):
+        total = tf.constant(0.0)
+        for _ in tf.range(steps):
+            total += strategy.experimental_local_results(strategy.run(step, args=next(iterator)))[0]
+        return total
+
+    distributed = strategy.experimental_distribute_dataset(dataset)
+    steps_per_epoch, losses = settings.steps_per_epoch, []
+    timing.on_train_begin()
+    for epoch in range(settings.epochs):
+        timing.on_epoch_begin(epoch)
+        iterator, done, total = iter(distributed), 0, 0.0
+        while done < steps_per_epoch:
+            # The very first call is one step, so that its time is tracing plus one step, as in fit.
+            steps = 1 if epoch == 0 and done == 0 else min(settings.steps_per_execution, steps_per_epoch - done)
+            timing.on_train_batch_begin(done)
+            total += float(run_steps(iterator, tf.constant(steps)))
+            done += steps
+            timing.on_train_batch_end(done - 1)
+        losses.append(total / steps_per_epoch)
+        timing.on_epoch_end(epoch, {"loss": losses[-1]})
+    return losses
+
+
+def probe_allreduce(strategy, floats: int, calls: int, log: EventLog) -> None:
+    """The floor under a synchronous step: one bare all-reduce of the gradient's size, timed."""
+    value = tf.ones([floats])
+
+    @tf.function
+    def all_reduce():
+        return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, value))
+
+    def once() -> float:
+        started = time.perf_counter()
+        for result in strategy.experimental_local_results(all_reduce()):
+            result.numpy()
+        return time.perf_counter() - started
+
+    once()  # tracing
+    seconds = [once() for _ in range(calls)]
+    log.emit("allreduce", floats=floats, calls=calls, median_seconds=statistics.median(seconds))
+
+
+def serve(task: str, spec: dict, log: EventLog) -> None:
+    """A parameter_server worker or ps: a gRPC server the chief uses, until SIGTERM ends it."""
+    os.environ["GRPC_FAIL_FAST"] = "use_caller"
+    job, index = cluster.parse_task(task)
+    ended = threading.Event()
+    # Python runs this between bytecodes, so the main thread waits in Event.wait, not in join().
+    signal.signal(signal.SIGTERM, lambda *_: ended.set())
+    tf.distribute.Server(tf.train.ClusterSpec(spec), job_name=job, task_index=index, protocol="grpc", start=True)
+    log.emit("cluster_ready", seconds=time.time() - STARTED, replicas=0, devices=[f"/job:{job}/task:{index}"])
+    print(f"[{task}] serving as /job:{job}/task:{index}", flush=True)
+    while not ended.wait(0.5):
+        pass
+    log.emit("end", role="server", total_seconds=time.time() - STARTED, peak_rss_bytes=peak_rss_bytes())
+    print(f"[{task}] ended by the lab", flush=True)
+
+
+class StepTiming(tf.keras.callbacks.Callback):
+    """Times every call of the step function and logs each epoch: the `epoch` events and the
+    `end` event's timings. With STEPS_PER_EXECUTION > 1 a call runs several steps, and each of
+    them is counted at the call's time divided by its steps. Under ParameterServerStrategy batch
+    hooks run when a step is scheduled, not when it is done, so there a step counts at its epoch's
+    average (and the first step's time is real: its result is fetched)."""
+
+    def __init__(self, task: str, settings: Settings, log: EventLog, on_first_step=None, writer=None):
+        super().__init__()
+        self.task, self.settings, self.log, self.writer = task, settings, log, writer
+        self.on_first_step = on_first_step
+        self.first_step_seconds = 0.0
+        self.first_step_at = 0.0
+        self.per_step_by_epoch: list[list[float]] = []
+        self._started_any, self._resumed_epoch = False, 0
+        self.asynchronous = settings.strategy == "parameter_server"
+        self._supports_tf_logs = self.asynchronous  # logs are RemoteValues there, to be fetched
+
+    def on_train_begin(self, logs=None):
+        self._fit_started = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if not self._started_any:
+            self._resumed_epoch = epoch
+        self._epoch_started = time.perf_counter()
+        self._last_batch = self._first_batch = None
+        self.per_step_by_epoch.append([])
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if not self._started_any:
+            self._started_any = True
+            if self._resumed_epoch or batch:  # BackupAndRestore moved fit past the start
+                self.log.emit("restored", epoch=int(self._resumed_epoch) + 1, step=int(batch))
+                print(f"[{self.task}] restored from the backup: epoch {self._resumed_epoch + 1}, step {batch}",
+                      flush=True)
+        self._call_first_batch = int(batch)
+        self._call_started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.first_step_at:
+            if hasattr(logs, "fetch"):
+                logs.fetch()
+            self.first_step_seconds = time.perf_counter() - self._fit_started  # tracing included
+            self.first_step_at = time.time()
+            if self.on_first_step:
+                self.on_first_step()
+        if self._first_batch is None:
+            self._first_batch = self._call_first_batch
+        steps = int(batch) - (self._call_first_batch - 1)
+        self._last_batch = int(batch)
+        if not self.asynchronous:
+            self.per_step_by_epoch[-1].extend([(time.perf_counter() - self._call_started) / steps] * steps)
+
+    def on_epoch_end(self, epoch, logs=None):
+        seconds = time.perf_counter() - self._epoch_started
+        steps = self._last_batch - self._first_batch + 1  # after a mid-epoch restore: fewer than an epoch
+        if self.asynchronous:
+            self.per_step_by_epoch[-1] = [seconds / steps] * steps
+        loss = logs["loss"]
+        loss = float(loss.fetch() if hasattr(loss, "fetch") else loss)
+        record = self.log.emit("epoch", epoch=epoch + 1, loss=loss, seconds=seconds, steps=steps,
+                               examples_per_second=steps * self.settings.global_batch / seconds)
+        if self.writer:
+            with self.writer.as_default(step=epoch + 1):
+                for name in ("loss", "examples_per_second", "seconds"):
+                    tf.summary.scalar(name, record[name])
+            self.writer.flush()
+        print(f"[{self.task}] epoch {epoch + 1}/{self.settings.epochs} loss {loss:.4f} {seconds:.2f} s",
+              flush=True)
+
+    def steady_step_seconds(self) -> float:
+        """Median step time after the first epoch (tracing and warm-up excluded)."""
+        later = [s for steps in self.per_step_by_epoch[1:] for s in steps]
+        if not later:
+            later = self.per_step_by_epoch[0][1:] or self.per_step_by_epoch[0]
+        return statistics.median(later)
+
+
+def weights_digest(weights) -> str:
+    """sha256 of every weight as little-endian float32, in layer order: equal weights, equal digest."""
+    digest = hashlib.sha256()
+    for w in weights:
+        digest.update(np.ascontiguousarray(w, dtype="<f4").tobytes())
+    return digest.hexdigest()
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def save_model(model, task: str, chief: str, run_dir: Path) -> None:
+    """The chief writes <run>/model.keras. Under multiworker every worker must take part in saving
+    (TF's rule), so the others save to scratch space of their own, deleted at once."""
+    if task == chief:
+        model.save(run_dir / "model.keras")
+        return
+    scratch = tempfile.mkdtemp(prefix=f"tflab-{task}-")
+    try:
+        model.save(Path(scratch) / "model.keras")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
