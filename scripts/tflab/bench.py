@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tflab import compose, console, docker, imagebench, images, local, runfolder, runner
+from tflab import console, docker, imagebench, images, runfolder, runner
+from tflab.backends import compose, local
 from tflab.errors import LabError
 from tflab.runfolder import Summary
 from tflab.schema import by_event

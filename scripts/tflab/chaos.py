@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from tflab import backends, cluster, console, docker, runfolder, runner
-from tflab.backend import RunObserver
+from tflab.backends.base import RunObserver
 from tflab.errors import LabError
 from tflab.runfolder import Summary
 from tflab.schema import by_event

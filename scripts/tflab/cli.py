@@ -31,7 +31,6 @@ from pathlib import Path
 from tflab import (
     backends,
     compare,
-    compose,
     console,
     docker,
     foreign,
@@ -46,6 +45,7 @@ from tflab import (
     summary,
     tensorboard,
 )
+from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.home import LAB_HOME
 from tflab.runfolder import Summary
@@ -78,7 +78,7 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
 def command_up(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: the settings the user gave (given_values), which a TFJob replay refuses where the TFJob decides."""
     if settings.tfjob:
-        from tflab import replay  # PyYAML is needed only here
+        from tflab.backends import replay  # PyYAML is needed only here
 
         return replay.up(settings, given)
     return runner.up(settings)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import docker, swarm
+from tflab import docker
+from tflab.backends import swarm
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from tflab import backends, cluster, explain, reaper, runfolder, summary
-from tflab.backend import NO_OBSERVER, Backend, RunObserver
+from tflab.backends.base import NO_OBSERVER, Backend, RunObserver
 from tflab.console import describe_run, display_path, say
 from tflab.errors import LabError
 from tflab.runfolder import Summary

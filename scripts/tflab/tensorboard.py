@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 from tflab import docker, labels
-from tflab.compose import COMPOSE_FILE, ComposeCli
+from tflab.backends.compose import COMPOSE_FILE, ComposeCli
 from tflab.errors import LabError
 from tflab.home import LAB_HOME
 from tflab.runfolder import container_user

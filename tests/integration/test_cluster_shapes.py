@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from labtest.swarm import active_swarm, stack_leftovers
-from tflab import swarm
+from tflab.backends import swarm
 from tflab.schema import completeness
 
 EPOCHS = 3

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from labtest.runs import lab_containers
-from tflab import cluster, compose, docker, gpus, runfolder, swarm, user_script
+from tflab import cluster, docker, gpus, runfolder, user_script
+from tflab.backends import compose, swarm
 from tflab.settings import Settings
 
 

@@ -9,7 +9,8 @@ import time
 from labtest.cli import lab_env
 from labtest.runs import lab_containers
 from labtest.trainers import local_cluster, start_trainer, write_config
-from tflab import cluster, compose, runfolder, runner
+from tflab import cluster, runfolder, runner
+from tflab.backends import compose
 from tflab.schema import read_events
 from tflab.settings import Settings
 

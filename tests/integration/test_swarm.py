@@ -7,7 +7,8 @@ import json
 
 import pytest
 from labtest.swarm import active_swarm, stack_leftovers
-from tflab import cluster, swarm
+from tflab import cluster
+from tflab.backends import swarm
 from tflab.schema import completeness
 from tflab.settings import Settings
 

@@ -5,7 +5,7 @@ import pytest
 import requests
 from labtest.cli import lab_env, run_lab
 from tflab import docker, labels
-from tflab.local import free_ports
+from tflab.backends.local import free_ports
 
 EPOCHS = 3
 

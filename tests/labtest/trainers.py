@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tflab import cluster, local
+from tflab import cluster
+from tflab.backends import local
 from tflab.settings import Settings
 
 from labtest.cli import REPO

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tflab import compose, docker
+from tflab import docker
+from tflab.backends import compose
 from tflab.cluster import build
 from tflab.settings import Settings
 

@@ -5,7 +5,8 @@ import re
 
 import pytest
 import yaml
-from tflab import cluster, compose, labels, user_script
+from tflab import cluster, labels, user_script
+from tflab.backends import compose
 from tflab.settings import Settings
 
 

@@ -9,7 +9,8 @@ import threading
 import time
 
 import pytest
-from tflab import chaos, cluster, compose, runfolder, runner, schema
+from tflab import chaos, cluster, runfolder, runner, schema
+from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
 from tflab.trainer import linkproxy

@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
-from tflab import cluster, compare, compose, console, docker, gpus, images, runner
+from tflab import cluster, compare, console, docker, gpus, images, runner
+from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.settings import Settings
 

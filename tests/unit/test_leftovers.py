@@ -3,7 +3,8 @@
 
 from pathlib import Path
 
-from tflab import cli, docker, leftovers, runfolder, swarm
+from tflab import cli, docker, leftovers, runfolder
+from tflab.backends import swarm
 from tflab.settings import Settings
 
 

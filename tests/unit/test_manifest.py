@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes_validate.utils import schema_contents
-from tflab import manifest, replay, tfjob
+from tflab import manifest, tfjob
+from tflab.backends import replay
 from tflab.errors import LabError
 from tflab.settings import Settings
 

@@ -19,7 +19,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as conjecture_utils
-from tflab import manifest, replay, tfjob
+from tflab import manifest, tfjob
+from tflab.backends import replay
 from tflab.errors import LabError
 from tflab.settings import Settings
 

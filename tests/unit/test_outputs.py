@@ -3,7 +3,8 @@ prints what the tasks' logs say, and only that."""
 
 import json
 
-from tflab import cli, cluster, docker, images, summary, swarm
+from tflab import cli, cluster, docker, images, summary
+from tflab.backends import swarm
 from tflab.runfolder import Summary
 from tflab.settings import Settings
 from tflab.summary import ProgressPrinter, table

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import explain, replay, runner, tfjob
+from tflab import explain, runner, tfjob
+from tflab.backends import replay
 from tflab.runfolder import Summary
 from tflab.schema import by_event, read_events
 from tflab.settings import Settings

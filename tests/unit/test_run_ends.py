@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import backends, cli, cluster, compose, reaper, runfolder, runner
+from tflab import backends, cli, cluster, reaper, runfolder, runner
+from tflab.backends import compose
 from tflab.errors import LabError
-from tflab.settings import MAX_TASKS, Settings
+from tflab.settings import BACKENDS, MAX_TASKS, Settings
 
 
 def test_a_run_id_is_claimed_once_however_many_ask_at_once(tmp_path):
@@ -333,3 +334,9 @@ def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, m
     assert str(refused.value) == "compose up failed: worker-0 did not start: Error response from daemon: no such device"
     output.finish(["worker-0"])
     assert "worker-0 | " in (tmp_path / "output.log").read_text()
+
+
+def test_every_backend_name_is_chosen_through_the_one_registry():
+    """BACKEND's names and the registry's are the same set, and no if/else on the name is left."""
+    assert set(backends.REGISTRY) == set(BACKENDS)
+    assert "settings.backend ==" not in Path(backends.__file__).read_text()

@@ -10,7 +10,8 @@ import time
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import cluster, compose, swarm, user_script
+from tflab import cluster, user_script
+from tflab.backends import compose, swarm
 from tflab.errors import LabError
 from tflab.schema import completeness, read_events
 from tflab.settings import Settings, SettingsError
@@ -119,7 +120,7 @@ def test_args_need_a_script_and_chaos_refuses_one():
 def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):
     """BACKEND=local: the lab signals each task's whole process group, so the launcher's child,
     the user's script, never outlives a stopped task (and keeps its port from a restart)."""
-    from tflab.local import LocalProcesses
+    from tflab.backends.local import LocalProcesses
 
     script = tmp_path / "script.py"
     script.write_text("import os, time\nopen(os.environ['TFLAB_OUTPUT'] + '/pid', 'w').write(str(os.getpid()))\n"

@@ -9,7 +9,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tflab import cluster, swarm
+from tflab import cluster
+from tflab.backends import swarm
 from tflab.errors import LabError
 from tflab.settings import Settings, SettingsError
 from tflab.tools import swarmsim

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tflab import cluster, compose, labels, runfolder, swarm, user_script
+from tflab import cluster, labels, runfolder, user_script
+from tflab.backends import compose, swarm
 from tflab.errors import LabError
 from tflab.settings import Settings
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tflab import compose, images, k8s, swarm_render, task
+from tflab import images, k8s, task
+from tflab.backends import compose
+from tflab.backends.swarm import render as swarm_render
 from tflab.settings import Settings
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"

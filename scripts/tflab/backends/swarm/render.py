@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tflab import labels
 from tflab import task as task_contract
+from tflab.backends.compose import literal
 from tflab.cluster import Cluster
-from tflab.compose import literal
 from tflab.errors import LabError
 from tflab.runfolder import container_user
 from tflab.settings import Settings

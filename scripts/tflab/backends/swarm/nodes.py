@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import docker
+from tflab.backends.swarm.render import SwarmNode
 from tflab.cluster import Cluster
 from tflab.docker import run_quiet
 from tflab.errors import LabError
 from tflab.settings import Settings
-from tflab.swarm_render import SwarmNode
 
 SIM_STATE = Path("/var/lib/tflab-swarm-sim/state.json")  # make swarm-sim's record of what it made
 

@@ -13,7 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab import compose, console, docker, labels, manifest, runfolder, runner, summary
+from tflab import console, docker, labels, manifest, runfolder, runner, summary
+from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary

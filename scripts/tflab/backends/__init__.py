@@ -1,30 +1,58 @@
-"""Choosing the backend a run's settings name (BACKEND), with every check it needs done before
-anything is written or started; and the image its tasks run."""
+"""The backends, one module or folder each (compose.py, local.py, swarm/) under base.py's interface,
+and the one registry BACKEND is chosen through (`REGISTRY`): each name's construction with every
+check it needs done before anything is written or started, its engine checks, and the cluster
+`make config` shows; and the image its tasks run. replay.py runs a TFJob through compose's stack."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import cluster, compose, docker, gpus, images, local, swarm, user_script
-from tflab.backend import Backend
+from tflab import cluster, docker, gpus, images, user_script
+from tflab.backends import compose, local, swarm
+from tflab.backends.base import Backend
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.settings import MEMORY_FACTORS, Settings
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What the lab does with one BACKEND name: the run's backend (its checks passed, nothing
+    written or started yet), the engine checks of `make compare`/`soak`, and `make config`'s cluster."""
+    make: Callable[[Settings, Path, Cluster, frozenset[str]], Backend]
+    check_engine: Callable[[Settings], None]
+    config_cluster: Callable[[Settings, Cluster], tuple[Cluster, str]]
 
 
 def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str] = frozenset()) -> Backend:
     """The backend for BACKEND, its checks passed; nothing is written or started yet."""
     if settings.link and settings.backend != "compose":
         raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies are Compose services")
-    if settings.backend == "local":
-        check_memory(settings, the_cluster, host_memory(), "this host")
-        return local.LocalProcesses(settings, run_dir, the_cluster, local.find_python())
+    return REGISTRY[settings.backend].make(settings, run_dir, the_cluster, proxied)
+
+
+def _check_docker(settings: Settings) -> None:
+    """What every backend on the engine checks first."""
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
     user_script.check(settings)
-    if settings.backend == "swarm":
-        return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
+
+
+def _make_local(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str]) -> Backend:
+    check_memory(settings, the_cluster, host_memory(), "this host")
+    return local.LocalProcesses(settings, run_dir, the_cluster, local.find_python())
+
+
+def _make_swarm(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str]) -> Backend:
+    _check_docker(settings)
+    return swarm.make_stack(run_dir, settings, the_cluster, lambda: task_image(settings))
+
+
+def _make_compose(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str]) -> Backend:
+    _check_docker(settings)
     cli = compose.find_compose(settings.compose)
     host_gpus = gpus.check_gpus(settings, the_cluster)  # before the image: the GPU one is several GB
     check_memory(settings, the_cluster, docker.engine_memory(), "this Docker engine")  # a swarm's: its nodes'
@@ -76,27 +104,47 @@ def task_image(settings: Settings) -> str:
 def check_engine(settings: Settings) -> None:
     """What make checks of the engine, for the commands that make several runs in one folder
     (compare, soak): once, before that folder is written."""
-    if settings.backend == "local":
-        local.find_python()
-        return
-    docker.check()
-    docker.check_cpus("CPUS", settings.cpus)
-    user_script.check(settings)
-    if settings.backend == "swarm":
-        swarm.check_swarm()
-    else:
-        compose.find_compose(settings.compose)
-        gpus.check_gpus(settings, cluster.build(settings))  # the runs' own clusters come later, one each
+    REGISTRY[settings.backend].check_engine(settings)
+
+
+def _check_local(settings: Settings) -> None:
+    local.find_python()
+
+
+def _check_swarm(settings: Settings) -> None:
+    _check_docker(settings)
+    swarm.check_swarm()
+    task_image(settings)
+
+
+def _check_compose(settings: Settings) -> None:
+    _check_docker(settings)
+    compose.find_compose(settings.compose)
+    gpus.check_gpus(settings, cluster.build(settings))  # the runs' own clusters come later, one each
     task_image(settings)
 
 
 def config_cluster(settings: Settings) -> tuple[Cluster, str]:
     """The cluster `make config` shows for BACKEND, and a note on its addresses."""
-    the_cluster = cluster.build(settings)
-    if settings.backend == "local":
-        ports = local.free_ports(len(the_cluster.tasks))
-        note = "local: ports are picked afresh when a run starts"
-        return the_cluster.readdressed(cluster.local_addresses(ports)), note
-    if settings.backend == "swarm":
-        return the_cluster, "swarm: service names in the stack's network, port 2222"
+    return REGISTRY[settings.backend].config_cluster(settings, cluster.build(settings))
+
+
+def _local_cluster(settings: Settings, the_cluster: Cluster) -> tuple[Cluster, str]:
+    ports = local.free_ports(len(the_cluster.tasks))
+    note = "local: ports are picked afresh when a run starts"
+    return the_cluster.readdressed(cluster.local_addresses(ports)), note
+
+
+def _swarm_cluster(settings: Settings, the_cluster: Cluster) -> tuple[Cluster, str]:
+    return the_cluster, "swarm: service names in the stack's network, port 2222"
+
+
+def _compose_cluster(settings: Settings, the_cluster: Cluster) -> tuple[Cluster, str]:
     return the_cluster, "compose: stable hostnames, port 2222"
+
+
+REGISTRY: dict[str, Kind] = {  # a new backend: its Kind here, and its name in settings.BACKENDS
+    "compose": Kind(_make_compose, _check_compose, _compose_cluster),
+    "local": Kind(_make_local, _check_local, _local_cluster),
+    "swarm": Kind(_make_swarm, _check_swarm, _swarm_cluster),
+}

@@ -36,8 +36,8 @@ Tasks on another node are signalled (chaos, stop) and read (output.log) through 
 engine where the lab knows it (swarm_nodes.sim_node_engines), else their logs through `docker service logs`.
 Every service uses `endpoint_mode: dnsrr`: a service name resolves to its task's own address, as
 TF_CONFIG needs, with no virtual IP (which needs IPVS, missing from some kernels, this one's included).
-The stack file is swarm_render.py's, the placement and what crosses nodes swarm_nodes.py's, the
-stack's removal swarm_teardown.py's, and chaos's partition swarm_link.py's; this module is the
+The stack file is render.py's, the placement and what crosses nodes nodes.py's, the stack's
+removal teardown.py's, and chaos's partition link.py's (all in this folder); this module is the
 Backend that runs the stack and reads its tasks.
 """
 
@@ -50,13 +50,8 @@ import time
 from pathlib import Path
 
 from tflab import docker, labels, user_script
-from tflab.cluster import Cluster
-from tflab.errors import LabError
-from tflab.explain import VANISHED
-from tflab.runfolder import OUTPUT, write_json
-from tflab.settings import Settings
-from tflab.swarm_link import LINK_SCRIPT, set_link  # noqa: F401 (swarm.LINK_SCRIPT, as before)
-from tflab.swarm_nodes import (  # noqa: F401 (swarm.check_swarm ... as before)
+from tflab.backends.swarm.link import LINK_SCRIPT, set_link  # noqa: F401 (swarm.LINK_SCRIPT, as before)
+from tflab.backends.swarm.nodes import (  # noqa: F401 (swarm.check_swarm ... as before)
     Placement,
     check_swarm,
     engine_command,
@@ -67,7 +62,7 @@ from tflab.swarm_nodes import (  # noqa: F401 (swarm.check_swarm ... as before)
     ready_nodes,
     sim_node_engines,
 )
-from tflab.swarm_render import (  # noqa: F401 (swarm.render_stack ... as before)
+from tflab.backends.swarm.render import (  # noqa: F401 (swarm.render_stack ... as before)
     NOT_APPLIED,
     RUN_MOUNT,
     STACK_FILE,
@@ -78,11 +73,16 @@ from tflab.swarm_render import (  # noqa: F401 (swarm.render_stack ... as before
     render_stack,
     stack_name,
 )
-from tflab.swarm_teardown import (  # noqa: F401 (as before)
+from tflab.backends.swarm.teardown import (  # noqa: F401 (as before)
     REMOVAL_SECONDS,
     remove_stack,
     stack_run_dirs,
 )
+from tflab.cluster import Cluster
+from tflab.errors import LabError
+from tflab.explain import VANISHED
+from tflab.runfolder import OUTPUT, write_json
+from tflab.settings import Settings
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
 RESTART_SECONDS = 60
