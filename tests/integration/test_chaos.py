@@ -126,7 +126,9 @@ def test_a_slow_link_or_node_slows_the_steps_after_it(lab, reference, scenario, 
     run = chaos(lab, scenario, SCENARIO=scenario, TARGET="worker-1", AT="epoch:2", **extra)
     assert_survived(run, restarts=0)
     before = run.of("worker-0", "epoch")[1]["seconds"]
-    # Injected once the lab sees epoch 2's event, so epoch 3 may be half over: compare 4 and 5.
+    # Injected once the lab sees epoch 2's event: its poll (0.5 s) and the engine's update take
+    # longer than an epoch (about 0.25 s), so epochs 3 and even 4 can end before the fault lands (a
+    # full suite once saw epoch 4 at 0.26 s and epoch 5 at 2.1 s). The last epoch is after it.
     after = [e["seconds"] for e in epochs_after(run, "worker-0", 3)]
-    assert min(after) > 1.5 * before, (before, after)
+    assert after[-1] > 1.5 * before, (before, after)
     assert run.losses("worker-0") == pytest.approx(reference.losses("worker-0"), rel=1e-6)
