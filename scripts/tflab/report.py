@@ -13,10 +13,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from pathlib import Path
 
-from tflab import foreign
+from tflab import foreign, runfolder
 from tflab.console import cell, columns
 from tflab.foreign import ForeignFile, shown
 from tflab.runfolder import COMPARE, CONFIG, TASK_NAME, Summary, events, read_config
@@ -263,16 +262,7 @@ def write(folder: Path) -> tuple[list[dict], list[Path]]:
 
 
 def write_whole(path: Path, write) -> bool:
-    """`write(temporary)` beside `path`, then renamed onto it: never half a file, and never through
-    a link someone left at `path` (a report.md pointing at ~/.bashrc is replaced, not written
-    into). ForeignFile where `path` is a folder. Returns what `write` did (plot: False, no file)."""
+    """runfolder.replace_whole, refusing a folder where the file goes (ForeignFile)."""
     if path.is_dir() and not path.is_symlink():
         raise ForeignFile(f"{foreign.named(path)} is a folder; the report writes a file there")
-    temporary = path.with_name(f".{path.stem}-{os.getpid()}.tmp{path.suffix}")
-    try:
-        done = write(temporary)
-        if done is not False:
-            os.replace(temporary, path)
-        return done is not False
-    finally:
-        temporary.unlink(missing_ok=True)
+    return runfolder.replace_whole(path, write)

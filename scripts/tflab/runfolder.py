@@ -94,18 +94,30 @@ def write_json(path: Path, data) -> None:
 
 
 def write_whole(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    def write(temporary: Path) -> None:
         with open(temporary, "x", encoding="utf-8") as file:
             file.write(text)
             file.flush()
             os.fsync(file.fileno())  # on the disk before the rename makes it the file
-        os.replace(temporary, path)
-    except BaseException as error:
+
+    replace_whole(path, write)
+
+
+def replace_whole(path: Path, write) -> bool:
+    """`write(temporary)` beside `path`, then renamed onto it: never half a file, and never through
+    a link someone left at `path` (it is replaced, not written into). The temporary keeps `path`'s
+    suffix, for writers that choose a format by it (matplotlib). Returns whether `write` wrote
+    (False: it chose not to, and nothing is renamed); an OSError names `path`, not the temporary."""
+    temporary = path.with_name(f".{path.stem}-{os.getpid()}.tmp{path.suffix}")
+    try:
+        done = write(temporary) is not False
+        if done:
+            os.replace(temporary, path)
+        return done
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from None
+    finally:
         temporary.unlink(missing_ok=True)
-        if isinstance(error, OSError):  # named as the file it was for, not the temporary one
-            raise OSError(error.errno, error.strerror, str(path)) from None
-        raise
 
 
 def container_user() -> tuple[int, int]:
