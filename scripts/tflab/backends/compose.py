@@ -188,6 +188,9 @@ class ComposeStack:
             service["labels"] = marks
         if "cluster" in override.get("networks", {}):  # NETWORK=bridge: the override replaces the network
             override["networks"]["cluster"]["labels"] = marks
+        # Compose v1's `up --no-start` creates every network of the file, the tensorboard profile's
+        # too: marked as the run's, the reaper and `make down` find it as they find the rest.
+        override.setdefault("networks", {})["tensorboard"] = {"labels": marks}
         write_json(self.run_dir / RUN_FILE, override)
         self.watch()
         self._start_attached([*[link_service(task) for task in sorted(self.proxied)], *self.tasks])
