@@ -26,8 +26,10 @@ COPY_LIMIT_FILES = 2000
 
 
 def script_command(settings: Settings, script_path: str, python: str = "python") -> list[str]:
-    """The command of every task under SCRIPT: the launcher, which runs the script unmodified."""
-    return [python, "-m", "tflab.launch", "--", python, script_path, *shlex.split(settings.args)]
+    """The command of every task under SCRIPT: the launcher, which runs the script unmodified, in
+    a process where the lab's hooks are installed first (trainer/inscript.py)."""
+    return [python, "-m", "tflab.launch", "--", python, "-m", "tflab.trainer.inscript", script_path,
+            *shlex.split(settings.args)]
 
 
 def script_service(settings: Settings, folder: Path | None = None) -> dict:

@@ -47,7 +47,8 @@ def test_every_task_runs_the_launcher_on_the_mounted_script(strategy, tasks):
         service = override["services"][task]
         assert service["volumes"] == [f"{TUTORIAL.parent}:/lab/script:ro"]
         assert service["working_dir"] == "/lab/script"
-        assert service["command"] == ["python", "-m", "tflab.launch", "--", "python", "/lab/script/train.py",
+        assert service["command"] == ["python", "-m", "tflab.launch", "--", "python", "-m", "tflab.trainer.inscript",
+                                      "/lab/script/train.py",
                                       "--epochs", "2", "--fail-with", "a b"]
     if strategy == "multiworker":  # TF_CONFIG comes from cluster.py as for the lab's own trainer
         assert override["services"]["worker-1"]["environment"]["TF_CONFIG"] == json.dumps(
@@ -61,7 +62,8 @@ def launch(tmp_path, source: str, *args: str, strategy="multiworker"):
     spec = cluster.cluster_spec(settings)
     (tmp_path / "config.json").write_text(json.dumps({"settings": settings.to_dict(), "cluster": spec}))
     env = lab_env(TFLAB_CONFIG=str(tmp_path / "config.json"), **cluster.tf_config_env(spec, "worker-1"))
-    result = subprocess.run([sys.executable, "-m", "tflab.launch", "--", sys.executable, "script.py", *args],
+    result = subprocess.run([sys.executable, "-m", "tflab.launch", "--", sys.executable, "-m",
+                             "tflab.trainer.inscript", "script.py", *args],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     return result, read_events(tmp_path / "worker-1.jsonl")
 

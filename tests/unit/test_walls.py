@@ -24,7 +24,7 @@ def source_of(module: str) -> Path:
 # script uses (`python -m tflab.train`, `from tflab.callback import`) are shims that reach into it.
 TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "linkproxy"}
 # No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads).
-STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy"}
+STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.inscript"}
 SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder",  # both sides
           "foreign", "task", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
@@ -82,7 +82,8 @@ def container_entry_points() -> set[str]:
     linked = cluster.build(Settings(), cluster.linked_address(proxied))
     commands.append(compose.render_run(Settings(), linked, proxied)["services"]["worker-1-link"]["command"])
     commands.append(user_script.script_command(Settings(), "/lab/script/train.py"))
-    return {command[command.index("-m") + 1].removeprefix("tflab.") for command in commands} | {"callback"}
+    return {command[at + 1].removeprefix("tflab.") for command in commands
+            for at, word in enumerate(command) if word == "-m"} | {"callback"}
 
 
 def what_runs_in_the_containers() -> set[str]:
@@ -104,7 +105,7 @@ def test_the_host_side_is_what_is_left():
     # really run: every module the containers reach is declared trainer or shared (else the wall
     # against the host's code is not checked for it), and every trainer module is one they run.
     # (A shared module need not be reached: it is one either side may import.)
-    assert container_entry_points() == {"train", "launch", "linkproxy", "callback"}
+    assert container_entry_points() == {"train", "launch", "linkproxy", "callback", "trainer.inscript"}
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
@@ -116,7 +117,7 @@ def test_the_host_side_is_what_is_left():
 def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
-        "trainer.peerwait"}
+        "trainer.peerwait", "trainer.inscript"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 
