@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflab import cluster, manifest, runfolder
+from tflab import task as task_contract
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.settings import MAX_TASKS, MIN_CPUS, MIN_MEMORY_BYTES, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
@@ -44,6 +45,11 @@ PORT_NAME = "tfjob-port"  # the operator's: the cluster's port is this container
 REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order tasks are listed
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
+# Where no volume may be mounted in a replayed task: the engine refuses the first two outright (a
+# Docker error at start, after the run began), and a mount over the others hides the lab from its task.
+KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps for itself",
+              task_contract.RUN_MOUNT: "is the run folder, where every task writes its log",
+              "/opt/tflab": "holds the lab's code, which every task runs"}
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
@@ -455,6 +461,11 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
         target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
         if target == "/":
             raise ManifestError(f"{mwhere}.mountPath is \"/\", expected a folder below the container's root")
+        kept = next((path for path in KEPT_PATHS if target == path or target.startswith(path + "/")
+                     or path.startswith(target + "/")), None)
+        if kept:
+            raise ManifestError(f"{mwhere}.mountPath {target} would cover or lie in {kept}, which "
+                                f"{KEPT_PATHS[kept]}; expected a folder elsewhere")
         if target in targets:
             raise ManifestError(f"{mwhere}.mountPath {target} is also {targets[target]}'s; one mount a path")
         targets[target] = f"volumeMounts[{number}]"
