@@ -352,6 +352,7 @@ class Summary(Record):
     chaos: dict | None = None  # make chaos: what was done, when it was noticed and recovered
     tfjob: str | None = None  # a replay's manifest
     not_applied: list | None = None  # a replay's fields the lab does not apply
+    reason: str | None = None  # a replay that failed by its runPolicy: BackoffLimitExceeded or DeadlineExceeded
     version: int = SUMMARY_VERSION
 
     def write(self, run_dir: Path) -> None:

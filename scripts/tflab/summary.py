@@ -228,7 +228,8 @@ def table(result: Summary) -> str:
                      f"training again after {_seconds(chaos.get('recovery_seconds'))}")
         found = chaos.get("preemptions")
         lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
-    lines.append(f"run {shown(result.run)}: {shown(result.outcome)} in {result.wall_seconds:.1f} s{agree}")
+    reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
+    lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
     # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
     # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
     return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))

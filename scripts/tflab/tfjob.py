@@ -90,6 +90,7 @@ class Plan:
     config_maps: dict[str, dict[str, str]]
     volumes: dict[str, dict]  # name -> its kind and source, for the run folder
     decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
+    never_restarts: bool = False  # restartPolicy Never for every replica: no backoff, the first failure ends it
 
     @property
     def chief(self) -> list[str]:
@@ -322,7 +323,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                                "or leave it out for RESTARTS to apply")
     return Plan(path, name, namespace, tasks, training, restarts,
                 float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided)
+                decided, never_restarts=policies == {"Never"})
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:

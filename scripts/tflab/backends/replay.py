@@ -272,6 +272,7 @@ class ReplayRun(runner.LabRun):
         self.plan = plan
         self.timeout, self.restarts = plan.timeout, plan.restarts
         self.watcher: Watcher | None = None
+        self.reason: str | None = None  # the operator's name for why the job failed, where it has one
 
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
@@ -307,11 +308,20 @@ class ReplayRun(runner.LabRun):
         return time.monotonic() + self.timeout - (time.time() - started)
 
     def deadline_line(self, running: list[str]) -> str:
-        return f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}"
+        self.reason = "DeadlineExceeded"
+        return (f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}: "
+                f"{self.reason}, as the operator names it")
 
     def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
-        """plan.restarts holds the restart policy already (0 where every replica's is Never)."""
-        return len(self.restarts_made) < self.restarts, ""
+        """plan.restarts holds the restart policy already (0 where every replica's is Never); once
+        they are spent, the job has failed as the operator says it: BackoffLimitExceeded."""
+        if len(self.restarts_made) < self.restarts:
+            return True, ""
+        if self.plan.never_restarts:
+            return False, ""  # restartPolicy Never everywhere: the job fails at its first failure
+        self.reason = "BackoffLimitExceeded"
+        return False, (f"the job failed {self.restarts + 1} times, past its backoffLimit ({self.restarts}): "
+                       f"{self.reason}, as the operator names it")
 
     def restart_line(self) -> str:
         return f"restarting every replica ({len(self.restarts_made)} of {self.restarts}), as the restart policy says"
@@ -330,5 +340,8 @@ class ReplayRun(runner.LabRun):
                                                                                    self.run_dir.name),
                                     not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
                                     images={t.name: t.image for t in plan.tasks})
-        return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
-                                 ended, oom_killed, self.restarts_made, replayed=replayed)
+        result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
+                                   started, ended, oom_killed, self.restarts_made, replayed=replayed)
+        if not result.ok and self.reason:
+            result.reason = self.reason
+        return result
