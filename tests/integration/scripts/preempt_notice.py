@@ -108,4 +108,5 @@ for epoch in range(start // STEPS, args.epochs):
             manager.save()
             print(f"notice heard: saved at step {int(step_count.numpy())}, exiting 143", flush=True)
             sys.exit(143)
-    print(f"epoch {epoch + 1} loss {total / (STEPS - (start % STEPS if epoch == start // STEPS else 0)):.4f}", flush=True)
+    trained = STEPS - (start % STEPS if epoch == start // STEPS else 0)  # fewer in the epoch it resumed in
+    print(f"epoch {epoch + 1} loss {total / trained:.4f}", flush=True)
