@@ -91,6 +91,7 @@ class Plan:
     volumes: dict[str, dict]  # name -> its kind and source, for the run folder
     decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
     never_restarts: bool = False  # restartPolicy Never for every replica: no backoff, the first failure ends it
+    policies: dict[str, str] = field(default_factory=dict)  # job (worker, chief, ...) -> its replicas' restartPolicy
 
     @property
     def chief(self) -> list[str]:
@@ -248,7 +249,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
                                 f"type; expected {', '.join(REPLICA_TYPES)}")
 
-    sizes, replicas, policies = {}, {}, set()
+    sizes, replicas, policies, policy_of = {}, {}, set(), {}
     for replica_type in REPLICA_TYPES:
         if replica_type not in replica_specs:
             continue
@@ -264,6 +265,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         if policy not in RESTART_POLICIES:
             raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
         policies.add(policy)
+        policy_of[replica_type.lower()] = policy
         not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
         pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
         if pod is None:
@@ -323,7 +325,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                                "or leave it out for RESTARTS to apply")
     return Plan(path, name, namespace, tasks, training, restarts,
                 float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided, never_restarts=policies == {"Never"})
+                decided, never_restarts=policies == {"Never"}, policies=policy_of)
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:

@@ -231,3 +231,23 @@ def test_any_schedule_of_exits_ends_in_a_summary_that_agrees_with_the_exit_statu
         assert result["ok"], (scripts, statuses)
     elif not result["ok"]:
         assert any(value != 0 for value in seen.values()) or chief_code != 0
+
+
+@pytest.mark.parametrize("policy, code, restarts, said", [
+    ("ExitCode", 143, 1, None),  # a preemption's (TF's exit on Google Cloud): retried
+    ("ExitCode", 137, 1, None),  # killed: retried
+    ("ExitCode", 3, 0, "worker-0 exited with code 3: 1-127 is permanent under its restartPolicy ExitCode"),
+    ("OnFailure", 3, 1, None),
+    ("Never", 143, 0, "worker-0 exited with code 143 and its restartPolicy is Never"),
+])
+def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(policy, code, restarts, said,
+                                                                              tmp_path, capsys):
+    job = MULTIWORKER_JOB.replace("Worker: {replicas: 1, restartPolicy: OnFailure",
+                                  f"Worker: {{replicas: 1, restartPolicy: {policy}")
+    code_, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": code}], [{}, {"worker-0": 0, "chief-0": 0}]])
+    out = capsys.readouterr().out
+    assert len(result["restarts"]) == restarts, out
+    if said:
+        assert f"tflab: not restarting: {said}" in out and code_ == 1 and result["reason"] is None
+    else:
+        assert code_ == 0 and result["ok"]

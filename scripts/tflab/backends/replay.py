@@ -16,6 +16,7 @@ from pathlib import Path
 from tflab import console, docker, labels, manifest, runfolder, runner, summary
 from tflab.backends import compose
 from tflab.errors import LabError
+from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
 from tflab.schema import EventLog
@@ -315,6 +316,9 @@ class ReplayRun(runner.LabRun):
     def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
         """plan.restarts holds the restart policy already (0 where every replica's is Never); once
         they are spent, the job has failed as the operator says it: BackoffLimitExceeded."""
+        refused = self.not_restartable(stopped)
+        if refused:
+            return False, refused
         if len(self.restarts_made) < self.restarts:
             return True, ""
         if self.plan.never_restarts:
@@ -322,6 +326,21 @@ class ReplayRun(runner.LabRun):
         self.reason = "BackoffLimitExceeded"
         return False, (f"the job failed {self.restarts + 1} times, past its backoffLimit ({self.restarts}): "
                        f"{self.reason}, as the operator names it")
+
+    def not_restartable(self, stopped: list[str]) -> str:
+        """Why a failed replica's own restartPolicy restarts nothing, as the operator reads it:
+        Never; ExitCode with 1-127 (a permanent error; 128 and up, a signal's, is retried: 143 is
+        a preemption's); OnFailure restarts whatever the code. "" where every one restarts."""
+        job_of = {task.name: task.job for task in self.plan.tasks}
+        for task, code in self.backend.exit_codes().items():
+            if code in (None, 0) or task in stopped or code == VANISHED:
+                continue
+            policy = self.plan.policies.get(job_of.get(task), "OnFailure")
+            if policy == "Never":
+                return f"{task} exited with code {code} and its restartPolicy is Never"
+            if policy == "ExitCode" and 1 <= code < FIRST_SIGNAL_CODE:
+                return f"{task} exited with code {code}: 1-127 is permanent under its restartPolicy ExitCode"
+        return ""
 
     def restart_line(self) -> str:
         return f"restarting every replica ({len(self.restarts_made)} of {self.restarts}), as the restart policy says"
