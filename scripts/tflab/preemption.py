@@ -15,7 +15,8 @@ it had reached when it went, the step every task resumed from (its `restored` ev
 lost (reached, less resumed: trained twice), and the seconds from the notice to its exit and to
 training again. The lab's trainer logs epochs, not steps, so a step inside an epoch is estimated
 from the epoch's own pace (step_at); a task that saved itself on the notice (exit 42, or 143 as
-TensorFlow's handler exits on Google Cloud) lost nothing by definition: it resumes where it saved.
+TensorFlow's handler exits on Google Cloud) lost nothing by definition: it resumes where it saved,
+and the estimate of its step at the notice is held to that step.
 
 Host side: imports neither TensorFlow nor Docker's own modules beyond docker.py.
 """
@@ -163,6 +164,8 @@ class Preemption:
         self.resumed = {task: step for task, (_, step) in later.items()}
         if self.reached is None:  # it saved on the notice: it resumes exactly where it was
             self.reached = max(self.resumed.values())
+            if self.step_at_notice is not None:  # and it saved at the notice's step or after it
+                self.step_at_notice = min(self.step_at_notice, min(self.resumed.values()))
         self.record("training again", seconds=self.training_again_at - self.noticed_at, resumed=self.resumed,
                     steps_lost=steps_lost(self.reached, self.resumed))
 
