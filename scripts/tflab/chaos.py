@@ -15,6 +15,7 @@ epoch, or S seconds after it is ready) with one fault:
 | partition  | cuts it off the network (`docker network disconnect`)| reconnected after HEAL, or never |
 | slow-link  | its inbound link through a delay proxy gets SLOW_LINK | -                         |
 | slow-node  | caps its CPUs at SLOW_CPUS (`docker update --cpus`) | -                           |
+| preempt    | a NOTICE (sigterm, gce, none), SIGKILL after GRACE s if still running (preemption.py) | - |
 
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
 it was injected and undone, how long until a task failed (detection) and until the chief logged
@@ -29,15 +30,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab import backends, cluster, console, docker, runfolder, runner
+from tflab import backends, cluster, console, docker, preemption, runfolder, runner
 from tflab.backends.base import RunObserver
 from tflab.errors import LabError
 from tflab.runfolder import Summary
 from tflab.schema import by_event
-from tflab.settings import SCENARIOS, Settings, refuse_unhonoured
+from tflab.settings import NOTICES, SCENARIOS, Settings, refuse_unhonoured
 
 CUT_AGAIN_SECONDS = 60  # a swarm gives a restarted task its container within seconds
-SWARM_SCENARIOS = ("kill", "stop", "pause", "partition")  # each through the target's node (swarm.py)
+SWARM_SCENARIOS = ("kill", "stop", "pause", "partition", "preempt")  # each through the target's node (swarm.py)
 
 
 class Chaos(RunObserver):
@@ -58,6 +59,8 @@ class Chaos(RunObserver):
         self.run_dir: Path | None = None
         self.injected_at = self.healed_at = self.detected_at = self.recovered_at = None
         self.cut_again: float | None = None  # since when a partition never undone waits to be cut again
+        self.preemption = preemption.Preemption(settings, self.target, self.record) \
+            if settings.scenario == "preempt" else None
 
     def check(self, settings: Settings) -> None:
         """Refuses what cannot be done, before anything starts."""
@@ -72,6 +75,9 @@ class Chaos(RunObserver):
             raise LabError(f"SCENARIO=slow-link needs a cluster: STRATEGY={settings.strategy} has no network link")
         if self.scenario == "slow-node":
             docker.check_cpus("SLOW_CPUS", settings.slow_cpus)
+        if self.scenario == "preempt" and settings.notice == "gce" and settings.backend != "compose":
+            raise LabError(f"NOTICE=gce is not allowed with BACKEND={settings.backend}: its metadata stand-in is a "
+                           "service of the run's Compose project; expected BACKEND=compose, or NOTICE=sigterm or none")
 
     def proxied(self) -> frozenset[str]:
         return frozenset([self.target]) if self.scenario == "slow-link" else frozenset()
@@ -81,7 +87,8 @@ class Chaos(RunObserver):
         return f"chaos: {self.fault()}"
 
     def fault(self) -> str:
-        what = {"slow-link": f"slow-link ({self.link})", "slow-node": f"slow-node ({self.slow_cpus:g} CPUs)"}
+        what = {"slow-link": f"slow-link ({self.link})", "slow-node": f"slow-node ({self.slow_cpus:g} CPUs)",
+                "preempt": f"preempt (notice {self.settings.notice}, {self.settings.grace:g} s grace)"}
         heal = "" if self.scenario not in ("pause", "partition") else (
             f", undone {self.heal:g} s later" if self.heal is not None else ", never undone")
         moment = f"after epoch {self.at:g}" if self.kind == "epoch" else f"{self.at:g} s after it is ready"
@@ -102,6 +109,8 @@ class Chaos(RunObserver):
             if self._due(backend.run_dir):
                 self.inject(backend)
             return
+        if self.preemption:
+            self.preemption.tick(backend, codes)
         if self.heal is not None and self.healed_at is None and now >= self.injected_at + self.heal:
             self.undo(backend)
         if self.cut_again is not None:
@@ -142,6 +151,8 @@ class Chaos(RunObserver):
             result = backend.cut_off(self.target)
         elif self.scenario == "slow-node":
             result = docker.update_cpus(container, self.slow_cpus)
+        elif self.preemption:
+            result = self.preemption.notify(backend)
         else:  # slow-link: the proxy in front of the target picks the profile up within 0.2 s
             runfolder.set_link(backend.run_dir, self.target, self.link)
             result = subprocess.CompletedProcess([], 0, "", "")
@@ -160,6 +171,8 @@ class Chaos(RunObserver):
         """A restart recreates what the fault took: a paused container comes back running, a
         cut-off one reconnected by Compose. A partition that is never undone is cut again, as a
         node that stays unreachable would be."""
+        if self.preemption:
+            self.preemption.after_restart(backend)
         if self.injected_at is None or self.healed_at is not None:
             return
         if self.scenario == "pause":
@@ -193,7 +206,8 @@ class Chaos(RunObserver):
         return {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
                 "heal": self.settings.heal, "injected": self.injected_at is not None,
                 "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
-                "restarts": len(summary.restarts), "outcome": outcome_of(summary)}
+                "restarts": len(summary.restarts), "outcome": outcome_of(summary),
+                **({"preemptions": [self.preemption.result()]} if self.preemption else {})}
 
 
 def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) -> None:
@@ -238,11 +252,12 @@ def soak(settings: Settings) -> int:
     workers = [t for t in tasks if t.startswith("worker-")] or tasks
     trials = []
     for index in range(settings.soak):
-        scenario = rng.choice(["kill", "stop", "pause", "partition", "slow-link", "slow-node"])
+        scenario = rng.choice(["kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt"])
         heal = "never" if scenario == "partition" and rng.random() < 0.25 else str(rng.choice([2, 5, 15, 30]))
         trial = settings.replace(runs_dir=str(folder), run=f"{index + 1:03d}-{scenario}", scenario=scenario,
                                  target=rng.choice(workers), at=f"epoch:{rng.randint(1, settings.epochs - 1)}",
-                                 heal=heal if scenario in ("pause", "partition") else "5")
+                                 heal=heal if scenario in ("pause", "partition") else "5",
+                                 notice=rng.choice(NOTICES) if scenario == "preempt" else settings.notice)
         Chaos(trial).check(trial)  # every trial checked before the soak's folder is written
         trials.append(trial)
     backends.check_engine(settings)
@@ -263,11 +278,21 @@ def soak(settings: Settings) -> int:
     lines += [f"  {r['scenario']:<10} {r['target']:<9} {r['at']:<8} "
               f"heal {r['heal'] if r['scenario'] in ('pause', 'partition') else '-':<6} -> {r['outcome']}"
               f" (restarts {r['restarts']}, detection {fmt(r['detection_seconds'])}, "
-              f"recovery {fmt(r['recovery_seconds'])})" for r in results]
+              f"recovery {fmt(r['recovery_seconds'])})"
+              + "".join(f"\n    {preemption.result_line(p)}" for p in preemptions_of(r)) for r in results]
+    lost = [p["steps_lost"] for r in results for p in preemptions_of(r) if isinstance(p.get("steps_lost"), int)]
+    if lost:
+        lines.insert(3, f"max steps lost {max(lost)} over {len(lost)} preemptions")
     print("\n".join(lines))
     (folder / "soak.txt").write_text("\n".join(lines) + "\n")
     runfolder.write_json(folder / "soak.json", {"counts": counts, "runs": results})
     return 0 if counts["hung"] == 0 else 1
+
+
+def preemptions_of(result: dict) -> list[dict]:
+    """A chaos section's preemptions (SCENARIO=preempt), as summary.json has them."""
+    found = result.get("preemptions")
+    return [p for p in found if isinstance(p, dict)] if isinstance(found, list) else []
 
 
 def fmt(seconds) -> str:

@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
+# TensorFlow's PreemptionCheckpointHandler exits with this on Google Cloud after its checkpoint
+# (failure_handling_util._RESTARTABLE_EXIT_CODE); 128 + SIGTERM, so ExitCode retries it as a signal's.
+GCE_PREEMPTED = 143
 FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container say it
 # A task whose container or process disappeared while the run went on (removed from outside the
 # lab): not an exit code any process gives, so the summary cannot mistake it for one. The
@@ -105,8 +108,8 @@ SIGNATURES = [
               "the cluster never formed: a peer did not register within PEER_TIMEOUT",
               "check the peer named above is running and reachable, or raise PEER_TIMEOUT if it starts slowly",
               TUTORIAL, None),
-    Signature("preempted", r"^preempted \(SIGTERM\)",
-              "preempted (SIGTERM): it saved its backup before it exited",
+    Signature("preempted", r"^preempted \((?:SIGTERM|GCE notice)\)",
+              "preempted: it heard the notice and saved its backup before it exited",
               "nothing: the lab restarts it from the backup (RESTARTS)", TUTORIAL + "#fault_tolerance", True),
     Signature("lost-peer",
               r"\b(?:Unavailable|DeadlineExceeded|Aborted)Error\b|UNAVAILABLE|DEADLINE_EXCEEDED|"

@@ -40,6 +40,7 @@ OUTPUT = "output.log"  # every task's merged, timestamped output
 COMPARE = "compare.json"  # a compare folder's list of runs
 CHAOS_LOG = "chaos.jsonl"  # what make chaos did, and when
 LINKS = "links"  # LINK and slow-link: one delay profile per proxied task, polled by its proxy
+METADATA = "metadata"  # SCENARIO=preempt NOTICE=gce: each task's notice, read by the metadata stand-in
 BACKUP = "backup"  # BackupAndRestore's folder, shared by every task
 LATEST = "latest"  # the link to the newest run
 OWNER = "owner.json"  # who claimed the run: pid, host, and the process's start, for `down`
@@ -84,6 +85,20 @@ def set_link(run_dir: Path, task: str, link: str) -> None:
     path.parent.mkdir(exist_ok=True)
     temporary = path.with_name(f".{path.name}")
     temporary.write_text(json.dumps(Profile.parse(link).to_dict()))
+    temporary.replace(path)
+
+
+def set_notice(run_dir: Path, task: str, preempted: bool) -> None:
+    """A task's GCE notice (SCENARIO=preempt NOTICE=gce), whole, where the metadata stand-in
+    (trainer/metadata.py) reads it at every request; False removes it: the VM that replaces a
+    preempted one is told nothing."""
+    path = run_dir / METADATA / log_path(run_dir, task).with_suffix(".json").name  # the name checked
+    if not preempted:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(exist_ok=True)
+    temporary = path.with_name(f".{path.name}")
+    temporary.write_text(json.dumps({"preempted": True}))
     temporary.replace(path)
 
 
@@ -337,6 +352,7 @@ class Summary(Record):
     chaos: dict | None = None  # make chaos: what was done, when it was noticed and recovered
     tfjob: str | None = None  # a replay's manifest
     not_applied: list | None = None  # a replay's fields the lab does not apply
+    reason: str | None = None  # a replay that failed by its runPolicy: BackoffLimitExceeded or DeadlineExceeded
     version: int = SUMMARY_VERSION
 
     def write(self, run_dir: Path) -> None:

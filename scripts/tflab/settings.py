@@ -34,7 +34,8 @@ MODELS = ("mlp", "cnn")
 LOOPS = ("fit", "custom")
 COLLECTIVES = ("auto", "ring", "nccl")
 NETWORKS = ("internal", "bridge")
-SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node")
+SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt")
+NOTICES = ("sigterm", "gce", "none")  # SCENARIO=preempt: how the task hears of it (chaos.py)
 LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
 BACKENDS = ("compose", "local", "swarm")
 PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
@@ -785,6 +786,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("HEAL", "5", _heal, "seconds | never (partition only)",
             "make chaos: when a pause or partition is undone",
             commands=("chaos",)),
+    Setting("NOTICE", "sigterm", _choice(NOTICES), " | ".join(NOTICES),
+            "make chaos SCENARIO=preempt: how the task hears of it: sigterm (Kubernetes), gce (the metadata "
+            "server's maintenance-event and preempted turn, GCE_METADATA_IP), none (no word)",
+            commands=("chaos", "soak")),
+    Setting("GRACE", 30, _integer(0, 3600), "0..3600 seconds",
+            "make chaos SCENARIO=preempt: seconds from the notice to SIGKILL, as terminationGracePeriodSeconds",
+            commands=("chaos", "soak")),
     Setting("SLOW_LINK", "10ms,100mbit", _link, "<latency>ms,<rate>mbit",
             "make chaos SCENARIO=slow-link: the link the target gets from AT on",
             commands=("chaos", "soak")),

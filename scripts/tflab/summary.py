@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import explain, foreign
+from tflab import explain, foreign, preemption
 from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
@@ -226,7 +226,10 @@ def table(result: Summary) -> str:
         lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
                      f"detected after {_seconds(chaos.get('detection_seconds'))}, "
                      f"training again after {_seconds(chaos.get('recovery_seconds'))}")
-    lines.append(f"run {shown(result.run)}: {shown(result.outcome)} in {result.wall_seconds:.1f} s{agree}")
+        found = chaos.get("preemptions")
+        lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
+    reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
+    lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
     # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
     # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
     return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))

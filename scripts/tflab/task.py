@@ -25,3 +25,8 @@ ENV = {"TFLAB_CONFIG": CONFIG, **LEGACY_KERAS}
 def link_control(task: str) -> str:
     """Where a task's delay proxy reads its link profile (slow links), inside the run folder."""
     return f"{RUN_MOUNT}/links/{task}.json"
+
+
+def metadata_control() -> str:
+    """Where the GCE metadata stand-in reads each task's notice (SCENARIO=preempt NOTICE=gce)."""
+    return f"{RUN_MOUNT}/metadata"

@@ -96,6 +96,8 @@ class Plan:
     config_maps: dict[str, dict[str, str]]
     volumes: dict[str, dict]  # name -> its kind and source, for the run folder
     decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
+    never_restarts: bool = False  # restartPolicy Never for every replica: no backoff, the first failure ends it
+    policies: dict[str, str] = field(default_factory=dict)  # job (worker, chief, ...) -> its replicas' restartPolicy
 
     @property
     def chief(self) -> list[str]:
@@ -253,7 +255,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
                                 f"type; expected {', '.join(REPLICA_TYPES)}")
 
-    sizes, replicas, policies = {}, {}, set()
+    sizes, replicas, policies, policy_of = {}, {}, set(), {}
     for replica_type in REPLICA_TYPES:
         if replica_type not in replica_specs:
             continue
@@ -269,6 +271,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         if policy not in RESTART_POLICIES:
             raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
         policies.add(policy)
+        policy_of[replica_type.lower()] = policy
         not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
         pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
         if pod is None:
@@ -328,7 +331,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                                "or leave it out for RESTARTS to apply")
     return Plan(path, name, namespace, tasks, training, restarts,
                 float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided)
+                decided, never_restarts=policies == {"Never"}, policies=policy_of)
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:

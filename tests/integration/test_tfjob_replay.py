@@ -229,3 +229,35 @@ def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
     rows = {row["task"]: row for row in run.summary["tasks"]}
     assert rows["chief-0"]["exit_code"] == 0 and all(row["status"] == "ok" for row in rows.values()), rows
     assert len(own_losses(run.run_dir / "volumes" / "out" / "tflab" / "chief-0.jsonl")) == 2
+
+
+BACKOFF_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {{name: backoff}}
+spec:
+  runPolicy: {{backoffLimit: 1}}
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: {image}
+            command: [python3, -c, "import sys; print('failing on purpose', flush=True); sys.exit(3)"]
+"""
+
+
+def test_a_tfjob_past_its_backoff_limit_fails_as_the_operator_names_it(lab, trainer_image, tmp_path):
+    """Both workers fail every time: one restart (backoffLimit 1), then the job has failed with
+    the operator's reason, BackoffLimitExceeded."""
+    manifest = tmp_path / "backoff.yaml"
+    manifest.write_text(BACKOFF_JOB.format(image=trainer_image))
+    run = lab.run("backoff", TFJOB=str(manifest))
+    assert run.finished.returncode == 1, run.why()
+    assert len(run.summary["restarts"]) == 1 and run.summary["reason"] == "BackoffLimitExceeded", run.why()
+    assert ("not restarting: the job failed 2 times, past its backoffLimit (1): BackoffLimitExceeded, "
+            "as the operator names it") in run.finished.stdout
+    assert "run test-backoff: failed (BackoffLimitExceeded)" in run.finished.stdout

@@ -97,6 +97,9 @@ BUG = Evidence("worker-0", 1, error="NameError: name 'x' is not defined")
     ([KILLED, UNKNOWN_SURVIVOR], True),  # the kill is the cause; what the survivor said does not matter
     ([SURVIVOR], True),  # a long pause: the frozen peer was stopped by the lab, the survivor lost it
     ([Evidence("worker-0", 42), Evidence("worker-1", 42)], True),  # a preemption
+    # TF's handler on Google Cloud (SCENARIO=preempt NOTICE=gce): 143, retried as a signal's code
+    ([Evidence("worker-0", 143, error="preempted (GCE notice): every worker saved the backup at the same step, "
+                                      "then exited with code 143 to be restarted"), Evidence("worker-1", 143)], True),
     ([Evidence("worker-1", 137, error="gave up after 60 s waiting for the cluster; could not reach worker-0 "
                                       "(worker-0:2222: name does not resolve)")], True),  # killed by peerwait
     ([BUG], False),  # 1-127: permanent

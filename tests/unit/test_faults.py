@@ -126,10 +126,13 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     node = ["docker", "-H", "ssh://node-of-worker-1"]
     expected = {"kill": [(("kill", "id-worker-1"), node)],
                 "stop": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)],
-                "pause": [(("pause", "id-worker-1"), node)], "partition": []}[scenario]
+                "pause": [(("pause", "id-worker-1"), node)], "partition": [],
+                "preempt": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)]}[scenario]
     assert ran == expected and stack.cuts == (["worker-1"] if scenario == "partition" else [])
     injected = [json.loads(line) for line in (tmp_path / runfolder.CHAOS_LOG).read_text().splitlines()]
-    assert [(r["event"], r["target"], r["ok"]) for r in injected] == [("injected", "worker-1", True)]
+    assert [(r["event"], r["target"], r.get("ok")) for r in injected][:1] == [("injected", "worker-1", True)]
+    # A preemption also records the target's exit (here by itself, within the grace); no other does.
+    assert [r["event"] for r in injected[1:]] == (["exited"] if scenario == "preempt" else [])
 
 
 def test_soak_needs_compose_on_swarm(tmp_path):

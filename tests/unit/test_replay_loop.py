@@ -140,6 +140,7 @@ def test_a_chief_that_failed_does_not_end_the_servers_as_done(tmp_path, capsys):
     assert "tflab: chief-0 exited with code 1; the other replicas get 0.05 s to end by themselves" in out
     assert "tflab: restarting every replica (1 of 1), as the restart policy says" in out
     assert code == 1 and result["outcome"] == "failed" and len(result["restarts"]) == 1
+    assert result["reason"] == "BackoffLimitExceeded"
     assert rows(result) == {"chief-0": ("failed", 1), "worker-0": ("stopped", 137), "worker-1": ("stopped", 137),
                             "ps-0": ("stopped", 137)}
 
@@ -158,14 +159,20 @@ def test_restarts_stop_at_the_tfjobs_backoff_limit(tmp_path, capsys):
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
     out = capsys.readouterr().out
     assert "restarting every replica (2 of 2)" in out and "(3 of 2)" not in out and project.attempt == 2
-    assert code == 1 and len(result["restarts"]) == 2 and "not restarting" not in out
+    assert code == 1 and len(result["restarts"]) == 2
+    # Named as the operator names the job's Failed condition.
+    assert ("tflab: not restarting: the job failed 3 times, past its backoffLimit (2): BackoffLimitExceeded, "
+            "as the operator names it") in out
+    assert result["reason"] == "BackoffLimitExceeded" and "run r1: failed (BackoffLimitExceeded)" in out
 
 
 def test_the_deadline_stops_what_runs(tmp_path, capsys):
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}]])
     out = capsys.readouterr().out
-    assert "tflab: activeDeadlineSeconds / TIMEOUT (2 s) passed; stopping chief-0, worker-0" in out
+    assert ("tflab: activeDeadlineSeconds / TIMEOUT (2 s) passed; stopping chief-0, worker-0: DeadlineExceeded, "
+            "as the operator names it") in out
     assert code == 1 and result["outcome"] == "timed out" and not result["restarts"]
+    assert result["reason"] == "DeadlineExceeded"
     assert rows(result) == {"chief-0": ("stopped", 137), "worker-0": ("stopped", 137)}
 
 
@@ -224,3 +231,23 @@ def test_any_schedule_of_exits_ends_in_a_summary_that_agrees_with_the_exit_statu
         assert result["ok"], (scripts, statuses)
     elif not result["ok"]:
         assert any(value != 0 for value in seen.values()) or chief_code != 0
+
+
+@pytest.mark.parametrize("policy, code, restarts, said", [
+    ("ExitCode", 143, 1, None),  # a preemption's (TF's exit on Google Cloud): retried
+    ("ExitCode", 137, 1, None),  # killed: retried
+    ("ExitCode", 3, 0, "worker-0 exited with code 3: 1-127 is permanent under its restartPolicy ExitCode"),
+    ("OnFailure", 3, 1, None),
+    ("Never", 143, 0, "worker-0 exited with code 143 and its restartPolicy is Never"),
+])
+def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(policy, code, restarts, said,
+                                                                              tmp_path, capsys):
+    job = MULTIWORKER_JOB.replace("Worker: {replicas: 1, restartPolicy: OnFailure",
+                                  f"Worker: {{replicas: 1, restartPolicy: {policy}")
+    code_, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": code}], [{}, {"worker-0": 0, "chief-0": 0}]])
+    out = capsys.readouterr().out
+    assert len(result["restarts"]) == restarts, out
+    if said:
+        assert f"tflab: not restarting: {said}" in out and code_ == 1 and result["reason"] is None
+    else:
+        assert code_ == 0 and result["ok"]

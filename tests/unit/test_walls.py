@@ -22,9 +22,11 @@ def source_of(module: str) -> Path:
 
 # The trainer/ folder runs inside the containers; the top-level names a user's manifest, image or
 # script uses (`python -m tflab.train`, `from tflab.callback import`) are shims that reach into it.
-TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "linkproxy"}
-# No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads).
-STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.inscript"}
+TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "linkproxy", "metadata"}
+# No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads;
+# compose renders the metadata stand-in's service and each task's port from trainer.metadata).
+STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.metadata",
+                  "metadata", "trainer.inscript"}
 SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder",  # both sides
           "foreign", "task", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
@@ -71,8 +73,8 @@ SPAWNED = re.compile(r'"-m",\s*"tflab\.([\w.]+)"')  # a module that starts anoth
 
 def container_entry_points() -> set[str]:
     """The modules the lab starts inside containers, read from what starts them: the trainer's
-    command in docker-compose.yml, the delay proxy's service the run's override renders, the
-    launcher every SCRIPT task runs; and callback, which a user's script imports there."""
+    command in docker-compose.yml, the delay proxy's and the metadata stand-in's services the run's
+    override renders, the launcher every SCRIPT task runs; and callback, which a user's script imports there."""
     from tflab import cluster, user_script
     from tflab.backends import compose
     from tflab.settings import Settings
@@ -81,6 +83,8 @@ def container_entry_points() -> set[str]:
     proxied = frozenset({"worker-1"})
     linked = cluster.build(Settings(), cluster.linked_address(proxied))
     commands.append(compose.render_run(Settings(), linked, proxied)["services"]["worker-1-link"]["command"])
+    gce = Settings(scenario="preempt", notice="gce")  # make chaos's GCE metadata stand-in
+    commands.append(compose.render_run(gce, cluster.build(gce))["services"]["metadata"]["command"])
     commands.append(user_script.script_command(Settings(), "/lab/script/train.py"))
     return {command[at + 1].removeprefix("tflab.") for command in commands
             for at, word in enumerate(command) if word == "-m"} | {"callback"}
@@ -105,19 +109,20 @@ def test_the_host_side_is_what_is_left():
     # really run: every module the containers reach is declared trainer or shared (else the wall
     # against the host's code is not checked for it), and every trainer module is one they run.
     # (A shared module need not be reached: it is one either side may import.)
-    assert container_entry_points() == {"train", "launch", "linkproxy", "callback", "trainer.inscript"}
+    assert container_entry_points() == {"train", "launch", "linkproxy", "metadata", "callback", "trainer.inscript"}
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
     # The folder says it: every module the containers run is in trainer/ or shared at the top,
     # or one of the top-level names users' manifests, images and scripts keep (the shims).
-    assert {module for module in reached if "." not in module} <= SHARED | {"train", "launch", "callback", "linkproxy"}
+    assert {module for module in reached if "." not in module} <= \
+        SHARED | {"train", "launch", "callback", "linkproxy", "metadata"}
 
 
 def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
-        "trainer.peerwait", "trainer.inscript"}
+        "trainer.peerwait", "trainer.metadata", "trainer.inscript"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

@@ -28,6 +28,7 @@ from tflab.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
 from tflab.runfolder import OUTPUT, container_user, write_json
 from tflab.settings import Settings
+from tflab.trainer import metadata
 from tflab.user_script import script_service
 
 COMPOSE_FILE = LAB_HOME / "docker-compose.yml"
@@ -117,11 +118,34 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
                 "environment": {"TFLAB_LINK_TO": f"{task}:{cluster.PORT}",
                                 "TFLAB_LINK_CONTROL": task_contract.link_control(task)},
             }
+    if gce_notice(settings) and the_cluster.tasks:
+        add_metadata_server(services, the_cluster.tasks)
     override: dict = {"services": services}
     if settings.network == "bridge":
         override["networks"] = {"cluster": {"internal": False,
                                             "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "false"}}}
     return literal(override)
+
+
+def gce_notice(settings: Settings) -> bool:
+    """make chaos SCENARIO=preempt NOTICE=gce: the run gets a GCE metadata stand-in."""
+    return settings.scenario == "preempt" and settings.notice == "gce"
+
+
+def add_metadata_server(services: dict, tasks: list[str]) -> None:
+    """The GCE metadata stand-in (trainer/metadata.py) as one more service on the cluster network,
+    and each task's GCE_METADATA_IP pointed at its own port there (TensorFlow reads it, and the
+    trainer's closed-port default gives way to it)."""
+    services[metadata.SERVICE] = {
+        "extends": {"file": str(COMPOSE_FILE), "service": "task"},
+        "hostname": metadata.SERVICE,
+        "command": ["python", "-m", "tflab.metadata"],
+        "environment": {"TFLAB_METADATA_TASKS": ",".join(tasks),
+                        "TFLAB_METADATA_CONTROL": task_contract.metadata_control()},
+    }
+    for task in tasks:
+        services.setdefault(task, {}).setdefault("environment", {})["GCE_METADATA_IP"] = \
+            metadata.address_for(tasks, task)
 
 
 def literal(value):
@@ -193,7 +217,9 @@ class ComposeStack:
         override.setdefault("networks", {})["tensorboard"] = {"labels": marks}
         write_json(self.run_dir / RUN_FILE, override)
         self.watch()
-        self._start_attached([*[link_service(task) for task in sorted(self.proxied)], *self.tasks])
+        helpers = [link_service(task) for task in sorted(self.proxied)] + \
+            ([metadata.SERVICE] if metadata.SERVICE in override["services"] else [])
+        self._start_attached([*helpers, *self.tasks])
 
     def _start_attached(self, services: list[str]) -> None:
         """Creates the services' containers, then starts each with its output attached (as `docker

@@ -16,6 +16,7 @@ from pathlib import Path
 from tflab import console, docker, labels, manifest, runfolder, runner, summary
 from tflab.backends import compose
 from tflab.errors import LabError
+from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
 from tflab.schema import EventLog
@@ -272,6 +273,7 @@ class ReplayRun(runner.LabRun):
         self.plan = plan
         self.timeout, self.restarts = plan.timeout, plan.restarts
         self.watcher: Watcher | None = None
+        self.reason: str | None = None  # the operator's name for why the job failed, where it has one
 
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
@@ -307,11 +309,38 @@ class ReplayRun(runner.LabRun):
         return time.monotonic() + self.timeout - (time.time() - started)
 
     def deadline_line(self, running: list[str]) -> str:
-        return f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}"
+        self.reason = "DeadlineExceeded"
+        return (f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}: "
+                f"{self.reason}, as the operator names it")
 
     def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
-        """plan.restarts holds the restart policy already (0 where every replica's is Never)."""
-        return len(self.restarts_made) < self.restarts, ""
+        """plan.restarts holds the restart policy already (0 where every replica's is Never); once
+        they are spent, the job has failed as the operator says it: BackoffLimitExceeded."""
+        refused = self.not_restartable(stopped)
+        if refused:
+            return False, refused
+        if len(self.restarts_made) < self.restarts:
+            return True, ""
+        if self.plan.never_restarts:
+            return False, ""  # restartPolicy Never everywhere: the job fails at its first failure
+        self.reason = "BackoffLimitExceeded"
+        return False, (f"the job failed {self.restarts + 1} times, past its backoffLimit ({self.restarts}): "
+                       f"{self.reason}, as the operator names it")
+
+    def not_restartable(self, stopped: list[str]) -> str:
+        """Why a failed replica's own restartPolicy restarts nothing, as the operator reads it:
+        Never; ExitCode with 1-127 (a permanent error; 128 and up, a signal's, is retried: 143 is
+        a preemption's); OnFailure restarts whatever the code. "" where every one restarts."""
+        job_of = {task.name: task.job for task in self.plan.tasks}
+        for task, code in self.backend.exit_codes().items():
+            if code in (None, 0) or task in stopped or code == VANISHED:
+                continue
+            policy = self.plan.policies.get(job_of.get(task), "OnFailure")
+            if policy == "Never":
+                return f"{task} exited with code {code} and its restartPolicy is Never"
+            if policy == "ExitCode" and 1 <= code < FIRST_SIGNAL_CODE:
+                return f"{task} exited with code {code}: 1-127 is permanent under its restartPolicy ExitCode"
+        return ""
 
     def restart_line(self) -> str:
         return f"restarting every replica ({len(self.restarts_made)} of {self.restarts}), as the restart policy says"
@@ -330,5 +359,8 @@ class ReplayRun(runner.LabRun):
                                                                                    self.run_dir.name),
                                     not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
                                     images={t.name: t.image for t in plan.tasks})
-        return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
-                                 ended, oom_killed, self.restarts_made, replayed=replayed)
+        result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
+                                   started, ended, oom_killed, self.restarts_made, replayed=replayed)
+        if not result.ok and self.reason:
+            result.reason = self.reason
+        return result

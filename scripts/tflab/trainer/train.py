@@ -50,7 +50,7 @@ import numpy as np
 import tensorflow as tf
 
 from tflab import cluster, runfolder
-from tflab.explain import PREEMPTED  # TF's PreemptionCheckpointHandler exits with this after its backup
+from tflab.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
 from tflab.runfolder import read_run_config
 from tflab.schema import EventLog
 from tflab.settings import Settings, SettingsError
@@ -91,11 +91,12 @@ def main(argv=None) -> int:
         run_task(settings, args.task, config["cluster"], run_dir, log)
         return 0
     except SystemExit as exit_:
-        if exit_.code != PREEMPTED:
+        if exit_.code not in (PREEMPTED, GCE_PREEMPTED):
             raise
-        log.emit("error", message=f"preempted (SIGTERM): every worker saved the backup at the same step, "
-                                  f"then exited with code {PREEMPTED} to be restarted")
-        return PREEMPTED
+        heard = "SIGTERM" if exit_.code == PREEMPTED else "GCE notice"
+        log.emit("error", message=f"preempted ({heard}): every worker saved the backup at the same step, "
+                                  f"then exited with code {exit_.code} to be restarted")
+        return exit_.code
     except BaseException as error:  # noqa: BLE001 - every failure is logged, then reported by exit code
         message = f"{type(error).__name__}: {error}".strip()
         log.emit("error", message=message[:4000])
@@ -140,6 +141,8 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
         raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
                            "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
     adopt_chief_backup(settings, task, the_cluster.chief, run_dir)  # before any peer can train: before the strategy
+    if gce_notice(settings):
+        take_the_gce_gpu_path()
     peers = {name: address for job, addresses in the_cluster.spec.items() for i, address in enumerate(addresses)
              if (name := f"{job}-{i}") != task}
     # TensorFlow itself would wait forever for a peer that never comes (see tflab/trainer/peerwait.py).
@@ -167,6 +170,8 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     # (the backup restores before timing starts)
     if settings.strategy == "parameter_server":
         losses = fit_parameter_server(model, settings, x, y, callbacks)
+    elif settings.loop == "custom" and preemptible_custom_loop(settings):
+        losses = custom_fit_preemptible(model, strategy, sync_dataset(settings, x, y), settings, timing, run_dir)
     elif settings.loop == "custom":
         losses = custom_fit(model, strategy, sync_dataset(settings, x, y), settings, timing)
     else:
@@ -429,6 +434,103 @@ def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[flo
             done += steps
             timing.on_train_batch_end(done - 1)
         losses.append(total / steps_per_epoch)
+        timing.on_epoch_end(epoch, {"loss": losses[-1]})
+    return losses
+
+
+def gce_notice(settings: Settings) -> bool:
+    """make chaos SCENARIO=preempt NOTICE=gce: GCE_METADATA_IP names the run's metadata stand-in."""
+    return settings.scenario == "preempt" and settings.notice == "gce"
+
+
+def take_the_gce_gpu_path() -> None:
+    """TensorFlow 2.21's PreemptionCheckpointHandler, once it finds itself on Google Cloud, acts
+    on GPU VMs only: on a CPU VM it logs "PreemptionCheckpointHandler does not support usage with
+    TPU or CPU device on GCP" and does nothing, and tf-keras's BackupAndRestore, which calls it
+    directly, fails on the attributes it then lacks. The lab's trainers run on CPUs, so here a
+    GCE CPU VM takes the GPU VM's path: TF's own watcher of instance/maintenance-event, its exit
+    code 143 and its grace period (an hour, unless the TerminationConfig says otherwise). A
+    user's script that does not do this gets what a CPU VM gets on GCE: no reaction, and the kill
+    at the grace's end. Replaces a private TF function, like enable_preemption_checkpoints; the
+    gce chaos test notices the day it stops working."""
+    from tensorflow.python.distribute.failure_handling import failure_handling_util as util
+
+    detect = util.detect_platform
+
+    def detect_platform():
+        found = detect()
+        return util.PlatformDevice.GCE_GPU if found is util.PlatformDevice.GCE_CPU else found
+
+    util.detect_platform = detect_platform
+
+
+def preemptible_custom_loop(settings: Settings) -> bool:
+    """LOOP=custom under make chaos SCENARIO=preempt: the loop runs each step through TensorFlow's
+    PreemptionCheckpointHandler (multiworker, with a backup). Elsewhere the custom loop is the
+    plain one, which has no backup and starts over after a restart."""
+    return settings.scenario == "preempt" and settings.strategy == "multiworker" and settings.backup != "off"
+
+
+def custom_fit_preemptible(model, strategy, dataset, settings: Settings, timing, run_dir: Path) -> list[float]:
+    """custom_fit's step, one per call, through tf.distribute.experimental.PreemptionCheckpointHandler:
+    on a notice (SIGTERM, or GCE's maintenance event with NOTICE=gce) every worker saves the model,
+    the optimizer and the epoch's running loss at the same step in <run>/backup and exits (42 on
+    SIGTERM, TensorFlow's 143 on Google Cloud); after the restart the handler restores them and the
+    loop resumes at that very step, its data skipped to it, so the run ends with the weights an
+    undisturbed one has. It saves only on a notice: a task killed without one starts over."""
+    variables = model.trainable_variables
+    optimizer = model.optimizer
+    steps_per_epoch = settings.steps_per_epoch
+    with strategy.scope():
+        epoch_total = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        trained_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch_total=epoch_total,
+                                     trained_steps=trained_steps)
+    config = tf.distribute.experimental.TerminationConfig(grace_period=0) if gce_notice(settings) else \
+        tf.distribute.experimental.TerminationConfig(exit_fn=lambda: sys.exit(PREEMPTED))
+    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        strategy.cluster_resolver, checkpoint, str(run_dir / runfolder.BACKUP), config)
+
+    shapes = [v.shape for v in variables]
+    sizes = [int(np.prod(v.shape)) for v in variables]
+
+    def step(x, y):  # custom_fit's, to the bit: the same loss, one packed all-reduce, the same update
+        with tf.GradientTape() as tape:
+            per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
+        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
+        flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
+        grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
+        optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
+        return flat[-1]
+
+    @tf.function
+    def run_step(iterator):
+        loss = strategy.experimental_local_results(strategy.run(step, args=next(iterator)))[0]
+        epoch_total.assign_add(tf.cast(loss, tf.float64))
+        trained_steps.assign_add(1)
+        return loss
+
+    distributed = strategy.experimental_distribute_dataset(dataset)
+    start = int(trained_steps.numpy())  # steps trained before (the handler restored it): 0, or where it saved
+    losses = []
+    timing.on_train_begin()
+    for epoch in range(start // steps_per_epoch, settings.epochs):
+        timing.on_epoch_begin(epoch)
+        iterator = iter(distributed)
+        done = start % steps_per_epoch if epoch == start // steps_per_epoch else 0
+        if not done:
+            epoch_total.assign(0.0)
+        for _ in range(done):  # the steps this epoch had trained before the notice: their data skipped
+            next(iterator)
+        while done < steps_per_epoch:
+            timing.on_train_batch_begin(done)
+            handler.run(run_step, iterator)
+            timing.on_train_batch_end(done)
+            done += 1
+        losses.append(float(epoch_total.numpy()) / steps_per_epoch)
         timing.on_epoch_end(epoch, {"loss": losses[-1]})
     return losses
 
