@@ -2,7 +2,6 @@
 user's script that has no line of the lab, for tf-keras and Keras 3, without changing its losses."""
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
