@@ -132,6 +132,36 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     assert [(r["event"], r["target"], r["ok"]) for r in injected] == [("injected", "worker-1", True)]
 
 
+def test_a_scripts_faults_are_timed_by_its_own_epochs_or_start_and_say_what_goes_unchecked(tmp_path):
+    """SCRIPT: AT=epoch:N counts the target's epoch events (Keras's own, observe.py), whatever EPOCHS
+    says; AT=seconds:S counts from its start (a script logs no cluster_ready)."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    settings = Settings(script=str(script), epochs=2, at="epoch:5")
+    fault = chaos.Chaos(settings)
+    fault.check(settings)  # EPOCHS is the lab trainer's; the script's epochs are its own
+    assert fault.fault() == "kill on worker-1 after its script's epoch 5"
+    with pytest.raises(LabError, match="^AT=epoch:0 is not allowed: expected epoch:1 or later"):
+        chaos.Chaos(settings.replace(at="epoch:0")).check(settings.replace(at="epoch:0"))
+    fault.run_dir = tmp_path
+    log = schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1")
+    for number in range(1, 5):
+        log.emit("epoch", epoch=number, loss=1.0, seconds=0.1, steps=8)
+    assert not fault._due(tmp_path)
+    log.emit("epoch", epoch=5, loss=1.0, seconds=0.1, steps=8)
+    assert fault._due(tmp_path)
+    timed = chaos.Chaos(settings.replace(at="seconds:0"))
+    timed.run_dir = tmp_path
+    assert timed.fault() == "kill on worker-1 0 s after its script started" and not timed._due(tmp_path)
+    log.emit("start", role="script", strategy="multiworker", cluster={}, versions={}, settings={})
+    assert timed._due(tmp_path)
+    assert chaos.Chaos(settings.replace(at="epoch:9")).unchecked(tmp_path) == [
+        "weights: a script logs no digest of its weights, so whether every task ended with the same weights is "
+        "not checked",
+        "the fault: not injected, as worker-1 logged 5 epochs, not 9 (the lab counts a Keras fit's epochs, and "
+        "tflab's LabCallback's)"]
+
+
 def test_soak_needs_compose_on_swarm(tmp_path):
     with pytest.raises(LabError, match="SCENARIO=slow-link needs BACKEND=compose"):
         chaos.soak(Settings(backend="swarm", runs_dir=str(tmp_path)))
