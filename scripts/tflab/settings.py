@@ -747,7 +747,8 @@ SETTINGS: tuple[Setting, ...] = (
             "the runs `make compare` makes, side by side, with every other setting shared",
             commands=("compare",)),
     Setting("RESTARTS", 2, _integer(0, 10), "0..10",
-            "times the lab restarts the whole cluster after a task fails; each resumes from the backup",
+            "times the lab restarts the whole cluster after a task fails; the lab's trainer resumes from its "
+            "backup, a SCRIPT where its own lets it (the lab says where it did)",
             tfjob=REPLAYED),
     Setting("RESTART_POLICY", "ExitCode", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
             "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
