@@ -147,8 +147,8 @@ def completeness(records: list[dict], epochs: int, role: str = "trainer") -> lis
         expected = ["start"] + ["eval"] * len(evals) + ["end"]
         if not evals or evals[-1] != epochs:
             found.append(f"evaluated epochs {evals} do not end with the last, {epochs}")
-    elif role == "script":  # epochs only where the script adds tflab's callback
-        expected = ["start"] + [k for k in kinds if k == "epoch"] + ["end"]
+    elif role == "script":  # its epochs (and a restore) as its Keras fits logged them, or none (a custom loop)
+        expected = ["start"] + [k for k in kinds if k in ("restored", "epoch")] + ["end"]
     else:
         expected = (["start", "cluster_ready"] + ["restored"] * bool(restored)
                     + ["epoch"] * (epochs - first_epoch + 1) + ["end"])

@@ -108,6 +108,14 @@ def test_a_restarted_task_is_complete_when_its_last_attempt_resumes_and_ends():
     assert any("before the last one has an end" in p for p in completeness(resumed + resumed, epochs=4))
 
 
+def test_a_scripts_resumed_attempt_is_complete_with_what_its_fit_logged():
+    start = record("start", role="script", strategy="multiworker")
+    end = {**SERVER_END, "task": "single", "role": "script", "exit_code": 0}
+    resumed = [start, record("fit", epoch=3), record("restored", epoch=3, step=0), record("epoch", epoch=3), end]
+    assert completeness(resumed, epochs=0, role="script") == []
+    assert completeness([start, record("checkpoint"), end], epochs=0, role="script") == []  # a custom loop
+
+
 def test_completeness_of_a_server_is_start_ready_end():
     server = [record("start", role="server"), record("cluster_ready", replicas=0), SERVER_END]
     assert completeness(server, epochs=5, role="server") == []
