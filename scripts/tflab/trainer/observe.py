@@ -188,7 +188,7 @@ def watch_checkpoints(tf) -> None:
         @functools.wraps(original_latest)
         def latest_checkpoint(checkpoint_dir, *args, **kwargs):
             found = original_latest(checkpoint_dir, *args, **kwargs)
-            if found is None:
+            if found is None and isinstance(checkpoint_dir, (str, bytes, os.PathLike)):
                 _quietly(_none_found, checkpoint_dir)
             return found
 
@@ -201,7 +201,7 @@ def watch_checkpoints(tf) -> None:
         @functools.wraps(original_restore)
         def restore(self, save_path, *args, **kwargs):
             status = original_restore(self, save_path, *args, **kwargs)
-            if save_path is not None:
+            if isinstance(save_path, (str, bytes, os.PathLike)):  # not a tensor: nothing to evaluate
                 _quietly(_restored_checkpoint, self, save_path)
             return status
 
