@@ -242,3 +242,16 @@ def test_the_proxy_delays_each_direction_and_follows_its_control_file(tmp_path, 
 def test_profiles_parse_from_the_link_setting():
     assert linkproxy.Profile.parse("1ms,1000mbit") == linkproxy.Profile(1.0, 1000.0)
     assert linkproxy.Profile.parse("12.5ms,10mbit").to_dict() == {"latency_ms": 12.5, "mbit": 10.0}
+
+
+def test_soak_takes_a_script_and_checks_every_trial_before_anything_starts(tmp_path, monkeypatch):
+    script = tmp_path / "train.py"
+    script.write_text("")
+
+    def engine_checked(settings):
+        raise LabError("every trial was checked; the engine is next")
+
+    monkeypatch.setattr(chaos.backends, "check_engine", engine_checked)
+    with pytest.raises(LabError, match="^every trial was checked"):
+        chaos.soak(Settings(script=str(script), epochs=3, soak=12, runs_dir=str(tmp_path / "runs")))
+    assert not (tmp_path / "runs").exists()
