@@ -25,9 +25,10 @@ def fit_words(fit: dict, before: list[dict]) -> tuple[bool, str]:
     if epoch > 1 or step > 0:
         return True, f"resumed at epoch {epoch}" + (f", step {step}" if step else "")
     folder = fit.get("backup_dir")
-    if folder is None:
-        why = ("its fit has no BackupAndRestore, so a restart starts it over; add "
-               "tf.keras.callbacks.BackupAndRestore(backup_dir=...) with the folder in $TFLAB_OUTPUT")
+    if folder is None:  # weights it loads itself (keras-io's guide does) are beyond the lab's sight
+        why = ("its fit has no BackupAndRestore, so Keras counts its epochs from 1 again (weights the script "
+               "loads itself, the lab cannot see); to resume, add tf.keras.callbacks.BackupAndRestore("
+               "backup_dir=...) with the folder in $TFLAB_OUTPUT")
     elif not fit.get("backup_kept"):
         why = f"its backup_dir {folder} does not outlive a restart, as on a cluster; {OUTPUT_HINT}"
         if folder == "/tmp" or folder.startswith("/tmp/"):

@@ -41,8 +41,9 @@ def epoch(number: int) -> dict:
      "$TFLAB_OUTPUT, the run folder, which every task shares and a restart keeps (/tmp is each task's own, and the "
      "restart empties it)"),
     ([fit(1), epoch(1)], [fit(1)], False,
-     "started over at epoch 1: its fit has no BackupAndRestore, so a restart starts it over; add "
-     "tf.keras.callbacks.BackupAndRestore(backup_dir=...) with the folder in $TFLAB_OUTPUT"),
+     "started over at epoch 1: its fit has no BackupAndRestore, so Keras counts its epochs from 1 again (weights "
+     "the script loads itself, the lab cannot see); to resume, add tf.keras.callbacks.BackupAndRestore("
+     "backup_dir=...) with the folder in $TFLAB_OUTPUT"),
     ([fit(1, **KEPT)], [fit(1, **KEPT)], False,
      "started over at epoch 1: no backup was in /lab/run/backup yet: the attempt before ended before its first "
      "epoch did"),
