@@ -39,7 +39,7 @@ from tflab.foreign import shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import complete
 from tflab.settings import SPECS
-from tflab.summary import explanation_lines
+from tflab.summary import explanation_lines, resume_lines
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
@@ -111,9 +111,9 @@ class LabRun:
 
     def why(self) -> str:
         """What to read when an assertion about this run fails: first what broke and what to do
-        (the summary's explanations), then the lab's output."""
+        (the summary's explanations) and where a restarted script resumed, then the lab's output."""
         try:
-            explained = explanation_lines(self.summary.tasks)
+            explained = explanation_lines(self.summary.tasks) + resume_lines(self.summary.tasks)
         except (OSError, ValueError, TypeError, LabError):  # no summary: the lab ended before it wrote one
             explained = []
         head = "".join(f"{line}\n" for line in explained)

@@ -316,6 +316,8 @@ class TaskRow(Record):
     losses: list = dataclasses.field(default_factory=list)
     attempts: int = 0
     restored: list = dataclasses.field(default_factory=list)  # {"epoch", "step"} after each restart
+    # A script's: {"attempt", "resumed" (true, false, null: unseen), "words"} per restarted attempt (resume.py)
+    resumes: list = dataclasses.field(default_factory=list)
     earlier_errors: list = dataclasses.field(default_factory=list)  # the errors of attempts before the last
     final_loss: float | None = None
     cluster_ready_seconds: float | None = None
@@ -389,7 +391,7 @@ KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "
 # What readers index inside a summary's containers (summary.table, report, chaos.soak): checked too.
 CONTAINED = {
     "losses": (int, float), "restarts": (int, float), "earlier_errors": (str,), "not_applied": (str,),
-    "restored": (dict,), "evals": (dict,),
+    "restored": (dict,), "evals": (dict,), "resumes": (dict,),
 }
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
 CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")

@@ -18,10 +18,11 @@ import signal
 import time
 from pathlib import Path
 
-from tflab import backends, cluster, explain, reaper, runfolder, summary
+from tflab import backends, cluster, explain, reaper, resume, runfolder, summary
 from tflab.backends.base import NO_OBSERVER, Backend, RunObserver
 from tflab.console import describe_run, display_path, say
 from tflab.errors import LabError
+from tflab.foreign import ForeignFile
 from tflab.runfolder import Summary
 from tflab.schema import attempts
 from tflab.settings import Settings
@@ -92,8 +93,11 @@ class LabRun:
 
     def restart_line(self) -> str:
         settings = self.settings
-        resume = "from the last backup" if settings.backup != "off" and settings.loop == "fit" else "from the start"
-        return f"restarting every task ({len(self.restarts_made)} of {self.restarts}): training resumes {resume}"
+        count = f"restarting every task ({len(self.restarts_made)} of {self.restarts})"
+        if settings.script:
+            return f"{count}: {script_restart(self.run_dir, self.backend.cluster.chief)}"
+        resumes = "from the last backup" if settings.backup != "off" and settings.loop == "fit" else "from the start"
+        return f"{count}: training resumes {resumes}"
 
     def finish(self) -> None:
         """Once the run ended, before its tasks are removed."""
@@ -102,6 +106,17 @@ class LabRun:
                   oom_killed: dict) -> Summary:
         return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
                                  ended, oom_killed, self.restarts_made)
+
+
+def script_restart(run_dir: Path, chief: str) -> str:
+    """A script's restart: where it resumes is its own doing, said once its tasks log it; what the
+    chief's fit's backup lets one expect, where it has one."""
+    try:
+        expected = resume.expectation(runfolder.events(run_dir, chief))
+    except ForeignFile:
+        expected = ""
+    return ("each runs the script again from its first line, and the lab will say where it resumed"
+            + (f"; {chief}: {expected}" if expected else ""))
 
 
 def up(settings: Settings, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:

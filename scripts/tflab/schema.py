@@ -32,9 +32,13 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "cluster_ready": {"seconds": NUMBER, "replicas": int, "devices": list},
     # After a restart: training resumed from the backup at this epoch (1-based) and step in it.
     "restored": {"epoch": int, "step": int},
+    # A user's script only (trainer/observe.py): a Keras fit began its first step, at this epoch
+    # (1-based) and step in it, of `epochs`; its BackupAndRestore's folder where it has one.
+    "fit": {"epoch": int, "step": int, "epochs": int},
+    # A user's script only: a tf.train checkpoint restored (`path`), or none found in `path`.
+    "checkpoint": {"found": bool, "path": str},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
-    "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int,
-              "examples_per_second": NUMBER},
+    "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int},
     # The evaluator: a checkpoint the chief wrote after `epoch` (at global step `step`), evaluated
     # on the whole data set; the checkpoints it skipped (it takes the newest) have none.
     "eval": {"epoch": int, "step": int, "loss": NUMBER, "seconds": NUMBER},
@@ -45,12 +49,22 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # Any failure; the task exits non-zero after writing it.
     "error": {"message": str},
 }
+# Fields an event has only where its writer knows them: checked when present.
+OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    # The lab's trainer and tflab's callback know the batch; Keras's own epochs (observe.py) do not.
+    "epoch": {"examples_per_second": NUMBER},
+    # backup_dir: as the script's BackupAndRestore has it, made absolute; backup_kept: whether it
+    # lies in $TFLAB_OUTPUT, the run folder, which outlives a restart.
+    "fit": {"backup_dir": str, "backup_kept": bool},
+    # What the restored checkpoint's integer scalars hold (the custom-loop tutorial's `epoch`, say).
+    "checkpoint": {"counters": dict},
+}
 LAB_START = {"baseline_loss": NUMBER}  # what the lab's own data set scores predicting 0
 SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END = {"evaluations": int}
-OPTIONAL_EVENTS = ("allreduce",)
+OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint")
 # What readers index in any record they take (the runner's restart decision, chaos's timing), so
 # even a partial record (schema.problems(partial=True)) has them.
 ESSENTIAL = {"error": ("message",)}
@@ -80,11 +94,12 @@ def problems(record: dict, partial: bool = False) -> list[str]:
         fields.update(LAB_START)
     if event == "end":
         fields.update({"trainer": TRAINER_END, "script": SCRIPT_END, "evaluator": EVALUATOR_END}.get(role, {}))
-    for name, kind in fields.items():
+    optional = OPTIONAL_FIELDS.get(event, {})
+    for name, kind in {**fields, **optional}.items():
         if name not in record:
-            if not partial or name in COMMON or name in ESSENTIAL.get(event, ()):
+            if name not in optional and (not partial or name in COMMON or name in ESSENTIAL.get(event, ())):
                 found.append(f"{event}: missing {name}")
-        elif isinstance(record[name], bool) or not isinstance(record[name], kind):
+        elif (isinstance(record[name], bool) and kind is not bool) or not isinstance(record[name], kind):
             found.append(f"{event}: {name}={foreign.shown(repr(record[name]), 100)} is not {_kind_name(kind)}")
         elif isinstance(record[name], float) and not math.isfinite(record[name]):
             found.append(f"{event}: {name}={record[name]!r} is not finite")
@@ -132,8 +147,8 @@ def completeness(records: list[dict], epochs: int, role: str = "trainer") -> lis
         expected = ["start"] + ["eval"] * len(evals) + ["end"]
         if not evals or evals[-1] != epochs:
             found.append(f"evaluated epochs {evals} do not end with the last, {epochs}")
-    elif role == "script":  # epochs only where the script adds tflab's callback
-        expected = ["start"] + [k for k in kinds if k == "epoch"] + ["end"]
+    elif role == "script":  # its epochs (and a restore) as its Keras fits logged them, or none (a custom loop)
+        expected = ["start"] + [k for k in kinds if k in ("restored", "epoch")] + ["end"]
     else:
         expected = (["start", "cluster_ready"] + ["restored"] * bool(restored)
                     + ["epoch"] * (epochs - first_epoch + 1) + ["end"])
@@ -189,21 +204,28 @@ class EventLog:
     def __init__(self, path: Path, task: str):
         self.path = Path(path)
         self.task = task
-        self._file = open(self.path, "a", buffering=1)
+        # Several processes append to one task's log (the launcher, the script's observer and
+        # callback, the trainer's watchdog): each line is one write() to an O_APPEND file, which
+        # the kernel places whole at the end, so lines never interleave.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 
     def emit(self, event: str, **fields) -> dict:
         record = {"event": event, "task": self.task, "time": time.time(), **fields}
         found = problems(record)
         if found:
             raise SchemaError("; ".join(found))
-        self._file.write(json.dumps(record, sort_keys=False) + "\n")
-        self._file.flush()
+        line = (json.dumps(record, sort_keys=False) + "\n").encode()
+        written = os.write(self._fd, line)
+        if written != len(line):  # a full disk: what is left would land after another's line
+            raise OSError(f"{self.path}: {written} of {len(line)} bytes written")
         return record
 
     def close(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        if self._fd < 0:
+            return
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
 
 
 def complete(records: Iterable[dict]) -> list[dict]:

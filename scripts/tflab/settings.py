@@ -627,10 +627,9 @@ def _args(name: str, raw: str) -> str:
 
 
 # A value these commands cannot honour, from the environment too, refused when the command starts:
-# a user's script, where the faults are timed by the lab trainer's events or the pods run the lab's.
+# a user's script where the pods run the lab's. (make chaos and soak time a script's faults by
+# its own epochs, which trainer/observe.py logs, or by seconds from its start.)
 SCRIPT_REFUSED = {
-    **dict.fromkeys(("chaos", "soak"), "make chaos and make soak: expected the lab's own trainer (SCRIPT empty), "
-                                       "whose epochs and readiness the faults are timed by"),
     "k8s": "make k8s: the manifests run the lab's own trainer (bake your script into an image of yours and "
            "name it in K8S_IMAGE)",
 }
@@ -749,7 +748,8 @@ SETTINGS: tuple[Setting, ...] = (
             "the runs `make compare` makes, side by side, with every other setting shared",
             commands=("compare",)),
     Setting("RESTARTS", 2, _integer(0, 10), "0..10",
-            "times the lab restarts the whole cluster after a task fails; each resumes from the backup",
+            "times the lab restarts the whole cluster after a task fails; the lab's trainer resumes from its "
+            "backup, a SCRIPT where its own lets it (the lab says where it did)",
             tfjob=REPLAYED),
     Setting("RESTART_POLICY", "ExitCode", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
             "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
@@ -781,7 +781,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TARGET", "", _text, "a task of the run; empty: the last worker", "make chaos: the task it hits",
             commands=("chaos",)),
     Setting("AT", "epoch:2", _moment, "epoch:N | seconds:S",
-            "make chaos: after the target's Nth epoch, or S seconds after it is ready",
+            "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), or S "
+            "seconds after it is ready (a SCRIPT: after it started)",
             commands=("chaos",)),
     Setting("HEAL", "5", _heal, "seconds | never (partition only)",
             "make chaos: when a pause or partition is undone",

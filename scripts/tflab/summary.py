@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import explain, foreign, preemption
+from tflab import explain, foreign, preemption, resume
 from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
@@ -39,10 +39,11 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         losses=losses,
         attempts=len(tries),
         restored=[{"epoch": r["epoch"], "step": r["step"]} for r in by_event(records, "restored")],
+        resumes=resume.resumes(records) if role == "script" else [],
         earlier_errors=[r["message"].splitlines()[0][:300] for attempt in tries[:-1]
                         for r in by_event(attempt, "error")],
-        # A user's script (SCRIPT) has a loss only where it logs epochs with tflab's callback.
-        final_loss=end.get("final_loss", losses[-1] if end and losses else None),
+        # A user's script (SCRIPT): its last epoch's, as Keras or tflab's callback logged it.
+        final_loss=end.get("final_loss", by_event(records, "epoch")[-1]["loss"] if end and losses else None),
         cluster_ready_seconds=ready.get("seconds"),
         first_step_seconds=end.get("first_step_seconds"),
         steady_step_seconds=steady,
@@ -213,6 +214,7 @@ def table(result: Summary) -> str:
         if row.error and not row.explanation:
             lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
     lines += explanation_lines(result.tasks)
+    lines += resume_lines(result.tasks)
     trainers = [row for row in result.tasks if row.role == "trainer"]
     agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
         "; every task ended with the same weights" if result.weights_agree else "; weights differ")
@@ -228,6 +230,9 @@ def table(result: Summary) -> str:
                      f"training again after {_seconds(chaos.get('recovery_seconds'))}")
         found = chaos.get("preemptions")
         lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
+        unchecked = chaos.get("unchecked")
+        lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
+                  for note in (unchecked if isinstance(unchecked, list) else [])]
     reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
     lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
     # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
@@ -254,6 +259,16 @@ def explanation_lines(rows: list[TaskRow]) -> list[str]:
     return lines
 
 
+def resume_lines(rows: list[TaskRow]) -> list[str]:
+    """Per restart, where each script task resumed (resume.py); tasks that did alike share a line."""
+    groups: dict[tuple, list[str]] = {}
+    for row in rows:
+        for found in row.get("resumes") or []:
+            groups.setdefault((found.get("attempt"), found.get("words")), []).append(shown(row["task"]))
+    return [f"{', '.join(tasks)}: after restart {shown(attempt - 1 if isinstance(attempt, int) else attempt)}, "
+            f"{shown(words, limit=0)}" for (attempt, words), tasks in groups.items()]
+
+
 def _seconds(value) -> str:
     return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.1f} s"
 
@@ -267,10 +282,14 @@ class ProgressPrinter:
         self.chief = the_cluster.chief
         self.offsets = {task: 0 for task in the_cluster.tasks}
         self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
+        self.tries = {task: [] for task in the_cluster.tasks}  # each task's attempts so far (a script's resume)
 
     def print_new(self) -> None:
         for task in self.offsets:
             for record in self._new_records(task):
+                if record.get("event") == "start" or not self.tries[task]:
+                    self.tries[task].append([])
+                self.tries[task][-1].append(record)
                 try:
                     line = self.describe(record)
                 except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
@@ -324,8 +343,16 @@ class ProgressPrinter:
             return f"ready after {record['seconds']:.1f} s: {record['replicas']} replicas in sync"
         if event == "epoch" and record["task"] == self.chief:
             of = "" if self.settings.script else f"/{self.settings.epochs}"  # a script's epochs are its own
-            return (f"epoch {record['epoch']}{of}  loss {record['loss']:.4f}  "
-                    f"{record['seconds']:.2f} s  {record['examples_per_second']:.0f} examples/s")
+            rate = record.get("examples_per_second")  # Keras's own epochs (observe.py) know no batch
+            return (f"epoch {record['epoch']}{of}  loss {record['loss']:.4f}  {record['seconds']:.2f} s"
+                    + (f"  {rate:.0f} examples/s" if rate is not None else f"  {record['steps']} steps"))
+        if event in ("fit", "checkpoint"):  # a script's: said only after a restart, where it resumed
+            tries = self.tries[record["task"]]
+            if len(tries) < 2:
+                return None
+            resumed, words = (resume.fit_words(record, tries[-2]) if event == "fit"
+                              else resume.checkpoint_words(record))
+            return f"after restart {len(tries) - 1}: {words}"
         if event == "end" and record["role"] == "server":
             return f"ended after serving for {record['total_seconds']:.1f} s"
         if event == "eval":
@@ -336,7 +363,7 @@ class ProgressPrinter:
             return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
         if event == "end":
             return f"done in {record['total_seconds']:.1f} s: final loss {record['final_loss']:.4f}"
-        if event == "restored":
+        if event == "restored" and not self.settings.script:  # a script's `fit` says it
             return f"restored from the backup: resuming at epoch {record['epoch']}, step {record['step']}"
         if event == "error":
             return f"error: {record['message'].splitlines()[0][:300]}"

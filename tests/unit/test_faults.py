@@ -135,6 +135,36 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     assert [r["event"] for r in injected[1:]] == (["exited"] if scenario == "preempt" else [])
 
 
+def test_a_scripts_faults_are_timed_by_its_own_epochs_or_start_and_say_what_goes_unchecked(tmp_path):
+    """SCRIPT: AT=epoch:N counts the target's epoch events (Keras's own, observe.py), whatever EPOCHS
+    says; AT=seconds:S counts from its start (a script logs no cluster_ready)."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    settings = Settings(script=str(script), epochs=2, at="epoch:5")
+    fault = chaos.Chaos(settings)
+    fault.check(settings)  # EPOCHS is the lab trainer's; the script's epochs are its own
+    assert fault.fault() == "kill on worker-1 after its script's epoch 5"
+    with pytest.raises(LabError, match="^AT=epoch:0 is not allowed: expected epoch:1 or later"):
+        chaos.Chaos(settings.replace(at="epoch:0")).check(settings.replace(at="epoch:0"))
+    fault.run_dir = tmp_path
+    log = schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1")
+    for number in range(1, 5):
+        log.emit("epoch", epoch=number, loss=1.0, seconds=0.1, steps=8)
+    assert not fault._due(tmp_path)
+    log.emit("epoch", epoch=5, loss=1.0, seconds=0.1, steps=8)
+    assert fault._due(tmp_path)
+    timed = chaos.Chaos(settings.replace(at="seconds:0"))
+    timed.run_dir = tmp_path
+    assert timed.fault() == "kill on worker-1 0 s after its script started" and not timed._due(tmp_path)
+    log.emit("start", role="script", strategy="multiworker", cluster={}, versions={}, settings={})
+    assert timed._due(tmp_path)
+    assert chaos.Chaos(settings.replace(at="epoch:9")).unchecked(tmp_path) == [
+        "weights: a script logs no digest of its weights, so whether every task ended with the same weights is "
+        "not checked",
+        "the fault: not injected, as worker-1 logged 5 epochs, not 9 (the lab counts a Keras fit's epochs, and "
+        "tflab's LabCallback's)"]
+
+
 def test_soak_needs_compose_on_swarm(tmp_path):
     with pytest.raises(LabError, match="SCENARIO=slow-link needs BACKEND=compose"):
         chaos.soak(Settings(backend="swarm", runs_dir=str(tmp_path)))
@@ -215,3 +245,16 @@ def test_the_proxy_delays_each_direction_and_follows_its_control_file(tmp_path, 
 def test_profiles_parse_from_the_link_setting():
     assert linkproxy.Profile.parse("1ms,1000mbit") == linkproxy.Profile(1.0, 1000.0)
     assert linkproxy.Profile.parse("12.5ms,10mbit").to_dict() == {"latency_ms": 12.5, "mbit": 10.0}
+
+
+def test_soak_takes_a_script_and_checks_every_trial_before_anything_starts(tmp_path, monkeypatch):
+    script = tmp_path / "train.py"
+    script.write_text("")
+
+    def engine_checked(settings):
+        raise LabError("every trial was checked; the engine is next")
+
+    monkeypatch.setattr(chaos.backends, "check_engine", engine_checked)
+    with pytest.raises(LabError, match="^every trial was checked"):
+        chaos.soak(Settings(script=str(script), epochs=3, soak=12, runs_dir=str(tmp_path / "runs")))
+    assert not (tmp_path / "runs").exists()

@@ -83,3 +83,47 @@ def test_a_hooked_module_keeps_its_own_loader(tmp_path):
                            "type(watched.__spec__.loader).__name__)\n",
                  prelude="inscript.when_imported('watched', lambda module: None)\n")
     assert result.stdout.split() == ["SourceFileLoader", "SourceFileLoader"]
+
+
+def test_the_epoch_observer_is_a_hook_and_its_watch_is_installed_once_and_chained(tmp_path, monkeypatch):
+    """trainer/observe.py on a stand-in for Keras's CallbackList (the real ones: test_observe.py):
+    a second install wraps nothing twice, a later patch by another hook still reaches the original,
+    and what it logs comes from the calls fit makes."""
+    from tflab.schema import read_events
+    from tflab.trainer import inscript, observe
+
+    assert "tflab.trainer.observe" in inscript.HOOKS
+    monkeypatch.setattr(observe, "_log", None)
+    monkeypatch.setenv("TFLAB_LOG", str(tmp_path / "worker-0.jsonl"))
+    monkeypatch.setenv("TFLAB_TASK", "worker-0")
+    monkeypatch.setenv("TFLAB_OUTPUT", str(tmp_path))
+    calls = []
+
+    class BackupAndRestore:
+        backup_dir = str(tmp_path / "backup")
+
+    class CallbackList:
+        def __init__(self, callbacks):
+            self.callbacks, self.params = callbacks, {"epochs": 3}
+
+    for name in observe.WATCHED:
+        setattr(CallbackList, name, lambda self, *args, name=name, **kwargs: calls.append(name))
+    observe.watch(CallbackList)
+    observe.watch(CallbackList)  # idempotent
+    patched = CallbackList.on_epoch_end
+    CallbackList.on_epoch_end = lambda self, *args, **kwargs: calls.append("another hook") or patched(self, *args)
+    fit = CallbackList([BackupAndRestore()])
+    fit.on_train_begin()
+    fit.on_epoch_begin(1)
+    fit.on_train_batch_begin(0)
+    fit.on_train_batch_end(7, {"loss": "a tensor the watch never reads"})
+    fit.on_epoch_end(1, {"loss": 0.25})
+    assert calls == ["on_train_begin", "on_epoch_begin", "on_train_batch_begin", "on_train_batch_end",
+                     "another hook", "on_epoch_end"]
+    events = [{k: v for k, v in r.items() if k not in ("task", "time", "seconds")}
+              for r in read_events(tmp_path / "worker-0.jsonl")]
+    assert events == [
+        {"event": "fit", "epoch": 2, "step": 0, "epochs": 3, "backup_dir": str(tmp_path / "backup"),
+         "backup_kept": True},
+        {"event": "restored", "epoch": 2, "step": 0},
+        {"event": "epoch", "epoch": 2, "loss": 0.25, "steps": 8}]

@@ -11,6 +11,8 @@ GOOD = {
               "settings": {}, "baseline_loss": 21.0},
     "cluster_ready": {"seconds": 3.5, "replicas": 1, "devices": ["/device:CPU:0"]},
     "restored": {"epoch": 3, "step": 0},
+    "fit": {"epoch": 1, "step": 0, "epochs": 5, "backup_dir": "/tmp/backup", "backup_kept": False},
+    "checkpoint": {"found": True, "path": "/lab/run/ckpt/ckpt-2", "counters": {"epoch": 2}},
     "epoch": {"epoch": 1, "loss": 20.0, "seconds": 0.4, "steps": 64, "examples_per_second": 10240.0},
     "eval": {"epoch": 2, "step": 128, "loss": 12.5, "seconds": 0.2},
     "allreduce": {"floats": 341, "calls": 100, "median_seconds": 0.0015},
@@ -49,6 +51,14 @@ def test_good_records_have_no_problems(event):
 ])
 def test_bad_records_are_named(bad, expected):
     assert any(expected in p for p in problems(bad)), problems(bad)
+
+
+def test_optional_fields_may_be_left_out_and_are_checked_when_present():
+    assert problems(record("epoch", examples_per_second=None)) != []
+    bare = {key: value for key, value in record("epoch").items() if key != "examples_per_second"}
+    assert problems(bare) == []  # Keras's own epochs (observe.py) know no batch size
+    assert problems(record("fit", backup_kept="yes")) == ["fit: backup_kept='yes' is not a bool"]
+    assert problems(record("fit", epochs=True)) == ["fit: epochs=True is not a int"]
 
 
 def test_a_server_ends_without_training_figures():
@@ -96,6 +106,14 @@ def test_a_restarted_task_is_complete_when_its_last_attempt_resumes_and_ends():
     assert completeness(first + resumed[:-1], epochs=4) != []
     # An attempt that ended (`end`) and was started again is not a restart the lab makes.
     assert any("before the last one has an end" in p for p in completeness(resumed + resumed, epochs=4))
+
+
+def test_a_scripts_resumed_attempt_is_complete_with_what_its_fit_logged():
+    start = record("start", role="script", strategy="multiworker")
+    end = {**SERVER_END, "task": "single", "role": "script", "exit_code": 0}
+    resumed = [start, record("fit", epoch=3), record("restored", epoch=3, step=0), record("epoch", epoch=3), end]
+    assert completeness(resumed, epochs=0, role="script") == []
+    assert completeness([start, record("checkpoint"), end], epochs=0, role="script") == []  # a custom loop
 
 
 def test_completeness_of_a_server_is_start_ready_end():

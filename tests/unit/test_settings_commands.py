@@ -84,7 +84,7 @@ def test_only_names_given_count_not_the_environment():
     refuse_not_read("summary", named_values(env))  # exported for another command: not summary's business
 
 
-@pytest.mark.parametrize("command", ["chaos", "soak", "k8s"])
+@pytest.mark.parametrize("command", ["k8s"])
 def test_a_script_is_refused_where_the_command_cannot_run_it_from_the_declaration(command, tmp_path):
     script = tmp_path / "train.py"
     script.write_text("print('hi')\n")
@@ -94,9 +94,8 @@ def test_a_script_is_refused_where_the_command_cannot_run_it_from_the_declaratio
     assert str(refused.value) == f"SCRIPT={script} is not allowed with {SPECS['SCRIPT'].refused[command]}"
     refuse_unhonoured("up", settings)
     refuse_unhonoured(command, Settings())
-    # the two call sites raise it
-    with pytest.raises(SettingsError, match="^SCRIPT=.* is not allowed with make chaos and make soak: "):
-        chaos.check_backend(settings, ("kill",))
+    # its call site raises it; make chaos and soak time a script by its own epochs (issue 29)
+    chaos.check_backend(settings, ("kill",))
     with pytest.raises(SettingsError, match="^SCRIPT=.* is not allowed with make k8s: the manifests run"):
         k8s.write(settings)
 

@@ -26,7 +26,7 @@ TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "l
 # No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads;
 # compose renders the metadata stand-in's service and each task's port from trainer.metadata).
 STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.metadata",
-                  "metadata", "trainer.inscript"}
+                  "metadata", "trainer.inscript", "trainer.observe"}
 SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder",  # both sides
           "foreign", "task", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
@@ -98,6 +98,9 @@ def what_runs_in_the_containers() -> set[str]:
         found.add(module)
         reached = lab_imports_of(module)
         reached |= {module_of(f"tflab.{name}") for name in SPAWNED.findall(source_of(module).read_text())}
+        if module == "trainer.inscript":  # its hooks, imported by name (inscript.HOOKS)
+            from tflab.trainer import inscript
+            reached |= {module_of(name) for name in inscript.HOOKS}
         todo |= reached - found
     return found
 
@@ -122,7 +125,7 @@ def test_the_host_side_is_what_is_left():
 def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
-        "trainer.peerwait", "trainer.metadata", "trainer.inscript"}
+        "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 
