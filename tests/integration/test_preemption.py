@@ -80,9 +80,6 @@ def test_a_grace_not_met_is_killed_said_and_resumed_from_the_last_checkpoint(lab
     assert run.losses("worker-0")[-1] < run.losses("worker-0")[0]
 
 
-# Enable once make chaos runs a SCRIPT (another branch lifts chaos's refusal of SCRIPT, timing the
-# fault by the script's epochs or by seconds): then the user's own script hears GCE's notice.
-@pytest.mark.skip(reason="needs make chaos on SCRIPT runs (refused in this branch); enable after that merge")
 @pytest.mark.xdist_group("preempt-gce-script")
 def test_a_users_script_hears_the_gce_notice_saves_and_resumes(lab):
     run = lab.run("preempt-gce-script", command="chaos", SCENARIO="preempt", NOTICE="gce", GRACE=30,
