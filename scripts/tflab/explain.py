@@ -20,6 +20,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tflab.settings import lab_command
+
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
 FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container say it
 # A task whose container or process disappeared while the run went on (removed from outside the
@@ -37,7 +39,7 @@ class Signature:
     name: str
     pattern: str  # a regular expression searched in the task's error, then in its output
     what: str  # what happened to the task; {code}, {memory}, {last_memory} are filled in
-    fix: str
+    fix: str  # {down}, {config}: the lab's command as the user runs it (console.lab_command)
     link: str
     retry: bool | None  # can a restart help? None: the exit code decides
 
@@ -47,13 +49,13 @@ SIGNATURES = [
     Signature("vanished", r"^engine: vanished$",
               "vanished: its container or service was removed from outside the lab (docker rm, docker service rm, "
               "an engine restart) while it ran",
-              "start the run again, and leave its containers to the lab (`make down` ends a run cleanly); "
+              "start the run again, and leave its containers to the lab (`{down}` ends a run cleanly); "
               "the lab does not recreate what it did not remove",
               "https://docs.docker.com/reference/cli/docker/container/rm/", False),
     Signature("oom-killed", r"^engine: OOMKilled",
               "killed by the kernel for memory (the engine says OOMKilled): it reached its limit MEMORY={memory} "
               "(last measured: {last_memory})",
-              "raise MEMORY (make up MEMORY=2g), or make the task need less: a smaller batch, model or "
+              "raise MEMORY (MEMORY=2g, say), or make the task need less: a smaller batch, model or "
               "data set held in memory", MEMORY_LINK, False),
     Signature("killed-at-memory-limit", r"^engine: exit 137 under MEMORY=",
               "killed (SIGKILL, code 137) while it ran under MEMORY={memory} (last measured: {last_memory}); "
@@ -96,11 +98,23 @@ SIGNATURES = [
               "its gRPC server could not listen: its port is already taken by another process",
               "end whatever holds the port, or give the task another one in TF_CONFIG",
               "https://www.tensorflow.org/api_docs/python/tf/distribute/Server", None),
+    # Before peer-name-unresolved: a name outside the cluster (a download's host) is no peer's.
+    Signature("no-route-out",
+              r"URL fetch failure on https?://|<urlopen error|HTTPS?ConnectionPool\(host=|Failed to establish a new "
+              r"connection|Could not resolve host",
+              "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and the lab's "
+              "network has no route out, by design (NETWORK=internal: the tasks reach each other only, as on many "
+              "clusters)",
+              "put the data beside the script (its folder is linked into the working directory), or in a folder "
+              "given as DATA=path (read-only at $TFLAB_DATA; for keras.datasets, DATA=~/.keras after one download "
+              "on the host, and SCRIPT_ENV=KERAS_HOME=/lab/data), or let the tasks out with NETWORK=bridge",
+              "https://docs.docker.com/engine/network/drivers/bridge/", False),
     Signature("peer-name-unresolved",
-              r"could not reach [^\n]*name does not resolve|DNS resolution failed|Name or service not known",
+              r"could not reach [^\n]*name does not resolve|DNS resolution failed|"
+              r"^(?![^\n]*(?:https?://|urlopen|ConnectionPool))[^\n]*Name or service not known",
               "a peer's host name does not resolve: its container or node is not there, or TF_CONFIG names "
               "it wrongly", "check that every task in TF_CONFIG was started and is on the same network "
-                            "(make config shows the cluster spec)", TUTORIAL, None),
+                            "({config} shows the cluster spec)", TUTORIAL, None),
     Signature("peer-never-came", r"gave up after \S+ s waiting for the cluster",
               "the cluster never formed: a peer did not register within PEER_TIMEOUT",
               "check the peer named above is running and reachable, or raise PEER_TIMEOUT if it starts slowly",
@@ -162,15 +176,16 @@ def explain(evidence: Evidence) -> Explanation | None:
     if signature:
         fields = {"code": evidence.exit_code, "memory": evidence.memory,
                   "last_memory": _megabytes(evidence.last_memory_bytes)}
-        return Explanation(evidence.task, signature.name, signature.what.format(**fields), signature.fix,
-                           signature.link, signature.retry)
+        commands = {verb: lab_command(verb) for verb in ("down", "config")}
+        return Explanation(evidence.task, signature.name, signature.what.format(**fields),
+                           signature.fix.format(**commands), signature.link, signature.retry)
     exception = exception_head(evidence.error) or exception_head(evidence.output)
     code = describe_code(evidence.exit_code)
     if exception:
         return Explanation(evidence.task, "exception", f"{code} after {exception}",
-                           "read the traceback in `make logs`; the lab knows no fix for this one", "", None)
-    return Explanation(evidence.task, "exit code", code,
-                       "read its output in `make logs`", "", None)
+                           f"read the traceback in `{lab_command('logs')}`; the lab knows no fix for this one", "",
+                           None)
+    return Explanation(evidence.task, "exit code", code, f"read its output in `{lab_command('logs')}`", "", None)
 
 
 def match(evidence: Evidence) -> Signature | None:
