@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tflab import foreign
-from tflab.settings import lab_command
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
 from tflab.schema import Events, problems, read_events
-from tflab.settings import Settings, SettingsError
+from tflab.settings import Settings, SettingsError, lab_command
 from tflab.trainer.linkproxy import Profile
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG

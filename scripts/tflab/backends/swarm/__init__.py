@@ -79,11 +79,10 @@ from tflab.backends.swarm.teardown import (  # noqa: F401 (as before)
     stack_run_dirs,
 )
 from tflab.cluster import Cluster
-from tflab.settings import lab_command
 from tflab.errors import LabError
 from tflab.explain import VANISHED
 from tflab.runfolder import OUTPUT, write_json
-from tflab.settings import Settings
+from tflab.settings import Settings, lab_command
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
 RESTART_SECONDS = 60
