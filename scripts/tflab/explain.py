@@ -105,9 +105,9 @@ SIGNATURES = [
               "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and the lab's "
               "network has no route out, by design (NETWORK=internal: the tasks reach each other only, as on many "
               "clusters)",
-              "put the data beside the script (its folder is linked into the working directory), or in a folder "
-              "given as DATA=path (read-only at $TFLAB_DATA; for keras.datasets, DATA=~/.keras after one download "
-              "on the host, and SCRIPT_ENV=KERAS_HOME=/lab/data), or let the tasks out with NETWORK=bridge",
+              "bring the data in: keep it beside the script (linked into its working directory) or in DATA=path "
+              "(read-only at $TFLAB_DATA) and load it from there (Keras 3's keras.datasets finds datasets/<file> "
+              "beside the script with SCRIPT_ENV=KERAS_HOME=.), or let the tasks out with NETWORK=bridge",
               "https://docs.docker.com/engine/network/drivers/bridge/", False),
     Signature("peer-name-unresolved",
               r"could not reach [^\n]*name does not resolve|DNS resolution failed|"

@@ -21,7 +21,9 @@ args = parser.parse_args()
 strategy = tf.distribute.MirroredStrategy()
 print("Number of devices: {}".format(strategy.num_replicas_in_sync))
 
-with open("scale.txt") as file:  # beside the script
+# As keras.datasets finds a data set it has: in datasets/ of KERAS_HOME (here ".", the working
+# directory, where datasets/ beside the script is seen), else it would download it.
+with open(keras.utils.get_file("scale.txt", origin="https://example.invalid/scale.txt")) as file:
     scale = float(file.read())
 data_dir = os.environ.get("TFLAB_DATA")
 weights = np.load(os.path.join(data_dir, "weights.npy")) if data_dir else np.ones(8, "float32")
