@@ -318,9 +318,10 @@ class ProgressPrinter:
             versions = record["versions"]
             return f"started: tensorflow {versions.get('tensorflow')}, {versions.get('keras')}"
         if event == "imported" and record["task"] == self.chief:
-            what = {"keras": "Keras 3", "tf_keras": "tf.keras, TF_USE_LEGACY_KERAS=1"}.get(record["module"], "")
+            # tf_keras: TensorFlow's own import brings it in as tf.keras under TF_USE_LEGACY_KERAS=1
+            what = {"keras": "Keras 3", "tf_keras": "tf.keras under TF_USE_LEGACY_KERAS=1"}.get(record["module"], "")
             name = "tf-keras" if record["module"] == "tf_keras" else record["module"]
-            return f"the script imported {name} {record['version']}" + (f" ({what})" if what else "")
+            return f"imported {name} {record['version']}" + (f" ({what})" if what else "")
         if event == "cluster_ready" and record["replicas"] == 0:
             return f"serving after {record['seconds']:.1f} s"
         if event == "cluster_ready":

@@ -68,7 +68,7 @@ def test_its_output_is_streamed_whole_with_its_task_and_the_keras_it_imported(co
     lab, _ = compose_run
     lines = lab.output.splitlines()
     assert "[mirrored] started: tensorflow 2.21.0" in lines
-    assert any(re.fullmatch(r"\[mirrored\] the script imported keras 3\.\d+\.\d+ \(Keras 3\)", line) for line in lines)
+    assert any(re.fullmatch(r"\[mirrored\] imported keras 3\.\d+\.\d+ \(Keras 3\)", line) for line in lines)
     # Live: the epochs are printed before the task's end, each Keras bar as its last drawing, uncoloured.
     epoch = lines.index("[mirrored] Epoch 2/2")
     done = next(i for i, line in enumerate(lines) if line.startswith("[mirrored] done in"))
