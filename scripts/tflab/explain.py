@@ -98,6 +98,12 @@ SIGNATURES = [
               "its gRPC server could not listen: its port is already taken by another process",
               "end whatever holds the port, or give the task another one in TF_CONFIG",
               "https://www.tensorflow.org/api_docs/python/tf/distribute/Server", None),
+    Signature("read-only-file", r"\[Errno 30\] Read-only file system|Read-only file system",
+              "it wrote to a read-only path: the script's own folder (/lab/script, and the links to its entries in "
+              "the working directory) or DATA's (/lab/data) are mounted read-only in a task",
+              "write to a new name in the working directory (runs/<RUN>/work/<task>/, writable and kept with the "
+              "run) or in $TFLAB_OUTPUT, not over a file beside the script",
+              "https://docs.docker.com/engine/storage/bind-mounts/#use-a-read-only-bind-mount", False),
     # Before peer-name-unresolved: a name outside the cluster (a download's host) is no peer's.
     Signature("no-route-out",
               r"URL fetch failure on https?://|<urlopen error|HTTPS?ConnectionPool\(host=|Failed to establish a new "

@@ -9,6 +9,11 @@ known without looking inside: `start`, then `end` (exit code, wall time, the scr
 memory) or `error`, and exits with the script's own exit code. Signals reach the script, so a
 `docker kill -s SIGTERM` is the script's to handle, as on a real cluster.
 
+The script runs in its task's own working directory, `work/<task>/` of the run folder (writable,
+kept with the run; its folder is read-only), and its stdout and stderr pass through as whole lines
+(TerminalLines: a Keras progress bar as a terminal leaves it), into `<task>.out` too, which the lab
+prints as it comes.
+
 Stdlib only: it imports neither TensorFlow (the script does) nor anything of the host side.
 """
 
