@@ -97,6 +97,19 @@ def test_the_script_runs_in_a_writable_folder_of_the_run_that_sees_its_own_files
     assert (work / "beside.txt").is_symlink() and (work / "beside.txt").resolve() == tmp_path / "script/beside.txt"
 
 
+def test_a_runs_folder_inside_the_scripts_folder_is_not_linked_into_its_own_run(tmp_path):
+    """BACKEND=local with runs/ beside the script, as `tflab up SCRIPT=train.py` in a project makes it."""
+    from tflab.trainer.launch import working_folder
+
+    (tmp_path / "train.py").write_text("")
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    work = working_folder(run_dir, "worker-0", tmp_path)
+    assert work == run_dir / "work/worker-0"
+    assert sorted(path.name for path in work.iterdir()) == ["train.py"]
+    assert working_folder(run_dir, "worker-0", tmp_path) == work  # a restart finds it as it was
+
+
 def test_the_output_file_has_every_line_whole_and_the_keras_that_was_imported(tmp_path):
     fake_keras = "__version__ = '3.99.0'\n"  # found first: the script's folder leads sys.path
     result, run_dir, task = launch(tmp_path, r"""
