@@ -108,12 +108,10 @@ SIGNATURES = [
     Signature("no-route-out",
               r"URL fetch failure on https?://|<urlopen error|HTTPS?ConnectionPool\(host=|Failed to establish a new "
               r"connection|Could not resolve host",
-              "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and the lab's "
-              "network has no route out, by design (NETWORK=internal: the tasks reach each other only, as on many "
-              "clusters)",
+              "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and {route}",
               "bring the data in: keep it beside the script (linked into its working directory) or in DATA=path "
               "(read-only at $TFLAB_DATA) and load it from there (Keras 3's keras.datasets finds datasets/<file> "
-              "beside the script with SCRIPT_ENV=KERAS_HOME=.), or let the tasks out with NETWORK=bridge",
+              "beside the script with SCRIPT_ENV=KERAS_HOME=.){or_bridge}",
               "https://docs.docker.com/engine/network/drivers/bridge/", False),
     Signature("peer-name-unresolved",
               r"could not reach [^\n]*name does not resolve|DNS resolution failed|"
@@ -149,6 +147,7 @@ class Evidence:
     oom_killed: bool | None = None  # the engine's State.OOMKilled; None where the backend cannot say
     memory: str = "0"  # MEMORY, the task's limit
     last_memory_bytes: int | None = None  # its largest measured memory in its log
+    network: str = "internal"  # NETWORK: whether the tasks had a route out
 
     def header(self) -> str:
         """The engine's state as lines the table's patterns read."""
@@ -180,9 +179,15 @@ def explain(evidence: Evidence) -> Explanation | None:
         return None
     signature = match(evidence)
     if signature:
+        internal = evidence.network == "internal"
         fields = {"code": evidence.exit_code, "memory": evidence.memory,
-                  "last_memory": _megabytes(evidence.last_memory_bytes)}
+                  "last_memory": _megabytes(evidence.last_memory_bytes),
+                  "route": "the lab's network has no route out, by design (NETWORK=internal: the tasks reach each "
+                           "other only, as on many clusters)" if internal else
+                           "could not, though NETWORK=bridge lets the tasks out: this host's own network failed it "
+                           "(offline, a proxy, or its DNS)"}
         commands = {verb: lab_command(verb) for verb in ("down", "config")}
+        commands["or_bridge"] = ", or let the tasks out with NETWORK=bridge" if internal else ""
         return Explanation(evidence.task, signature.name, signature.what.format(**fields),
                            signature.fix.format(**commands), signature.link, signature.retry)
     exception = exception_head(evidence.error) or exception_head(evidence.output)

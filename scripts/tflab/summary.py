@@ -82,7 +82,7 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
     measured = [r[key] for r in records for key in ("peak_rss_bytes", "rss_bytes") if isinstance(r.get(key), int)]
     return explain.Evidence(task=task, exit_code=exit_code, error=errors[0]["message"] if errors else "",
                             output=output, oom_killed=oom_killed, memory=settings.memory,
-                            last_memory_bytes=max(measured) if measured else None)
+                            last_memory_bytes=max(measured) if measured else None, network=settings.network)
 
 
 def task_output(log: str, task: str) -> str:

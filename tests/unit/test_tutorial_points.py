@@ -209,6 +209,10 @@ def test_an_outside_name_failing_is_a_download_never_a_peer():
         found = explain.explain(Evidence("worker-0", 1, error=said))
         assert found.signature == "no-route-out", said
         assert "NETWORK=bridge" in found.fix and "DATA=" in found.fix and found.retry is False
+    bridged = explain.explain(Evidence("worker-0", 1, error="<urlopen error [Errno 101] Network is unreachable>",
+                                       network="bridge"))
+    assert "NETWORK=bridge lets the tasks out: this host's own network failed it" in bridged.what
+    assert "NETWORK=bridge" not in bridged.fix
     for said in ("DNS resolution failed for worker-1:2222: C-ares status is not ARES_SUCCESS",
                  "socket.gaierror: [Errno -2] Name or service not known"):
         assert explain.explain(Evidence("worker-0", 1, error=said)).signature == "peer-name-unresolved", said
