@@ -124,6 +124,7 @@ class SettingsRules:
         if unknown:
             close = difflib.get_close_matches(unknown[0].upper(), SPECS, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]}?" if close else f"allowed settings: {', '.join(SPECS)}"
+            hint += script_env_hint(unknown[0], {**env, **overrides}) if not close else ""
             raise SettingsError(f"unknown setting {unknown[0]}; {hint}")
         check_make_variables(env)
         # Given by name (an argument, or on make's command line, where make strips a blank value
@@ -375,6 +376,7 @@ def check_make_variables(env: Mapping[str, str]) -> None:
         value = env.get(name, "")
         close = difflib.get_close_matches(name.upper(), [*SPECS, *own], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "`make help` lists the settings"
+        hint += script_env_hint(name, env) if not close else ""
         case = " (settings are upper case)" if name.upper() in SPECS else ""
         if not PLAIN_NAME.fullmatch(name):
             raise SettingsError(f"make variable {_shown_name(name)} is not a setting: a setting's name is upper-case "
@@ -653,6 +655,13 @@ DATA_DIR = "/lab/data"  # where DATA is mounted in a task, read-only ($TFLAB_DAT
 def script_env_pairs(raw: str) -> list[tuple[str, str]]:
     """SCRIPT_ENV's NAME=value entries, split as a shell would (quote a value with spaces)."""
     return [tuple(entry.split("=", 1)) for entry in shlex.split(raw)]
+
+
+def script_env_hint(name: str, given: Mapping[str, str]) -> str:
+    """For `make up SCRIPT=train.py KERAS_HOME=/x`: an environment variable meant for the script."""
+    if not given.get("SCRIPT") or not ENV_VAR_NAME.fullmatch(name):
+        return ""
+    return f"; for the script's environment: SCRIPT_ENV=\"{name}=...\""
 
 
 def _script_env(name: str, raw: str) -> str:
