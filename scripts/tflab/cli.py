@@ -56,6 +56,7 @@ from tflab.settings import (
     Settings,
     command_label,
     given_values,
+    lab_command,
     named_values,
     refuse_not_read,
     settings_of,
@@ -194,8 +195,8 @@ def command_down(settings: Settings) -> int:
         run_dir = leftover.run_dir
         owner = runfolder.live_owner(run_dir) if run_dir else None
         if owner is not None and not settings.force:
-            print(f"tflab: run {run_name(run_dir, runs)} is still running (pid {owner}); leaving it: "
-                  f"`make down RUN={run_name(run_dir, runs).split('/')[0]} FORCE=1` ends it")
+            again = lab_command(f"down RUN={run_name(run_dir, runs).split('/')[0]} FORCE=1")
+            print(f"tflab: run {run_name(run_dir, runs)} is still running (pid {owner}); leaving it: `{again}` ends it")
             continue
         if owner is not None:
             end_live_run(run_dir, owner)
@@ -303,7 +304,7 @@ def command_tensorboard(settings: Settings) -> int:
     url = tensorboard.serve(cli, runs, settings.tensorboard_port, images.ensure_image(settings.base_image,
                                                                                  images.trainer_variant(settings)))
     print(f"tflab: TensorBoard shows every run in {console.display_path(runs)}/ at {url} "
-          "(127.0.0.1 only; `make down` stops it)")
+          f"(127.0.0.1 only; `{lab_command('down')}` stops it)")
     return 0
 
 

@@ -20,6 +20,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tflab.settings import lab_command
+
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
 # TensorFlow's PreemptionCheckpointHandler exits with this on Google Cloud after its checkpoint
 # (failure_handling_util._RESTARTABLE_EXIT_CODE); 128 + SIGTERM, so ExitCode retries it as a signal's.
@@ -40,7 +42,7 @@ class Signature:
     name: str
     pattern: str  # a regular expression searched in the task's error, then in its output
     what: str  # what happened to the task; {code}, {memory}, {last_memory} are filled in
-    fix: str
+    fix: str  # {down}, {config}: the lab's command as the user runs it (console.lab_command)
     link: str
     retry: bool | None  # can a restart help? None: the exit code decides
 
@@ -50,13 +52,13 @@ SIGNATURES = [
     Signature("vanished", r"^engine: vanished$",
               "vanished: its container or service was removed from outside the lab (docker rm, docker service rm, "
               "an engine restart) while it ran",
-              "start the run again, and leave its containers to the lab (`make down` ends a run cleanly); "
+              "start the run again, and leave its containers to the lab (`{down}` ends a run cleanly); "
               "the lab does not recreate what it did not remove",
               "https://docs.docker.com/reference/cli/docker/container/rm/", False),
     Signature("oom-killed", r"^engine: OOMKilled",
               "killed by the kernel for memory (the engine says OOMKilled): it reached its limit MEMORY={memory} "
               "(last measured: {last_memory})",
-              "raise MEMORY (make up MEMORY=2g), or make the task need less: a smaller batch, model or "
+              "raise MEMORY (MEMORY=2g, say), or make the task need less: a smaller batch, model or "
               "data set held in memory", MEMORY_LINK, False),
     Signature("killed-at-memory-limit", r"^engine: exit 137 under MEMORY=",
               "killed (SIGKILL, code 137) while it ran under MEMORY={memory} (last measured: {last_memory}); "
@@ -99,11 +101,27 @@ SIGNATURES = [
               "its gRPC server could not listen: its port is already taken by another process",
               "end whatever holds the port, or give the task another one in TF_CONFIG",
               "https://www.tensorflow.org/api_docs/python/tf/distribute/Server", None),
+    Signature("read-only-file", r"\[Errno 30\] Read-only file system|Read-only file system",
+              "it wrote to a read-only path: the script's own folder (/lab/script, and the links to its entries in "
+              "the working directory) or DATA's (/lab/data) are mounted read-only in a task",
+              "write to a new name in the working directory (runs/<RUN>/work/<task>/, writable and kept with the "
+              "run) or in $TFLAB_OUTPUT, not over a file beside the script",
+              "https://docs.docker.com/engine/storage/bind-mounts/#use-a-read-only-bind-mount", False),
+    # Before peer-name-unresolved: a name outside the cluster (a download's host) is no peer's.
+    Signature("no-route-out",
+              r"URL fetch failure on https?://|<urlopen error|HTTPS?ConnectionPool\(host=|Failed to establish a new "
+              r"connection|Could not resolve host",
+              "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and {route}",
+              "bring the data in: keep it beside the script (linked into its working directory) or in DATA=path "
+              "(read-only at $TFLAB_DATA) and load it from there (Keras 3's keras.datasets finds datasets/<file> "
+              "beside the script with SCRIPT_ENV=KERAS_HOME=.){or_bridge}",
+              "https://docs.docker.com/engine/network/drivers/bridge/", False),
     Signature("peer-name-unresolved",
-              r"could not reach [^\n]*name does not resolve|DNS resolution failed|Name or service not known",
+              r"could not reach [^\n]*name does not resolve|DNS resolution failed|"
+              r"^(?![^\n]*(?:https?://|urlopen|ConnectionPool))[^\n]*Name or service not known",
               "a peer's host name does not resolve: its container or node is not there, or TF_CONFIG names "
               "it wrongly", "check that every task in TF_CONFIG was started and is on the same network "
-                            "(make config shows the cluster spec)", TUTORIAL, None),
+                            "({config} shows the cluster spec)", TUTORIAL, None),
     Signature("peer-never-came", r"gave up after \S+ s waiting for the cluster",
               "the cluster never formed: a peer did not register within PEER_TIMEOUT",
               "check the peer named above is running and reachable, or raise PEER_TIMEOUT if it starts slowly",
@@ -132,6 +150,7 @@ class Evidence:
     oom_killed: bool | None = None  # the engine's State.OOMKilled; None where the backend cannot say
     memory: str = "0"  # MEMORY, the task's limit
     last_memory_bytes: int | None = None  # its largest measured memory in its log
+    network: str = "internal"  # NETWORK: whether the tasks had a route out
 
     def header(self) -> str:
         """The engine's state as lines the table's patterns read."""
@@ -163,17 +182,24 @@ def explain(evidence: Evidence) -> Explanation | None:
         return None
     signature = match(evidence)
     if signature:
+        internal = evidence.network == "internal"
         fields = {"code": evidence.exit_code, "memory": evidence.memory,
-                  "last_memory": _megabytes(evidence.last_memory_bytes)}
-        return Explanation(evidence.task, signature.name, signature.what.format(**fields), signature.fix,
-                           signature.link, signature.retry)
+                  "last_memory": _megabytes(evidence.last_memory_bytes),
+                  "route": "the lab's network has no route out, by design (NETWORK=internal: the tasks reach each "
+                           "other only, as on many clusters)" if internal else
+                           "could not, though NETWORK=bridge lets the tasks out: this host's own network failed it "
+                           "(offline, a proxy, or its DNS)"}
+        commands = {verb: lab_command(verb) for verb in ("down", "config")}
+        commands["or_bridge"] = ", or let the tasks out with NETWORK=bridge" if internal else ""
+        return Explanation(evidence.task, signature.name, signature.what.format(**fields),
+                           signature.fix.format(**commands), signature.link, signature.retry)
     exception = exception_head(evidence.error) or exception_head(evidence.output)
     code = describe_code(evidence.exit_code)
     if exception:
         return Explanation(evidence.task, "exception", f"{code} after {exception}",
-                           "read the traceback in `make logs`; the lab knows no fix for this one", "", None)
-    return Explanation(evidence.task, "exit code", code,
-                       "read its output in `make logs`", "", None)
+                           f"read the traceback in `{lab_command('logs')}`; the lab knows no fix for this one", "",
+                           None)
+    return Explanation(evidence.task, "exit code", code, f"read its output in `{lab_command('logs')}`", "", None)
 
 
 def match(evidence: Evidence) -> Signature | None:

@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 
 from tflab.errors import LabError
-from tflab.settings import DNS_LABEL
+from tflab.settings import DNS_LABEL, ENV_VAR_NAME
 
 MAX_BYTES = 2 * 2**20  # a Kubernetes object is at most 1.5 MiB in etcd; a ConfigMap's data at most 1 MiB
 MAX_NODES = 200_000  # a TFJob and its ConfigMaps are hundreds; aliases count as what they expand to
@@ -36,7 +36,6 @@ SCHEMAS = Path(__file__).parent / "schemas"
 DNS1123_LABEL = re.compile(DNS_LABEL)  # at most 63 characters, as the API server has it
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
-ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 # An image reference as the Docker CLI takes one; never an option (-x), never blank.
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+")

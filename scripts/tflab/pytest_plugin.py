@@ -24,9 +24,11 @@ from __future__ import annotations
 import math
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePath
@@ -130,13 +132,15 @@ def environment_value(key: str, value) -> str:
     anything else is refused, naming the argument and what it takes."""
     if isinstance(value, bool):
         return str(int(value))
+    if key == "script_env" and isinstance(value, Mapping):  # {"KERAS_HOME": "/lab/data"}, as SCRIPT_ENV's words
+        return shlex.join(f"{name}={text}" for name, text in value.items())
     if isinstance(value, (str, int, float, PurePath)):
         text = str(value)
         if "\0" not in text:
             return text
     kind = "a NUL character" if isinstance(value, (str, PurePath)) else f"a {type(value).__name__}"
     refuse(f"{key}={shown(repr(value), 100)} is not allowed: {kind}; a lab setting takes a str, int, float, "
-           f"bool (1/0) or path (leave {key} out for its default)")
+           f"bool (1/0) or path, and script_env a dict too (leave {key} out for its default)")
 
 
 def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = None) -> LabRun:

@@ -31,7 +31,7 @@ from tflab import foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
 from tflab.schema import Events, problems, read_events
-from tflab.settings import Settings, SettingsError
+from tflab.settings import Settings, SettingsError, lab_command
 from tflab.trainer.linkproxy import Profile
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
@@ -45,6 +45,7 @@ BACKUP = "backup"  # BackupAndRestore's folder, shared by every task
 LATEST = "latest"  # the link to the newest run
 OWNER = "owner.json"  # who claimed the run: pid, host, and the process's start, for `down`
 ENDED = "ended-by-down"  # `down FORCE=1` was asked to end the run while it ran: its outcome is interrupted
+WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/launch.py)
 
 
 # A task's name as a file name may hold it: the lab's (worker-0, chief-0, a TFJob's replicas) all
@@ -58,6 +59,17 @@ def log_path(run_dir: Path, task: str) -> Path:
         raise ForeignFile(f"task name {foreign.shown(repr(task), 100)} is not one the lab gives: expected letters, "
                           "digits and . _ - (a config.json or summary.json the lab did not write?)")
     return run_dir / f"{task}.jsonl"
+
+
+def work_path(run_dir: Path, task: str) -> Path:
+    """A SCRIPT task's working directory, `work/<task>/`: writable, kept with the run."""
+    return log_path(run_dir, task).parent / WORK / task
+
+
+def script_output_path(run_dir: Path, task: str) -> Path:
+    """A SCRIPT task's output as a terminal would show it, line by line (`<task>.out`), which the
+    launcher writes and the lab prints as it comes."""
+    return log_path(run_dir, task).with_suffix(".out")
 
 
 def events(run_dir: Path, task: str) -> Events:
@@ -165,7 +177,7 @@ def existing(settings: Settings) -> Path:
     if not (run_dir / CONFIG).exists() and not (run_dir / COMPARE).exists():
         if settings.run:
             raise LabError(f"RUN={settings.run} does not exist in {runs_dir(settings)}")
-        raise LabError(f"no runs yet in {runs_dir(settings)}; start one with `make up`")
+        raise LabError(f"no runs yet in {runs_dir(settings)}; start one with `{lab_command('up')}`")
     return run_dir.resolve()
 
 

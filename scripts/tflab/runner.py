@@ -74,8 +74,11 @@ class LabRun:
         return [f"warning: {w}" for w in explain.script_warnings(Path(self.settings.script), self.settings.strategy)]
 
     def progress(self):
-        """What prints the tasks' events as they come (print_new at every poll)."""
-        return summary.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
+        """What prints the tasks' events as they come (print_new at every poll); a SCRIPT's output too."""
+        events = summary.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
+        if not self.settings.script:
+            return events
+        return summary.Printers(events, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def deadline(self, started: float) -> float:
         """TIMEOUT counts from the tasks' start."""

@@ -48,6 +48,9 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "end": {"role": str, "total_seconds": NUMBER, "peak_rss_bytes": int},
     # Any failure; the task exits non-zero after writing it.
     "error": {"message": str},
+    # A script's: a Keras it imported (`keras`, Keras 3, or `tf_keras`, tf.keras under
+    # TF_USE_LEGACY_KERAS=1) and its version, from inside its process (trainer/kerasversion.py).
+    "imported": {"module": str, "version": str},
 }
 # Fields an event has only where its writer knows them: checked when present.
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -64,7 +67,7 @@ SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END = {"evaluations": int}
-OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint")
+OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "imported")
 # What readers index in any record they take (the runner's restart decision, chaos's timing), so
 # even a partial record (schema.problems(partial=True)) has them.
 ESSENTIAL = {"error": ("message",)}

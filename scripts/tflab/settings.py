@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
@@ -124,6 +125,7 @@ class SettingsRules:
         if unknown:
             close = difflib.get_close_matches(unknown[0].upper(), SPECS, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]}?" if close else f"allowed settings: {', '.join(SPECS)}"
+            hint += script_env_hint(unknown[0], {**env, **overrides}) if not close else ""
             raise SettingsError(f"unknown setting {unknown[0]}; {hint}")
         check_make_variables(env)
         # Given by name (an argument, or on make's command line, where make strips a blank value
@@ -198,6 +200,10 @@ class SettingsRules:
         if self.args and not self.script:
             raise SettingsError(f"ARGS={self.args!r} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
                                 "(the lab's own trainer takes its settings, not arguments)")
+        for given, shown in ((self.script_env, "SCRIPT_ENV"), (self.data, "DATA")):
+            if given and not self.script:
+                raise SettingsError(f"{shown}={given} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
+                                    "(the lab's own trainer needs neither)")
         if self.script and self.strategy not in SCRIPT_STRATEGIES:
             raise SettingsError(f"SCRIPT is not allowed with STRATEGY={self.strategy}: expected one of "
                                 f"{', '.join(SCRIPT_STRATEGIES)} (the lab cannot tell a script's servers "
@@ -309,6 +315,17 @@ def named_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> d
     return {name: value for name, value in given_values(env, overrides).items() if name in named}
 
 
+def lab_command(words: str) -> str:
+    """A lab command as the user would type it again: `make logs` under make (the Makefile sets
+    TFLAB_MAKE_VARIABLES), `tflab logs` from the installed command, `python3 -m tflab logs` from
+    `python3 -m tflab`. A fix names the command the user ran, not always make's."""
+    if MAKE_VARIABLES_ENV in os.environ:
+        return f"make {words}"
+    if Path(sys.argv[0]).name == "__main__.py":
+        return f"python3 -m tflab {words}"
+    return f"tflab {words}"
+
+
 def command_label(command: str) -> str:
     return "make help" if command == "settings" else f"make {command}"
 
@@ -360,6 +377,7 @@ def check_make_variables(env: Mapping[str, str]) -> None:
         value = env.get(name, "")
         close = difflib.get_close_matches(name.upper(), [*SPECS, *own], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "`make help` lists the settings"
+        hint += script_env_hint(name, env) if not close else ""
         case = " (settings are upper case)" if name.upper() in SPECS else ""
         if not PLAIN_NAME.fullmatch(name):
             raise SettingsError(f"make variable {_shown_name(name)} is not a setting: a setting's name is upper-case "
@@ -626,6 +644,68 @@ def _args(name: str, raw: str) -> str:
     return raw
 
 
+# SCRIPT_ENV and DATA: what a cluster gives a script besides TF_CONFIG. An environment variable's
+# name is what the API server takes in a TFJob's env (manifest.py checks a replay's with this
+# pattern); the lab's own names are not the script's to set.
+ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+LAB_ENV_NAMES = ("TF_CONFIG", "PYTHONPATH")  # the cluster the lab wrote; where its launcher is found
+LAB_ENV_PREFIX = "TFLAB_"
+DATA_DIR = "/lab/data"  # where DATA is mounted in a task, read-only ($TFLAB_DATA)
+
+
+def script_env_pairs(raw: str) -> list[tuple[str, str]]:
+    """SCRIPT_ENV's NAME=value entries, split as a shell would (quote a value with spaces)."""
+    return [tuple(entry.split("=", 1)) for entry in shlex.split(raw)]
+
+
+def script_env_hint(name: str, given: Mapping[str, str]) -> str:
+    """For `make up SCRIPT=train.py KERAS_HOME=/x`: an environment variable meant for the script."""
+    if not given.get("SCRIPT") or not ENV_VAR_NAME.fullmatch(name):
+        return ""
+    return f"; for the script's environment: SCRIPT_ENV=\"{name}=...\""
+
+
+def _script_env(name: str, raw: str) -> str:
+    _args(name, raw)
+    seen = set()
+    for entry in shlex.split(raw):
+        key, equals, value = entry.partition("=")
+        if not equals or not ENV_VAR_NAME.fullmatch(key):
+            raise SettingsError(f"{name}={raw} is not allowed: {entry!r} is not NAME=value with an environment "
+                                "variable's name ([-._a-zA-Z][-._a-zA-Z0-9]*, as in a TFJob's env); expected "
+                                "entries such as KERAS_HOME=/tmp/keras FOO=bar")
+        if key in LAB_ENV_NAMES or key.startswith(LAB_ENV_PREFIX):
+            raise SettingsError(f"{name}={raw} is not allowed: {key} is the lab's own ({', '.join(LAB_ENV_NAMES)} "
+                                f"and {LAB_ENV_PREFIX}* are set by the lab for every task); expected other names")
+        if not value.isprintable():
+            raise SettingsError(f"{name}={raw!r} is not allowed: the value of {key} has a control character; "
+                                "expected printable characters only")
+        if key in seen:
+            raise SettingsError(f"{name}={raw} is not allowed: {key} is given twice; give it once")
+        seen.add(key)
+    return raw
+
+
+def _data_on_host(name: str, value: str) -> str:
+    """An existing folder the tasks can read, resolved; mounted read-only at DATA_DIR."""
+    try:
+        path = Path(value).expanduser().resolve()
+        found = path.is_dir()
+    except (OSError, RuntimeError):
+        found = False
+    if not found:
+        raise SettingsError(f"{name}={value} is not allowed: expected an existing folder (mounted read-only at "
+                            f"{DATA_DIR} in every task)")
+    if ":" in str(path):
+        raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
+                            "syntax splits at ':'; expected a folder whose path has none")
+    # As root the tasks run as uid 1000 (user_script.py), who reads only what everyone may.
+    if not os.access(path, os.R_OK | os.X_OK) or (os.getuid() == 0 and os.stat(path).st_mode & 0o005 != 0o005):
+        raise SettingsError(f"{name}={value} is not allowed: {path} is not readable by everyone, and the tasks run "
+                            f"as another user in a container; expected a folder they can read: chmod -R o+rX {path}")
+    return str(path)
+
+
 # A value these commands cannot honour, from the environment too, refused when the command starts:
 # a user's script where the pods run the lab's. (make chaos and soak time a script's faults by
 # its own epochs, which trainer/observe.py logs, or by seconds from its start.)
@@ -810,6 +890,16 @@ SETTINGS: tuple[Setting, ...] = (
                   f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED),
     Setting("ARGS", "", _args, "arguments", "arguments for SCRIPT, split as a shell would",
             tfjob=f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args"),
+    Setting("SCRIPT_ENV", "", _script_env, "empty | NAME=value ..., split as a shell would",
+            "environment variables for SCRIPT's every task, as a TFJob's env gives them (not TF_CONFIG, "
+            "PYTHONPATH nor TFLAB_*), e.g. KERAS_HOME=/lab/data/keras",
+            commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
+            tfjob=f"the TFJob's containers get their own env; edit {CONTAINER_FIELD}.env"),
+    Setting("DATA", "", _folder, "empty | path/to/folder, no ':' in its path",
+            f"a data folder for SCRIPT, mounted read-only at {DATA_DIR} in every task ($TFLAB_DATA says where; "
+            "BACKEND=local: the folder itself)", on_host=_data_on_host,
+            commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
+            tfjob=f"the TFJob's containers mount their own volumes; edit {CONTAINER_FIELD}.volumeMounts"),
     Setting("TFJOB", "", _tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host,

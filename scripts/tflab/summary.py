@@ -14,7 +14,7 @@ from tflab import explain, foreign, preemption, resume
 from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
-from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path
+from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path, script_output_path
 from tflab.schema import attempts, by_event, complete, problems, read_events
 from tflab.settings import Settings
 
@@ -83,7 +83,7 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
     measured = [r[key] for r in records for key in ("peak_rss_bytes", "rss_bytes") if isinstance(r.get(key), int)]
     return explain.Evidence(task=task, exit_code=exit_code, error=errors[0]["message"] if errors else "",
                             output=output, oom_killed=oom_killed, memory=settings.memory,
-                            last_memory_bytes=max(measured) if measured else None)
+                            last_memory_bytes=max(measured) if measured else None, network=settings.network)
 
 
 def task_output(log: str, task: str) -> str:
@@ -334,9 +334,16 @@ class ProgressPrinter:
 
     def describe(self, record: dict) -> str | None:
         event = record.get("event")
+        if event == "start" and record.get("role") == "script":  # every task's; its Keras once it imports one
+            return f"started: tensorflow {record['versions'].get('tensorflow')}"
         if event == "start" and record["task"] == self.chief:
             versions = record["versions"]
             return f"started: tensorflow {versions.get('tensorflow')}, {versions.get('keras')}"
+        if event == "imported" and record["task"] == self.chief:
+            # tf_keras: TensorFlow's own import brings it in as tf.keras under TF_USE_LEGACY_KERAS=1
+            what = {"keras": "Keras 3", "tf_keras": "tf.keras under TF_USE_LEGACY_KERAS=1"}.get(record["module"], "")
+            name = "tf-keras" if record["module"] == "tf_keras" else record["module"]
+            return f"imported {name} {record['version']}" + (f" ({what})" if what else "")
         if event == "cluster_ready" and record["replicas"] == 0:
             return f"serving after {record['seconds']:.1f} s"
         if event == "cluster_ready":
@@ -368,3 +375,38 @@ class ProgressPrinter:
         if event == "error":
             return f"error: {record['message'].splitlines()[0][:300]}"
         return None
+
+
+class ScriptOutputPrinter:
+    """A SCRIPT run's output as it comes: each task's new whole lines of `<task>.out` (written by
+    its launcher, a Keras progress bar as its last drawing), printed `[worker-0] line`, read as
+    foreign and shown escaped."""
+
+    def __init__(self, the_cluster: Cluster, run_dir: Path):
+        self.run_dir = run_dir
+        self.offsets = {task: 0 for task in the_cluster.tasks}
+
+    def print_new(self) -> None:
+        for task in self.offsets:
+            try:
+                data = foreign.read_bytes(script_output_path(self.run_dir, task), foreign.MAX_LOG_BYTES,
+                                          offset=self.offsets[task], whole=False)
+            except (FileNotFoundError, ForeignFile):
+                continue
+            lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
+            if not lines and len(data) > foreign.MAX_LINE_BYTES:
+                lines = data
+            self.offsets[task] += len(lines)
+            for line in lines.decode(errors="replace").splitlines():
+                print(shown(f"[{task}] {line}", limit=2000), flush=True)
+
+
+class Printers:
+    """Several printers as one: print_new calls each in turn."""
+
+    def __init__(self, *printers):
+        self.printers = printers
+
+    def print_new(self) -> None:
+        for printer in self.printers:
+            printer.print_new()

@@ -17,9 +17,9 @@ from pathlib import Path
 from tflab.console import display_path, say
 from tflab.errors import LabError
 from tflab.runfolder import container_user, runs_dir
-from tflab.settings import Settings
+from tflab.settings import DATA_DIR, Settings, script_env_pairs
 
-SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only
+SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only; the tasks run in work/<task>/
 COPY = "script"  # the run folder's copy of a script folder the trainers cannot read
 COPY_LIMIT_BYTES = 64 * 2**20  # a script, its modules and a little data; a data set belongs elsewhere
 COPY_LIMIT_FILES = 2000
@@ -32,13 +32,25 @@ def script_command(settings: Settings, script_path: str, python: str = "python")
             *shlex.split(settings.args)]
 
 
+def script_environment(settings: Settings, data_dir: str = DATA_DIR) -> dict[str, str]:
+    """What every task of SCRIPT gets besides the lab's own: SCRIPT_ENV, and TFLAB_DATA where DATA
+    is given (`data_dir`: where the task sees it)."""
+    env = dict(script_env_pairs(settings.script_env))
+    if settings.data:
+        env["TFLAB_DATA"] = data_dir
+    return env
+
+
 def script_service(settings: Settings, folder: Path | None = None) -> dict:
-    """SCRIPT in a container: the script's folder (or `folder`, its copy: `stage`) mounted
-    read-only, and the launcher as the command."""
+    """SCRIPT in a container: the script's folder (or `folder`, its copy: `stage`) and DATA
+    mounted read-only, the launcher as the command, and the script's environment (`environment`,
+    for the caller to merge into the task's own)."""
     script = Path(settings.script)
-    return {"volumes": [f"{folder or script.parent}:{SCRIPT_DIR}:ro"],
-            "command": script_command(settings, f"{SCRIPT_DIR}/{script.name}"),
-            "working_dir": SCRIPT_DIR}
+    volumes = [f"{folder or script.parent}:{SCRIPT_DIR}:ro"]
+    if settings.data:
+        volumes.append(f"{settings.data}:{DATA_DIR}:ro")
+    return {"volumes": volumes, "command": script_command(settings, f"{SCRIPT_DIR}/{script.name}"),
+            "working_dir": SCRIPT_DIR, "environment": script_environment(settings)}
 
 
 def readable(status: os.stat_result, uid: int, gid: int, bits: int) -> bool:

@@ -37,7 +37,7 @@ def lab(monkeypatch):
 
 @pytest.mark.parametrize("arguments, expected", [
     ({"epochs": None}, "tflab_cluster: epochs=None is not allowed: a NoneType; a lab setting takes a str, int, "
-                       "float, bool (1/0) or path (leave epochs out for its default)"),
+                       "float, bool (1/0) or path, and script_env a dict too (leave epochs out for its default)"),
     ({"workers": [2]}, "tflab_cluster: workers=[2] is not allowed: a list;"),
     ({"args": b"--x"}, "tflab_cluster: args=b'--x' is not allowed: a bytes;"),
     ({"args": "a\0b"}, "tflab_cluster: args='a\\x00b' is not allowed: a NUL character;"),

@@ -24,6 +24,7 @@ def fake_engine(monkeypatch, runs: Path, stack_removed: bool):
 def test_down_removes_each_leftover_through_its_backend_and_spares_a_live_run(tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
     removed = fake_engine(monkeypatch, runs, stack_removed=False)
+    monkeypatch.setenv("TFLAB_MAKE_VARIABLES", "")  # as `make down` runs it: the fix names make's command
     assert cli.command_down(Settings(runs_dir=str(runs))) == 0
     assert removed == ["tflab-a-1", "tflab-tensorboard-3", "tflab-c-4"]  # b's and d's labs still run
     assert capsys.readouterr().out.splitlines() == [

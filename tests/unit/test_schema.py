@@ -20,6 +20,7 @@ GOOD = {
             "first_step_at": 1.5, "steady_step_seconds": 0.001, "peak_rss_bytes": 500_000_000,
             "weights_sha256": "ab" * 32, "parameters": 341},
     "error": {"message": "boom"},
+    "imported": {"module": "keras", "version": "3.15.1"},
 }
 SERVER_END = {"event": "end", "task": "ps-0", "time": 1.0, "role": "server", "total_seconds": 9.0,
               "peak_rss_bytes": 400_000_000}

@@ -35,7 +35,7 @@ def test_the_settings_dataclass_is_made_from_the_one_declaration():
     assert [f.name for f in fields] == [spec.field for spec in SETTINGS]
     assert [f.default for f in fields] == [spec.default for spec in SETTINGS]
     assert all(f.type is type(spec.default) for f, spec in zip(fields, SETTINGS))
-    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 56
+    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 58
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().workers = 3
     assert Settings.__module__ == "tflab.settings"  # what pickle and a reader's repr look it up by
@@ -118,7 +118,10 @@ def test_an_exported_setting_is_left_to_the_commands_that_read_it(tmp_path):
     runs = tmp_path / "runs"
     result = run_lab("summary", env=lab_env(WORKERS="3", GLOBAL_BATCH="96", RUNS_DIR=str(runs)))
     assert result.returncode == 2, result.stderr
-    assert result.stderr == f"tflab: no runs yet in {runs}; start one with `make up`\n"  # summary's own answer
+    # summary's own answer, naming the command as the user ran it (python3 -m tflab here; make below)
+    assert result.stderr == f"tflab: no runs yet in {runs}; start one with `python3 -m tflab up`\n"
+    under_make = run_lab("summary", env=lab_env(RUNS_DIR=str(runs), TFLAB_MAKE_VARIABLES="RUNS_DIR"))
+    assert under_make.stderr == f"tflab: no runs yet in {runs}; start one with `make up`\n"
 
 
 def test_make_refuses_it_and_the_check_before_venv_takes_its_commands(tmp_path):

@@ -208,7 +208,8 @@ def test_the_cli_refuses_an_image_the_engine_lacks(tmp_path):
 EXAMPLE_SCRIPT = str(REPO / "examples/multiworker-tutorial/train.py")
 DECIDED = {
     "STRATEGY": "parameter_server", "WORKERS": "3", "REPLICAS": "4", "PS": "2", "CHIEF": "1", "EVALUATOR": "1",
-    "SCRIPT": EXAMPLE_SCRIPT, "ARGS": "--epochs 3", "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
+    "SCRIPT": EXAMPLE_SCRIPT, "ARGS": "--epochs 3", "SCRIPT_ENV": "KERAS_HOME=/lab/data",
+    "DATA": str(REPO), "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
     "SEED": "7", "MODEL": "cnn", "LOOP": "custom", "STEPS_PER_EXECUTION": "8", "COLLECTIVE": "ring",
     "BYTES_PER_PACK": "1024", "ALLREDUCE_PROBE": "10", "PEER_TIMEOUT": "30", "BACKUP": "off", "CPUS": "1",
     "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64",

@@ -86,8 +86,11 @@ def container_entry_points() -> set[str]:
     gce = Settings(scenario="preempt", notice="gce")  # make chaos's GCE metadata stand-in
     commands.append(compose.render_run(gce, cluster.build(gce))["services"]["metadata"]["command"])
     commands.append(user_script.script_command(Settings(), "/lab/script/train.py"))
+    from tflab.trainer import inscript
+
+    hooks = {name.removeprefix("tflab.") for name in inscript.HOOKS}  # imported by name, before the script
     return {command[at + 1].removeprefix("tflab.") for command in commands
-            for at, word in enumerate(command) if word == "-m"} | {"callback"}
+            for at, word in enumerate(command) if word == "-m"} | {"callback"} | hooks
 
 
 def what_runs_in_the_containers() -> set[str]:
@@ -112,7 +115,8 @@ def test_the_host_side_is_what_is_left():
     # really run: every module the containers reach is declared trainer or shared (else the wall
     # against the host's code is not checked for it), and every trainer module is one they run.
     # (A shared module need not be reached: it is one either side may import.)
-    assert container_entry_points() == {"train", "launch", "linkproxy", "metadata", "callback", "trainer.inscript"}
+    assert container_entry_points() == {"train", "launch", "linkproxy", "metadata", "callback", "trainer.inscript",
+                                        "trainer.observe", "trainer.devices", "trainer.kerasversion"}
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
@@ -125,7 +129,8 @@ def test_the_host_side_is_what_is_left():
 def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
-        "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe"}
+        "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe", "trainer.devices",
+        "trainer.kerasversion"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

@@ -105,7 +105,9 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
             }
         services.setdefault(task, {}).update(limits)
         if settings.script:
-            services[task].update(script_service(settings, script_folder))
+            script = script_service(settings, script_folder)
+            services[task].setdefault("environment", {}).update(script.pop("environment"))
+            services[task].update(script)
         if task in gpus:
             keys = gpu_service_keys(gpus[task])
             services[task].setdefault("environment", {}).update(keys.pop("environment"))

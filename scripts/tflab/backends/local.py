@@ -23,7 +23,7 @@ from tflab.errors import LabError
 from tflab.home import CODE_ROOT, LAB_HOME
 from tflab.runfolder import CONFIG, OUTPUT
 from tflab.settings import Settings
-from tflab.user_script import script_command
+from tflab.user_script import script_command, script_environment
 
 
 def find_python() -> str:
@@ -90,6 +90,7 @@ class LocalProcesses:
             env.update(TFLAB_CONFIG=str(self.run_dir / CONFIG), TFLAB_TASK=task)
             if self.settings.script:  # the same launcher as in a container, the script in place
                 command = script_command(self.settings, self.settings.script, self.python)
+                env.update(script_environment(self.settings, self.settings.data))
                 cwd = Path(self.settings.script).parent
             else:
                 command, cwd = [self.python, *task_contract.COMMAND[1:]], None  # this venv's python

@@ -9,14 +9,21 @@ known without looking inside: `start`, then `end` (exit code, wall time, the scr
 memory) or `error`, and exits with the script's own exit code. Signals reach the script, so a
 `docker kill -s SIGTERM` is the script's to handle, as on a real cluster.
 
+The script runs in its task's own working directory, `work/<task>/` of the run folder (writable,
+kept with the run; its folder is read-only), and its stdout and stderr pass through as whole lines
+(TerminalLines: a Keras progress bar as a terminal leaves it), into `<task>.out` too, which the lab
+prints as it comes.
+
 Stdlib only: it imports neither TensorFlow (the script does) nor anything of the host side.
 """
 
 from __future__ import annotations
 
+import codecs
 import collections
 import importlib.metadata
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -60,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: TFLAB_CONFIG=... TFLAB_TASK=... python -m tflab.launch -- COMMAND...", file=sys.stderr)
         return 2
     started = time.time()
-    log_path = runfolder.log_path(Path(config_path).parent, task)
+    run_dir = Path(config_path).parent
+    log_path = runfolder.log_path(run_dir, task)
     log = EventLog(log_path, task)
     try:
         config, settings = read_run_config(Path(config_path))
@@ -72,14 +80,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log.emit("start", role="script", strategy=settings.strategy, cluster=config["cluster"],
                  versions=versions(), settings=settings.to_dict(), command=command)
-        # TFLAB_OUTPUT: where a script's own outputs outlive the task (its folder is read-only).
-        code, tail = run(command, {**os.environ, "TFLAB_LOG": str(log_path), "TFLAB_OUTPUT": str(log_path.parent)})
+        script = next((part for part in command if part.endswith(".py")), None)
+        cwd = working_folder(run_dir, task, Path(script).absolute().parent) if script else None
+        # TFLAB_OUTPUT: where a script's own outputs outlive the task, shared by every task.
+        env = {**os.environ, "TFLAB_LOG": str(log_path), "TFLAB_OUTPUT": str(run_dir)}
+        env.setdefault("PYTHONUNBUFFERED", "1")  # its prints as they come, not when a pipe's buffer fills
+        with open(runfolder.script_output_path(run_dir, task), "a", buffering=1, errors="replace") as shown:
+            code, tail = run(command, env, cwd, shown)
         if code != 0:
             # Its traceback's exception (type and the head of its message), else its last line;
             # the rest is in output.log (make logs).
             last = exception_head("".join(tail)) or next(
                 (line.strip() for line in reversed(tail) if line.strip()), "")[:1500]
-            name = next((Path(part).name for part in command if part.endswith(".py")), command[0])
+            name = Path(script).name if script else command[0]
             log.emit("error", message=f"{name} exited with code {code}" + (f": {last}" if last else ""))
         else:
             log.emit("end", role="script", exit_code=code, total_seconds=time.time() - started,
@@ -92,26 +105,112 @@ def main(argv: list[str] | None = None) -> int:
         log.close()
 
 
-def run(command: list[str], env: dict) -> tuple[int, list[str]]:
-    """Runs the command, passing its stdout through and its stderr through a tail kept for the
-    error message; SIGTERM and SIGINT are handed on to it."""
+def working_folder(run_dir: Path, task: str, script_dir: Path) -> Path | None:
+    """The script's working directory: work/<task>/ in the run folder, writable and kept with the
+    run (the script's folder is mounted read-only), holding a link to each entry of the script's
+    folder, so that `open("data.csv")` beside the script reads as in place and `./ckpt` is written
+    here. Made once; a restart finds what the attempt before it wrote. None (the script's folder)
+    where it cannot be made, said on stderr."""
+    work = runfolder.work_path(run_dir, task)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        inside = os.path.realpath(run_dir)
+        for name in sorted(os.listdir(script_dir)):
+            target = os.path.join(script_dir, name)
+            # A runs folder inside the script's folder (BACKEND=local in place) would link the run to itself.
+            if os.path.lexists(work / name) or (inside + os.sep).startswith(os.path.realpath(target) + os.sep):
+                continue
+            os.symlink(target, work / name)
+    except OSError as error:
+        print(f"tflab: the working directory {work} could not be made ({error.strerror or error}); the script "
+              f"runs in its own folder, {script_dir}, which is read-only in a container", file=sys.stderr, flush=True)
+        return None
+    return work
+
+
+class TerminalLines:
+    """A stream cut into the lines a terminal would show: `\\r` returns to the line's start and `\\b`
+    steps back, and what follows overwrites (Keras's progress bar redraws itself so, every step);
+    a line is said at its line break, or as it stands every PROGRESS_SECONDS while it is redrawn, so a
+    long epoch is not silent. Each line said once, whole, so every line of output.log keeps its task."""
+
+    PROGRESS_SECONDS = 10.0
+    PIECES = re.compile(r"(\r\n|[\r\n\b])")
+    COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # SGR: Keras 3's bold and green; a terminal shows no codes
+
+    def __init__(self, say, clock=time.monotonic):
+        self.say, self.clock = say, clock
+        self.chars: list[str] = []
+        self.column = 0
+        self.last_said = clock()
+
+    def feed(self, text: str) -> None:
+        for piece in self.PIECES.split(self.COLOURS.sub("", text)):
+            if piece in ("\n", "\r\n"):
+                self._say()
+            elif piece == "\r":
+                self.column = 0
+            elif piece == "\b":
+                self.column = max(0, self.column - 1)
+            elif piece:
+                self.chars[self.column:self.column + len(piece)] = piece
+                self.column += len(piece)
+        if self.chars and self.clock() - self.last_said >= self.PROGRESS_SECONDS:
+            self.say("".join(self.chars).rstrip())  # the line as it stands; it goes on being redrawn
+            self.last_said = self.clock()
+
+    def _say(self) -> None:
+        self.say("".join(self.chars).rstrip())
+        self.chars, self.column, self.last_said = [], 0, self.clock()
+
+    def close(self) -> None:
+        if self.chars:
+            self._say()
+
+
+def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> tuple[int, list[str]]:
+    """Runs the command, passing its stdout and stderr through as terminal lines (TerminalLines),
+    each also into `shown` (the task's .out file), and its stderr's into a tail kept for the error
+    message; SIGTERM and SIGINT are handed on to it."""
     # Handlers first, so no signal falls between the child's start and them.
     child: list[subprocess.Popen] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: [process.send_signal(number) for process in child])
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, errors="replace")
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     child.append(process)
     tail: collections.deque[str] = collections.deque(maxlen=ERROR_TAIL_LINES)
+    lock = threading.Lock()
 
-    def copy_stderr() -> None:
-        for line in process.stderr:
-            sys.stderr.write(line)
-            tail.append(line)
+    def copy(stream, out, keep: bool) -> None:
+        def say(line: str) -> None:
+            with lock:
+                out.write(line + "\n")
+                out.flush()
+                if keep:
+                    tail.append(line + "\n")
+                if shown is not None:
+                    try:
+                        shown.write(line + "\n")
+                    except OSError:
+                        pass  # a full disk: the container's own log still has it
+        lines = TerminalLines(say)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            chunk = os.read(stream.fileno(), 65536)
+            if not chunk:
+                break
+            lines.feed(decoder.decode(chunk))
+        lines.feed(decoder.decode(b"", final=True))
+        lines.close()
 
-    reader = threading.Thread(target=copy_stderr, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=copy, args=(process.stdout, sys.stdout, False), daemon=True),
+               threading.Thread(target=copy, args=(process.stderr, sys.stderr, True), daemon=True)]
+    for reader in readers:
+        reader.start()
     code = process.wait()
-    reader.join(timeout=5)
+    for reader in readers:
+        reader.join(timeout=5)
+    sys.stdout.flush()
     sys.stderr.flush()
     # A script ended by a signal reports -N; a shell would say 128+N, and so does a container.
     return (128 - code if code < 0 else code), list(tail)

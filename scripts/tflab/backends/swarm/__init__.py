@@ -82,7 +82,7 @@ from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.explain import VANISHED
 from tflab.runfolder import OUTPUT, write_json
-from tflab.settings import Settings
+from tflab.settings import Settings, lab_command
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
 RESTART_SECONDS = 60
@@ -306,7 +306,7 @@ class SwarmStack:
         if not remove_stack(self.stack, [engine_command(node, self.node.node_id, self.engines)
                                          for node in set(self.placement.nodes.values()) - {self.node.node_id}]):
             print(f"tflab: stack {self.stack} was not gone {REMOVAL_SECONDS} s after `docker stack rm`; "
-                  "`make down` removes what is left", flush=True)
+                  f"`{lab_command('down')}` removes what is left", flush=True)
         # Only names: the image keeps its own tag (make clean's), and one still in use stays.
         for name in self.pushed:
             docker.image_remove(name)

@@ -99,6 +99,7 @@ def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: 
         if settings.script:  # the script's folder joins the run folder; its launcher is the command
             script = script_service(settings, script_folder)
             service["volumes"] = service["volumes"] + script.pop("volumes")
+            service["environment"] = {**service["environment"], **script.pop("environment")}
             service.update(script)
         if not node.applies_cap_drop:
             del service["cap_drop"]
