@@ -26,7 +26,7 @@ TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "l
 # No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads).
 STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy"}
 SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder",  # both sides
-          "foreign", "task", "__init__"}
+          "foreign", "task", "versions", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
 
 
