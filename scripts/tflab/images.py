@@ -525,11 +525,15 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
         # Constrained by the trainer's pins, so what the image already has keeps its version.
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                                    "--only-binary=:all:", *trainer.wheel_target, "--dest", context,
-                                   "-r", str(requirements), "-c", str(constraints)])
+                                   "-r", str(requirements), "-c", str(constraints)], stderr=subprocess.PIPE, text=True)
         if download.returncode != 0:
-            raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
-                           "every one must be on PyPI as a wheel for CPython 3.11 on manylinux "
-                           f"{MACHINES[trainer.platform]}")
+            print(download.stderr, end="", file=sys.stderr)
+            # pip's last ERROR line goes into the message, which explain.py's table reads (make matrix).
+            errors = [line for line in download.stderr.splitlines() if line.startswith("ERROR:")]
+            raise LabError(f"downloading the packages of {requirements} failed"
+                           + (f" ({errors[-1][:300]})" if errors else " (pip's message above)")
+                           + f" for the pins of {trainer.requirements.name}; every one must be on PyPI as a wheel "
+                           f"for CPython 3.11 on manylinux {MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")
         docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image})
     record_built(image, key="scripts")

@@ -85,8 +85,6 @@ class Matrix(Record):
         for index, cell in enumerate(cells):
             if cell.outcome not in OUTCOMES:
                 raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
-            if not all(isinstance(loss, (int, float)) and not isinstance(loss, bool) for loss in cell.losses):
-                raise SummaryError(f"cells[{index}].losses holds something other than numbers")
         result = _record(cls, data, "")
         result.cells = cells
         return result
@@ -182,10 +180,13 @@ def verdict(cells: list[Cell]) -> str:
     for (strategy, keras, why), where in broken.items():
         issue = " (keras#20585)" if why == "keras3-multiworker" else ""
         parts.append(f"{strategy} breaks under {keras} on {', '.join(where)}: {why}{issue}")
-    for keras in dict.fromkeys(cell.keras for cell in ran):
-        own = [cell for cell in ran if cell.keras == keras]
-        if own and all(cell.outcome == "ok" for cell in own):
-            parts.append(f"with {keras} every cell passes")
+    if ran and all(cell.outcome == "ok" for cell in ran):
+        parts.append("every cell passes")
+    else:
+        for keras in dict.fromkeys(cell.keras for cell in ran):
+            own = [cell for cell in ran if cell.keras == keras]
+            if all(cell.outcome == "ok" for cell in own):
+                parts.append(f"with {keras} every cell passes")
     losses = [cell.final_loss for cell in ran if cell.outcome == "ok" and cell.final_loss is not None]
     if len(losses) > 1:
         spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12)
@@ -312,11 +313,12 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
     planned = plan(settings, folder)
     from tflab import backends
 
-    backends.check_engine(settings)
+    runnable = [(cell, one) for cell, one in planned if one is not None]
+    if runnable:  # the engine, Compose and the first cell's image, before the folder is written
+        backends.check_engine(runnable[0][1])
     runfolder.make(folder, link_latest=True)
     cells = [cell for cell, _ in planned]
     write(folder, settings, cells)
-    runnable = [(cell, one) for cell, one in planned if one is not None]
     for number, (cell, one) in enumerate(runnable, 1):
         say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {cell.keras}, {cell.strategy} "
             f"({number} of {len(runnable)})")

@@ -671,7 +671,7 @@ def _check_versions(settings: "SettingsRules") -> None:
     if settings.tf and (settings.gpus or settings.platform == "linux/arm64"):
         raise SettingsError(f"TF={settings.tf} is not allowed with GPUS or PLATFORM=linux/arm64: the lock files "
                             "of TF= are CPU wheels for linux/amd64; leave TF empty for the lab's own image")
-    if len(settings.tf.split()) == 1 and len(settings.keras.split()) == 1:
+    if len(settings.tf.split()) <= 1 and len(settings.keras.split()) == 1:
         refusal = versions.keras_refusal(settings.tf, settings.keras)
         if refusal:
             raise SettingsError(refusal)

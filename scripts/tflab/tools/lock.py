@@ -37,7 +37,7 @@ def resolve(requirement: str, no_deps: bool = False) -> list[tuple[str, str, str
     with tempfile.TemporaryDirectory(prefix="tflab-lock-") as scratch:
         report = Path(scratch) / "report.json"
         command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                   "--disable-pip-version-check", "--pre", "--only-binary=:all:", *TARGET,
+                   "--disable-pip-version-check", "--only-binary=:all:", *TARGET,
                    "--target", str(Path(scratch) / "target"), "--report", str(report),
                    *(["--no-deps"] if no_deps else []), requirement]
         subprocess.run(command, check=True)
