@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -190,7 +191,8 @@ def verdict(cells: list[Cell]) -> str:
     losses = [cell.final_loss for cell in ran if cell.outcome == "ok" and cell.final_loss is not None]
     if len(losses) > 1:
         spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12)
-        parts.append(f"final losses agree to {spread:.0e}" if spread <= LOSS_AGREEMENT
+        parts.append("final losses identical" if spread == 0 else f"final losses agree to {spread:.0e}"
+                     if spread <= LOSS_AGREEMENT
                      else f"final losses differ by up to {spread:.1%} (matrix.md: per epoch)")
     not_applicable = sum(cell.outcome == "n/a" for cell in cells)
     if not_applicable:
@@ -282,7 +284,7 @@ def plot(result: Matrix, path: Path) -> bool:
     heads = columns(result.cells)
     tfs = list(dict.fromkeys(cell.tf for cell in result.cells))
     by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
-    figure, axes = plt.subplots(figsize=(2.4 * len(heads) + 1.5, 0.9 * len(tfs) + 1.6))
+    figure, axes = plt.subplots(figsize=(2.4 * len(heads) + 1.5, 0.9 * len(tfs) + 2.2))
     for row, tf in enumerate(tfs):
         for column, head in enumerate(heads):
             cell = by.get((tf, *head))
@@ -298,7 +300,8 @@ def plot(result: Matrix, path: Path) -> bool:
     axes.tick_params(length=0)
     for side in axes.spines.values():
         side.set_visible(False)
-    axes.set_title(result.verdict if len(result.verdict) < 110 else result.verdict[:107] + "...", fontsize=9)
+    width = max(40, int(22 * len(heads) + 10))  # characters a line of the title holds at this size
+    axes.set_title(textwrap.fill(result.verdict, width), fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -212,7 +212,8 @@ DECIDED = {
     "RESTART_POLICY": "Never", "NETWORK": "bridge", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
-OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT",
+OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "SLOW_LINK", "SLOW_CPUS", "SOAK",
+                  "TENSORBOARD_PORT",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
                   "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE")
 

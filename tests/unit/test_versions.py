@@ -15,8 +15,8 @@ PIN = re.compile(r"([a-z0-9][a-z0-9-]*)==([0-9][0-9a-z.]*) --hash=sha256:([0-9a-
 
 
 @pytest.mark.parametrize("raw, kept", [("2.15", "2.15"), ("2.15.1", "2.15"), ("next", "2.22"), ("2.22.0rc0", "2.22"),
-                                       ("2.12", "2.12"), ("2.21", "2.21"), ("2.15 2.18 2.21 next", "2.15 2.18 2.21 2.22"),
-                                       ("2.15 2.15.1", "2.15")])
+                                       ("2.12", "2.12"), ("2.21", "2.21"), ("2.15 2.15.1", "2.15"),
+                                       ("2.15 2.18 2.21 next", "2.15 2.18 2.21 2.22")])
 def test_a_version_is_kept_as_its_minor_line(raw, kept):
     assert Settings.from_env({"TF": raw}).tf == kept
     assert Settings.from_dict({"tf": kept}).tf == kept  # what config.json holds reads back
@@ -123,3 +123,29 @@ def test_every_version_has_its_lock_file_pinned_and_hashed(tf):
 def test_the_lock_tool_refuses_what_has_no_lock_file_of_its_own(capsys):
     assert lock.main(["2.21"]) == 2 and lock.main(["2.11"]) == 2
     assert "2.21 is requirements/trainer.txt" in capsys.readouterr().err
+
+
+def test_make_clean_takes_every_versions_images_and_wheelhouse_and_no_other(monkeypatch, tmp_path):
+    """The per-version images are the lab's own (recorded as it builds them), removed by `make clean`
+    trainer before packages, and each version's wheelhouse goes with them."""
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    for name in ("WHEELS", "GPU_WHEELS", "ARM64_WHEELS"):
+        monkeypatch.setattr(images, name, tmp_path / name.lower())
+    for name, wheels in (("WHEEL_STAMP", "WHEELS"), ("GPU_WHEEL_STAMP", "GPU_WHEELS"),
+                         ("ARM64_WHEEL_STAMP", "ARM64_WHEELS")):
+        monkeypatch.setattr(images, name, tmp_path / wheels.lower() / ".pins-sha256")
+    monkeypatch.setattr(images, "TF_WHEELS", tmp_path)
+    old = images.tf_variant("2.15")
+    old.wheels.mkdir()
+    (old.wheels / "tensorflow_cpu-2.15.1-cp311-cp311-manylinux_2_17_x86_64.whl").write_text("w")
+    old.stamp.write_text("pins\n")
+    for tag in ("tflab-trainer-packages:cpu-0123456789ab", "tflab-trainer:cpu-aaaaaaaaaaaa",
+                "tflab-trainer-packages:cpu-tf2.15-0123456789ab", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb"):
+        images.record_built(tag)
+    assert images.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb",
+                                      "tflab-trainer-packages:cpu-0123456789ab",
+                                      "tflab-trainer-packages:cpu-tf2.15-0123456789ab"]
+    removed = []
+    monkeypatch.setattr(images, "remove_built", lambda: removed.extend(images.removal_order()))
+    images.remove_rebuildable()
+    assert len(removed) == 4 and not list(old.wheels.glob("*.whl")) and not old.stamp.exists()
