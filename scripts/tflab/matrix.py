@@ -335,7 +335,10 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
             say(str(error))
             not_started(cell, error)
         else:
-            fill(cell, folder / cell.run)
+            try:
+                fill(cell, folder / cell.run)
+            except (LabError, OSError) as error:  # a run folder it cannot read: the cell failed, said so
+                cell.outcome, cell.what = "failed", f"its run folder could not be read: {error}"
         write(folder, settings, cells)
     result = write(folder, settings, cells)
     print(table(result))

@@ -24,16 +24,19 @@ from tflab.matrix import Matrix
 DEFAULT = ("2.15", "2.18", "2.21")
 
 
-def build_seconds(tf: str) -> tuple[str, float | None]:
-    """The version's image tag, and its build time where it had to be built."""
+def build_seconds(tf: str) -> tuple[str, float | None, bool]:
+    """The version's image tag; its build time where it had to be built; whether that build was cold
+    (its packages image too, wheels included where they were not downloaded yet) or the code layer only."""
     variant = images.tf_variant(tf)
     base = images.ensure_base("", variant.platform, variant.platform)
-    tag = images.image_tag(variant, images.image_id(base))
+    base_id = images.image_id(base)
+    tag = images.image_tag(variant, base_id)
     if images.image_id(tag):
-        return tag, None
+        return tag, None, False
+    cold = not images.image_id(images.packages_tag(variant, base_id))
     started = time.monotonic()
     tag = images.ensure_image("", variant)
-    return tag, time.monotonic() - started
+    return tag, time.monotonic() - started, cold
 
 
 def warm_matrix(tfs: list[str], runs_dir: Path) -> tuple[float, Matrix, int]:
@@ -49,9 +52,10 @@ def main(argv: list[str]) -> int:
     tfs = [versions.canonical(raw) or raw for raw in (argv or DEFAULT)]
     lines = []
     for tf in tfs:
-        tag, seconds = build_seconds(tf)
+        tag, seconds, cold = build_seconds(tf)
         size = docker.image_size(tag)
-        built = f"cold build {seconds:.1f} s" if seconds is not None else "already built (cold time not measured)"
+        built = "already built (cold time not measured)" if seconds is None else \
+            f"{'cold build' if cold else 'code layer only'} {seconds:.1f} s"
         lines.append(f"TF {versions.label(tf)}: {tag}, {size / 1e9:.2f} GB, {built}")
     seconds, result, code = warm_matrix(tfs, Path(os.environ.get("RUNS_DIR", "runs")).resolve())
     cells = [cell for cell in result.cells if cell.outcome != "n/a"]
