@@ -85,7 +85,8 @@ SIGNATURES = [
               "versions), or port the script: tf.estimator to tf.keras with a tf.distribute strategy",
               "https://github.com/tensorflow/tensorflow/releases/tag/v2.16.1", False),
     Signature("not-installable",
-              r"No matching distribution found for|ResolutionImpossible|conflicting dependencies",
+              r"No matching distribution found for|Could not find a version that satisfies the requirement|"
+              r"ResolutionImpossible|conflicting dependencies",
               "a package the script's requirements.txt asks for cannot be installed beside this TensorFlow "
               "version's pins: PyPI has no release of it for CPython 3.11 on manylinux that fits, or what it "
               "needs conflicts with the pins",

@@ -528,10 +528,11 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
                                    "-r", str(requirements), "-c", str(constraints)], stderr=subprocess.PIPE, text=True)
         if download.returncode != 0:
             print(download.stderr, end="", file=sys.stderr)
-            # pip's last ERROR line goes into the message, which explain.py's table reads (make matrix).
+            # pip's first ERROR line (what cannot be installed) goes into the message, which explain.py's
+            # table reads (make matrix).
             errors = [line for line in download.stderr.splitlines() if line.startswith("ERROR:")]
             raise LabError(f"downloading the packages of {requirements} failed"
-                           + (f" ({errors[-1][:300]})" if errors else " (pip's message above)")
+                           + (f" ({errors[0][:300]})" if errors else " (pip's message above)")
                            + f" for the pins of {trainer.requirements.name}; every one must be on PyPI as a wheel "
                            f"for CPython 3.11 on manylinux {MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")

@@ -1,6 +1,6 @@
 """make matrix: its cells (n/a with the reason, never a refusal), the small size, matrix.json's schema
 (typed, versioned, one writer), matrix.md and matrix.png, the verdict, the exit status and an
-interrupt, with the runs themselves stood in for (tests/integration/test_matrix.py runs real ones)."""
+interrupt, with the runs themselves stood in for (tests/integration/test_tf_matrix.py runs real ones)."""
 
 import json
 
@@ -109,8 +109,9 @@ def stood_in(monkeypatch, tmp_path):
         if what == "interrupt":
             raise KeyboardInterrupt
         if what == "image":
-            raise matrix.LabError("downloading the packages of /job/requirements.txt failed (ERROR: No matching "
-                                  "distribution found for tensorflow-text==2.21.0) for the pins of trainer.txt")
+            raise matrix.LabError("downloading the packages of /job/requirements.txt failed (ERROR: Cannot install "
+                                  "numpy>=2 because these package versions have conflicting dependencies.) for the "
+                                  "pins of 2.15.txt")
         return 0
 
     def fill(one, run_dir):

@@ -4,23 +4,29 @@ MultiWorkerMirroredStrategy passes on 2.15 and under tf-keras but fails under Ke
 a script using tf.estimator, which 2.16 removed, passes on 2.15 and fails on 2.21, explained. Each
 matrix leaves its cells' run folders and nothing on the engine."""
 
+import contextlib
 import json
 import subprocess
 import time
 
 import pytest
+from labtest import parallel
 from labtest.cli import REPO, lab_env, run_lab
 from tflab import images
 from tflab.matrix import Matrix
 
 SCRIPTS = REPO / "tests/integration/scripts"
+pytestmark = pytest.mark.xdist_group("tf-matrix")  # one worker builds TF=2.15 and runs the matrices
 
 
 @pytest.fixture(scope="module")
-def old_image(trainer_image) -> str:
-    """tflab-trainer:cpu-tf2.15-<digest>: built here if it is not there yet (about a minute cold)."""
+def old_image(trainer_image, request) -> str:
+    """tflab-trainer:cpu-tf2.15-<digest>: built here if it is not there yet (about a minute cold),
+    under the lock the lab's own image is built under (one build at a time on the engine)."""
     started = time.monotonic()
-    result = run_lab("images", "--tag", env=lab_env(TF="2.15"), timeout=3600)
+    shared = parallel.shared_folder(request.config)
+    with parallel.once(shared / "locks" / "image.lock") if shared else contextlib.nullcontext():
+        result = run_lab("images", "--tag", env=lab_env(TF="2.15"), timeout=3600)
     assert result.returncode == 0, result.output[-4000:]
     tag = result.stdout.strip().splitlines()[-1]
     print(f"TF=2.15 image ready in {time.monotonic() - started:.1f} s: {tag}")
