@@ -174,19 +174,22 @@ def verdict(cells: list[Cell]) -> str:
     span = f"{tfs[0]} → {tfs[-1]}" if len(tfs) > 1 else tfs[0]
     parts = []
     broken: dict[tuple[str, str, str], list[str]] = {}
+    unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
     for cell in ran:
-        if cell.outcome not in ("ok", "n/a"):
+        if cell.outcome not in ("ok", "n/a", "interrupted", "not run"):
             broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome), []).append(
                 versions.label(cell.tf))
     for (strategy, keras, why), where in broken.items():
         issue = " (keras#20585)" if why == "keras3-multiworker" else ""
         parts.append(f"{strategy} breaks under {keras} on {', '.join(where)}: {why}{issue}")
+    if unfinished:
+        parts.append(f"interrupted: {len(unfinished)} cell(s) did not finish")
     if ran and all(cell.outcome == "ok" for cell in ran):
         parts.append("every cell passes")
     else:
         for keras in dict.fromkeys(cell.keras for cell in ran):
             own = [cell for cell in ran if cell.keras == keras]
-            if all(cell.outcome == "ok" for cell in own):
+            if all(cell.outcome == "ok" for cell in own) and len(own) < len(ran):
                 parts.append(f"with {keras} every cell passes")
     losses = [cell.final_loss for cell in ran if cell.outcome == "ok" and cell.final_loss is not None]
     if len(losses) > 1:

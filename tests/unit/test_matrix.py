@@ -151,4 +151,6 @@ def test_an_interrupt_stops_the_matrix_and_says_which_cells_never_ran(stood_in, 
     with pytest.raises(KeyboardInterrupt):
         matrix.matrix(settings)
     assert ran == ["tf2-15-tf-keras-multiworker", "tf2-21-tf-keras-multiworker"]
-    assert [c.outcome for c in Matrix.read(tmp_path / "m").cells] == ["ok", "n/a", "interrupted", "not run"]
+    written = Matrix.read(tmp_path / "m")
+    assert [c.outcome for c in written.cells] == ["ok", "n/a", "interrupted", "not run"]
+    assert written.verdict == "2.15 → 2.21: interrupted: 2 cell(s) did not finish; 1 cell(s) n/a"
