@@ -56,7 +56,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 # Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
-.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare report bench config k8s summary logs tensorboard down
+.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare matrix report bench config k8s summary logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration test-workers arm64-emulation clean
 
 help: ## list the targets and the settings
@@ -89,6 +89,10 @@ soak: ## SOAK runs with random faults: make soak SOAK=20; prints what survived, 
 compare: ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
 	$(CHECK_THEN_VENV)
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB_ENV) $(VENV_PYTHON) -m tflab compare
+
+matrix: ## run the job on every TF x KERAS x STRATEGIES; matrix.json/md/png: make matrix TF="2.15 2.21"
+	$(CHECK_THEN_VENV)
+	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB_ENV) $(VENV_PYTHON) -m tflab matrix
 
 report: ## rebuild the report of a compare folder or a run from its logs (RUN=<id>)
 	$(CHECK_THEN_VENV)

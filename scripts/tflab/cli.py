@@ -100,6 +100,12 @@ def malformed(path, error: Exception) -> LabError:
                     "expected the summary.json, config.json and compare.json of a lab run")
 
 
+def command_matrix(settings: Settings, given: dict[str, str] | None = None) -> int:
+    from tflab import matrix
+
+    return matrix.matrix(settings, given or {})
+
+
 def command_report(settings: Settings) -> int:
     folder = runfolder.existing(settings)
     try:
@@ -279,7 +285,8 @@ def command_swarm_sim_down(settings: Settings) -> int:
 
 
 def command_wheels(settings: Settings) -> int:
-    image = images.variant_for(settings.gpus, settings.platform or images.machine_platform())
+    image = images.tf_variant(settings.tf) if settings.tf else images.variant_for(
+        settings.gpus, settings.platform or images.machine_platform())
     images.ensure_wheels(image)
     print(f"tflab: {image.wheels.relative_to(LAB_HOME)}/ holds the pinned wheels")
     return 0
@@ -311,7 +318,7 @@ def command_tensorboard(settings: Settings) -> int:
 # The commands that read none of the lab's own files (home.py), which an installed lab lays out
 # only when a command needs them, so these work where its cache folder cannot be made.
 READ_NO_LAB_FILES = ("settings", "config", "summary", "logs", "report", "down", "check")
-CHECKED_FIRST = ("up", "compare", "report", "bench")  # make builds .venv for these: check first
+CHECKED_FIRST = ("up", "compare", "matrix", "report", "bench")  # make builds .venv for these: check first
 
 
 def command_check(settings: Settings) -> int:
@@ -321,8 +328,12 @@ def command_check(settings: Settings) -> int:
     command = os.environ.get("TFLAB_CHECK", "")
     if command not in CHECKED_FIRST:
         raise LabError(f"TFLAB_CHECK={command} is not allowed: expected one of {', '.join(CHECKED_FIRST)}")
-    if command in ("up", "compare", "bench"):
+    if command in ("up", "compare", "matrix", "bench"):
         runfolder.planned(settings)
+    if command == "matrix":
+        from tflab import matrix
+
+        matrix.plan(settings, runfolder.planned(settings))
     if command == "compare":
         compare.compare_runs(settings)
     elif command == "report":
@@ -397,6 +408,7 @@ COMMANDS = {
                   "namespaces, a registry (root)"),
     "swarm-sim-down": (command_swarm_sim_down, "remove the simulated swarm, exactly what swarm-sim made"),
     "compare": (command_compare, "run every COMPARE entry side by side and write their report"),
+    "matrix": (command_matrix, "run the job on every TF x KERAS x STRATEGIES and say what breaks: matrix.json/md/png"),
     "report": (command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
     "bench": (command_bench, "measure the lab's overhead and the multi-worker step, side by side"),
     "chaos": (command_chaos, "a run with one fault injected: SCENARIO, TARGET, AT, HEAL"),
@@ -588,6 +600,8 @@ def main(argv: list[str] | None = None) -> int:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":
             return command_up(settings, given)
+        if args.command == "matrix":
+            return command_matrix(settings, given)
         if args.command == "images":
             return command_images(settings, args.tag)
         return COMMANDS[args.command][0](settings)

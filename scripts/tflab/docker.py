@@ -272,6 +272,11 @@ def info_format(template: str, timeout: float = 60) -> subprocess.CompletedProce
     return run("info", "--format", template, timeout=timeout)
 
 
+def system_df(timeout: float = 120) -> subprocess.CompletedProcess:
+    """`docker system df`: what images, containers, volumes and build cache take on the engine."""
+    return run("system", "df", timeout=timeout)
+
+
 def server_version() -> subprocess.CompletedProcess:
     """The engine's version and API version, space-separated."""
     return run("version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}")

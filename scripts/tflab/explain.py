@@ -72,6 +72,32 @@ SIGNATURES = [
               "`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERAS=1 set before TensorFlow is "
               "imported (or `import tf_keras as keras`); `import keras` is Keras 3 whatever that variable says",
               KERAS_ISSUE, False),
+    # What a TensorFlow version change brings (make matrix, TF=): an old build against numpy 2, an
+    # API a release removed, a package that has no release for that TensorFlow.
+    Signature("numpy2-old-tensorflow",
+              r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|_ARRAY_API not found|"
+              r"numpy\.core\.(?:umath|multiarray) failed to import",
+              "numpy 2 met a TensorFlow built against numpy 1 (TensorFlow 2.17 and older): its compiled "
+              "modules cannot load",
+              "keep numpy below 2 for that TensorFlow (the lock files of TF 2.12 to 2.17 pin numpy 1.x: a "
+              "requirements.txt or an install step must not upgrade it), or move to TensorFlow 2.18 or later",
+              "https://numpy.org/devdocs/numpy_2_0_migration_guide.html", False),
+    Signature("removed-api",
+              r"AttributeError: module '(?:tensorflow|keras|tf_keras)(?:\.[\w.]+)?' has no attribute '\w+'",
+              "it uses an attribute this TensorFlow or Keras no longer has: TensorFlow 2.16 removed "
+              "tf.estimator, and Keras 3 (tf.keras from 2.16 on) dropped much of Keras 2's API",
+              "run the TensorFlow the script was written for (TF=2.15, KERAS=tf-keras keeps Keras 2 on later "
+              "versions), or port the script: tf.estimator to tf.keras with a tf.distribute strategy",
+              "https://github.com/tensorflow/tensorflow/releases/tag/v2.16.1", False),
+    Signature("not-installable",
+              r"No matching distribution found for|Could not find a version that satisfies the requirement|"
+              r"ResolutionImpossible|conflicting dependencies",
+              "a package the script's requirements.txt asks for cannot be installed beside this TensorFlow "
+              "version's pins: PyPI has no release of it for CPython 3.11 on manylinux that fits, or what it "
+              "needs conflicts with the pins",
+              "ask for a release made for this TensorFlow (`pip index versions NAME` lists them; the pins are "
+              "requirements/tf/<version>.txt), or leave this TF out",
+              "https://pip.pypa.io/en/stable/topics/dependency-resolution/", False),
     Signature("collectives-after-startup",
               r"Collective ops must be configured at program startup|Enabling collective ops after program startup",
               "MultiWorkerMirroredStrategy was built after TensorFlow had already started (a tensor, a "

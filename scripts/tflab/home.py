@@ -22,6 +22,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tflab import versions
 from tflab.errors import LabError
 
 PACKAGE = Path(__file__).resolve().parent
@@ -31,7 +32,8 @@ BUNDLED = PACKAGE / "_lab"  # an installed lab's copy of the repository's files
 LAB_FILES = ("docker-compose.yml", "images/trainer/Dockerfile", "images/trainer/install-packages.sh",
              "images/script/Dockerfile",
              "images/base/build.sh", "requirements/trainer.txt", "requirements/trainer-gpu.txt",
-             "requirements/trainer-arm64.txt")
+             "requirements/trainer-arm64.txt",
+             *[f"requirements/tf/{tf}.txt" for tf in versions.RELEASES if tf != versions.DEFAULT])  # TF=
 
 
 def is_checkout(root: Path) -> bool:

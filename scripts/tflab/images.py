@@ -48,7 +48,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import builder, docker, progress, task
+from tflab import builder, docker, progress, task, versions
 from tflab.console import say
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
@@ -88,6 +88,9 @@ GPU_WHEEL_STAMP = GPU_WHEELS / ".pins-sha256"
 ARM64_REQUIREMENTS = REPO / "requirements/trainer-arm64.txt"
 ARM64_WHEELS = REPO / "images/trainer/wheels-arm64"
 ARM64_WHEEL_STAMP = ARM64_WHEELS / ".pins-sha256"
+# TF=<minor>: one lock file per TensorFlow line (versions.py), its own wheelhouse and image name.
+TF_REQUIREMENTS = REPO / "requirements/tf"  # <minor>.txt, written by tflab.tools.lock
+TF_WHEELS = REPO / "images/trainer"  # wheels-tf<minor>/
 DIGEST_LENGTH = 12  # hex digits of the inputs' sha256 in a tag
 BUILD_STEP_QUIET_SECONDS = 3  # a build step is said once it has taken this long (cached ones take none)
 
@@ -117,6 +120,22 @@ class Variant:
     @property
     def wheel_target(self) -> list[str]:
         return wheel_target(self.platform)
+
+
+def tf_variant(tf: str) -> Variant:
+    """The CPU image of one TensorFlow line (TF=2.15): tflab-trainer:cpu-tf2.15-<digest>, from
+    requirements/tf/2.15.txt and images/trainer/wheels-tf2.15/. The lab's own line (2.21) is the
+    lab's own image, variant()."""
+    if not tf or tf == versions.DEFAULT:
+        return variant()
+    wheels = TF_WHEELS / f"wheels-tf{tf}"
+    return Variant(f"cpu-tf{tf}", TF_REQUIREMENTS / f"{tf}.txt", wheels, wheels / ".pins-sha256",
+                   "about 300 MB")
+
+
+def tf_variants() -> list[Variant]:
+    """Every TF= line's own image, the lab's own left out: what `make clean` looks for."""
+    return [tf_variant(tf) for tf in versions.RELEASES if tf != versions.DEFAULT]
 
 
 def variant(gpu: bool = False, platform: str = AMD64) -> Variant:
@@ -164,7 +183,14 @@ def platform_for(requested: str) -> str:
 
 
 def trainer_variant(settings: Settings) -> Variant:
-    """The image a run with these settings needs: GPUS and PLATFORM (or the engine's)."""
+    """The image a run with these settings needs: TF (settings.py refuses it with GPUS or
+    PLATFORM=linux/arm64), else GPUS and PLATFORM (or the engine's)."""
+    for name, value in (("TF", settings.tf), ("KERAS", settings.keras)):
+        if len(value.split()) > 1:
+            raise LabError(f"{name}={value} is not allowed for one run: expected one value (a list is for make "
+                           "matrix)")
+    if settings.tf and settings.tf != versions.DEFAULT:
+        return tf_variant(settings.tf)
     return variant_for(settings.gpus, platform_for(settings.platform))
 
 
@@ -378,7 +404,7 @@ def remove_replaced(repository: str, image: Variant, keep: str) -> None:
 
 def remove_rebuildable() -> None:
     """make clean's part: the images this checkout built, its record of them, and the wheelhouses."""
-    variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64)]
+    variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64), *tf_variants()]
     remove_built()
     BUILT.unlink(missing_ok=True)
     for image in variants:
@@ -408,6 +434,7 @@ def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str
     say(f"making {tag} on {base}: TensorFlow and its packages, once (a minute or two{slow})")
     files = {"install-packages.sh": INSTALL_SCRIPT, "requirements.txt": image.requirements,
              **{f"wheels/{wheel.name}": wheel for wheel in sorted(image.wheels.glob("*.whl"))}}
+    image.wheels.mkdir(parents=True, exist_ok=True)
     with builder.context(image.wheels.parent, files) as context:
         code, tail = builder.install_and_commit(
             base, context, "/tmp/tflab-install", ["sh", "/tmp/tflab-install/install-packages.sh"], tag,
@@ -476,7 +503,7 @@ def script_constraints(pins: str) -> str:
     """The trainer's pins as pip constraints for a script's packages, so that whatever they share
     with the image keeps the image's version. Extras dropped: pip refuses `tensorflow[and-cuda]`
     in a constraints file."""
-    return "\n".join(re.sub(r"\[[^]]*\]", "", line) for line in pins.splitlines()) + "\n"
+    return "\n".join(re.sub(r"\[[^]]*\]| --hash=\S+", "", line) for line in pins.splitlines()) + "\n"
 
 
 def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> str:
@@ -498,11 +525,16 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
         # Constrained by the trainer's pins, so what the image already has keeps its version.
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
                                    "--only-binary=:all:", *trainer.wheel_target, "--dest", context,
-                                   "-r", str(requirements), "-c", str(constraints)])
+                                   "-r", str(requirements), "-c", str(constraints)], stderr=subprocess.PIPE, text=True)
         if download.returncode != 0:
-            raise LabError(f"downloading the packages of {requirements} failed (pip's message above); "
-                           "every one must be on PyPI as a wheel for CPython 3.11 on manylinux "
-                           f"{MACHINES[trainer.platform]}")
+            print(download.stderr, end="", file=sys.stderr)
+            # pip's first ERROR line (what cannot be installed) goes into the message, which explain.py's
+            # table reads (make matrix).
+            errors = [line for line in download.stderr.splitlines() if line.startswith("ERROR:")]
+            raise LabError(f"downloading the packages of {requirements} failed"
+                           + (f" ({errors[0][:300]})" if errors else " (pip's message above)")
+                           + f" for the pins of {trainer.requirements.name}; every one must be on PyPI as a wheel "
+                           f"for CPython 3.11 on manylinux {MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")
         docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image})
     record_built(image, key="scripts")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from tflab import versions
 from tflab.errors import LabError
 
 STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
@@ -83,7 +84,7 @@ PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # what a make variable'
 
 # Which command reads which setting. A setting given by name (NAME=value, a flag, on make's
 # command line) to a command that does not read it is refused: the command would drop it silently.
-RUNS = ("up", "stack-up", "compare", "bench", "chaos", "soak", "config", "k8s")  # run, or describe, a training
+RUNS = ("up", "stack-up", "compare", "matrix", "bench", "chaos", "soak", "config", "k8s")  # run or describe one
 RUN_FOLDERS = ("report", "summary", "logs", "down", "clean")  # read what runs left
 
 
@@ -220,6 +221,7 @@ class SettingsRules:
         if self.gpus and self.backend != "compose":
             raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
                                 "BACKEND=compose (the lab hands GPUs to containers), or GPUS empty")
+        _check_versions(self)
         if self.examples < self.global_batch:
             raise SettingsError(
                 f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
@@ -706,6 +708,56 @@ def _data_on_host(name: str, value: str) -> str:
     return str(path)
 
 
+# TF, KERAS and STRATEGIES (versions.py holds the table of versions): one value for a run, a list
+# for make matrix (images.trainer_variant refuses a list to a single run).
+MATRIX_TF = "2.15 2.18 2.21 next"  # make matrix with TF empty
+MATRIX_KERAS = "tf-keras keras3"  # make matrix with KERAS empty
+MATRIX_STRATEGIES = ("single", "mirrored", "multiworker")
+
+
+def _words(name: str, raw: str, parse_one: Callable[[str], str | None], allowed: str) -> str:
+    found: list[str] = []
+    for word in raw.split():
+        value = parse_one(word)
+        if value is None:
+            raise SettingsError(f"{name}={raw} is not allowed: {word} is not one of {allowed}")
+        if value not in found:
+            found.append(value)
+    return " ".join(found)
+
+
+def _tf(name: str, raw: str) -> str:
+    return _words(name, raw, versions.canonical,
+                  f"the TensorFlow versions with Python 3.11 wheels: {versions.ALLOWED} (a list for make matrix)")
+
+
+def _keras(name: str, raw: str) -> str:
+    return _words(name, raw, lambda word: word if word in versions.KERAS_CHOICES else None,
+                  " | ".join(versions.KERAS_CHOICES) + " (a list for make matrix)")
+
+
+def _strategies(name: str, raw: str) -> str:
+    return _words(name, raw, lambda word: word if word in MATRIX_STRATEGIES else None,
+                  " | ".join(MATRIX_STRATEGIES) + ", one or more")
+
+
+def _check_versions(settings: "SettingsRules") -> None:
+    """TF and KERAS with the rest: one line naming what is allowed (validated calls it)."""
+    if not settings.tf and not settings.keras:
+        return
+    given = " ".join(f"{key}={value}" for key, value in (("TF", settings.tf), ("KERAS", settings.keras)) if value)
+    if settings.backend != "compose":
+        raise SettingsError(f"{given} is not allowed with BACKEND={settings.backend}: expected BACKEND=compose "
+                            "(the TensorFlow version is the image's), or TF and KERAS empty")
+    if settings.tf and (settings.gpus or settings.platform == "linux/arm64"):
+        raise SettingsError(f"TF={settings.tf} is not allowed with GPUS or PLATFORM=linux/arm64: the lock files "
+                            "of TF= are CPU wheels for linux/amd64; leave TF empty for the lab's own image")
+    if len(settings.tf.split()) <= 1 and len(settings.keras.split()) == 1:
+        refusal = versions.keras_refusal(settings.tf, settings.keras)
+        if refusal:
+            raise SettingsError(refusal)
+
+
 # A value these commands cannot honour, from the environment too, refused when the command starts:
 # a user's script where the pods run the lab's. (make chaos and soak time a script's faults by
 # its own epochs, which trainer/observe.py logs, or by seconds from its start.)
@@ -823,6 +875,20 @@ SETTINGS: tuple[Setting, ...] = (
             "another runs emulated (slow; on Linux: scripts/enable-arm64-emulation.sh)",
             commands=(*RUNS, "images", "wheels", "tensorboard"),
             tfjob=OWN_IMAGE),
+    Setting("TF", "", _tf, f"empty | {versions.ALLOWED}",
+            "the TensorFlow of the trainer image (one image per version, tagged cpu-tf<version>); empty: the "
+            f"lab's own, {versions.DEFAULT}; make matrix: a list, empty: {MATRIX_TF}",
+            commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
+            tfjob=OWN_IMAGE),
+    Setting("KERAS", "", _keras, "empty | " + " | ".join(versions.KERAS_CHOICES),
+            "tf.keras: keras3 (TF 2.16 on), tf-keras (tf_keras, TF_USE_LEGACY_KERAS=1; TF 2.14 to 2.21) or bundled "
+            f"(Keras 2, TF <= 2.15); empty: tf-keras from 2.16, else bundled; make matrix: a list, empty: "
+            f"{MATRIX_KERAS}",
+            commands=("up", "compare", "chaos", "soak", "matrix"),
+            tfjob=OWN_IMAGE),
+    Setting("STRATEGIES", "mirrored multiworker", _strategies, " | ".join(MATRIX_STRATEGIES) + ", one or more",
+            "make matrix: the strategies each TF and KERAS runs with (WORKERS, REPLICAS as set)",
+            commands=("matrix",)),
     Setting("COMPARE", DEFAULT_COMPARE, _compare,
             f"entries single, mirrored-N, multiworker-N, parameter-server-N (N: 1..{MAX_TASKS})",
             "the runs `make compare` makes, side by side, with every other setting shared",

@@ -35,7 +35,7 @@ def test_the_settings_dataclass_is_made_from_the_one_declaration():
     assert [f.name for f in fields] == [spec.field for spec in SETTINGS]
     assert [f.default for f in fields] == [spec.default for spec in SETTINGS]
     assert all(f.type is type(spec.default) for f, spec in zip(fields, SETTINGS))
-    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 58
+    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 61
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().workers = 3
     assert Settings.__module__ == "tflab.settings"  # what pickle and a reader's repr look it up by
@@ -69,7 +69,7 @@ def test_the_few_commands_read_what_their_code_reads():
     settings are not soak's, which draws them at random; stack-up is BACKEND=swarm whatever."""
     assert settings_of("summary") == settings_of("logs") == settings_of("report") == ["RUN", "RUNS_DIR"]
     assert settings_of("down") == ["RUN", "RUNS_DIR", "FORCE"]
-    assert settings_of("wheels") == ["GPUS", "PLATFORM"]
+    assert settings_of("wheels") == ["GPUS", "PLATFORM", "TF"]
     assert settings_of("swarm-sim") == ["NODES"] and settings_of("swarm-sim-down") == settings_of("settings") == []
     assert {"SCENARIO", "TARGET", "AT", "HEAL"} <= set(settings_of("chaos")) - set(settings_of("soak"))
     assert "BACKEND" in settings_of("up") and "BACKEND" not in settings_of("stack-up")
@@ -110,8 +110,8 @@ def test_the_cli_refuses_a_setting_its_command_never_reads(how, tmp_path):
     else:  # make hands its command-line variables on as environment, and names them
         result = run_lab("summary", env=lab_env(WORKERS="3", RUNS_DIR=str(runs),
                                                 TFLAB_MAKE_VARIABLES="WORKERS RUNS_DIR"))
-    assert_refused(result, "WORKERS=3 is not a setting of make summary (read by make up, stack-up, compare, bench, "
-                           "chaos, soak, config, k8s only); leave it out: `tflab summary --help` lists", runs)
+    assert_refused(result, "WORKERS=3 is not a setting of make summary (read by make up, stack-up, compare, matrix, "
+                           "bench, chaos, soak, config, k8s only); leave it out: `tflab summary --help` lists", runs)
 
 
 def test_an_exported_setting_is_left_to_the_commands_that_read_it(tmp_path):

@@ -212,12 +212,13 @@ DECIDED = {
     "DATA": str(REPO), "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
     "SEED": "7", "MODEL": "cnn", "LOOP": "custom", "STEPS_PER_EXECUTION": "8", "COLLECTIVE": "ring",
     "BYTES_PER_PACK": "1024", "ALLREDUCE_PROBE": "10", "PEER_TIMEOUT": "30", "BACKUP": "off", "CPUS": "1",
-    "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64",
+    "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64", "TF": "2.15",
+    "KERAS": "tf-keras",
     "RESTART_POLICY": "Never", "NETWORK": "bridge", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
-OTHER_COMMANDS = ("COMPARE", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK", "SLOW_CPUS", "SOAK",
-                  "TENSORBOARD_PORT",
+OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK",
+                  "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
                   "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE")
 

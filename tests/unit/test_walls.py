@@ -28,7 +28,7 @@ TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "l
 STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.metadata",
                   "metadata", "trainer.inscript", "trainer.observe"}
 SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder",  # both sides
-          "foreign", "task", "__init__"}
+          "foreign", "task", "versions", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
 
 

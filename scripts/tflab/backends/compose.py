@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from tflab import cluster, docker, labels, user_script
+from tflab import cluster, docker, labels, user_script, versions
 from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
@@ -104,6 +104,9 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
                 "environment": the_cluster.tf_config_env(task),
             }
         services.setdefault(task, {}).update(limits)
+        keras = versions.legacy_keras_env(settings.tf, settings.keras)
+        if keras != task_contract.LEGACY_KERAS:  # KERAS=keras3 or bundled: tf.keras is not tf_keras
+            services[task].setdefault("environment", {}).update(keras)
         if settings.script:
             script = script_service(settings, script_folder)
             services[task].setdefault("environment", {}).update(script.pop("environment"))

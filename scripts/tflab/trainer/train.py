@@ -35,6 +35,7 @@ os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 import argparse
 import hashlib
 import importlib.metadata
+import inspect
 import json
 import platform
 import resource
@@ -277,11 +278,12 @@ def backup_callbacks(settings: Settings, run_dir: Path) -> list:
         return []
     if settings.strategy == "multiworker":
         enable_preemption_checkpoints()
-    return [tf.keras.callbacks.BackupAndRestore(
-        backup_dir=str(run_dir / runfolder.BACKUP),
-        save_freq="epoch" if settings.backup == "epoch" else int(settings.backup),
-        save_before_preemption=settings.strategy == "multiworker",
-    )]
+    options = {"backup_dir": str(run_dir / runfolder.BACKUP),
+               "save_freq": "epoch" if settings.backup == "epoch" else int(settings.backup)}
+    # Keras 3's BackupAndRestore (KERAS=keras3) has no save_before_preemption: it backs up per save_freq only.
+    if "save_before_preemption" in inspect.signature(tf.keras.callbacks.BackupAndRestore).parameters:
+        options["save_before_preemption"] = settings.strategy == "multiworker"
+    return [tf.keras.callbacks.BackupAndRestore(**options)]
 
 
 def adopt_chief_backup(settings: Settings, task: str, chief_task: str, run_dir: Path) -> None:

@@ -1,0 +1,357 @@
+"""`make matrix`: the same job on every TensorFlow (TF), Keras (KERAS) and strategy (STRATEGIES) named,
+one run per cell, and what breaks where.
+
+    make matrix                                  # TF="2.15 2.18 2.21 next" x KERAS="tf-keras keras3"
+    make matrix TF="2.15 2.21" KERAS=tf-keras STRATEGIES=multiworker SCRIPT=train.py
+
+Each cell is one run as `make up` makes it, in its own folder inside the matrix's
+(runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
+engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
+whose tf.keras is Keras 2, tf-keras where PyPI has none) is a cell marked n/a with the reason, never
+a refusal of the matrix. A failed cell carries the explanation of explain.py's table (its
+signature, what and fix). The matrix writes, in its folder:
+
+    matrix.json   the cells (Matrix below: typed, versioned, written by `write` alone)
+    matrix.md     the grid, the verdict, losses per epoch, step time and memory per cell
+    matrix.png    the grid: green ok, red failed (its signature written in), grey n/a
+
+and ends with a verdict line. Its exit status is 0 only when every cell that can be is ok. The
+lab's own model trains at a small size unless EPOCHS or EXAMPLES are given (MATRIX_SIZE). An
+interrupt stops the running cell as `make up` stops a run (every task removed), marks the cells
+not yet run, and leaves nothing on the engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping
+
+from tflab import report, runfolder, runner, versions
+from tflab.console import display_path, say
+from tflab.errors import LabError
+from tflab.explain import Evidence, explain
+from tflab.foreign import ForeignFile
+from tflab.runfolder import Record, SummaryError, _record
+from tflab.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
+
+MATRIX = "matrix.json"
+MATRIX_VERSION = 1  # 1: the first matrix.json (2026-12)
+MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless given: a cell in seconds
+OUTCOMES = ("ok", "failed", "timed out", "interrupted", "n/a", "not run")
+LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
+
+
+@dataclasses.dataclass(eq=False)
+class Cell(Record):
+    """One TF x KERAS x strategy: a run, or why there is none."""
+
+    tf: str  # 2.15, or 2.22 for TF=next
+    tf_release: str  # the tensorflow-cpu release its lock file pins: 2.15.1, 2.22.0rc0
+    keras: str  # keras3 | tf-keras | bundled
+    strategy: str
+    outcome: str  # OUTCOMES
+    signature: str | None = None  # a failed cell's explanation (explain.py), e.g. keras3-multiworker
+    what: str | None = None  # a failed cell's what happened; an n/a cell's reason
+    fix: str | None = None
+    final_loss: float | None = None
+    steady_step_seconds: float | None = None
+    peak_rss_bytes: int | None = None  # the largest process's
+    wall_seconds: float | None = None
+    losses: list = dataclasses.field(default_factory=list)  # per epoch, the chief's
+    run: str | None = None  # its folder inside the matrix's; None where it never ran
+
+
+@dataclasses.dataclass(eq=False)
+class Matrix(Record):
+    """matrix.json: every cell, the settings shared, and the verdict."""
+
+    run: str
+    settings: dict
+    cells: list
+    verdict: str
+    ok: bool
+    version: int = MATRIX_VERSION
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Matrix":
+        """ValueError (SummaryError, naming the field) for anything the lab did not write."""
+        if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+            raise SummaryError("not a matrix: no list of cells")
+        if data.get("version") != MATRIX_VERSION:
+            raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not {MATRIX_VERSION}")
+        cells = [_record(Cell, cell, f"cells[{index}].") for index, cell in enumerate(data["cells"])]
+        for index, cell in enumerate(cells):
+            if cell.outcome not in OUTCOMES:
+                raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
+        result = _record(cls, data, "")
+        result.cells = cells
+        return result
+
+    @classmethod
+    def read(cls, folder: Path) -> "Matrix":
+        path = folder / MATRIX
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (UnicodeDecodeError, json.JSONDecodeError, SummaryError) as error:
+            raise ForeignFile(f"{display_path(path)} is not a matrix the lab wrote: {error}") from None
+
+
+def cell_run(tf: str, keras: str, strategy: str) -> str:
+    """The cell's run folder name: tf2-15-tf-keras-multiworker (a run id has no dots)."""
+    return f"tf{tf.replace('.', '-')}-{keras}-{strategy}"
+
+
+def sized(settings: Settings, given: Mapping[str, str]) -> Settings:
+    """The lab's own model at MATRIX_SIZE where EPOCHS or EXAMPLES is not given; a SCRIPT as it is."""
+    if settings.script:
+        return settings
+    small = {name.lower(): value for name, value in MATRIX_SIZE.items() if name not in given}
+    return settings.replace(**small) if small else settings
+
+
+def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]:
+    """Every cell, with the settings of its run (None: n/a). A setting no cell can run with (a
+    GLOBAL_BATCH the workers do not divide) is refused, naming the cell, before anything runs."""
+    planned = []
+    for tf in (settings.tf or " ".join(versions.canonical(word) for word in MATRIX_TF.split())).split():
+        for keras in (settings.keras or MATRIX_KERAS).split():
+            for strategy in settings.strategies.split():
+                cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run")
+                refusal = versions.keras_refusal(tf, keras)
+                if refusal:
+                    cell.outcome, cell.what = "n/a", refusal.split(": ", 1)[1]
+                    planned.append((cell, None))
+                    continue
+                cell.run = cell_run(tf, keras, strategy)
+                try:
+                    one = settings.replace(tf=tf, keras=keras, strategy=strategy, run=cell.run, runs_dir=str(folder))
+                except SettingsError as error:
+                    raise SettingsError(f"matrix cell TF={versions.label(tf)} KERAS={keras} STRATEGY={strategy}: "
+                                        f"{error}") from None
+                planned.append((cell, one))
+    return planned
+
+
+def fill(cell: Cell, run_dir: Path) -> None:
+    """A cell that ran, from its run folder: the report's row and the first failed task's explanation."""
+    row = report.run_row(run_dir)
+    cell.final_loss, cell.steady_step_seconds = row["final_loss"], row["steady_step_seconds"]
+    cell.peak_rss_bytes, cell.wall_seconds, cell.losses = (row["peak_rss_per_process_bytes"], row["wall_seconds"],
+                                                           row["losses"])
+    try:
+        summary = runfolder.Summary.read(run_dir)
+    except FileNotFoundError:
+        cell.outcome = "failed"
+        return
+    cell.outcome = "ok" if summary.ok else summary.outcome if summary.outcome in OUTCOMES else "failed"
+    if summary.ok:
+        return
+    found = next((task.explanation for task in summary.tasks if task.explanation), None)
+    if found:
+        cell.signature, cell.what, cell.fix = found["signature"], found["what"], found["fix"]
+    else:
+        failed = next((task for task in summary.tasks if task.status != "ok"), None)
+        cell.what = (failed.error if failed and failed.error else summary.outcome)
+
+
+def not_started(cell: Cell, error: LabError) -> None:
+    """A cell whose run could not start: its image did not build, a script's packages did not install."""
+    cell.outcome, cell.run = "failed", None
+    found = explain(Evidence(task="image", exit_code=1, error=str(error), output=str(error)))
+    if found and found.signature not in ("exception", "exit code"):
+        cell.signature, cell.what, cell.fix = found.signature, found.what, found.fix
+    else:
+        cell.what = str(error)
+
+
+def verdict(cells: list[Cell]) -> str:
+    """One line a person can act on: what breaks, where, and what passes."""
+    ran = [cell for cell in cells if cell.outcome != "n/a"]
+    tfs = list(dict.fromkeys(versions.label(cell.tf) for cell in cells))
+    span = f"{tfs[0]} → {tfs[-1]}" if len(tfs) > 1 else tfs[0]
+    parts = []
+    broken: dict[tuple[str, str, str], list[str]] = {}
+    unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
+    for cell in ran:
+        if cell.outcome not in ("ok", "n/a", "interrupted", "not run"):
+            broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome), []).append(
+                versions.label(cell.tf))
+    for (strategy, keras, why), where in broken.items():
+        issue = " (keras#20585)" if why == "keras3-multiworker" else ""
+        parts.append(f"{strategy} breaks under {keras} on {', '.join(where)}: {why}{issue}")
+    if unfinished:
+        parts.append(f"interrupted: {len(unfinished)} cell(s) did not finish")
+    if ran and all(cell.outcome == "ok" for cell in ran):
+        parts.append("every cell passes")
+    else:
+        for keras in dict.fromkeys(cell.keras for cell in ran):
+            own = [cell for cell in ran if cell.keras == keras]
+            if all(cell.outcome == "ok" for cell in own) and len(own) < len(ran):
+                parts.append(f"with {keras} every cell passes")
+    losses = [cell.final_loss for cell in ran if cell.outcome == "ok" and cell.final_loss is not None]
+    if len(losses) > 1:
+        spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12)
+        parts.append("final losses identical" if spread == 0 else f"final losses agree to {spread:.0e}"
+                     if spread <= LOSS_AGREEMENT
+                     else f"final losses differ by up to {spread:.1%} (matrix.md: per epoch)")
+    not_applicable = sum(cell.outcome == "n/a" for cell in cells)
+    if not_applicable:
+        parts.append(f"{not_applicable} cell(s) n/a")
+    if not ran:
+        parts.append("no cell can run")
+    return f"{span}: " + "; ".join(parts)
+
+
+def passed(cells: list[Cell]) -> bool:
+    return any(cell.outcome == "ok" for cell in cells) and all(cell.outcome in ("ok", "n/a") for cell in cells)
+
+
+def write(folder: Path, settings: Settings, cells: list[Cell]) -> Matrix:
+    """matrix.json, matrix.md and matrix.png: the matrix's one writer. Returns what it wrote."""
+    result = Matrix(run=folder.name, settings=settings.to_dict(), cells=cells, verdict=verdict(cells),
+                    ok=passed(cells))
+    runfolder.write_json(folder / MATRIX, result.to_dict())
+    runfolder.write_whole(folder / "matrix.md", markdown(result))
+    report.write_whole(folder / "matrix.png", lambda temporary: plot(result, temporary))
+    return result
+
+
+def columns(cells: list[Cell]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((cell.keras, cell.strategy) for cell in cells))
+
+
+def mark(cell: Cell) -> str:
+    if cell.outcome == "ok":
+        return "ok"
+    if cell.outcome == "n/a":
+        return "n/a"
+    return f"{cell.outcome}: {cell.signature}" if cell.signature else cell.outcome
+
+
+def grid(result: Matrix) -> list[list[str]]:
+    """Rows of the grid: a header, then one row per TF."""
+    heads = columns(result.cells)
+    by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
+    rows = [["TF", *[f"{keras} {strategy}" for keras, strategy in heads]]]
+    for tf in dict.fromkeys(cell.tf for cell in result.cells):
+        rows.append([versions.label(tf), *[mark(by[(tf, *head)]) if (tf, *head) in by else "" for head in heads]])
+    return rows
+
+
+def _number(value, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+
+
+def markdown(result: Matrix) -> str:
+    rows = grid(result)
+    lines = [f"# Matrix {result.run}", "", f"**{result.verdict}**", "",
+             "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0]),
+             *["| " + " | ".join(row) + " |" for row in rows[1:]], "",
+             "## Cells", "", "| TF | release | Keras | strategy | outcome | final loss | steady step (ms) | "
+             "peak RSS (MB) | wall (s) | run |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in result.cells:
+        lines.append(f"| {versions.label(cell.tf)} | {cell.tf_release} | {cell.keras} | {cell.strategy} | "
+                     f"{mark(cell)} | {_number(cell.final_loss, '.6g')} | "
+                     f"{_number(cell.steady_step_seconds and cell.steady_step_seconds * 1000, '.2f')} | "
+                     f"{_number(cell.peak_rss_bytes and cell.peak_rss_bytes / 1e6, '.0f')} | "
+                     f"{_number(cell.wall_seconds, '.1f')} | {cell.run or '-'} |")
+    explained = [cell for cell in result.cells if cell.outcome != "ok" and cell.what]
+    if explained:
+        lines += ["", "## Why", ""]
+        for cell in explained:
+            lines.append(f"- TF {versions.label(cell.tf)}, {cell.keras}, {cell.strategy}: {mark(cell)}: {cell.what}"
+                         + (f" Fix: {cell.fix}" if cell.fix else ""))
+    with_losses = [cell for cell in result.cells if cell.losses]
+    if with_losses:
+        lines += ["", "## Losses per epoch", ""]
+        lines += [f"- {cell.run}: " + " ".join(f"{loss:.6g}" for loss in cell.losses) for cell in with_losses]
+    return "\n".join(lines) + "\n"
+
+
+COLOURS = {"ok": "#4caf50", "n/a": "#bdbdbd", "not run": "#eeeeee"}  # any other outcome: red
+RED = "#e53935"
+
+
+def plot(result: Matrix, path: Path) -> bool:
+    """matrix.png, the grid; False (and no file) where matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    heads = columns(result.cells)
+    tfs = list(dict.fromkeys(cell.tf for cell in result.cells))
+    by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
+    figure, axes = plt.subplots(figsize=(2.4 * len(heads) + 1.5, 0.9 * len(tfs) + 2.2))
+    for row, tf in enumerate(tfs):
+        for column, head in enumerate(heads):
+            cell = by.get((tf, *head))
+            if cell is None:
+                continue
+            axes.add_patch(plt.Rectangle((column, row), 0.96, 0.92, color=COLOURS.get(cell.outcome, RED)))
+            text = mark(cell).replace(": ", "\n", 1)
+            axes.text(column + 0.48, row + 0.46, text, ha="center", va="center", fontsize=8, wrap=True)
+    axes.set_xlim(0, len(heads))
+    axes.set_ylim(len(tfs), 0)
+    axes.set_xticks([i + 0.48 for i in range(len(heads))], [f"{k}\n{s}" for k, s in heads], fontsize=9)
+    axes.set_yticks([i + 0.46 for i in range(len(tfs))], [f"TF {versions.label(tf)}" for tf in tfs], fontsize=9)
+    axes.tick_params(length=0)
+    for side in axes.spines.values():
+        side.set_visible(False)
+    width = max(40, int(22 * len(heads) + 10))  # characters a line of the title holds at this size
+    axes.set_title(textwrap.fill(result.verdict, width), fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
+    """Runs every cell one after another; writes the matrix after each; 0 only if every cell that
+    can be is ok."""
+    settings = sized(settings, given)
+    folder = runfolder.planned(settings)
+    planned = plan(settings, folder)
+    from tflab import backends
+
+    runnable = [(cell, one) for cell, one in planned if one is not None]
+    if runnable:  # the engine, Compose and the first cell's image, before the folder is written
+        backends.check_engine(runnable[0][1])
+    runfolder.make(folder, link_latest=True)
+    cells = [cell for cell, _ in planned]
+    write(folder, settings, cells)
+    for number, (cell, one) in enumerate(runnable, 1):
+        say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {cell.keras}, {cell.strategy} "
+            f"({number} of {len(runnable)})")
+        try:
+            runner.up(one, link_latest=False)
+        except KeyboardInterrupt:
+            cell.outcome = "interrupted"
+            write(folder, settings, cells)
+            raise
+        except LabError as error:  # its image, or a script's packages, could not be had
+            say(str(error))
+            not_started(cell, error)
+        else:
+            try:
+                fill(cell, folder / cell.run)
+            except (LabError, OSError) as error:  # a run folder it cannot read: the cell failed, said so
+                cell.outcome, cell.what = "failed", f"its run folder could not be read: {error}"
+        write(folder, settings, cells)
+    result = write(folder, settings, cells)
+    print(table(result))
+    say("wrote " + ", ".join(display_path(folder / name) for name in (MATRIX, "matrix.md", "matrix.png")
+                             if (folder / name).exists()))
+    say(f"verdict: {result.verdict}")
+    return 0 if result.ok else 1
+
+
+def table(result: Matrix) -> str:
+    rows = grid(result)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip() for row in rows)

@@ -1,0 +1,156 @@
+"""make matrix: its cells (n/a with the reason, never a refusal), the small size, matrix.json's schema
+(typed, versioned, one writer), matrix.md and matrix.png, the verdict, the exit status and an
+interrupt, with the runs themselves stood in for (tests/integration/test_tf_matrix.py runs real ones)."""
+
+import json
+
+import pytest
+from tflab import backends, matrix, runner
+from tflab.foreign import ForeignFile
+from tflab.matrix import Cell, Matrix
+from tflab.settings import Settings, SettingsError
+
+pytestmark = pytest.mark.unit
+
+
+def cell(tf, keras, strategy, outcome="ok", **fields) -> Cell:
+    return Cell(tf=tf, tf_release={"2.15": "2.15.1", "2.21": "2.21.0", "2.22": "2.22.0rc0"}.get(tf, tf), keras=keras,
+                strategy=strategy, outcome=outcome, **fields)
+
+
+def test_the_default_matrix_and_its_cells_that_cannot_be(tmp_path):
+    planned = matrix.plan(Settings(), tmp_path)
+    assert len(planned) == 4 * 2 * 2  # TF="2.15 2.18 2.21 next" x KERAS="tf-keras keras3" x mirrored, multiworker
+    na = {(c.tf, c.keras, c.strategy): c.what for c, one in planned if one is None}
+    assert set(na) == {("2.15", "keras3", "mirrored"), ("2.15", "keras3", "multiworker"),
+                       ("2.22", "tf-keras", "mirrored"), ("2.22", "tf-keras", "multiworker")}
+    assert na[("2.15", "keras3", "mirrored")].startswith("its tf.keras is the bundled Keras 2")
+    assert all(c.outcome == "n/a" and c.run is None for c, one in planned if one is None)
+    runs = {c.run: one for c, one in planned if one is not None}
+    assert "tf2-21-keras3-multiworker" in runs and "tf2-22-keras3-mirrored" in runs
+    one = runs["tf2-15-tf-keras-multiworker"]
+    assert (one.tf, one.keras, one.strategy, one.run, one.runs_dir) == ("2.15", "tf-keras", "multiworker",
+                                                                        "tf2-15-tf-keras-multiworker", str(tmp_path))
+
+
+def test_a_setting_no_cell_can_run_with_is_refused_naming_the_cell(tmp_path):
+    with pytest.raises(SettingsError, match=r"^matrix cell TF=2.15 KERAS=tf-keras STRATEGY=multiworker: GLOBAL_BATCH"):
+        matrix.plan(Settings(tf="2.15", keras="tf-keras", strategies="multiworker", workers=3), tmp_path)
+
+
+def test_the_labs_model_is_small_unless_told_and_a_script_as_it_is():
+    assert (matrix.sized(Settings(), {}).epochs, matrix.sized(Settings(), {}).examples) == (3, 2048)
+    assert matrix.sized(Settings(epochs=7), {"EPOCHS": "7"}).epochs == 7
+    assert matrix.sized(Settings(epochs=7), {"EPOCHS": "7"}).examples == 2048
+    script = Settings(script="train.py", strategy="multiworker")
+    assert matrix.sized(script, {}) is script
+
+
+def test_the_verdict_says_what_breaks_where_and_what_passes():
+    cells = [cell("2.15", "tf-keras", "multiworker", final_loss=19.28891),
+             cell("2.15", "keras3", "multiworker", "n/a", what="its tf.keras is the bundled Keras 2"),
+             cell("2.21", "tf-keras", "multiworker", final_loss=19.28895),
+             cell("2.21", "keras3", "multiworker", "failed", signature="keras3-multiworker")]
+    assert matrix.verdict(cells) == ("2.15 → 2.21: multiworker breaks under keras3 on 2.21: keras3-multiworker "
+                                     "(keras#20585); with tf-keras every cell passes; final losses agree to 2e-06; "
+                                     "1 cell(s) n/a")
+    assert not matrix.passed(cells)
+    assert matrix.passed([c for c in cells if c.outcome != "failed"])
+    assert not matrix.passed([cells[1]])  # nothing ran: nothing passed
+
+
+def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
+    cells = [cell("2.15", "tf-keras", "mirrored", final_loss=1.5, steady_step_seconds=0.002, losses=[3.0, 1.5],
+                  peak_rss_bytes=400_000_000, wall_seconds=20.0, run="tf2-15-tf-keras-mirrored"),
+             cell("2.22", "keras3", "multiworker", "failed", signature="keras3-multiworker", what="w", fix="f",
+                  run="tf2-22-keras3-multiworker"),
+             cell("2.22", "tf-keras", "mirrored", "n/a", what="PyPI has no tf-keras for it")]
+    written = matrix.write(tmp_path, Settings(), cells)
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    assert data["version"] == 1 and data["ok"] is False and data["verdict"] == written.verdict
+    assert set(data["cells"][0]) == {"tf", "tf_release", "keras", "strategy", "outcome", "signature", "what", "fix",
+                                     "final_loss", "steady_step_seconds", "peak_rss_bytes", "wall_seconds", "losses",
+                                     "run"}
+    back = Matrix.read(tmp_path)
+    assert [c.to_dict() for c in back.cells] == [c.to_dict() for c in cells]
+    text = (tmp_path / "matrix.md").read_text()
+    assert "| TF | tf-keras mirrored | keras3 multiworker |" in text and "| next (2.22.0rc0) | n/a | failed: " \
+        "keras3-multiworker |" in text
+    assert "- tf2-15-tf-keras-mirrored: 3 1.5" in text
+    assert (tmp_path / "matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda d: d.update(version=2), "version is 2, not 1"),
+    (lambda d: d["cells"][0].update(outcome="great"), "cells[0].outcome is 'great'"),
+    (lambda d: d["cells"][0].update(final_loss="low"), "cells[0].final_loss is \"low\""),
+    (lambda d: d["cells"][0].update(losses=[1, "x"]), "cells[0].losses[1] is \"x\", not a number"),
+    (lambda d: d.pop("cells"), "not a matrix"),
+])
+def test_a_matrix_json_the_lab_did_not_write_is_one_line(tmp_path, change, named):
+    matrix.write(tmp_path, Settings(), [cell("2.15", "tf-keras", "mirrored")])
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    change(data)
+    (tmp_path / "matrix.json").write_text(json.dumps(data))
+    with pytest.raises(ForeignFile) as error:
+        Matrix.read(tmp_path)
+    assert named in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.fixture
+def stood_in(monkeypatch, tmp_path):
+    """matrix.matrix with each cell's run stood in for: `outcomes` says what each run ends as."""
+    ran, outcomes = [], {}
+    monkeypatch.setattr(backends, "check_engine", lambda settings: None)
+
+    def up(settings, link_latest=True):
+        ran.append(settings.run)
+        what = outcomes.get(settings.run, "ok")
+        if what == "interrupt":
+            raise KeyboardInterrupt
+        if what == "image":
+            raise matrix.LabError("downloading the packages of /job/requirements.txt failed (ERROR: Cannot install "
+                                  "numpy>=2 because these package versions have conflicting dependencies.) for the "
+                                  "pins of 2.15.txt")
+        return 0
+
+    def fill(one, run_dir):
+        one.outcome = outcomes.get(one.run, "ok")
+        one.final_loss = 1.0
+
+    monkeypatch.setattr(runner, "up", up)
+    monkeypatch.setattr(matrix, "fill", fill)
+    return ran, outcomes, Settings(runs_dir=str(tmp_path), run="m", tf="2.15 2.21", keras="tf-keras keras3",
+                                   strategies="multiworker")
+
+
+def test_every_cell_runs_once_and_the_exit_is_0_only_when_all_that_can_be_are_ok(stood_in, tmp_path, capsys):
+    ran, outcomes, settings = stood_in
+    assert matrix.matrix(settings) == 0
+    assert ran == ["tf2-15-tf-keras-multiworker", "tf2-21-tf-keras-multiworker", "tf2-21-keras3-multiworker"]
+    out = capsys.readouterr()
+    assert "TF    tf-keras multiworker  keras3 multiworker\n2.15  ok                    n/a\n2.21  ok" in out.out
+    assert "tflab: verdict: 2.15 → 2.21: every cell passes; final losses identical; 1 cell(s) n/a" in out.out
+    outcomes["tf2-21-keras3-multiworker"] = "failed"
+    assert matrix.matrix(settings.replace(run="m2")) == 1
+    assert [c.outcome for c in Matrix.read(tmp_path / "m2").cells] == ["ok", "n/a", "ok", "failed"]
+
+
+def test_a_cell_whose_image_or_packages_cannot_be_had_is_explained_and_the_rest_run(stood_in, tmp_path):
+    ran, outcomes, settings = stood_in
+    outcomes["tf2-21-tf-keras-multiworker"] = "image"
+    assert matrix.matrix(settings) == 1
+    failed = Matrix.read(tmp_path / "m").cells[2]
+    assert (failed.outcome, failed.signature, failed.run) == ("failed", "not-installable", None)
+    assert len(ran) == 3
+
+
+def test_an_interrupt_stops_the_matrix_and_says_which_cells_never_ran(stood_in, tmp_path):
+    ran, outcomes, settings = stood_in
+    outcomes["tf2-21-tf-keras-multiworker"] = "interrupt"
+    with pytest.raises(KeyboardInterrupt):
+        matrix.matrix(settings)
+    assert ran == ["tf2-15-tf-keras-multiworker", "tf2-21-tf-keras-multiworker"]
+    written = Matrix.read(tmp_path / "m")
+    assert [c.outcome for c in written.cells] == ["ok", "n/a", "interrupted", "not run"]
+    assert written.verdict == "2.15 → 2.21: interrupted: 2 cell(s) did not finish; 1 cell(s) n/a"

@@ -1,0 +1,151 @@
+"""TF= and KERAS=: the grammar of versions and Keras, one line for what cannot be, the lock file of
+every version (tested like requirements/trainer.txt's pins), and the image each version gets."""
+
+import re
+
+import pytest
+from tflab import images, versions
+from tflab.backends.compose import render_run
+from tflab.cluster import build
+from tflab.settings import Settings, SettingsError
+from tflab.tools import lock
+
+pytestmark = pytest.mark.unit
+PIN = re.compile(r"([a-z0-9][a-z0-9-]*)==([0-9][0-9a-z.]*) --hash=sha256:([0-9a-f]{64})")
+
+
+@pytest.mark.parametrize("raw, kept", [("2.15", "2.15"), ("2.15.1", "2.15"), ("next", "2.22"), ("2.22.0rc0", "2.22"),
+                                       ("2.12", "2.12"), ("2.21", "2.21"), ("2.15 2.15.1", "2.15"),
+                                       ("2.15 2.18 2.21 next", "2.15 2.18 2.21 2.22")])
+def test_a_version_is_kept_as_its_minor_line(raw, kept):
+    assert Settings.from_env({"TF": raw}).tf == kept
+    assert Settings.from_dict({"tf": kept}).tf == kept  # what config.json holds reads back
+
+
+@pytest.mark.parametrize("raw", ["2.11", "2.23", "3.0", "2.15.0", "2", "latest", "2.15,2.18", "2.x"])
+def test_a_version_that_does_not_exist_is_one_line_naming_what_is_allowed(raw):
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({"TF": raw})
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"TF={raw} is not allowed: ")
+    assert "2.12 .. 2.21" in message and "next (2.22.0rc0)" in message
+
+
+@pytest.mark.parametrize("tf, keras, allowed", [
+    ("2.15", "keras3", "allowed: bundled or tf-keras"), ("2.12", "tf-keras", "allowed: bundled"),
+    ("2.21", "bundled", "allowed: keras3 or tf-keras"), ("next", "tf-keras", "allowed: keras3"),
+    ("", "bundled", "allowed: keras3 or tf-keras")])
+def test_a_keras_a_version_cannot_have_is_one_line_naming_what_it_can(tf, keras, allowed):
+    with pytest.raises(SettingsError) as error:
+        Settings.from_env({"TF": tf, "KERAS": keras})
+    assert str(error.value).startswith(f"KERAS={keras} is not allowed with TF=") and str(error.value).endswith(allowed)
+
+
+def test_the_keras_each_version_has_and_its_default():
+    assert versions.kerases("2.13") == ("bundled",) and versions.kerases("2.15") == ("bundled", "tf-keras")
+    assert versions.kerases("2.16") == ("keras3", "tf-keras") and versions.kerases("2.22") == ("keras3",)
+    assert [versions.keras_for(tf, "") for tf in ("2.12", "2.15", "2.16", "", "2.22")] == [
+        "bundled", "bundled", "tf-keras", "tf-keras", "keras3"]
+    assert versions.legacy_keras_env("2.21", "keras3") == {"TF_USE_LEGACY_KERAS": "0"}
+    assert versions.legacy_keras_env("2.21", "") == {"TF_USE_LEGACY_KERAS": "1"}
+    assert versions.legacy_keras_env("2.15", "") == {"TF_USE_LEGACY_KERAS": "0"}  # bundled: tf.keras is keras
+
+
+@pytest.mark.parametrize("given, refused", [
+    ({"TF": "2.15", "BACKEND": "local"}, "TF=2.15 is not allowed with BACKEND=local"),
+    ({"KERAS": "keras3", "BACKEND": "swarm"}, "KERAS=keras3 is not allowed with BACKEND=swarm"),
+    ({"TF": "2.15", "GPUS": "all"}, "TF=2.15 is not allowed with GPUS"),
+    ({"KERAS": "keras4"}, "KERAS=keras4 is not allowed: keras4 is not one of keras3 | tf-keras | bundled"),
+    ({"STRATEGIES": "mirrored parameter_server"}, "STRATEGIES=mirrored parameter_server is not allowed"),
+])
+def test_what_a_version_cannot_go_with(given, refused):
+    with pytest.raises(SettingsError, match=re.escape(refused)):
+        Settings.from_env(given)
+
+
+def test_each_version_gets_its_own_image_wheelhouse_and_lock_file_and_the_labs_own_stays():
+    old = images.trainer_variant(Settings(tf="2.15"))
+    assert (old.name, old.requirements, old.wheels) == (
+        "cpu-tf2.15", images.REPO / "requirements/tf/2.15.txt", images.REPO / "images/trainer/wheels-tf2.15")
+    assert images.image_tag(old, "sha256:base").startswith("tflab-trainer:cpu-tf2.15-")
+    assert images.packages_tag(old, "sha256:base").startswith("tflab-trainer-packages:cpu-tf2.15-")
+    assert images.tf_variant("2.21") == images.tf_variant("") == images.variant()  # the lab's own image
+    assert images.image_tag(images.tf_variant("2.16"), "b") != images.image_tag(images.tf_variant("2.17"), "b")
+    assert {variant.name for variant in images.tf_variants()} == {
+        f"cpu-tf{tf}" for tf in versions.RELEASES if tf != "2.21"}
+
+
+def test_a_list_of_versions_is_for_the_matrix_only():
+    with pytest.raises(Exception, match=r"TF=2.15 2.18 is not allowed for one run: expected one value"):
+        images.trainer_variant(Settings.from_env({"TF": "2.15 2.18"}))
+    with pytest.raises(Exception, match=r"KERAS=tf-keras keras3 is not allowed for one run"):
+        images.trainer_variant(Settings.from_env({"TF": "2.18", "KERAS": "tf-keras keras3"}))
+
+
+def test_keras3_reaches_every_task_of_a_run_and_the_default_adds_nothing():
+    for strategy in ("mirrored", "multiworker"):
+        settings = Settings(strategy=strategy, tf="2.21", keras="keras3")
+        services = render_run(settings, build(settings))["services"]
+        assert services and all(s["environment"]["TF_USE_LEGACY_KERAS"] == "0" for s in services.values())
+        default = render_run(settings.replace(keras=""), build(settings))["services"]
+        assert not any("TF_USE_LEGACY_KERAS" in s.get("environment", {}) for s in default.values())
+
+
+def pins(path) -> dict[str, tuple[str, str]]:
+    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    found = {}
+    for line in lines:
+        match = PIN.fullmatch(line)
+        assert match, f"{path.name}: {line!r} is not name==version --hash=sha256:<64 hex>"
+        assert match.group(1) not in found, f"{path.name}: {match.group(1)} pinned twice"
+        found[match.group(1)] = match.group(2), match.group(3)
+    return found
+
+
+@pytest.mark.parametrize("tf", [tf for tf in versions.RELEASES if tf != versions.DEFAULT])
+def test_every_version_has_its_lock_file_pinned_and_hashed(tf):
+    path = lock.lock_path(tf)
+    assert path == images.tf_variant(tf).requirements and path.is_file()
+    found = pins(path)
+    assert found["tensorflow-cpu"][0] == versions.RELEASES[tf]
+    assert "tensorflow" not in found  # one TensorFlow: tf-keras's dependency is left out (--no-deps)
+    assert ("tf-keras" in found) == (tf in versions.TF_KERAS)
+    if tf in versions.TF_KERAS:
+        assert found["tf-keras"][0] == versions.TF_KERAS[tf]
+    keras = found["keras-nightly" if tf == versions.NEXT else "keras"][0]  # the pre-release asks for nightly
+    assert keras.startswith("3.") if versions.minor_key(tf) >= (2, 16) else keras.startswith(tf)
+    numpy = int(found["numpy"][0].split(".")[0])
+    assert numpy == (1 if versions.minor_key(tf) <= (2, 17) else 2)  # numpy 2 from TF 2.18 on
+    # The constraints a script's requirements are downloaded with carry no hash (pip refuses them there).
+    assert "--hash" not in images.script_constraints(path.read_text())
+
+
+def test_the_lock_tool_refuses_what_has_no_lock_file_of_its_own(capsys):
+    assert lock.main(["2.21"]) == 2 and lock.main(["2.11"]) == 2
+    assert "2.21 is requirements/trainer.txt" in capsys.readouterr().err
+
+
+def test_make_clean_takes_every_versions_images_and_wheelhouse_and_no_other(monkeypatch, tmp_path):
+    """The per-version images are the lab's own (recorded as it builds them), removed by `make clean`
+    trainer before packages, and each version's wheelhouse goes with them."""
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    for name in ("WHEELS", "GPU_WHEELS", "ARM64_WHEELS"):
+        monkeypatch.setattr(images, name, tmp_path / name.lower())
+    for name, wheels in (("WHEEL_STAMP", "WHEELS"), ("GPU_WHEEL_STAMP", "GPU_WHEELS"),
+                         ("ARM64_WHEEL_STAMP", "ARM64_WHEELS")):
+        monkeypatch.setattr(images, name, tmp_path / wheels.lower() / ".pins-sha256")
+    monkeypatch.setattr(images, "TF_WHEELS", tmp_path)
+    old = images.tf_variant("2.15")
+    old.wheels.mkdir()
+    (old.wheels / "tensorflow_cpu-2.15.1-cp311-cp311-manylinux_2_17_x86_64.whl").write_text("w")
+    old.stamp.write_text("pins\n")
+    for tag in ("tflab-trainer-packages:cpu-0123456789ab", "tflab-trainer:cpu-aaaaaaaaaaaa",
+                "tflab-trainer-packages:cpu-tf2.15-0123456789ab", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb"):
+        images.record_built(tag)
+    assert images.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb",
+                                      "tflab-trainer-packages:cpu-0123456789ab",
+                                      "tflab-trainer-packages:cpu-tf2.15-0123456789ab"]
+    removed = []
+    monkeypatch.setattr(images, "remove_built", lambda: removed.extend(images.removal_order()))
+    images.remove_rebuildable()
+    assert len(removed) == 4 and not list(old.wheels.glob("*.whl")) and not old.stamp.exists()
