@@ -117,7 +117,7 @@ def test_the_host_side_is_what_is_left():
 def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
-        "trainer.peerwait", "trainer.inscript"}
+        "trainer.peerwait", "trainer.inscript", "trainer.audit"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

@@ -29,7 +29,7 @@ import threading
 from typing import Callable
 
 # Modules under tflab.trainer whose `install()` runs before the script: each registers its hooks.
-HOOKS: tuple[str, ...] = ()
+HOOKS: tuple[str, ...] = ("tflab.trainer.audit",)
 
 _waiting: dict[str, list[Callable]] = {}
 _lock = threading.RLock()
