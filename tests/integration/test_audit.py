@@ -1,7 +1,7 @@
 """AUDIT (issue 25): runs that exit 0 on every worker and are still wrong are found out, with the
-fix, and right ones are not: the wrong scripts here, and the lab's own model, the tutorial-style
-example (test_user_script.py), parameter_server (test_parameter_server.py) and mirrored (below)
-give no finding."""
+fix, and right ones are not: the wrong scripts here find fault; the lab's own model under every
+strategy (test_training.py, mirrored among them), the tutorial-style example (test_user_script.py,
+under the fixture's AUDIT=strict) and parameter_server (test_parameter_server.py) give none."""
 
 from pathlib import Path
 
@@ -40,8 +40,9 @@ def test_unsharded_data_and_one_path_for_every_worker_are_findings_that_fail_a_s
     assert kinds(unsharded) in (["shared-write", "unsharded"], ["overwrote-chief", "unsharded"]), unsharded.why()
     data = next(f for f in unsharded.findings if f["kind"] == "unsharded")
     assert data["tasks"] == ["worker-0", "worker-1"]
-    assert data["message"].startswith("worker-0 and worker-1 trained on the same examples in 16 of 16 sampled steps: "
-                                      "the dataset is not sharded, and each consumed 1024 examples in epoch 1")
+    # 16 steps an epoch (1024 examples, global batch 64), each worker handed the same 32 of every batch
+    assert data["message"].startswith("worker-0 and worker-1 trained on the same examples in 32 of 32 sampled steps: "
+                                      "the dataset is not sharded, and each consumed 512 examples in epoch 1")
     assert "AutoShardPolicy is OFF" in data["fix"]
     write = next(f for f in unsharded.findings if f["kind"] != "unsharded")
     assert "/model.keras" in write["message"] and "by Model.save at audit_unsharded_shared_save.py:" in write["message"]
@@ -53,7 +54,7 @@ def test_unsharded_data_and_one_path_for_every_worker_are_findings_that_fail_a_s
     # what each worker logged: 16 sampled steps of each of 2 epochs, the counts, the write
     for task in unsharded.tasks.values():
         assert len(task.of("audit_batch")) == 2 * 16
-        assert [r["examples"] for r in task.of("audit_pass") if r["steps"]] == [1024, 1024]
+        assert [r["examples"] for r in task.of("audit_pass") if r["steps"]] == [512, 512]
         assert [r["policy"] for r in task.of("audit_pass") if r["steps"]] == ["OFF", "OFF"]
 
 
@@ -63,9 +64,3 @@ def test_replicas_that_drift_in_a_custom_loop_are_a_finding_naming_the_first_epo
     message = drift.findings[0]["message"]
     assert message.startswith("worker-0 and worker-1 hold different weights from epoch 1 on ("), message
     assert "1 audit finding" in drift.output and "fails the run" not in drift.output
-
-
-def test_a_mirrored_run_of_the_labs_own_model_has_no_finding(tflab_cluster):
-    lab = tflab_cluster(strategy="mirrored", epochs=2, examples=1024)
-    assert lab.ok and lab.findings == [], lab.why()
-    assert lab.of("worker-0", "audit_batch") and lab.of("worker-0", "audit_weights")

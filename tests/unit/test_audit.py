@@ -56,8 +56,8 @@ def test_workers_on_the_same_batches_are_unsharded_with_the_fix_for_sharding_off
 
 def test_disjoint_shards_are_no_finding_even_with_passes_numbered_apart():
     """A worker that made one iterator more before training (a peek) numbers its passes on."""
-    assert findings({"worker-0": batches("worker-0"), "worker-1": batches("worker-1", offset=10_000, first_pass=3)})[0] \
-        == []
+    apart = {"worker-0": batches("worker-0"), "worker-1": batches("worker-1", offset=10_000, first_pass=3)}
+    assert findings(apart)[0] == []
 
 
 def test_shards_that_overlap_beyond_chance_are_a_finding_and_repeats_a_worker_sees_of_itself_are_chance():
