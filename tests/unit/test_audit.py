@@ -150,3 +150,21 @@ def test_findings_are_the_tables_last_lines_and_a_summary_keeps_them_typed():
     bad["findings"][0]["tasks"] = [3]
     with pytest.raises(ValueError, match=r"findings\[0\]\.tasks\[0\]"):
         Summary.from_dict(bad)
+
+
+def test_a_path_is_shared_on_the_run_folder_a_bind_mount_or_a_local_run_and_own_in_the_containers_files(tmp_path):
+    from tflab.trainer.audit import Audit, mount_of
+
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "600 500 0:50 / / rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/l\n"
+        "601 600 0:51 / /tmp rw,nosuid - tmpfs tmpfs rw\n"
+        "602 600 8:1 /work/runs/r /lab/run rw,relatime - overlay /dev/root rw\n"
+        "603 600 8:1 /data /mnt/my\\040data rw,relatime - ext4 /dev/sda1 rw\n")
+    assert mount_of("/tmp/model.keras", str(mountinfo)) == ("/tmp", "tmpfs")
+    assert mount_of("/mnt/my data/ckpt", str(mountinfo)) == ("/mnt/my data", "ext4")
+    assert mount_of("/home/user/model.keras", str(mountinfo)) == ("/", "overlay")
+    compose = Audit(log=None, backend="compose", output="/lab/run")
+    assert compose.storage("/lab/run/model.keras") == "shared"
+    assert compose.storage("gs://bucket/model.keras") == "shared"
+    assert Audit(log=None, backend="local").storage("/tmp/model.keras") == "shared"  # one machine's processes

@@ -38,7 +38,7 @@ SAMPLED_STEPS = 16  # steps hashed at the start of each pass, per worker
 EXAMPLE_DIGEST_BYTES = 6  # 48 bits: among a few thousand sampled examples, a collision is ~1e-8
 WRITERS = ("Model.save", "Model.save_weights", "Checkpoint.save", "Checkpoint.write", "CheckpointManager.save",
            "tf.io.gfile")
-UNSHARED_FILESYSTEMS = {"tmpfs", "overlay", "proc", "sysfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2"}
+UNSHARED_FILESYSTEMS = {"tmpfs", "proc", "sysfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2"}
 
 
 class Audit:
