@@ -11,32 +11,12 @@ from labtest.cli import lab_env
 from tflab.schema import problems, read_events
 from tflab.settings import Settings
 
-SCRIPT = """
-    import os
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    import numpy as np
-    import tensorflow as tf
 
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
-    tf.keras.utils.set_random_seed(0)
-    x = np.random.default_rng(0).normal(size=(640, 8)).astype("float32")
-    dataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).shuffle(640, seed=1).batch(32)
-    with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.layers.Dense(4, input_shape=(8,)), tf.keras.layers.Dense(1)])
-        model.compile("adam", "mse", steps_per_execution=3)
-    history = model.fit(dataset, epochs=2, verbose=0)
-    print("LOSSES", json.dumps(history.history["loss"]))
-    model.save(os.path.join(os.environ["TFLAB_OUTPUT"], "model.keras"))
-"""
-
-
-def run_script(tmp_path, audit: str):
+def run_script(tmp_path, audit: str, script: str):
     folder = tmp_path / audit
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"settings": Settings(audit=audit).to_dict(), "cluster": {}}))
-    (folder / "train.py").write_text("import json\n" + textwrap.dedent(SCRIPT))
+    (folder / "train.py").write_text("import json\n" + textwrap.dedent(script))
     log = folder / "worker-0.jsonl"
     env = lab_env(TFLAB_CONFIG=str(folder / "config.json"), TFLAB_LOG=str(log), TFLAB_TASK="worker-0",
                   TFLAB_OUTPUT=str(folder), TF_CPP_MIN_LOG_LEVEL="2")
@@ -50,8 +30,27 @@ def run_script(tmp_path, audit: str):
 
 @pytest.mark.tensorflow
 def test_the_audit_logs_batches_weights_and_writes_and_changes_no_loss(tmp_path):
-    losses_on, events = run_script(tmp_path, "on")
-    losses_off, nothing = run_script(tmp_path, "off")
+    script = """
+        import os
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        import numpy as np
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
+        tf.keras.utils.set_random_seed(0)
+        x = np.random.default_rng(0).normal(size=(640, 8)).astype("float32")
+        dataset = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).shuffle(640, seed=1).batch(32)
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.layers.Dense(4, input_shape=(8,)), tf.keras.layers.Dense(1)])
+            model.compile("adam", "mse", steps_per_execution=3)
+        history = model.fit(dataset, epochs=2, verbose=0)
+        print("LOSSES", json.dumps(history.history["loss"]))
+        model.save(os.path.join(os.environ["TFLAB_OUTPUT"], "model.keras"))
+    """
+    losses_on, events = run_script(tmp_path, "on", script)
+    losses_off, nothing = run_script(tmp_path, "off", script)
     assert losses_on == losses_off  # exactly: the audit reads the batches, it computes nothing of training
     assert nothing == []
     assert [p for record in events for p in problems(record)] == []
