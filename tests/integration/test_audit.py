@@ -30,6 +30,15 @@ def drift(tmp_path_factory):
                     "audit": "on"})
 
 
+@pytest.fixture(scope="module")
+def unseeded(tmp_path_factory):
+    from tflab.pytest_plugin import run_lab
+
+    return run_lab(tmp_path_factory.mktemp("audit"), "unseeded",
+                   {"workers": 2, "script": SCRIPTS / "audit_unseeded_shuffle.py", "args": "--epochs 2",
+                    "restarts": 0, "audit": "on"})
+
+
 def kinds(lab) -> list[str]:
     return sorted(finding["kind"] for finding in lab.findings)
 
@@ -64,3 +73,16 @@ def test_replicas_that_drift_in_a_custom_loop_are_a_finding_naming_the_first_epo
     message = drift.findings[0]["message"]
     assert message.startswith("worker-0 and worker-1 hold different weights from epoch 1 on ("), message
     assert "1 audit finding" in drift.output and "fails the run" not in drift.output
+
+
+def test_data_sharding_after_a_shuffle_with_no_seed_is_overlapping_shards(unseeded):
+    """1024 examples shuffled apart on each worker, then every other one kept: of the 16 x 32 = 512
+    each samples in an epoch, about a half of the other's, 256, are its own too (never 0 by chance)."""
+    assert unseeded.ok, unseeded.why()
+    assert kinds(unseeded) == ["overlapping-shards"], unseeded.why()
+    message = unseeded.findings[0]["message"]
+    assert message.startswith("worker-0 and worker-1 trained on ") and " of the same examples among the 512 each " \
+        "sampled in epoch 1 (disjoint shards share none): their shards overlap" in message, message
+    shared = int(message.split(" trained on ")[1].split()[0])
+    assert 128 < shared < 384, message
+    assert "seed" in unseeded.findings[0]["fix"]
