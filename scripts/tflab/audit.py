@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
+from tflab.schema import attempts
+
 KINDS = ("unsharded", "overlapping-shards", "shared-write", "overwrote-chief", "no-final-model", "replicas-differ")
 AUDITED_ROLES = ("trainer", "script")
 # Two workers' sampled batches identical in at least this share of the steps both sampled: the
@@ -49,7 +51,10 @@ def audit(records: dict[str, list[dict]], roles: dict[str, str], chief: str,
     run's task order), its role and the chief's name; outputs: each task's own output lines."""
     trainers = [task for task in records if roles.get(task) in AUDITED_ROLES]
     audited = {task: records[task] for task in trainers}
-    findings = data_findings(audited) + write_findings(audited, chief) + weight_findings(audited)
+    # After a restart, batches and weights are compared within the last attempt (every task's
+    # passes start again from 1); a write of any attempt is still a write.
+    last = {task: (attempts(records[task]) or [[]])[-1] for task in trainers}
+    findings = data_findings(last) + write_findings(audited, chief) + weight_findings(last)
     return findings, notes(outputs or {}, trainers)
 
 

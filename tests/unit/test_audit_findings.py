@@ -168,3 +168,13 @@ def test_a_path_is_shared_on_the_run_folder_a_bind_mount_or_a_local_run_and_own_
     assert compose.storage("/lab/run/model.keras") == "shared"
     assert compose.storage("gs://bucket/model.keras") == "shared"
     assert Audit(log=None, backend="local").storage("/tmp/model.keras") == "shared"  # one machine's processes
+
+
+def test_after_a_restart_batches_and_weights_are_compared_within_the_last_attempt():
+    start = {"event": "start", "task": "worker-0", "time": 0.0, "role": "trainer"}
+    before = weights("worker-0", "a" * 64)  # the attempt that died: its weights never compared
+    records = {"worker-0": [start, *before, start, *weights("worker-0", "b" * 64)],
+               "worker-1": [start, *weights("worker-1", "b" * 64)]}
+    assert findings(records)[0] == []
+    records["worker-1"] = [start, *weights("worker-1", "c" * 64)]
+    assert findings(records)[0] == [("replicas-differ", ["worker-0", "worker-1"])]
