@@ -178,3 +178,24 @@ def test_after_a_restart_batches_and_weights_are_compared_within_the_last_attemp
     assert findings(records)[0] == []
     records["worker-1"] = [start, *weights("worker-1", "c" * 64)]
     assert findings(records)[0] == [("replicas-differ", ["worker-0", "worker-1"])]
+
+
+def test_a_batch_is_fingerprinted_by_its_values_strings_too_and_a_failure_never_reaches_the_step(capsys):
+    import numpy as np
+    from tflab.trainer.audit import Audit
+
+    class Log(list):
+        def emit(self, event, **fields):
+            self.append((event, fields))
+
+    log = Log()
+    watcher = Audit(log)
+    watcher.new_pass("DATA")
+    for _ in range(2):  # the same values in new arrays: the same digests
+        watcher.batch(1, [np.array([[1.0, 2.0], [3.0, 4.0]], "float32"), np.array([b"cat", b"dog"], dtype=object)])
+    (_, first), (_, second) = log
+    assert first["examples"] == 2 and len(set(first["example_digests"])) == 2
+    assert (first["digest"], first["example_digests"]) == (second["digest"], second["example_digests"])
+    assert first["step"] == 1 and second["step"] == 2
+    assert watcher.batch_or_complain(1, [object()]) == [] and watcher.batch_or_complain(1, [object()]) == []
+    assert capsys.readouterr().err.count("the audit's batch fingerprint failed, and the script runs on") == 1

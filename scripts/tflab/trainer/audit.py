@@ -59,6 +59,7 @@ class Audit:
         self.epochs = 0
         self.local = threading.local()
         self.finished = False
+        self.complained = False
 
     # --- events: never allowed to break the script
     def emit(self, event: str, **fields) -> None:
@@ -85,6 +86,16 @@ class Audit:
                                            "examples": self.examples[number], "policy": self.policy[number]})
             self.flushed = self.passes
 
+    def batch_or_complain(self, replicas: int, tensors) -> list:
+        """The graph's call: an error here would end the step, so it is said once and dropped."""
+        try:
+            self.batch(replicas, [tensor.numpy() for tensor in tensors])
+        except Exception as error:  # noqa: BLE001 - see the module's docstring
+            if not self.complained:
+                self.complained = True
+                inscript.complain("the audit's batch fingerprint", error)
+        return []
+
     def batch(self, replicas: int, arrays: list) -> None:
         """Called by the graph each step with the worker's local tensors: leaves x replicas, the
         replicas of each leaf in turn."""
@@ -105,11 +116,11 @@ class Audit:
         for replica in range(replicas):
             parts = [arrays[leaf * replicas + replica] for leaf in range(leaves)]
             for part in parts:
-                digest.update(part.tobytes())
+                digest.update(as_bytes(part))
             for row in range(rows[replica]):
                 one = hashlib.blake2b(digest_size=EXAMPLE_DIGEST_BYTES)
                 for part in parts:
-                    one.update(part[row].tobytes() if part.shape else part.tobytes())
+                    one.update(as_bytes(part[row] if part.shape and row < part.shape[0] else part))
                 examples.append(one.hexdigest())
         self.emit("audit_batch", **{"pass": number, "step": step, "examples": sum(rows),
                                     "digest": digest.hexdigest(), "example_digests": examples})
@@ -180,6 +191,15 @@ class Audit:
         self.finished = True
         self.flush_passes()
         self.weights("end", self.epochs or self.passes)
+
+
+def as_bytes(array) -> bytes:
+    """An array's values as bytes; strings (an object array of bytes, or one) by their contents."""
+    if isinstance(array, bytes):
+        return array
+    if array.dtype == object:
+        return b"\0".join(bytes(value) for value in array.ravel())
+    return array.tobytes()
 
 
 def size_of(path: str) -> int:
@@ -322,7 +342,7 @@ def patch_tensorflow(audit: Audit) -> None:
         replicas = len(dense[0])
         dense = [values for values in dense if len(values) == replicas]
         tensors = [value for values in dense for value in values]
-        tf.py_function(lambda *arrays: audit.batch(replicas, [a.numpy() for a in arrays]) or [], tensors, Tout=[])
+        tf.py_function(lambda *arrays: audit.batch_or_complain(replicas, arrays), tensors, Tout=[])
 
     input_lib.DistributedIteratorBase.get_next = get_next
 
