@@ -31,6 +31,17 @@ def chief_end(run_dir: Path) -> dict:
 PHASES = ("start", "imports", "rendezvous", "first step")
 
 
+def audit_figures(run_dir: Path) -> dict:
+    """The chief's mean step over epochs 2 on (sampled steps and the others, where the median is
+    the others'), and how many steps of an epoch the audit sampled (0: AUDIT=off)."""
+    records = runfolder.events(run_dir, runfolder.read_config(run_dir)["tasks"][0])
+    later = [r for r in by_event(records, "epoch") if r.get("epoch", 0) > 1]
+    steps = sum(r["steps"] for r in later)
+    sampled = [r["step"] for r in by_event(records, "audit_batch")]
+    return {"mean_step_seconds": sum(r["seconds"] for r in later) / steps if steps else None,
+            "sampled_steps": max(sampled, default=0)}
+
+
 def phases(run_dir: Path, launched_at: float) -> dict[str, float]:
     """Where the chief's time to its first step went, from its own log: the lab starting its task
     (container or process) until the trainer's first line ran; its imports and data; the
@@ -54,7 +65,7 @@ def run(folder: Path, label: str, settings: Settings) -> dict:
     return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary.launched_at,
             "phases": phases(run_dir, summary.launched_at),
             "wall_seconds": summary.wall_seconds, "rss": [r["peak_rss_bytes"] for r in ends],
-            "examples_per_second": settings.global_batch / end["steady_step_seconds"]}
+            "examples_per_second": settings.global_batch / end["steady_step_seconds"], **audit_figures(run_dir)}
 
 
 def best_of(results: list[dict]) -> dict:
@@ -108,7 +119,8 @@ def plan(settings: Settings) -> Settings:
                        "BACKEND=local, which runs on this machine's own architecture; leave PLATFORM empty")
     two = settings.replace(strategy="multiworker", workers=2, backend="compose")
     for changes in ({"backend": "local"}, {"strategy": "single"}, {"steps_per_execution": 16}, {"loop": "custom"},
-                    {**FAST, "allreduce_probe": ALLREDUCE_CALLS}, {"strategy": "single", **FAST}, {"workers": 8}):
+                    {**FAST, "allreduce_probe": ALLREDUCE_CALLS}, {"strategy": "single", **FAST}, {"workers": 8},
+                    {"audit": "off"}):
         two.replace(**changes)
     return two
 
@@ -140,6 +152,8 @@ def bench(settings: Settings) -> int:
         "best": run(folder, "multiworker-2-custom-spe16", two.replace(**fast, allreduce_probe=ALLREDUCE_CALLS)),
         "single-best": run(folder, "single-custom-spe16", two.replace(strategy="single", **fast)),
         "eight": run(folder, "multiworker-8", two.replace(workers=8)),
+        # AUDIT's cost: the same run as "compose" (AUDIT=on unless given) with the instruments off.
+        "audit-off": run(folder, "multiworker-2-audit-off", two.replace(audit="off")),
     }
     step = {name: result.get("steady_step_seconds") for name, result in r.items()}
     floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
@@ -171,6 +185,10 @@ def bench(settings: Settings) -> int:
         f"{ms(step['fit-spe16'])}, custom {ms(step['custom'])}, custom + STEPS_PER_EXECUTION=16 {ms(step['best'])}",
         f"bare all-reduce of {r['best'].get('allreduce_floats')} float32s, multiworker 2: "
         f"{ms(r['best']['allreduce_seconds'])} (median of {ALLREDUCE_CALLS})",
+        f"AUDIT={two.audit} / off, multiworker 2 fit: steady step {ms(step['compose'])} vs {ms(step['audit-off'])}, "
+        f"mean step after epoch 1 {ms(r['compose'].get('mean_step_seconds'))} vs "
+        f"{ms(r['audit-off'].get('mean_step_seconds'))}  ({r['compose'].get('sampled_steps', 0)} steps of each epoch "
+        "hashed, the rest counted)",
         f"final losses equal across these runs: {len(losses) == 1}  ({losses})",
         f"trainer image: {size / 1e9:.2f} GB; rebuild after a code-only change: {rebuild:.1f} s",
         f"WORKERS=8: {'ok' if eight['ok'] else 'FAILED'} in {eight.get('wall_seconds', 0):.1f} s, peak RSS per worker "

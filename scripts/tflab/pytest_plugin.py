@@ -10,7 +10,9 @@
         assert lab.tasks["worker-0"].final_loss < 0.5
 
 `tflab_cluster(**settings)` takes the lab's settings in lower case (workers=2, strategy="mirrored",
-script=..., args=..., timeout=...; see `make help`), each a str, int, float, bool (1/0) or path,
+script=..., args=..., timeout=...; see `make help`; audit="strict" unless given, so a run whose
+workers trained on the same data, wrote one file or drifted apart fails: `lab.findings` lists
+why), each a str, int, float, bool (1/0) or path,
 runs `python3 -m tflab up` with them in a runs folder of the test's own (or `runs_dir=`), under a
 fresh run id (or `run=`), waits for the end and returns a `LabRun`. A refused setting, a value of
 another type, or a run id used already fails the test with one line naming it. Host side: needs
@@ -41,7 +43,7 @@ from tflab.foreign import shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import complete
 from tflab.settings import SPECS
-from tflab.summary import explanation_lines, resume_lines
+from tflab.summary import audit_lines, explanation_lines, resume_lines
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
@@ -98,6 +100,12 @@ class LabRun:
             return False
 
     @property
+    def findings(self) -> list[dict]:
+        """The audit's findings (summary.json's: kind, tasks, message, fix); [] for a run the audit
+        found nothing wrong in. Under the fixture's default AUDIT=strict they also fail the run."""
+        return self.summary.findings
+
+    @property
     def tasks(self) -> dict[str, Task]:
         return {row.task: Task(row.task, row, self.events(row.task)) for row in self.summary.tasks}
 
@@ -115,7 +123,8 @@ class LabRun:
         """What to read when an assertion about this run fails: first what broke and what to do
         (the summary's explanations) and where a restarted script resumed, then the lab's output."""
         try:
-            explained = explanation_lines(self.summary.tasks) + resume_lines(self.summary.tasks)
+            explained = (explanation_lines(self.summary.tasks) + resume_lines(self.summary.tasks)
+                         + audit_lines(self.summary))
         except (OSError, ValueError, TypeError, LabError):  # no summary: the lab ended before it wrote one
             explained = []
         head = "".join(f"{line}\n" for line in explained)
@@ -153,6 +162,7 @@ def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = No
     if {"run", "runs_dir"} & set(settings):
         refuse("run and runs_dir are run_lab's own arguments, not settings")
     values = {names[key]: environment_value(key, value) for key, value in settings.items()}
+    values.setdefault("AUDIT", "strict")  # a test's run fails on what the audit finds, unless it says otherwise
     if (runs_dir / run).exists() or (runs_dir / run).is_symlink():
         refuse(f"run={run!r} exists already in {runs_dir}; a run's outputs are never overwritten: choose another "
                "run (or leave run out for a fresh one)")

@@ -367,6 +367,9 @@ class Summary(Record):
     tfjob: str | None = None  # a replay's manifest
     not_applied: list | None = None  # a replay's fields the lab does not apply
     reason: str | None = None  # a replay that failed by its runPolicy: BackoffLimitExceeded or DeadlineExceeded
+    # AUDIT (tflab/audit.py): each finding's kind, tasks, message and fix; notes on cost, one line each.
+    findings: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
     version: int = SUMMARY_VERSION
 
     def write(self, run_dir: Path) -> None:
@@ -403,8 +406,9 @@ KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "
 # What readers index inside a summary's containers (summary.table, report, chaos.soak): checked too.
 CONTAINED = {
     "losses": (int, float), "restarts": (int, float), "earlier_errors": (str,), "not_applied": (str,),
-    "restored": (dict,), "evals": (dict,), "resumes": (dict,),
+    "restored": (dict,), "evals": (dict,), "resumes": (dict,), "findings": (dict,), "notes": (str,),
 }
+FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
 CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
 
@@ -439,6 +443,11 @@ def _record(kind, data: Any, where: str):
         if name == "explanation":
             for key, allowed in EXPLANATION.items():
                 _checked_value(f"{where}explanation.{key}", value.get(key), allowed)
+        for index, finding in enumerate(value if name == "findings" else []):
+            for key, allowed in FINDING.items():
+                _checked_value(f"{where}findings[{index}].{key}", finding.get(key), allowed)
+            for number, task in enumerate(finding["tasks"]):
+                _checked_value(f"{where}findings[{index}].tasks[{number}]", task, (str,))
         if name == "chaos":
             for key in CHAOS_NUMBERS:
                 _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))

@@ -48,6 +48,23 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "end": {"role": str, "total_seconds": NUMBER, "peak_rss_bytes": int},
     # Any failure; the task exits non-zero after writing it.
     "error": {"message": str},
+    # AUDIT=on|strict (trainer/audit.py; compared by tflab/audit.py). `pass`: the task's distributed
+    # iterators counted from 1 (a fresh one each epoch in fit and the usual loops). One per sampled
+    # step (the first trainer.audit.SAMPLED_STEPS of each pass): sha256 of the worker's whole
+    # batch, and a short digest per example, never the data.
+    "audit_batch": {"pass": int, "step": int, "examples": int, "digest": str, "example_digests": list},
+    # Per pass: the steps and examples this worker consumed, and the dataset's AutoShardPolicy
+    # (OFF, AUTO, DATA, FILE, HINT; "function" for distribute_datasets_from_function).
+    "audit_pass": {"pass": int, "steps": int, "examples": int, "policy": str},
+    # A write through TF's or Keras's writers (`writer`: Model.save, Checkpoint.write, tf.io.gfile,
+    # ...): the path as the task saw it, its bytes after the call, `storage` shared (the run folder,
+    # a mounted volume, a bucket; any path of BACKEND=local) or own (the container's own files),
+    # `during` fit (a callback's) or script, and the script's line that called it.
+    "audit_write": {"path": str, "writer": str, "bytes": int, "storage": str, "during": str,
+                    "seconds": NUMBER, "caller": str},
+    # sha256 of the trainable weights of the models built under a strategy's scope, `at` the end of
+    # fit's epoch `epoch`, of a pass outside fit, or the task's end.
+    "audit_weights": {"at": str, "epoch": int, "digest": str, "parameters": int},
     # A script's: a Keras it imported (`keras`, Keras 3, or `tf_keras`, tf.keras under
     # TF_USE_LEGACY_KERAS=1) and its version, from inside its process (trainer/kerasversion.py).
     "imported": {"module": str, "version": str},
@@ -67,7 +84,8 @@ SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END = {"evaluations": int}
-OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "imported")
+OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "imported", "audit_batch", "audit_pass", "audit_write",
+                   "audit_weights")
 # What readers index in any record they take (the runner's restart decision, chaos's timing), so
 # even a partial record (schema.problems(partial=True)) has them.
 ESSENTIAL = {"error": ("message",)}

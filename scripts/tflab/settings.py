@@ -84,6 +84,7 @@ PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # what a make variable'
 
 # Which command reads which setting. A setting given by name (NAME=value, a flag, on make's
 # command line) to a command that does not read it is refused: the command would drop it silently.
+AUDITS = ("on", "strict", "off")  # AUDIT: report findings, fail on them, or look at nothing
 RUNS = ("up", "stack-up", "compare", "matrix", "bench", "chaos", "soak", "config", "k8s")  # run or describe one
 RUN_FOLDERS = ("report", "summary", "logs", "down", "clean")  # read what runs left
 
@@ -840,6 +841,11 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("ALLREDUCE_PROBE", 0, _integer(0, 100_000), "0..100000",
             "after training, time this many bare all-reduces of the gradient's size",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
+    Setting("AUDIT", "on", _choice(AUDITS), " | ".join(AUDITS),
+            "the run's audit (docs/audit.md): each worker's input batches, writes and weights, compared "
+            "after the run; on: findings are reported; strict: a finding also fails the run; off: no "
+            "instrumentation at all",
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY),
     Setting("RUN", "", _run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
             "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest",

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import explain, foreign, preemption, resume
+from tflab import audit, explain, foreign, preemption, resume
 from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
@@ -138,12 +138,18 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
         say(f"{error}; the summary explains failures without it")
         log = ""
     oom_killed = oom_killed or {}
-    rows = [task_row(task, the_cluster.role(task), task_records(run_dir, task), exit_codes.get(task),
-                     task in stopped, settings, task_output(log, task), oom_killed.get(task))
+    records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
+    outputs = {task: task_output(log, task) for task in the_cluster.tasks}
+    rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
+                     task in stopped, settings, outputs[task], oom_killed.get(task))
             for task in the_cluster.tasks]
     digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
     # A lab run that ended "ok" has no stopped task (runner.follow), so ok is the replay's rule too.
     ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+    findings, notes = ([], []) if settings.audit == "off" else audit.audit(
+        records, {task: the_cluster.role(task) for task in the_cluster.tasks}, the_cluster.chief, outputs)
+    if findings and settings.audit == "strict":
+        ok = False  # the tasks' exit codes and statuses stay as they were: the run fails, not they
     return Summary(
         run=run_dir.name,
         strategy=settings.strategy,
@@ -157,6 +163,8 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
         tasks=rows,
         restarts=list(restarts or []),
         chaos=chaos,
+        findings=[finding.to_dict() for finding in findings],
+        notes=notes,
     )
 
 
@@ -233,11 +241,26 @@ def table(result: Summary) -> str:
         unchecked = chaos.get("unchecked")
         lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
                   for note in (unchecked if isinstance(unchecked, list) else [])]
+    lines += audit_lines(result)
+    if result.findings:
+        count = len(result.findings)
+        strict = (result.settings or {}).get("audit") == "strict"
+        agree += f"; {count} audit finding{'s' * (count > 1)}" + (" (AUDIT=strict fails the run)" if strict else "")
     reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
     lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
     # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
     # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
     return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
+
+
+def audit_lines(result: Summary) -> list[str]:
+    """The audit's findings (what is wrong, then the fix) and notes, for the table and lab.why()."""
+    lines = []
+    for finding in result.findings:
+        lines.append(f"finding ({shown(finding['kind'], 40)}): {shown(finding['message'], 1000)}")
+        lines.append(f"  fix: {shown(finding['fix'], 1000)}")
+    lines += [f"note: {shown(note, 1000)}" for note in result.notes]
+    return lines
 
 
 def explanation_lines(rows: list[TaskRow]) -> list[str]:

@@ -39,3 +39,11 @@ def test_it_converges(run):
     assert len(losses) == EPOCHS and losses[-1] < losses[0]
     assert losses[-1] < 0.25 * baseline, (losses, baseline)
     assert (run.run_dir / "model.keras").exists()
+
+
+def test_the_audit_finds_nothing_and_leaves_the_remote_steps_alone(run):
+    """The steps run on the workers, where the chief's Python cannot look: no batch is sampled, and
+    the chief's writes (its model, its backups) are the only ones."""
+    assert run.summary["findings"] == [], run.why()
+    assert run.of("chief-0", "audit_batch") == []
+    assert {r["writer"] for r in run.of("chief-0", "audit_write")} >= {"Model.save"}

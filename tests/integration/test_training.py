@@ -48,6 +48,20 @@ def test_every_task_exited_0_and_the_lab_said_ok(run):
     assert f"run test-{run.name}: ok in" in run.finished.stdout
 
 
+def test_the_audit_finds_nothing_wrong_and_saw_each_worker_train_on_its_own_share(run):
+    """AUDIT=on (the default): the lab's own model is sharded by DATA, saved by the chief alone
+    and trained in sync, under every strategy and loop: no finding, no false alarm."""
+    assert run.summary["findings"] == [], run.why()
+    if run.settings["STRATEGY"] == "single":  # no strategy, nothing distributed: nothing to compare
+        return
+    batches = {task: [r["digest"] for r in run.of(task, "audit_batch")] for task in run.task_names}
+    assert all(len(digests) == 16 * SAME["EPOCHS"] for digests in batches.values()), run.why()
+    for task in run.task_names[1:]:
+        assert not set(batches[task]) & set(batches[run.task_names[0]])  # each its own share of every step
+    ends = [r for task in run.task_names for r in run.of(task, "audit_weights") if r["at"] == "end"]
+    assert len({r["digest"] for r in ends}) == 1 and len(ends) == len(run.task_names)
+
+
 def test_every_log_is_complete_and_valid(run):
     for task in run.task_names:
         assert completeness(run.events(task), epochs=SAME["EPOCHS"]) == [], run.why()

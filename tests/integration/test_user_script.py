@@ -26,6 +26,7 @@ def tutorial(tmp_path_factory):
 
 def test_the_script_runs_unmodified_on_every_worker_and_ends_ok(tutorial):
     assert tutorial.ok, tutorial.why()
+    assert tutorial.findings == [] and tutorial.summary.settings["audit"] == "strict"  # the fixture's default
     assert sorted(tutorial.tasks) == ["worker-0", "worker-1"]
     for name, task in tutorial.tasks.items():
         assert task.status == "ok" and task.exit_code == 0, task

@@ -21,6 +21,11 @@ GOOD = {
             "weights_sha256": "ab" * 32, "parameters": 341},
     "error": {"message": "boom"},
     "imported": {"module": "keras", "version": "3.15.1"},
+    "audit_batch": {"pass": 2, "step": 1, "examples": 32, "digest": "cd" * 32, "example_digests": ["0a1b2c3d4e5f"]},
+    "audit_pass": {"pass": 2, "steps": 16, "examples": 1024, "policy": "DATA"},
+    "audit_write": {"path": "/runs/r/model.keras", "writer": "Model.save", "bytes": 19428, "storage": "shared",
+                    "during": "script", "seconds": 0.07, "caller": "train.py:40"},
+    "audit_weights": {"at": "epoch", "epoch": 1, "digest": "ef" * 32, "parameters": 41},
 }
 SERVER_END = {"event": "end", "task": "ps-0", "time": 1.0, "role": "server", "total_seconds": 9.0,
               "peak_rss_bytes": 400_000_000}

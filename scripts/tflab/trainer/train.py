@@ -55,6 +55,7 @@ from tflab.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointH
 from tflab.runfolder import read_run_config
 from tflab.schema import EventLog
 from tflab.settings import Settings, SettingsError
+from tflab.trainer import audit
 from tflab.trainer.peerwait import PeerWait
 
 FEATURES = 32  # the MLP's input width, the article's
@@ -144,6 +145,9 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     adopt_chief_backup(settings, task, the_cluster.chief, run_dir)  # before any peer can train: before the strategy
     if gce_notice(settings):
         take_the_gce_gpu_path()
+    # AUDIT: the same instruments a user's script gets (trainer/audit.py), in a log writer of their own.
+    auditing = None if settings.audit == "off" else audit.start(EventLog(log.path, task), settings.backend,
+                                                                str(run_dir))
     peers = {name: address for job, addresses in the_cluster.spec.items() for i, address in enumerate(addresses)
              if (name := f"{job}-{i}") != task}
     # TensorFlow itself would wait forever for a peer that never comes (see tflab/trainer/peerwait.py).
@@ -184,6 +188,8 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
         probe_allreduce(strategy, parameters, settings.allreduce_probe, log)
     weights_sha256 = weights_digest(model.get_weights())
     save_model(model, task, the_cluster.chief, run_dir)
+    if auditing:
+        auditing.finish()
     log.emit("end", role="trainer", final_loss=float(losses[-1]), total_seconds=time.time() - STARTED,
              first_step_seconds=timing.first_step_seconds, first_step_at=timing.first_step_at,
              steady_step_seconds=timing.steady_step_seconds(), peak_rss_bytes=peak_rss_bytes(),
