@@ -127,7 +127,7 @@ class SettingsRules:
         if unknown:
             close = difflib.get_close_matches(unknown[0].upper(), SPECS, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]}?" if close else f"allowed settings: {', '.join(SPECS)}"
-            hint += script_env_hint(unknown[0], {**env, **overrides}) if not close else ""
+            hint += script_env_hint(unknown[0], {**env, **overrides})  # KERAS_HOME: close to KERAS, meant for a script
             raise SettingsError(f"unknown setting {unknown[0]}; {hint}")
         check_make_variables(env)
         # Given by name (an argument, or on make's command line, where make strips a blank value
@@ -380,7 +380,7 @@ def check_make_variables(env: Mapping[str, str]) -> None:
         value = env.get(name, "")
         close = difflib.get_close_matches(name.upper(), [*SPECS, *own], n=1, cutoff=0.6)
         hint = f"did you mean {close[0]}?" if close else "`make help` lists the settings"
-        hint += script_env_hint(name, env) if not close else ""
+        hint += script_env_hint(name, env)
         case = " (settings are upper case)" if name.upper() in SPECS else ""
         if not PLAIN_NAME.fullmatch(name):
             raise SettingsError(f"make variable {_shown_name(name)} is not a setting: a setting's name is upper-case "

@@ -52,7 +52,7 @@ def test_the_audit_logs_batches_weights_and_writes_and_changes_no_loss(tmp_path)
     losses_on, events = run_script(tmp_path, "on", script)
     losses_off, nothing = run_script(tmp_path, "off", script)
     assert losses_on == losses_off  # exactly: the audit reads the batches, it computes nothing of training
-    assert nothing == []
+    assert [r for r in nothing if r["event"].startswith("audit_")] == []
     assert [p for record in events for p in problems(record)] == []
     of = {kind: [r for r in events if r["event"] == kind] for kind in
           ("audit_batch", "audit_pass", "audit_weights", "audit_write")}

@@ -194,11 +194,11 @@ def test_script_env_and_data_need_a_script():
 
 
 def test_a_variable_meant_for_the_script_is_pointed_to_script_env():
-    with pytest.raises(SettingsError, match=r'^unknown setting KERAS_HOME; allowed settings: .*; for the script\'s '
+    with pytest.raises(SettingsError, match=r'^unknown setting KERAS_HOME; did you mean KERAS\?; for the script\'s '
                                             r'environment: SCRIPT_ENV="KERAS_HOME=\.\.\."$'):
         Settings.from_env({}, {"SCRIPT": str(TUTORIAL), "KERAS_HOME": "/x"})
     make = {"SCRIPT": str(TUTORIAL), "KERAS_HOME": "/x", "TFLAB_MAKE_VARIABLES": "SCRIPT KERAS_HOME"}
-    with pytest.raises(SettingsError, match=r'^KERAS_HOME=/x is not a setting; `make help` lists the settings; for '
+    with pytest.raises(SettingsError, match=r'^KERAS_HOME=/x is not a setting; did you mean KERAS\?; for '
                                             r'the script\'s environment: SCRIPT_ENV="KERAS_HOME=\.\.\."$'):
         Settings.from_env(make)
 
