@@ -56,7 +56,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 # Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
-.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare matrix report bench config k8s summary logs tensorboard down
+.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare matrix report bench config k8s summary why logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration test-workers arm64-emulation clean
 
 help: ## list the targets and the settings
@@ -110,6 +110,9 @@ k8s: ## write Kubernetes manifests for the settings (a TFJob, and plain Jobs): m
 
 summary: ## print a run's summary table (RUN=<id>, default the newest)
 	@$(LAB) summary
+
+why: ## say what broke in a run and the fix, where a script resumed, the audit's findings (RUN=<id>)
+	@$(LAB) why
 
 logs: ## print a run's merged, timestamped task output (RUN=<id>, default the newest)
 	@$(LAB) logs

@@ -153,16 +153,34 @@ def command_k8s(settings: Settings) -> int:
     return k8s.write(settings)
 
 
-def command_summary(settings: Settings) -> int:
+def finished_summary(settings: Settings) -> Summary:
+    """RUN's summary.json, read as a foreign file: LabError, one line, where it is missing or malformed."""
     run_dir = runfolder.existing(settings)
     try:
-        print(summary.table(Summary.read(run_dir)))
+        return Summary.read(run_dir)
     except FileNotFoundError:
         raise LabError(f"run {run_dir.name} has no summary.json: it is still running, or the lab was killed") from None
     except LabError:  # foreign.ForeignFile: its one line names the file already
         raise
     except MALFORMED as error:
         raise malformed(run_dir / runfolder.SUMMARY, error) from None
+
+
+def command_summary(settings: Settings) -> int:
+    print(summary.table(finished_summary(settings)))
+    return 0
+
+
+def command_why(settings: Settings) -> int:
+    """What broke and what to do, where a restarted script resumed, the audit's findings: the lines
+    a test's `lab.why()` starts with, for a run made with make or tflab."""
+    result = finished_summary(settings)
+    lines = summary.why_lines(result)
+    if not lines:
+        audited = "AUDIT=off: nothing was audited" if (result.settings or {}).get("audit") == "off" else "audited"
+        lines = [f"nothing to explain: no task failed, no script restarted, no audit finding ({audited})"]
+    print(f"run {foreign.shown(result.run)}: {foreign.shown(result.outcome)}")
+    print("\n".join(foreign.shown(line, limit=0) for line in "\n".join(lines).split("\n")))
     return 0
 
 
@@ -416,6 +434,8 @@ COMMANDS = {
     "config": (command_config, "print the cluster spec and every task's TF_CONFIG"),
     "k8s": (command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),
     "summary": (command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
+    "why": (command_why, "say what broke in a finished run and what to do, where a restarted script resumed, "
+                         "and the audit's findings (RUN=..., default the newest)"),
     "logs": (command_logs, "print a finished run's merged, timestamped task output"),
     "down": (command_down, "remove what the runs in RUNS_DIR (or RUN=<id>) left on the engine; runs/ stays; "
                            "a live run only with FORCE=1"),

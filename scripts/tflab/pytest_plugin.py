@@ -43,7 +43,7 @@ from tflab.foreign import shown
 from tflab.runfolder import Summary, TaskRow
 from tflab.schema import complete
 from tflab.settings import SPECS
-from tflab.summary import audit_lines, explanation_lines, resume_lines
+from tflab.summary import why_lines
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
@@ -123,8 +123,7 @@ class LabRun:
         """What to read when an assertion about this run fails: first what broke and what to do
         (the summary's explanations) and where a restarted script resumed, then the lab's output."""
         try:
-            explained = (explanation_lines(self.summary.tasks) + resume_lines(self.summary.tasks)
-                         + audit_lines(self.summary))
+            explained = why_lines(self.summary)
         except (OSError, ValueError, TypeError, LabError):  # no summary: the lab ended before it wrote one
             explained = []
         head = "".join(f"{line}\n" for line in explained)

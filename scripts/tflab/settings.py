@@ -86,7 +86,7 @@ PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")  # what a make variable'
 # command line) to a command that does not read it is refused: the command would drop it silently.
 AUDITS = ("on", "strict", "off")  # AUDIT: report findings, fail on them, or look at nothing
 RUNS = ("up", "stack-up", "compare", "matrix", "bench", "chaos", "soak", "config", "k8s")  # run or describe one
-RUN_FOLDERS = ("report", "summary", "logs", "down", "clean")  # read what runs left
+RUN_FOLDERS = ("report", "summary", "why", "logs", "down", "clean")  # read what runs left
 
 
 class SettingsError(LabError, ValueError):

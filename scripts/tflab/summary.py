@@ -253,6 +253,12 @@ def table(result: Summary) -> str:
     return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
 
 
+def why_lines(result: Summary) -> list[str]:
+    """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
+    do, where a restarted script resumed, the audit's findings (tflab why, and the fixture's why())."""
+    return explanation_lines(result.tasks) + resume_lines(result.tasks) + audit_lines(result)
+
+
 def audit_lines(result: Summary) -> list[str]:
     """The audit's findings (what is wrong, then the fix) and notes, for the table and lab.why()."""
     lines = []
