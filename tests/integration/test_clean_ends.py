@@ -184,7 +184,7 @@ def test_down_leaves_a_live_run_alone_and_force_ends_it_as_interrupted(engine, t
                               capture_output=True, text=True, timeout=120)
         assert down.returncode == 0, down.stdout + down.stderr
         assert down.stdout == (f"tflab: run live is still running (pid {lab.pid}); leaving it: "
-                               "`make down RUN=live FORCE=1` ends it\n")
+                               "`python3 -m tflab down RUN=live FORCE=1` ends it\n")  # as it was run
         time.sleep(2)
         assert lab.poll() is None and engine_objects(tmp_path / "live"), "down ended a live run"
         forced = subprocess.run([sys.executable, "-m", "tflab", "down"], cwd=REPO, timeout=120, capture_output=True,

@@ -26,7 +26,8 @@ def served(lab):
 
 def test_it_says_where_it_serves(served):
     _, url, stdout = served
-    assert stdout.strip().endswith(f"at {url} (127.0.0.1 only; `make down` stops it)")
+    # Started as `python -m tflab tensorboard`: the way to stop it is said in that command's words.
+    assert stdout.strip().endswith(f"at {url} (127.0.0.1 only; `python3 -m tflab down` stops it)")
 
 
 def test_it_lists_the_run(served):
