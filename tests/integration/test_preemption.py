@@ -16,11 +16,15 @@ log = logging.getLogger("tflab.tests")
 
 SIZE = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=5, EXAMPLES=2048, GLOBAL_BATCH=64, SEED=0)
 STEPS = 2048 // 64
+# The custom loop runs an epoch in 0.2-0.5 s here: at 5 epochs it could end
+# before TF's once-a-second poll of the metadata server saw the notice given after epoch 2 (seen:
+# 9.3 s for the whole run, no preemption). At 30 it trains on for seconds after.
+CUSTOM_SIZE = {**SIZE, "EPOCHS": 30}
 
 
 @pytest.fixture(scope="module")
 def custom_reference(lab):
-    run = lab.run("preempt-reference-custom", LOOP="custom", **SIZE)
+    run = lab.run("preempt-reference-custom", LOOP="custom", **CUSTOM_SIZE)
     assert run.finished.returncode == 0, run.why()
     return run
 
@@ -35,7 +39,7 @@ def the_preemption(run) -> dict:
 @pytest.mark.xdist_group("preempt-gce-custom")
 def test_a_gce_notice_is_met_by_tensorflows_handler_and_costs_no_step(lab, custom_reference):
     run = lab.run("preempt-gce-custom", command="chaos", SCENARIO="preempt", NOTICE="gce", GRACE=30,
-                  TARGET="worker-1", AT="epoch:2", LOOP="custom", **SIZE)
+                  TARGET="worker-1", AT="epoch:2", LOOP="custom", **CUSTOM_SIZE)
     assert run.finished.returncode == 0, run.why()
     assert run.summary["chaos"]["outcome"] == "survived" and len(run.summary["restarts"]) == 1, run.why()
     found = the_preemption(run)
