@@ -1,6 +1,7 @@
 """trainer/inscript.py: a user's script run in the lab's process as `python train.py` runs it, with
 the lab's hooks called once the modules they wait for are imported."""
 
+import functools
 import subprocess
 import sys
 import textwrap
@@ -93,7 +94,8 @@ def test_the_epoch_observer_is_a_hook_and_its_watch_is_installed_once_and_chaine
     from tflab.trainer import inscript, observe
 
     assert "tflab.trainer.observe" in inscript.HOOKS
-    monkeypatch.setattr(observe, "_log", None)
+    # A log of this test's own: task_log is made once a process, from the environment set below.
+    monkeypatch.setattr(inscript, "task_log", functools.cache(inscript.task_log.__wrapped__))
     monkeypatch.setenv("TFLAB_LOG", str(tmp_path / "worker-0.jsonl"))
     monkeypatch.setenv("TFLAB_TASK", "worker-0")
     monkeypatch.setenv("TFLAB_OUTPUT", str(tmp_path))

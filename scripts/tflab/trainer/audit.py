@@ -267,16 +267,10 @@ def install() -> None:
 
 
 def _start_from_environment() -> None:
-    from tflab.runfolder import read_run_config
-    from tflab.schema import EventLog
-
-    config, log_path, task = (os.environ.get(name) for name in ("TFLAB_CONFIG", "TFLAB_LOG", "TFLAB_TASK"))
-    if not (config and log_path and task):
+    settings, log = inscript.run_settings(), inscript.task_log()
+    if settings is None or log is None or getattr(settings, "audit", "off") == "off":
         return
-    _, settings = read_run_config(config)
-    if getattr(settings, "audit", "off") == "off":
-        return
-    start(EventLog(log_path, task), settings.backend, os.environ.get("TFLAB_OUTPUT"))
+    start(log, settings.backend, os.environ.get("TFLAB_OUTPUT"))
 
 
 def _parameter_server(strategy) -> bool:

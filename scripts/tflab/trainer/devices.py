@@ -12,7 +12,6 @@ Stdlib only until the script imports tensorflow (inscript.py)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 from tflab.trainer import inscript
@@ -21,12 +20,9 @@ from tflab.trainer import inscript
 def wanted_replicas() -> int:
     """REPLICAS, where the run is mirrored with more than one; else 0. Read from the run's
     config.json, as the launcher reads it."""
-    path = os.environ.get("TFLAB_CONFIG")
-    if not path:
+    settings = inscript.run_settings()
+    if settings is None:
         return 0
-    from tflab.runfolder import read_run_config
-
-    _, settings = read_run_config(path)
     return settings.replicas if settings.strategy == "mirrored" and settings.replicas > 1 else 0
 
 

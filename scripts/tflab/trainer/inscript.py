@@ -19,6 +19,7 @@ Stdlib only until a hook's module is imported by the script.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -34,6 +35,30 @@ HOOKS: tuple[str, ...] = ("tflab.trainer.observe", "tflab.trainer.devices", "tfl
 
 _waiting: dict[str, list[Callable]] = {}
 _lock = threading.RLock()
+
+
+@functools.cache
+def task_log():
+    """The task's JSONL log (TFLAB_LOG, TFLAB_TASK, which the launcher sets), one writer for every
+    hook in this process; None outside the lab."""
+    path, task = os.environ.get("TFLAB_LOG"), os.environ.get("TFLAB_TASK")
+    if not (path and task):
+        return None
+    from tflab.schema import EventLog
+
+    return EventLog(path, task)
+
+
+@functools.cache
+def run_settings():
+    """The run's settings, read once from its config.json (TFLAB_CONFIG) for every hook, as the
+    launcher reads them; None outside the lab."""
+    path = os.environ.get("TFLAB_CONFIG")
+    if not path:
+        return None
+    from tflab.runfolder import read_run_config
+
+    return read_run_config(path)[1]
 
 
 def complain(what: str, error: BaseException) -> None:

@@ -7,25 +7,17 @@ Stdlib only until the script imports one (inscript.py)."""
 
 from __future__ import annotations
 
-import os
-
 from tflab.trainer import inscript
 
 PACKAGES = {"keras": "keras", "tf_keras": "tf-keras"}  # module -> the distribution it comes from
 
 
 def log_imported(module) -> None:
-    from tflab.schema import EventLog
-
     version = getattr(module, "__version__", "") or "unknown"
-    log = EventLog(os.environ["TFLAB_LOG"], os.environ["TFLAB_TASK"])
-    try:
-        log.emit("imported", module=module.__name__, version=str(version))
-    finally:
-        log.close()
+    inscript.task_log().emit("imported", module=module.__name__, version=str(version))
 
 
 def install() -> None:
-    if os.environ.get("TFLAB_LOG") and os.environ.get("TFLAB_TASK"):
+    if inscript.task_log():
         for name in PACKAGES:
             inscript.when_imported(name, log_imported)

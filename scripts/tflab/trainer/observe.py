@@ -31,14 +31,13 @@ import time
 from tflab.trainer import inscript
 
 MARK = "_tflab_observed"  # set on a class (or function) once it is watched
-_log = None
 # Every fit's BackupAndRestore folder: tf-keras keeps its backup as a tf.train checkpoint there,
 # which is the `fit` event's business, not a custom loop's `checkpoint`.
 _backup_dirs: set[str] = set()
 
 
 def install() -> None:
-    if not (os.environ.get("TFLAB_LOG") and os.environ.get("TFLAB_TASK")):
+    if not inscript.task_log():
         return
     for name in ("keras", "tf_keras"):
         inscript.when_imported(name, lambda module: watch(module.callbacks.CallbackList))
@@ -47,12 +46,8 @@ def install() -> None:
 
 def emit(event: str, **fields) -> None:
     """Appends to the task's log; a failure is said once on stderr, never raised into the script."""
-    global _log
     try:
-        if _log is None:
-            from tflab.schema import EventLog
-            _log = EventLog(os.environ["TFLAB_LOG"], os.environ["TFLAB_TASK"])
-        _log.emit(event, **fields)
+        inscript.task_log().emit(event, **fields)
     except Exception as error:  # noqa: BLE001 - a NaN loss, a full disk: the script runs on
         print(f"tflab: {event} not logged: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
