@@ -6,16 +6,17 @@ failed, is shown as such, never left out.
 
 from __future__ import annotations
 
+import collections
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import audit, explain, foreign, preemption, resume
+from tflab import audit, beneath, explain, foreign, preemption, resume, runfolder
 from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
-from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path, script_output_path
-from tflab.schema import attempts, by_event, complete, problems, read_events
+from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_name, output_name
+from tflab.schema import attempts, by_event, complete, parse_events, problems
 from tflab.settings import Settings
 
 
@@ -86,10 +87,15 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
                             last_memory_bytes=max(measured) if measured else None, network=settings.network)
 
 
-def task_output(log: str, task: str) -> str:
-    """A task's own lines of output.log: `<task> | <time> line` (local, swarm) or Compose's
+def task_prefix(task: str) -> re.Pattern:
+    """How output.log names a task's lines: `<task> | <time> line` (local, swarm) or Compose's
     `<task>_1 | <time> line` (v1) and `<project>-<task>-1 | <time> line` (v2)."""
-    prefix = re.compile(rf"(?:\S*[_-])?{re.escape(task)}(?:[_-]\d+)?")
+    return re.compile(rf"(?:\S*[_-])?{re.escape(task)}(?:[_-]\d+)?")
+
+
+def task_output(log: str, task: str) -> str:
+    """A task's own lines of an output.log's text (task_prefix)."""
+    prefix = task_prefix(task)
     lines = []
     for line in log.splitlines():
         name, bar, rest = line.partition(" | ")
@@ -129,17 +135,9 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
                        launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
                        weights_agree=False, restarts=list(restarts or []), not_applied=replayed.not_applied,
                        tasks=rows)
-    try:
-        with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
-            log = output.read().decode(errors="replace")
-    except FileNotFoundError:
-        log = ""
-    except ForeignFile as error:
-        say(f"{error}; the summary explains failures without it")
-        log = ""
     oom_killed = oom_killed or {}
+    outputs = output_tails(run_dir, list(the_cluster.tasks))
     records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
-    outputs = {task: task_output(log, task) for task in the_cluster.tasks}
     rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
                      task in stopped, settings, outputs[task], oom_killed.get(task))
             for task in the_cluster.tasks]
@@ -183,12 +181,74 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
 
 def own_end(run_dir: Path, task: str) -> dict:
     """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
-    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it)."""
-    for path in sorted((run_dir / "volumes").glob(f"*/**/{task}.jsonl")):
-        ends = by_event(read_events(path), "end")
-        if ends:
-            return ends[-1]
+    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it). A
+    claim is the replicas' to write: walked from the run folder's handle, no link followed."""
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            for path in folder.walk("volumes", f"/{log_name(task)}"):
+                try:
+                    ends = by_event(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)), "end")
+                except (OSError, ForeignFile):
+                    continue
+                if ends:
+                    return ends[-1]
+    except (OSError, ForeignFile):
+        pass
     return {}
+
+
+# What the summary keeps of each task's output to explain its failure: its last lines. A task may
+# print gigabytes (100 MB of output took the host to 471 MB when output.log was read whole); the
+# explanations need the end of each task's output, its traceback, so output.log is streamed and
+# only each task's last TASK_TAIL_BYTES are kept: the lab's memory stays flat whatever a task prints.
+TASK_TAIL_BYTES = 4 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
+
+
+def output_tails(run_dir: Path, tasks: list[str]) -> dict[str, str]:
+    """Each task's own lines of output.log (task_output), its last TASK_TAIL_BYTES, read in chunks
+    from the run folder's handle; "" for all where there is none, said in one line where it is not
+    a file the lab wrote."""
+    prefixes = {task: task_prefix(task) for task in tasks}
+    kept: dict[str, collections.deque] = {task: collections.deque() for task in tasks}
+    sizes = dict.fromkeys(tasks, 0)
+
+    def take(line: bytes) -> None:
+        name, bar, rest = line.decode(errors="replace").partition(" | ")
+        if not bar:
+            return
+        for task, prefix in prefixes.items():
+            if prefix.fullmatch(name.strip()):
+                stamp, _, text = rest.partition(" ")
+                text = text if re.match(r"\d{4}-\d\d-\d\dT", stamp) else rest
+                kept[task].append(text)
+                sizes[task] += len(text) + 1
+                while sizes[task] > TASK_TAIL_BYTES and kept[task]:
+                    sizes[task] -= len(kept[task].popleft()) + 1
+                return
+
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            size, offset, rest = folder.size(OUTPUT), 0, b""
+            while offset < size:
+                chunk = folder.read(OUTPUT, READ_CHUNK, offset=offset, whole=False)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                if len(rest) > foreign.MAX_LINE_BYTES:  # a line with no end in sight is cut where it stands
+                    lines.append(rest)
+                    rest = b""
+                for line in lines:
+                    take(line)
+            if rest:
+                take(rest)
+    except FileNotFoundError:
+        pass
+    except (OSError, ForeignFile) as error:
+        say(f"{error}; the summary explains failures without it")
+    return {task: "\n".join(lines) for task, lines in kept.items()}
 
 
 def task_records(run_dir: Path, task: str) -> list[dict]:
@@ -337,8 +397,8 @@ class ProgressPrinter:
 
     def _new_records(self, task: str) -> list[dict]:
         try:
-            data = foreign.read_bytes(log_path(self.run_dir, task), foreign.MAX_LOG_BYTES,
-                                      offset=self.offsets[task], whole=False)
+            data = runfolder.read_task_file(self.run_dir, log_name(task), foreign.MAX_LOG_BYTES,
+                                            offset=self.offsets[task], whole=False)
         except FileNotFoundError:
             return []
         except ForeignFile as error:
@@ -418,8 +478,8 @@ class ScriptOutputPrinter:
     def print_new(self) -> None:
         for task in self.offsets:
             try:
-                data = foreign.read_bytes(script_output_path(self.run_dir, task), foreign.MAX_LOG_BYTES,
-                                          offset=self.offsets[task], whole=False)
+                data = runfolder.read_task_file(self.run_dir, output_name(task), foreign.MAX_LOG_BYTES,
+                                                offset=self.offsets[task], whole=False)
             except (FileNotFoundError, ForeignFile):
                 continue
             lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time

@@ -191,7 +191,8 @@ class Watcher:
 
     def __init__(self, plan: Plan, run_dir: Path):
         self.plan, self.run_dir = plan, run_dir
-        self.logs = {task.name: EventLog(runfolder.log_path(run_dir, task.name), task.name) for task in plan.tasks}
+        space = run_dir / runfolder.TASKS  # the lab's watcher writes each replica's log; no replica mounts it
+        self.logs = {task.name: EventLog(runfolder.log_path(space, task.name), task.name) for task in plan.tasks}
         self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
         self.peak: dict[str, int] = {}
 
