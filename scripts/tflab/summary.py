@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,6 +203,10 @@ def own_end(run_dir: Path, task: str) -> dict:
 # explanations need the end of each task's output, its traceback, so output.log is streamed and
 # only each task's last TASK_TAIL_BYTES are kept: the lab's memory stays flat whatever a task prints.
 TASK_TAIL_BYTES = 4 * 1024 * 1024
+# What a live printer reads of a task's file at one poll (half a second): a task printing faster
+# than that is caught up over the next polls, and the lab's memory stays flat.
+POLL_BYTES = 2 * foreign.MAX_LINE_BYTES
+POLL_CHUNKS = 64
 READ_CHUNK = 1024 * 1024
 
 
@@ -396,29 +401,18 @@ class ProgressPrinter:
                         "the summary skips such lines too", limit=0), flush=True)
 
     def _new_records(self, task: str) -> list[dict]:
-        try:
-            data = runfolder.read_task_file(self.run_dir, log_name(task), foreign.MAX_LOG_BYTES,
-                                            offset=self.offsets[task], whole=False)
-        except FileNotFoundError:
-            return []
-        except ForeignFile as error:
-            self._skipped(task, str(error))
-            return []
-        complete_lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
-        if not complete_lines and len(data) > foreign.MAX_LINE_BYTES:  # no end in sight: no line of the lab's
-            self._skipped(task, f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
-            complete_lines = data
-        self.offsets[task] += len(complete_lines)
         records = []
-        for line in complete_lines.split(b"\n"):
-            if not line.strip():
-                continue
-            record, why = foreign.json_line(line)
-            found = problems(record) if record is not None else [why]
-            if found:
-                self._skipped(task, found[0])
-            else:
-                records.append(record)
+        for complete_lines in new_lines(self.run_dir, log_name(task), self.offsets, task,
+                                        lambda why: self._skipped(task, why)):
+            for line in complete_lines.split(b"\n"):
+                if not line.strip():
+                    continue
+                record, why = foreign.json_line(line)
+                found = problems(record) if record is not None else [why]
+                if found:
+                    self._skipped(task, found[0])
+                else:
+                    records.append(record)
         return records
 
     def describe(self, record: dict) -> str | None:
@@ -466,6 +460,31 @@ class ProgressPrinter:
         return None
 
 
+def new_lines(run_dir: Path, name: str, offsets: dict, task: str, skipped) -> Iterator[bytes]:
+    """The whole lines a task added to a file of its space since `offsets[task]`, a chunk of at
+    most POLL_BYTES at a time (the lab's memory stays flat whatever a task prints), up to
+    POLL_CHUNKS chunks a poll (a task printing faster than the terminal does not hold the run's
+    loop); a line still being written waits for the next poll, one with no end in sight is cut."""
+    for _ in range(POLL_CHUNKS):
+        try:
+            data = runfolder.read_task_file(run_dir, name, POLL_BYTES, offset=offsets[task], whole=False)
+        except FileNotFoundError:
+            return
+        except ForeignFile as error:
+            skipped(str(error))
+            return
+        lines = data[: data.rfind(b"\n") + 1]
+        if not lines and len(data) > foreign.MAX_LINE_BYTES:
+            skipped(f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
+            lines = data
+        if not lines:
+            return
+        offsets[task] += len(lines)
+        yield lines
+        if len(data) < POLL_BYTES:
+            return
+
+
 class ScriptOutputPrinter:
     """A SCRIPT run's output as it comes: each task's new whole lines of `<task>.out` (written by
     its launcher, a Keras progress bar as its last drawing), printed `[worker-0] line`, read as
@@ -477,17 +496,9 @@ class ScriptOutputPrinter:
 
     def print_new(self) -> None:
         for task in self.offsets:
-            try:
-                data = runfolder.read_task_file(self.run_dir, output_name(task), foreign.MAX_LOG_BYTES,
-                                                offset=self.offsets[task], whole=False)
-            except (FileNotFoundError, ForeignFile):
-                continue
-            lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
-            if not lines and len(data) > foreign.MAX_LINE_BYTES:
-                lines = data
-            self.offsets[task] += len(lines)
-            for line in lines.decode(errors="replace").splitlines():
-                print(shown(f"[{task}] {line}", limit=2000), flush=True)
+            for lines in new_lines(self.run_dir, output_name(task), self.offsets, task, lambda why: None):
+                for line in lines.decode(errors="replace").splitlines():
+                    print(shown(f"[{task}] {line}", limit=2000), flush=True)
 
 
 class Printers:
