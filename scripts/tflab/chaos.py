@@ -40,7 +40,7 @@ from tflab.schema import by_event
 from tflab.settings import NOTICES, SCENARIOS, Settings, refuse_unhonoured
 
 CUT_AGAIN_SECONDS = 60  # a swarm gives a restarted task its container within seconds
-SWARM_SCENARIOS = ("kill", "stop", "pause", "partition", "preempt")  # each through the target's node (swarm.py)
+SWARM_SCENARIOS = ("kill", "stop", "pause", "partition", "preempt")  # each through the target's node (backends/swarm/)
 
 
 class Chaos(RunObserver):
@@ -150,7 +150,7 @@ class Chaos(RunObserver):
         container = backend.container(self.target)
         self.injected_at = time.time()
         if self.scenario in ("kill", "stop"):
-            # On a swarm the target may run on another node: its engine's docker (swarm.py).
+            # On a swarm the target may run on another node: its engine's docker (backends/swarm/nodes.py).
             signal = "SIGTERM" if self.scenario == "stop" else None
             result = docker.kill([container], signal, timeout=60, engine=backend.docker_for(self.target))
         elif self.scenario == "pause":
@@ -239,7 +239,7 @@ class Chaos(RunObserver):
 def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) -> None:
     """Refuses a backend the scenarios cannot act on. A stack's tasks are containers too, on this
     node or another, so kill, stop and pause are the same docker commands through the target's
-    node, and a partition sets its overlay interface down (swarm.py: the engine refuses a network
+    node, and a partition sets its overlay interface down (backends/swarm/link.py: the engine refuses a network
     disconnect there); slow-link needs the Compose project's delay proxies, and slow-node was not
     tried on a stack."""
     if settings.backend == "local":

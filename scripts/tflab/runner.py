@@ -2,7 +2,7 @@
 stop what is left, summarise.
 
 Data flows one way: Settings -> the cluster (cluster.build) -> TF_CONFIG per task -> tasks
-(containers or processes, through the Backend interface of backend.py) -> <task>.jsonl ->
+(containers or processes, through the Backend interface of backends/base.py) -> <task>.jsonl ->
 summary.json and the table. Nothing is started until every check has passed, and nothing a run
 wrote is ever overwritten or deleted.
 

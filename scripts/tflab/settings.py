@@ -45,7 +45,7 @@ MAX_SIM_NODES = 8
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them
 COMPOSE_CLIS = ("auto", "v2", "v1")
 PLATFORMS = ("linux/amd64", "linux/arm64")
-MAX_TASKS = 32  # tasks of one kind; whether they fit the engine's memory is checked per run (backends.py)
+MAX_TASKS = 32  # tasks of one kind; whether they fit the engine's memory is checked per run (backends/__init__.py)
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 RESERVED_RUNS = ("latest",)  # RUNS_DIR/latest is the link to the newest run
 # Kubernetes names (make k8s). A Service name must be a DNS-1035 label (a letter first, 63 at most)

@@ -1,6 +1,6 @@
 """Bad input to the host CLI: one line naming the bad value and what is allowed, exit status 2,
 no traceback, and nothing written or started. (That no container starts either is checked against
-a real engine in tests/integration/test_refusals.py.)"""
+a real engine by tests/integration/test_compose_cli.py::test_bad_input_starts_no_container.)"""
 
 import json
 import re

@@ -1,7 +1,7 @@
 """What a backend is: the written interface that Compose, local processes and Swarm implement.
 
 runner.py supervises a run through this interface alone, so a new backend (another engine, a
-cluster of machines) is one class that does these things, and one line in backends.py.
+cluster of machines) is one class that does these things, and one entry in backends/__init__.py (REGISTRY).
 """
 
 from __future__ import annotations

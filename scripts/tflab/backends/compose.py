@@ -177,7 +177,7 @@ def literal(value):
 
 
 class ComposeStack:
-    """The Backend (backend.py) for BACKEND=compose: one Compose project per run."""
+    """The Backend (backends/base.py) for BACKEND=compose: one Compose project per run."""
 
     def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str, the_cluster: Cluster,
                  proxied: frozenset[str] = frozenset(), host_gpus: Sequence[str] = ()):

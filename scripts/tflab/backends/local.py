@@ -58,7 +58,7 @@ def free_ports(count: int) -> list[int]:
 
 
 class LocalProcesses:
-    """The Backend (backend.py) for BACKEND=local."""
+    """The Backend (backends/base.py) for BACKEND=local."""
 
     proxied: frozenset[str] = frozenset()  # no delay proxies between processes
     guard = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed

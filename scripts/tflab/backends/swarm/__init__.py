@@ -140,7 +140,7 @@ def container_of(task: dict) -> str | None:
 
 
 class SwarmStack:
-    """The Backend (backend.py) for BACKEND=swarm: one stack per run, `tflab-<RUN>`."""
+    """The Backend (backends/base.py) for BACKEND=swarm: one stack per run, `tflab-<RUN>`."""
 
     proxied: frozenset[str] = frozenset()  # LINK's delay proxies are Compose services only
 

@@ -3,7 +3,7 @@
 Stack deploy supports neither `extends` nor profiles, so the Compose file's `task` template cannot
 be reused as it is. `TRAINER` below is the trainer block built from the task contract (task.py),
 and a unit test holds it to docker-compose.yml's `x-trainer` key by key. What a stack applies
-differently from Compose is listed in swarm.py's docstring.
+differently from Compose is listed in backends/swarm/__init__.py's docstring.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ CAP_DROP_API = (1, 41)  # the engine API from which a service's cap_drop is appl
 NOT_APPLIED = "no-new-privileges (stack deploy ignores security_opt)"
 MAX_SERVICE_NAME = 63  # swarm service names are DNS labels
 
-# docker-compose.yml's x-trainer block, as a stack service (see swarm.py's docstring).
+# docker-compose.yml's x-trainer block, as a stack service (see backends/swarm/__init__.py's docstring).
 TRAINER = {
     "init": True,  # a real PID 1, so signals reach the trainer and its watchdog is reaped
     "read_only": True,

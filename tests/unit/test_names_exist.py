@@ -1,0 +1,96 @@
+"""Docs, docstrings and comments name only what exists (issue 37): every `tflab.*` dotted name
+resolves to a module of the package or a name defined in one, and every `*.py` a page or a
+module's text names is a file of this repository, so a renamed or removed module cannot live on
+in the words that explain the code (about 21 comments named `backend.py`, `swarm.py` and the like,
+gone a round before). Upstream files and a user's own names, which the text names on purpose, are
+listed with where they come from."""
+
+import ast
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+from tflab import images, labels
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "scripts" / "tflab"
+# Named on purpose, and not ours: upstream files (TensorFlow's, read for PreemptionCheckpointHandler)
+# and the names a user's own project has (their script, their conftest.py).
+NOT_OURS = {"failure_handling_util.py", "SCRIPT.py", "conftest.py", "path/to/train.py",
+            "tensorflow/python/distribute/failure_handling/failure_handling_util.py"}
+# Dotted, and no module: Docker label keys (labels.py's `tflab.run`, images.py's `tflab.image`) and
+# the GCE-like hostname the metadata stand-in answers (`<task>.c.tflab.internal`).
+LABEL_KEYS = {value for name, value in vars(labels).items() if isinstance(value, str) and value.startswith("tflab.")}
+LABEL_KEYS |= {images.IMAGE_LABEL.split("=")[0], "tflab.internal"}
+FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.py)\b")
+DOTTED = re.compile(r"(?<![\w.])tflab\.([A-Za-z_][\w.]*\w)")
+
+
+@cache
+def tracked() -> tuple[str, ...]:
+    return tuple(subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.split())
+
+
+def texts() -> list[str]:
+    return sorted(f for f in tracked() if (f.startswith("scripts/tflab/") and f.endswith(".py"))
+                  or (f.startswith("docs/") and f.endswith(".md")) or f in ("README.md", "Makefile", "docker-compose.yml"))
+
+
+def file_exists(name: str) -> bool:
+    if name in NOT_OURS:
+        return True
+    if "/" in name:
+        return any(path == name or path.endswith(f"/{name}") for path in tracked())
+    return any(Path(path).name == name for path in tracked())
+
+
+@cache
+def defined(module: Path) -> frozenset[str]:
+    tree = ast.parse(module.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return frozenset(names)
+
+
+def dotted_exists(dotted: str) -> bool:
+    if f"tflab.{dotted}" in LABEL_KEYS:
+        return True
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        base = PACKAGE.joinpath(*parts[:end])
+        module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if module.is_file():
+            rest = parts[end:]
+            return not rest or rest[0] in defined(module)
+    return False
+
+
+@pytest.mark.parametrize("path", texts())
+def test_every_name_in_the_text_exists(path):
+    text = (REPO / path).read_text()
+    missing = sorted({match for match in FILE_NAME.findall(text) if not file_exists(match)}
+                     | {f"tflab.{match}" for match in DOTTED.findall(text) if not dotted_exists(match)})
+    assert missing == [], f"{path} names what does not exist"
+
+
+@pytest.mark.parametrize("text, missing", [
+    ("see backend.py's interface", ["backend.py"]),
+    ("runfolder.py and tflab.runfolder.Summary", []),
+    ("tflab.runfolder.NoSuchThing", ["tflab.runfolder.NoSuchThing"]),
+    ("tflab.run, the label", []),
+])
+def test_the_check_finds_what_it_should(text, missing):
+    found = sorted({m for m in FILE_NAME.findall(text) if not file_exists(m)}
+                   | {f"tflab.{m}" for m in DOTTED.findall(text) if not dotted_exists(m)})
+    assert found == missing
