@@ -35,8 +35,9 @@ def tracked() -> tuple[str, ...]:
 
 
 def texts() -> list[str]:
+    top = ("README.md", "Makefile", "docker-compose.yml")
     return sorted(f for f in tracked() if (f.startswith("scripts/tflab/") and f.endswith(".py"))
-                  or (f.startswith("docs/") and f.endswith(".md")) or f in ("README.md", "Makefile", "docker-compose.yml"))
+                  or (f.startswith("docs/") and f.endswith(".md")) or f in top)
 
 
 def file_exists(name: str) -> bool:
