@@ -33,8 +33,10 @@ def test_a_version_that_does_not_exist_is_one_line_naming_what_is_allowed(raw):
 
 @pytest.mark.parametrize("tf, keras, allowed", [
     ("2.15", "keras3", "allowed: bundled or tf-keras"), ("2.12", "tf-keras", "allowed: bundled"),
-    ("2.21", "bundled", "allowed: keras3 or tf-keras"), ("next", "tf-keras", "allowed: keras3"),
-    ("", "bundled", "allowed: keras3 or tf-keras")])
+    ("2.21", "bundled", "allowed: keras3 or tf-keras or a Keras release"),
+    ("next", "tf-keras", "allowed: keras3 or a Keras release"),
+    ("", "bundled", "allowed: keras3 or tf-keras or a Keras release"),
+    ("2.15", "3.12", "allowed: bundled or tf-keras"), ("2.12", "nightly", "allowed: bundled")])
 def test_a_keras_a_version_cannot_have_is_one_line_naming_what_it_can(tf, keras, allowed):
     with pytest.raises(SettingsError) as error:
         Settings.from_env({"TF": tf, "KERAS": keras})
@@ -56,6 +58,10 @@ def test_the_keras_each_version_has_and_its_default():
     ({"KERAS": "keras3", "BACKEND": "swarm"}, "KERAS=keras3 is not allowed with BACKEND=swarm"),
     ({"TF": "2.15", "GPUS": "all"}, "TF=2.15 is not allowed with GPUS"),
     ({"KERAS": "keras4"}, "KERAS=keras4 is not allowed: keras4 is not one of keras3 | tf-keras | bundled"),
+    ({"KERAS": "3.9"}, "KERAS=3.9 is not allowed: 3.9 is not one of keras3 | tf-keras | bundled | a Keras release: "
+                       "3.10 3.11 3.12 3.13 3.14 3.15 nightly"),
+    ({"KERAS": "3.15.0"}, "KERAS=3.15.0 is not allowed: 3.15.0 is not one of"),  # a release the locks do not pin
+    ({"KERAS": "3.12", "GPUS": "all"}, "KERAS=3.12 is not allowed with GPUS or PLATFORM=linux/arm64"),
     ({"STRATEGIES": "mirrored parameter_server"}, "STRATEGIES=mirrored parameter_server is not allowed"),
 ])
 def test_what_a_version_cannot_go_with(given, refused):
