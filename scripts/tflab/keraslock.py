@@ -32,7 +32,6 @@ KERAS_LOCKS = LAB_HOME / "requirements/keras"
 LAYERS_ON, REMOVES, NOT_INSTALLABLE = "# layers on: ", "# removes: ", "# not installable: "
 MAX_BYTES = 64 * 1024
 PIN = re.compile(r"([a-z0-9][a-z0-9.-]*)==([0-9][0-9a-z.+]*) --hash=sha256:([0-9a-f]{64})")
-NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")
 REASON = re.compile(r"[ -~]{1,500}")  # one line of printable ASCII: pip's words
 
 
@@ -47,7 +46,7 @@ class KerasLock:
     path: Path
     parent: Path  # the TF line's lock it layers on
     pins: tuple[str, ...] = ()  # name==version --hash=sha256:..., what the layer installs
-    removes: tuple[str, ...] = ()  # what the layer uninstalls first
+    removes: tuple[str, ...] = ()  # the Keras package (keras, keras-nightly) the layer removes first
     not_installable: str | None = None  # pip's reason, where pip cannot install the pair
 
     @property
@@ -104,8 +103,9 @@ def read(tf: str, keras: str) -> KerasLock:
             layers_on = line[len(LAYERS_ON):]
         elif line.startswith(REMOVES):
             names = line[len(REMOVES):].split()
-            if not all(NAME.fullmatch(name) for name in names):
-                raise LockError(bad + "names something that is not a package")
+            if not all(name in versions.KERAS_DISTRIBUTIONS for name in names):
+                raise LockError(bad + "names something that is not a Keras package "
+                                f"({', '.join(versions.KERAS_DISTRIBUTIONS)})")
             removes += names
         elif line.startswith(NOT_INSTALLABLE):
             reason = line[len(NOT_INSTALLABLE):]

@@ -236,7 +236,8 @@ def releases_verdict(cells: list[Cell]) -> list[str]:
             text += f"; fixed in {versions.keras_label(row[last + 1].keras)}"
         else:
             text += f"; not fixed up to {versions.keras_label(row[last].keras)}, the newest Keras run"
-        parts.append(f"{strategy} on {versions.label(tf)}: {text}")
+        several = len({cell.tf for cell in cells}) > 1  # else the verdict's span names the one TF
+        parts.append(f"{strategy}{f' on {versions.label(tf)}' if several else ''}: {text}")
     return parts
 
 
@@ -410,7 +411,8 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
     cells = [cell for cell, _ in planned]
     write(folder, settings, cells)
     for number, (cell, one) in enumerate(runnable, 1):
-        say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {versions.keras_label(cell.keras)}, {cell.strategy} "
+        say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {versions.keras_label(cell.keras)}, "
+            f"{cell.strategy} "
             f"({number} of {len(runnable)})")
         try:
             runner.up(one, link_latest=False)

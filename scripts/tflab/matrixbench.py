@@ -3,7 +3,8 @@ version's image, cold (its wheels, its packages image, the code) and its size; a
 time on the lab's model; and what every image of the lab takes on the engine after it.
 
     PYTHONPATH=scripts python3 -m tflab.matrixbench [TF ...]   # default: 2.15 2.18 2.21 (3 x 2 x 1)
-    PYTHONPATH=scripts python3 -m tflab.matrixbench --keras [TF [KERAS ...]]   # default: 2.21 3.10 3.12 3.14 3.15 nightly
+    PYTHONPATH=scripts python3 -m tflab.matrixbench --keras [TF [KERAS ...]]
+                                                     # default: 2.21 3.10 3.12 3.14 3.15 nightly
 
 --keras: each Keras release's layer on the TF line's image, cold (its wheels, its layer, the code:
 the TF line's packages image must be built already), and a warm 1 TF x 4 Keras matrix of a custom

@@ -892,7 +892,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("KERAS", "", _keras, "empty | " + versions.KERAS_ALLOWED,
             "tf.keras: keras3 (TF 2.16 on), tf-keras (tf_keras, TF_USE_LEGACY_KERAS=1; TF 2.14 to 2.21) or bundled "
             "(Keras 2, TF <= 2.15), or a Keras release in place of the TF line's own (3.10 .. 3.15, nightly: "
-            f"{versions.keras_label('nightly')}; TF 2.16 on); empty: tf-keras from 2.16, else bundled; make matrix: a list, empty: "
+            f"{versions.keras_label('nightly')}; TF 2.16 on); empty: tf-keras from 2.16, else bundled; make matrix: "
+            "a list, empty: "
             f"{MATRIX_KERAS}",
             commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
             tfjob=OWN_IMAGE),

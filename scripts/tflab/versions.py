@@ -66,7 +66,8 @@ def is_keras_release(keras: str) -> bool:
 
 
 def keras_label(keras: str) -> str:
-    """How the lab names a KERAS value to a person: tf-keras, 3.15 (3.15.1), nightly (3.16.0.dev2026102704, 2026-10-27)."""
+    """How the lab names a KERAS value to a person: tf-keras, 3.15 (3.15.1), nightly (3.16.0.dev2026102704,
+    2026-10-27)."""
     if keras == "nightly":
         return f"nightly ({KERAS_RELEASES[keras]}, {NIGHTLY_DATE})"
     return f"{keras} ({KERAS_RELEASES[keras]})" if keras in KERAS_RELEASES else keras

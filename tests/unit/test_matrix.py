@@ -170,12 +170,12 @@ NIGHTLY = "nightly (3.16.0.dev2026102704, 2026-10-27)"
 
 
 @pytest.mark.parametrize("outcomes, said", [
-    (("ok", "failed", "failed", "ok"), f"mirrored on 2.21: breaks from Keras 3.14 (exception); fixed in {NIGHTLY}"),
+    (("ok", "failed", "failed", "ok"), f"mirrored: breaks from Keras 3.14 (exception); fixed in {NIGHTLY}"),
     (("failed", "failed", "failed", "ok"),
-     f"mirrored on 2.21: fails on Keras 3.12, the oldest Keras run (exception); fixed in {NIGHTLY}"),
+     f"mirrored: fails on Keras 3.12, the oldest Keras run (exception); fixed in {NIGHTLY}"),
     (("ok", "ok", "failed", "failed"),
-     f"mirrored on 2.21: breaks from Keras 3.15 (exception); not fixed up to {NIGHTLY}, the newest Keras run"),
-    (("ok", "failed", "ok", "failed"), "mirrored on 2.21: breaks from Keras 3.14 (exception), passes on Keras 3.15 "
+     f"mirrored: breaks from Keras 3.15 (exception); not fixed up to {NIGHTLY}, the newest Keras run"),
+    (("ok", "failed", "ok", "failed"), "mirrored: breaks from Keras 3.14 (exception), passes on Keras 3.15 "
                                        f"between; not fixed up to {NIGHTLY}, the newest Keras run"),
 ])
 def test_the_verdict_says_where_a_failure_starts_and_where_it_is_fixed_along_keras_releases(outcomes, said):

@@ -170,7 +170,8 @@ def main_keras(argv: list[str]) -> int:
         [versions.canonical(raw) or raw for raw in argv[1:]]
     for keras in kerases:
         if keras not in versions.KERAS_RELEASES:
-            print(f"tflab: --keras {keras}: expected one of {' '.join(versions.KERAS_RELEASES)} or all", file=sys.stderr)
+            print(f"tflab: --keras {keras}: expected one of {' '.join(versions.KERAS_RELEASES)} or all",
+                  file=sys.stderr)
             return 2
     for tf in tfs:
         if tf not in versions.RELEASES or "keras3" not in versions.kerases(tf):
