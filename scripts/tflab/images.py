@@ -26,8 +26,9 @@
   tflab-trainer-packages:<TF variant>-keras<release>-<digest>: a container of that image, with the
   release's lock (requirements/keras/<tf>-<keras>.txt: only what differs from the TF line's, hashed)
   and its few wheels mounted, uninstalls the TF line's Keras and installs the release with --no-deps
-  (images/trainer/install-keras.sh). Seconds, and a few MB on the engine, where an image of its own
-  per TF x Keras would be a minute and 1.2 GB each. A release the TF line has already is its image.
+  (images/trainer/install-keras.sh): 15-22 MB on the engine and 78-83 s cold on this lab's busy
+  2 CPUs (docs/matrix.md), where an image of its own per TF x Keras would be 1.25 GB and minutes.
+  A release the TF line has already is the line's own image.
 - GPU variant (GPUS set): made the same way from other pins: requirements/trainer-gpu.txt
   (tensorflow[and-cuda]: TensorFlow with CUDA's libraries as wheels, several GB) and its
   wheelhouse, images/trainer/wheels-gpu/; tagged
