@@ -111,7 +111,7 @@ def main(argv: list[str]) -> int:
             f"{'cold build' if cold else 'code layer only'} {seconds:.1f} s"
         lines.append(f"TF {versions.label(tf)}: {tag}, {size / 1e9:.2f} GB, {built}")
     seconds, result, code = warm_matrix(tfs, Path(os.environ.get("RUNS_DIR", "runs")).resolve())
-    cells = [cell for cell in result.cells if cell.outcome != "n/a"]
+    cells = [cell for cell in result.cells if cell.run]  # n/a and not installable cells never ran
     lines.append(f"warm matrix {len(tfs)} x 2 x 1 ({len(cells)} runs, exit {code}): {seconds:.1f} s in all, "
                  f"{sum(cell.wall_seconds or 0 for cell in cells):.1f} s of runs")
     lines.append(f"verdict: {result.verdict}")
