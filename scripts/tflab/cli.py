@@ -45,6 +45,7 @@ from tflab import (
     runner,
     summary,
     tensorboard,
+    versions,
 )
 from tflab.backends import compose
 from tflab.errors import LabError
@@ -309,8 +310,9 @@ def command_swarm_sim_down(settings: Settings) -> int:
 
 
 def command_wheels(settings: Settings) -> int:
-    image = images.tf_variant(settings.tf) if settings.tf else images.variant_for(
-        settings.gpus, settings.platform or images.machine_platform())
+    image = images.keras_variant(settings.tf, settings.keras) if versions.is_keras_release(settings.keras) else \
+        images.tf_variant(settings.tf) if settings.tf else images.variant_for(
+            settings.gpus, settings.platform or images.machine_platform())
     images.ensure_wheels(image)
     print(f"tflab: {image.wheels.relative_to(LAB_HOME)}/ holds the pinned wheels")
     return 0

@@ -22,6 +22,13 @@
   images/trainer/.built.json records the images this checkout made (trainer, packages and script
   images, and the local base if it bootstrapped it), so `make clean` removes those and no other
   checkout's, and a rebuild removes the image it replaces.
+- Keras release (KERAS=3.12, nightly): a thin layer on the TF line's packages image, committed as
+  tflab-trainer-packages:<TF variant>-keras<release>-<digest>: a container of that image, with the
+  release's lock (requirements/keras/<tf>-<keras>.txt: only what differs from the TF line's, hashed)
+  and its few wheels mounted, uninstalls the TF line's Keras and installs the release with --no-deps
+  (images/trainer/install-keras.sh): 15-22 MB on the engine and 78-83 s cold on this lab's busy
+  2 CPUs (docs/matrix.md), where an image of its own per TF x Keras would be 1.25 GB and minutes.
+  A release the TF line has already is the line's own image.
 - GPU variant (GPUS set): made the same way from other pins: requirements/trainer-gpu.txt
   (tensorflow[and-cuda]: TensorFlow with CUDA's libraries as wheels, several GB) and its
   wheelhouse, images/trainer/wheels-gpu/; tagged
@@ -48,7 +55,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import builder, docker, progress, task, versions
+from tflab import builder, docker, keraslock, progress, task, versions
 from tflab.console import say
 from tflab.errors import LabError
 from tflab.home import LAB_HOME as REPO
@@ -65,6 +72,7 @@ LOCAL_BASES = {AMD64: "tflab-base:bookworm", ARM64: "tflab-base:bookworm-arm64"}
 LOCAL_BASE = LOCAL_BASES[AMD64]
 DOCKERFILE = REPO / "images/trainer/Dockerfile"  # the code, on the packages image
 INSTALL_SCRIPT = REPO / "images/trainer/install-packages.sh"
+KERAS_INSTALL_SCRIPT = REPO / "images/trainer/install-keras.sh"  # a Keras release's layer on a TF line's packages
 # The settings every trainer runs with, given to the packages image as it is committed (the code
 # image inherits them): a Dockerfile step for each above 1.25 GB of packages would cost seconds.
 PACKAGES_CONFIG = ("ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -116,6 +124,7 @@ class Variant:
     stamp: Path  # which pins the wheelhouse was filled for
     wheels_size: str  # for the user's patience
     platform: str = AMD64
+    parent: "Variant | None" = None  # a Keras release's layer: the TF line's image it goes on
 
     @property
     def wheel_target(self) -> list[str]:
@@ -131,6 +140,26 @@ def tf_variant(tf: str) -> Variant:
     wheels = TF_WHEELS / f"wheels-tf{tf}"
     return Variant(f"cpu-tf{tf}", TF_REQUIREMENTS / f"{tf}.txt", wheels, wheels / ".pins-sha256",
                    "about 300 MB")
+
+
+def keras_variant(tf: str, keras: str) -> Variant:
+    """A Keras release on a TF line (KERAS=3.12): the TF line's image plus a layer from
+    requirements/keras/<tf>-<keras>.txt, tflab-trainer:<TF variant>-keras3.12-<digest>; the TF line's
+    image itself where it has that release already. LabError where the lock is missing, stale, not
+    the lab's, or says pip cannot install the pair (pip's reason)."""
+    parent = tf_variant(tf)
+    try:
+        lock = keraslock.read(tf, keras)
+    except keraslock.LockError as error:
+        raise LabError(str(error)) from None
+    if lock.not_installable:
+        raise LabError(f"TF={versions.label(tf)} KERAS={keras} is not installable: pip says: {lock.not_installable}; "
+                       f"({keraslock.relative(lock.path)})")
+    if lock.empty:
+        return parent
+    wheels = TF_WHEELS / f"wheels-{parent.name}-keras{keras}"
+    return Variant(f"{parent.name}-keras{keras}", lock.path, wheels, wheels / ".pins-sha256", "a few MB",
+                   parent=parent)
 
 
 def tf_variants() -> list[Variant]:
@@ -189,6 +218,8 @@ def trainer_variant(settings: Settings) -> Variant:
         if len(value.split()) > 1:
             raise LabError(f"{name}={value} is not allowed for one run: expected one value (a list is for make "
                            "matrix)")
+    if versions.is_keras_release(settings.keras):
+        return keras_variant(settings.tf, settings.keras)
     if settings.tf and settings.tf != versions.DEFAULT:
         return tf_variant(settings.tf)
     return variant_for(settings.gpus, platform_for(settings.platform))
@@ -335,23 +366,34 @@ def _digest(base_id: str, paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def packages_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
-    return _digest(base_id, [INSTALL_SCRIPT, requirements])
+def packages_inputs(requirements: Path = REQUIREMENTS, parent: Variant | None = None) -> list[Path]:
+    """What a packages image is made from: the install script and the pins; for a Keras release's
+    layer, its parent's inputs, then the layer's script and lock."""
+    if parent is not None:
+        return [*packages_inputs(parent.requirements, parent.parent), KERAS_INSTALL_SCRIPT, requirements]
+    return [INSTALL_SCRIPT, requirements]
 
 
-def build_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS) -> str:
+def packages_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS, parent: Variant | None = None) -> str:
+    return _digest(base_id, packages_inputs(requirements, parent))
+
+
+def build_inputs_digest(base_id: str, requirements: Path = REQUIREMENTS, parent: Variant | None = None) -> str:
     """The trainer image's inputs: the packages image's and the code's."""
-    return _digest(base_id, [INSTALL_SCRIPT, DOCKERFILE, requirements, *sorted(CODE.rglob("*.py"))])
+    inputs = packages_inputs(requirements, parent)
+    return _digest(base_id, [*inputs[:1], DOCKERFILE, *inputs[1:], *sorted(CODE.rglob("*.py"))])
 
 
 def image_tag(image: Variant, base_id: str) -> str:
     """The trainer image's name for these inputs: tflab-trainer:cpu-0123456789ab."""
-    return f"{REPOSITORY}:{image.name}-{build_inputs_digest(base_id, image.requirements)[:DIGEST_LENGTH]}"
+    digest = build_inputs_digest(base_id, image.requirements, image.parent)
+    return f"{REPOSITORY}:{image.name}-{digest[:DIGEST_LENGTH]}"
 
 
 def packages_tag(image: Variant, base_id: str) -> str:
     """The packages image's name: tflab-trainer-packages:cpu-0123456789ab."""
-    return f"{PACKAGES_REPOSITORY}:{image.name}-{packages_inputs_digest(base_id, image.requirements)[:DIGEST_LENGTH]}"
+    digest = packages_inputs_digest(base_id, image.requirements, image.parent)
+    return f"{PACKAGES_REPOSITORY}:{image.name}-{digest[:DIGEST_LENGTH]}"
 
 
 def foreign_platform(image: Variant, native: str) -> str:
@@ -407,6 +449,8 @@ def remove_rebuildable() -> None:
     variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64), *tf_variants()]
     remove_built()
     BUILT.unlink(missing_ok=True)
+    variants += [Variant(folder.name, Path(), folder, folder / ".pins-sha256", "")  # Keras releases' wheelhouses
+                 for folder in sorted(TF_WHEELS.glob("wheels-*-keras*")) if folder.is_dir()]
     for image in variants:
         for wheel in image.wheels.glob("*.whl"):
             wheel.unlink()
@@ -424,8 +468,44 @@ def remove_built() -> None:
             print(f"tflab: removed image {name}")
 
 
+def ensure_keras_layer(image: Variant, base: str, base_id: str, native: str) -> str:
+    """A Keras release's packages image: its parent's (built unless it exists), with the TF line's
+    Keras uninstalled and the release's wheels installed, committed; its tag."""
+    tag = packages_tag(image, base_id)
+    if image_id(tag):
+        return tag
+    parent = ensure_packages(image.parent, base, base_id, native)
+    ensure_wheels(image)
+    wanted = pinned_wheels(image)
+    say(f"making {tag} on {parent}: Keras from {image.requirements.relative_to(REPO)} ({len(wanted)} wheel(s))")
+    files = {"install-keras.sh": KERAS_INSTALL_SCRIPT, "requirements.txt": image.requirements,
+             **{f"wheels/{wheel.name}": wheel for wheel in wanted}}
+    with builder.context(image.wheels.parent, files) as context:
+        code, tail = builder.install_and_commit(
+            parent, context, "/tmp/tflab-install", ["sh", "/tmp/tflab-install/install-keras.sh"], tag,
+            [*PACKAGES_CONFIG, f"LABEL {IMAGE_LABEL}"], IMAGE_LABEL, f"making {tag}", say,
+            progress.InstallCounter(len(wanted)), foreign_platform(image, native))
+    if code != 0:
+        print(tail, file=sys.stderr)
+        raise LabError(f"making {tag} failed (the install's output above)")
+    record_built(tag)
+    return tag
+
+
+def pinned_wheels(image: Variant) -> list[Path]:
+    """The wheels of the wheelhouse that the variant's pins name (a wheel's file name starts with its
+    name, - as _, and ==version as -version-)."""
+    names = [line.split(" ", 1)[0].split("==") for line in image.requirements.read_text().splitlines()
+             if line and not line.startswith("#")]
+    wanted = {f"{name.replace('-', '_')}-{version}-".lower() for name, version in names}
+    return [wheel for wheel in sorted(image.wheels.glob("*.whl"))
+            if any(wheel.name.lower().startswith(prefix) for prefix in wanted)]
+
+
 def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str:
     """The packages image for this variant on this base, built unless it exists; its tag."""
+    if image.parent is not None:
+        return ensure_keras_layer(image, base, base_id, native)
     tag = packages_tag(image, base_id)
     if image_id(tag):
         return tag
@@ -477,11 +557,13 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
 
 def removal_order() -> list[str]:
     """What `make clean` removes of the images this checkout built, each before what it is built
-    on: scripts' images, trainer images, packages images, then a local base it bootstrapped (a
+    on: scripts' images, trainer images, Keras releases' layers, packages images, then a local base it bootstrapped (a
     base another checkout bootstrapped stays: that checkout's images are built on it)."""
     built = built_images()
     return (built_images("scripts") + [tag for tag in built if tag.startswith(f"{REPOSITORY}:")]
-            + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:")] + built_images("bases"))
+            + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:") and "-keras" in tag]  # layers first
+            + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:") and "-keras" not in tag]
+            + built_images("bases"))
 
 
 def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[str, str], platform: str = "") -> None:

@@ -3,13 +3,16 @@ one run per cell, and what breaks where.
 
     make matrix                                  # TF="2.15 2.18 2.21 next" x KERAS="tf-keras keras3"
     make matrix TF="2.15 2.21" KERAS=tf-keras STRATEGIES=multiworker SCRIPT=train.py
+    make matrix TF=2.21 KERAS="3.12 3.14 3.15 nightly" STRATEGIES=mirrored SCRIPT=loop.py   # which Keras fixes it
 
 Each cell is one run as `make up` makes it, in its own folder inside the matrix's
 (runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
 engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
 whose tf.keras is Keras 2, tf-keras where PyPI has none) is a cell marked n/a with the reason, never
-a refusal of the matrix. A failed cell carries the explanation of explain.py's table (its
-signature, what and fix). The matrix writes, in its folder:
+a refusal of the matrix; a Keras release pip cannot install with that TF (its lock says so,
+keraslock.py) is a cell marked not installable, with pip's reason. A failed cell carries the
+explanation of explain.py's table (its signature, what and fix); every cell that ran says the Keras
+its chief imported. The matrix writes, in its folder:
 
     matrix.json   the cells (Matrix below: typed, versioned, written by `write` alone)
     matrix.md     the grid, the verdict, losses per epoch, step time and memory per cell
@@ -29,18 +32,21 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
-from tflab import report, runfolder, runner, versions
+from tflab import keraslock, report, runfolder, runner, versions
 from tflab.console import display_path, say
 from tflab.errors import LabError
 from tflab.explain import Evidence, explain
 from tflab.foreign import ForeignFile
 from tflab.runfolder import Record, SummaryError, _record
+from tflab.schema import by_event, complete
 from tflab.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 
 MATRIX = "matrix.json"
-MATRIX_VERSION = 1  # 1: the first matrix.json (2026-12)
+MATRIX_VERSION = 2  # 1: the first matrix.json (2026-12); 2: Keras releases, keras_imported, "not installable"
+READABLE_VERSIONS = (1, 2)  # a version 1 file reads as 2 with no keras_imported
 MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless given: a cell in seconds
-OUTCOMES = ("ok", "failed", "timed out", "interrupted", "n/a", "not run")
+OUTCOMES = ("ok", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
+NOT_A_RUN = ("n/a", "not installable")  # cells that never run, and are no failure of the matrix
 LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
 
 
@@ -50,7 +56,7 @@ class Cell(Record):
 
     tf: str  # 2.15, or 2.22 for TF=next
     tf_release: str  # the tensorflow-cpu release its lock file pins: 2.15.1, 2.22.0rc0
-    keras: str  # keras3 | tf-keras | bundled
+    keras: str  # keras3 | tf-keras | bundled | a Keras release: 3.12, nightly
     strategy: str
     outcome: str  # OUTCOMES
     signature: str | None = None  # a failed cell's explanation (explain.py), e.g. keras3-multiworker
@@ -62,6 +68,7 @@ class Cell(Record):
     wall_seconds: float | None = None
     losses: list = dataclasses.field(default_factory=list)  # per epoch, the chief's
     run: str | None = None  # its folder inside the matrix's; None where it never ran
+    keras_imported: str | None = None  # what the chief's process imported: "keras 3.15.1", "tf-keras 2.21.0"
 
 
 @dataclasses.dataclass(eq=False)
@@ -80,8 +87,9 @@ class Matrix(Record):
         """ValueError (SummaryError, naming the field) for anything the lab did not write."""
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             raise SummaryError("not a matrix: no list of cells")
-        if data.get("version") != MATRIX_VERSION:
-            raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not {MATRIX_VERSION}")
+        if data.get("version") not in READABLE_VERSIONS:
+            raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not one of "
+                               f"{', '.join(map(str, READABLE_VERSIONS))}")
         cells = [_record(Cell, cell, f"cells[{index}].") for index, cell in enumerate(data["cells"])]
         for index, cell in enumerate(cells):
             if cell.outcome not in OUTCOMES:
@@ -100,8 +108,9 @@ class Matrix(Record):
 
 
 def cell_run(tf: str, keras: str, strategy: str) -> str:
-    """The cell's run folder name: tf2-15-tf-keras-multiworker (a run id has no dots)."""
-    return f"tf{tf.replace('.', '-')}-{keras}-{strategy}"
+    """The cell's run folder name: tf2-15-tf-keras-multiworker, tf2-21-keras3-15-mirrored (a run id has no dots)."""
+    keras = f"keras{keras}" if versions.is_keras_release(keras) and keras != "nightly" else keras
+    return f"tf{tf.replace('.', '-')}-{keras.replace('.', '-')}-{strategy}"
 
 
 def sized(settings: Settings, given: Mapping[str, str]) -> Settings:
@@ -125,6 +134,17 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
                     cell.outcome, cell.what = "n/a", refusal.split(": ", 1)[1]
                     planned.append((cell, None))
                     continue
+                if versions.is_keras_release(keras):
+                    try:
+                        lock = keraslock.read(tf, keras)
+                    except keraslock.LockError as error:
+                        cell.outcome, cell.what = "n/a", str(error)
+                        planned.append((cell, None))
+                        continue
+                    if lock.not_installable:
+                        cell.outcome, cell.what = "not installable", f"pip: {lock.not_installable}"
+                        planned.append((cell, None))
+                        continue
                 cell.run = cell_run(tf, keras, strategy)
                 try:
                     one = settings.replace(tf=tf, keras=keras, strategy=strategy, run=cell.run, runs_dir=str(folder))
@@ -146,6 +166,8 @@ def fill(cell: Cell, run_dir: Path) -> None:
     except FileNotFoundError:
         cell.outcome = "failed"
         return
+    if summary.tasks:
+        cell.keras_imported = imported_keras(run_dir, summary.tasks[0].task)
     cell.outcome = "ok" if summary.ok else summary.outcome if summary.outcome in OUTCOMES else "failed"
     if summary.ok:
         return
@@ -155,6 +177,19 @@ def fill(cell: Cell, run_dir: Path) -> None:
     else:
         failed = next((task for task in summary.tasks if task.status != "ok"), None)
         cell.what = (failed.error if failed and failed.error else summary.outcome)
+
+
+def imported_keras(run_dir: Path, task: str) -> str | None:
+    """The Keras a task's process imported: a script's own `imported` events (trainer/kerasversion.py:
+    "keras 3.15.1", "tf-keras 2.21.0"), else what its start said tf.keras is (the lab's trainer)."""
+    records = complete(runfolder.events(run_dir, task))
+    imported = [f"{'tf-keras' if record['module'] == 'tf_keras' else record['module']} {record['version']}"
+                for record in by_event(records, "imported")]
+    if imported:
+        return ", ".join(dict.fromkeys(imported))[:200]
+    started = by_event(records, "start")
+    said = started[0]["versions"].get("keras") if started else None
+    return said[:200] if isinstance(said, str) else None
 
 
 def not_started(cell: Cell, error: LabError) -> None:
@@ -167,16 +202,56 @@ def not_started(cell: Cell, error: LabError) -> None:
         cell.what = str(error)
 
 
+def keras_head(keras: str) -> str:
+    """A Keras in the grid and the verdict: tf-keras, keras3, Keras 3.12, nightly."""
+    return f"Keras {keras}" if versions.is_keras_release(keras) and keras != "nightly" else keras
+
+
+def releases_verdict(cells: list[Cell]) -> list[str]:
+    """Where a failure starts and where it is fixed, along the Keras releases each TF x strategy ran
+    with (KERAS=3.12 3.15 nightly): "mirrored on 2.21: breaks from Keras 3.14 (exception); fixed in
+    nightly (3.16.0.dev2026102704, 2026-10-27)". Only what ran speaks: a release not in the matrix
+    is not guessed at."""
+    rows: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        if versions.is_keras_release(cell.keras) and cell.outcome in ("ok", "failed", "timed out"):
+            rows.setdefault((cell.strategy, cell.tf), []).append(cell)
+    parts = []
+    for (strategy, tf), row in rows.items():
+        row.sort(key=lambda cell: versions.keras_release_key(cell.keras))
+        bad = [index for index, cell in enumerate(row) if cell.outcome != "ok"]
+        if not bad:
+            continue
+        first, last = bad[0], bad[-1]
+        whys = list(dict.fromkeys(cell.signature or cell.outcome for cell in row if cell.outcome != "ok"))
+        why = f" ({', '.join(whys)})"
+        if first > 0:
+            text = f"breaks from {keras_head(row[first].keras)}{why}"
+        else:
+            text = f"fails on {keras_head(row[first].keras)}, the oldest Keras run{why}"
+        between = [keras_head(cell.keras) for cell in row[first:last] if cell.outcome == "ok"]
+        if between:
+            text += f", passes on {', '.join(between)} between"
+        if last < len(row) - 1:
+            text += f"; fixed in {versions.keras_label(row[last + 1].keras)}"
+        else:
+            text += f"; not fixed up to {versions.keras_label(row[last].keras)}, the newest Keras run"
+        several = len({cell.tf for cell in cells}) > 1  # else the verdict's span names the one TF
+        parts.append(f"{strategy}{f' on {versions.label(tf)}' if several else ''}: {text}")
+    return parts
+
+
 def verdict(cells: list[Cell]) -> str:
-    """One line a person can act on: what breaks, where, and what passes."""
-    ran = [cell for cell in cells if cell.outcome != "n/a"]
+    """One line a person can act on: what breaks, where (and from which Keras release, and where
+    it is fixed), and what passes."""
+    ran = [cell for cell in cells if cell.outcome not in NOT_A_RUN]
     tfs = list(dict.fromkeys(versions.label(cell.tf) for cell in cells))
     span = f"{tfs[0]} → {tfs[-1]}" if len(tfs) > 1 else tfs[0]
-    parts = []
+    parts = releases_verdict(cells)
     broken: dict[tuple[str, str, str], list[str]] = {}
     unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
     for cell in ran:
-        if cell.outcome not in ("ok", "n/a", "interrupted", "not run"):
+        if cell.outcome not in ("ok", "interrupted", "not run") and not versions.is_keras_release(cell.keras):
             broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome), []).append(
                 versions.label(cell.tf))
     for (strategy, keras, why), where in broken.items():
@@ -187,7 +262,7 @@ def verdict(cells: list[Cell]) -> str:
     if ran and all(cell.outcome == "ok" for cell in ran):
         parts.append("every cell passes")
     else:
-        for keras in dict.fromkeys(cell.keras for cell in ran):
+        for keras in dict.fromkeys(cell.keras for cell in ran if not versions.is_keras_release(cell.keras)):
             own = [cell for cell in ran if cell.keras == keras]
             if all(cell.outcome == "ok" for cell in own) and len(own) < len(ran):
                 parts.append(f"with {keras} every cell passes")
@@ -197,6 +272,9 @@ def verdict(cells: list[Cell]) -> str:
         parts.append("final losses identical" if spread == 0 else f"final losses agree to {spread:.0e}"
                      if spread <= LOSS_AGREEMENT
                      else f"final losses differ by up to {spread:.1%} (matrix.md: per epoch)")
+    not_installable = [keras_head(cell.keras) for cell in cells if cell.outcome == "not installable"]
+    if not_installable:
+        parts.append(f"not installable (pip): {', '.join(dict.fromkeys(not_installable))}")
     not_applicable = sum(cell.outcome == "n/a" for cell in cells)
     if not_applicable:
         parts.append(f"{not_applicable} cell(s) n/a")
@@ -206,7 +284,7 @@ def verdict(cells: list[Cell]) -> str:
 
 
 def passed(cells: list[Cell]) -> bool:
-    return any(cell.outcome == "ok" for cell in cells) and all(cell.outcome in ("ok", "n/a") for cell in cells)
+    return any(cell.outcome == "ok" for cell in cells) and all(cell.outcome in ("ok", *NOT_A_RUN) for cell in cells)
 
 
 def write(folder: Path, settings: Settings, cells: list[Cell]) -> Matrix:
@@ -226,18 +304,23 @@ def columns(cells: list[Cell]) -> list[tuple[str, str]]:
 def mark(cell: Cell) -> str:
     if cell.outcome == "ok":
         return "ok"
-    if cell.outcome == "n/a":
-        return "n/a"
+    if cell.outcome in NOT_A_RUN:
+        return cell.outcome
     return f"{cell.outcome}: {cell.signature}" if cell.signature else cell.outcome
+
+
+def said(cell: Cell) -> str:
+    """A cell in the grid: its mark, and the Keras its chief imported where it ran."""
+    return mark(cell) + (f" ({cell.keras_imported})" if cell.keras_imported else "")
 
 
 def grid(result: Matrix) -> list[list[str]]:
     """Rows of the grid: a header, then one row per TF."""
     heads = columns(result.cells)
     by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
-    rows = [["TF", *[f"{keras} {strategy}" for keras, strategy in heads]]]
+    rows = [["TF", *[f"{keras_head(keras)} {strategy}" for keras, strategy in heads]]]
     for tf in dict.fromkeys(cell.tf for cell in result.cells):
-        rows.append([versions.label(tf), *[mark(by[(tf, *head)]) if (tf, *head) in by else "" for head in heads]])
+        rows.append([versions.label(tf), *[said(by[(tf, *head)]) if (tf, *head) in by else "" for head in heads]])
     return rows
 
 
@@ -250,10 +333,11 @@ def markdown(result: Matrix) -> str:
     lines = [f"# Matrix {result.run}", "", f"**{result.verdict}**", "",
              "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0]),
              *["| " + " | ".join(row) + " |" for row in rows[1:]], "",
-             "## Cells", "", "| TF | release | Keras | strategy | outcome | final loss | steady step (ms) | "
-             "peak RSS (MB) | wall (s) | run |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "## Cells", "", "| TF | release | Keras | imported | strategy | outcome | final loss | steady step (ms) | "
+             "peak RSS (MB) | wall (s) | run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for cell in result.cells:
-        lines.append(f"| {versions.label(cell.tf)} | {cell.tf_release} | {cell.keras} | {cell.strategy} | "
+        lines.append(f"| {versions.label(cell.tf)} | {cell.tf_release} | {versions.keras_label(cell.keras)} | "
+                     f"{cell.keras_imported or '-'} | {cell.strategy} | "
                      f"{mark(cell)} | {_number(cell.final_loss, '.6g')} | "
                      f"{_number(cell.steady_step_seconds and cell.steady_step_seconds * 1000, '.2f')} | "
                      f"{_number(cell.peak_rss_bytes and cell.peak_rss_bytes / 1e6, '.0f')} | "
@@ -262,7 +346,8 @@ def markdown(result: Matrix) -> str:
     if explained:
         lines += ["", "## Why", ""]
         for cell in explained:
-            lines.append(f"- TF {versions.label(cell.tf)}, {cell.keras}, {cell.strategy}: {mark(cell)}: {cell.what}"
+            lines.append(f"- TF {versions.label(cell.tf)}, {keras_head(cell.keras)}, {cell.strategy}: {mark(cell)}: "
+                         f"{cell.what}"
                          + (f" Fix: {cell.fix}" if cell.fix else ""))
     with_losses = [cell for cell in result.cells if cell.losses]
     if with_losses:
@@ -271,7 +356,7 @@ def markdown(result: Matrix) -> str:
     return "\n".join(lines) + "\n"
 
 
-COLOURS = {"ok": "#4caf50", "n/a": "#bdbdbd", "not run": "#eeeeee"}  # any other outcome: red
+COLOURS = {"ok": "#4caf50", "n/a": "#bdbdbd", "not installable": "#9e9e9e", "not run": "#eeeeee"}  # else red
 RED = "#e53935"
 
 
@@ -298,7 +383,7 @@ def plot(result: Matrix, path: Path) -> bool:
             axes.text(column + 0.48, row + 0.46, text, ha="center", va="center", fontsize=8, wrap=True)
     axes.set_xlim(0, len(heads))
     axes.set_ylim(len(tfs), 0)
-    axes.set_xticks([i + 0.48 for i in range(len(heads))], [f"{k}\n{s}" for k, s in heads], fontsize=9)
+    axes.set_xticks([i + 0.48 for i in range(len(heads))], [f"{keras_head(k)}\n{s}" for k, s in heads], fontsize=9)
     axes.set_yticks([i + 0.46 for i in range(len(tfs))], [f"TF {versions.label(tf)}" for tf in tfs], fontsize=9)
     axes.tick_params(length=0)
     for side in axes.spines.values():
@@ -326,7 +411,8 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
     cells = [cell for cell, _ in planned]
     write(folder, settings, cells)
     for number, (cell, one) in enumerate(runnable, 1):
-        say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {cell.keras}, {cell.strategy} "
+        say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {versions.keras_label(cell.keras)}, "
+            f"{cell.strategy} "
             f"({number} of {len(runnable)})")
         try:
             runner.up(one, link_latest=False)

@@ -733,8 +733,7 @@ def _tf(name: str, raw: str) -> str:
 
 
 def _keras(name: str, raw: str) -> str:
-    return _words(name, raw, lambda word: word if word in versions.KERAS_CHOICES else None,
-                  " | ".join(versions.KERAS_CHOICES) + " (a list for make matrix)")
+    return _words(name, raw, versions.keras_canonical, versions.KERAS_ALLOWED + " (a list for make matrix)")
 
 
 def _strategies(name: str, raw: str) -> str:
@@ -753,6 +752,10 @@ def _check_versions(settings: "SettingsRules") -> None:
     if settings.tf and (settings.gpus or settings.platform == "linux/arm64"):
         raise SettingsError(f"TF={settings.tf} is not allowed with GPUS or PLATFORM=linux/arm64: the lock files "
                             "of TF= are CPU wheels for linux/amd64; leave TF empty for the lab's own image")
+    releases = [word for word in settings.keras.split() if versions.is_keras_release(word)]
+    if releases and (settings.gpus or settings.platform == "linux/arm64"):
+        raise SettingsError(f"KERAS={settings.keras} is not allowed with GPUS or PLATFORM=linux/arm64: the locks of "
+                            "a Keras release are CPU wheels for linux/amd64; expected KERAS=keras3, tf-keras or empty")
     if len(settings.tf.split()) <= 1 and len(settings.keras.split()) == 1:
         refusal = versions.keras_refusal(settings.tf, settings.keras)
         if refusal:
@@ -886,11 +889,13 @@ SETTINGS: tuple[Setting, ...] = (
             f"lab's own, {versions.DEFAULT}; make matrix: a list, empty: {MATRIX_TF}",
             commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
             tfjob=OWN_IMAGE),
-    Setting("KERAS", "", _keras, "empty | " + " | ".join(versions.KERAS_CHOICES),
+    Setting("KERAS", "", _keras, "empty | " + versions.KERAS_ALLOWED,
             "tf.keras: keras3 (TF 2.16 on), tf-keras (tf_keras, TF_USE_LEGACY_KERAS=1; TF 2.14 to 2.21) or bundled "
-            f"(Keras 2, TF <= 2.15); empty: tf-keras from 2.16, else bundled; make matrix: a list, empty: "
+            "(Keras 2, TF <= 2.15), or a Keras release in place of the TF line's own (3.10 .. 3.15, nightly: "
+            f"{versions.keras_label('nightly')}; TF 2.16 on); empty: tf-keras from 2.16, else bundled; make matrix: "
+            "a list, empty: "
             f"{MATRIX_KERAS}",
-            commands=("up", "compare", "chaos", "soak", "matrix"),
+            commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
             tfjob=OWN_IMAGE),
     Setting("STRATEGIES", "mirrored multiworker", _strategies, " | ".join(MATRIX_STRATEGIES) + ", one or more",
             "make matrix: the strategies each TF and KERAS runs with (WORKERS, REPLICAS as set)",

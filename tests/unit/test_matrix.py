@@ -67,10 +67,10 @@ def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
              cell("2.22", "tf-keras", "mirrored", "n/a", what="PyPI has no tf-keras for it")]
     written = matrix.write(tmp_path, Settings(), cells)
     data = json.loads((tmp_path / "matrix.json").read_text())
-    assert data["version"] == 1 and data["ok"] is False and data["verdict"] == written.verdict
+    assert data["version"] == 2 and data["ok"] is False and data["verdict"] == written.verdict
     assert set(data["cells"][0]) == {"tf", "tf_release", "keras", "strategy", "outcome", "signature", "what", "fix",
                                      "final_loss", "steady_step_seconds", "peak_rss_bytes", "wall_seconds", "losses",
-                                     "run"}
+                                     "run", "keras_imported"}
     back = Matrix.read(tmp_path)
     assert [c.to_dict() for c in back.cells] == [c.to_dict() for c in cells]
     text = (tmp_path / "matrix.md").read_text()
@@ -81,7 +81,7 @@ def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
 
 
 @pytest.mark.parametrize("change, named", [
-    (lambda d: d.update(version=2), "version is 2, not 1"),
+    (lambda d: d.update(version=3), "version is 3, not one of 1, 2"),
     (lambda d: d["cells"][0].update(outcome="great"), "cells[0].outcome is 'great'"),
     (lambda d: d["cells"][0].update(final_loss="low"), "cells[0].final_loss is \"low\""),
     (lambda d: d["cells"][0].update(losses=[1, "x"]), "cells[0].losses[1] is \"x\", not a number"),
@@ -154,3 +154,75 @@ def test_an_interrupt_stops_the_matrix_and_says_which_cells_never_ran(stood_in, 
     written = Matrix.read(tmp_path / "m")
     assert [c.outcome for c in written.cells] == ["ok", "n/a", "interrupted", "not run"]
     assert written.verdict == "2.15 → 2.21: interrupted: 2 cell(s) did not finish; 1 cell(s) n/a"
+
+
+def test_a_version_1_matrix_reads_back_with_no_keras_imported(tmp_path):
+    matrix.write(tmp_path, Settings(), [cell("2.15", "tf-keras", "mirrored")])
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    data["version"] = 1
+    for one in data["cells"]:
+        one.pop("keras_imported")
+    (tmp_path / "matrix.json").write_text(json.dumps(data))
+    assert Matrix.read(tmp_path).cells[0].keras_imported is None
+
+
+NIGHTLY = "nightly (3.16.0.dev2026102704, 2026-10-27)"
+
+
+@pytest.mark.parametrize("outcomes, said", [
+    (("ok", "failed", "failed", "ok"), f"mirrored: breaks from Keras 3.14 (exception); fixed in {NIGHTLY}"),
+    (("failed", "failed", "failed", "ok"),
+     f"mirrored: fails on Keras 3.12, the oldest Keras run (exception); fixed in {NIGHTLY}"),
+    (("ok", "ok", "failed", "failed"),
+     f"mirrored: breaks from Keras 3.15 (exception); not fixed up to {NIGHTLY}, the newest Keras run"),
+    (("ok", "failed", "ok", "failed"), "mirrored: breaks from Keras 3.14 (exception), passes on Keras 3.15 "
+                                       f"between; not fixed up to {NIGHTLY}, the newest Keras run"),
+])
+def test_the_verdict_says_where_a_failure_starts_and_where_it_is_fixed_along_keras_releases(outcomes, said):
+    # Given in any order: the verdict orders releases itself, nightly last.
+    kerases = ("3.12", "3.14", "3.15", "nightly")
+    cells = [cell("2.21", keras, "mirrored", outcome, signature="exception" if outcome == "failed" else None,
+                  final_loss=2.0 if outcome == "ok" else None) for keras, outcome in zip(kerases, outcomes)]
+    cells = [cells[3], cells[1], cells[0], cells[2]]
+    assert (matrix.verdict(cells) + ";").startswith(f"2.21: {said};")
+    assert not matrix.passed(cells)
+
+
+def test_a_keras_release_pip_cannot_install_is_a_cell_marked_so_with_pips_reason(tmp_path):
+    """The locks in requirements/keras say so (tools/lock.py wrote them): TF 2.21 asks keras>=3.12."""
+    planned = matrix.plan(Settings(tf="2.21 2.15", keras="3.10 3.12 tf-keras", strategies="mirrored"), tmp_path)
+    by = {(c.tf, c.keras): (c, one) for c, one in planned}
+    refused, none = by[("2.21", "3.10")]
+    assert none is None and refused.outcome == "not installable" and refused.run is None
+    assert refused.what == "pip: The user requested keras==3.10.0; tensorflow-cpu 2.21.0 depends on keras>=3.12.0"
+    runs, one = by[("2.21", "3.12")]
+    assert runs.run == "tf2-21-keras3-12-mirrored" and one.keras == "3.12"
+    assert by[("2.15", "3.12")][0].outcome == "n/a"  # tf.keras is Keras 2 there
+    cells = [c for c, _ in planned]
+    for c in cells:
+        if c.outcome == "not run":
+            c.outcome, c.final_loss = "ok", 1.0
+    assert matrix.passed(cells)  # not installable is no failure of the matrix
+    assert matrix.verdict(cells) == ("2.21 → 2.15: every cell passes; final losses identical; not installable (pip): "
+                                     "Keras 3.10; 2 cell(s) n/a")
+    matrix.write(tmp_path, Settings(), cells)
+    text = (tmp_path / "matrix.md").read_text()
+    assert "| TF | Keras 3.10 mirrored | Keras 3.12 mirrored | tf-keras mirrored |" in text
+    assert "| 2.21 | not installable | ok | ok |" in text
+
+
+def test_each_cell_says_the_keras_its_chief_imported(tmp_path):
+    from tflab import runfolder
+
+    run = tmp_path / "r"
+    run.mkdir()
+    start = {"event": "start", "task": "worker-0", "time": 1.0, "role": "script", "strategy": "mirrored",
+             "cluster": {}, "versions": {"tensorflow": "2.21.0", "keras": "keras 3.15.1"}, "settings": {}}
+    imported = {"event": "imported", "task": "worker-0", "time": 2.0, "module": "keras",
+                "version": "3.16.0.dev2026102704"}
+    runfolder.log_path(run, "worker-0").write_text(json.dumps(start) + "\n" + json.dumps(imported) + "\n")
+    assert matrix.imported_keras(run, "worker-0") == "keras 3.16.0.dev2026102704"  # the process's own word wins
+    runfolder.log_path(run, "worker-0").write_text(json.dumps(start) + "\n")
+    assert matrix.imported_keras(run, "worker-0") == "keras 3.15.1"
+    done = cell("2.21", "nightly", "mirrored", keras_imported="keras 3.16.0.dev2026102704")
+    assert matrix.said(done) == "ok (keras 3.16.0.dev2026102704)"

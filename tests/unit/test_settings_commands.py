@@ -69,7 +69,7 @@ def test_the_few_commands_read_what_their_code_reads():
     settings are not soak's, which draws them at random; stack-up is BACKEND=swarm whatever."""
     assert settings_of("summary") == settings_of("logs") == settings_of("report") == ["RUN", "RUNS_DIR"]
     assert settings_of("down") == ["RUN", "RUNS_DIR", "FORCE"]
-    assert settings_of("wheels") == ["GPUS", "PLATFORM", "TF"]
+    assert settings_of("wheels") == ["GPUS", "PLATFORM", "TF", "KERAS"]  # KERAS=3.12: a Keras layer's wheels
     assert settings_of("swarm-sim") == ["NODES"] and settings_of("swarm-sim-down") == settings_of("settings") == []
     assert {"SCENARIO", "TARGET", "AT", "HEAL"} <= set(settings_of("chaos")) - set(settings_of("soak"))
     assert "BACKEND" in settings_of("up") and "BACKEND" not in settings_of("stack-up")

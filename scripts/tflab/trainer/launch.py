@@ -55,7 +55,7 @@ def versions() -> dict:
 
     legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
     return {"tensorflow": version("tensorflow-cpu", "tensorflow"),
-            "keras": f"tf-keras {version('tf-keras')}" if legacy else f"keras {version('keras')}",
+            "keras": f"tf-keras {version('tf-keras')}" if legacy else f"keras {version('keras', 'keras-nightly')}",
             "python": sys.version.split()[0]}
 
 

@@ -227,12 +227,23 @@ def build_model(name: str):
     ])
 
 
+def keras_version(package: str) -> str:
+    """The installed release of tf-keras or Keras 3; Keras 3 may be the keras-nightly distribution
+    (TF 2.22, KERAS=nightly), which installs the same module."""
+    for name in (package, "keras-nightly") if package == "keras" else (package,):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
 def versions() -> dict:
     """Versions that decide behaviour; `keras` is the package tf.keras really is (tf-keras or Keras 3);
     `machine` the architecture it ran on (aarch64 in the arm64 image, emulated or not)."""
     legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
     keras_package = "tf-keras" if legacy else "keras"
-    return {"tensorflow": tf.__version__, "keras": f"{keras_package} {importlib.metadata.version(keras_package)}",
+    return {"tensorflow": tf.__version__, "keras": f"{keras_package} {keras_version(keras_package)}",
             "python": sys.version.split()[0], "machine": platform.machine()}  # x86_64 | aarch64
 
 
