@@ -17,14 +17,15 @@ from tflab import images, labels
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "scripts" / "tflab"
 # Named on purpose, and not ours: upstream files (TensorFlow's, read for PreemptionCheckpointHandler)
-# and the names a user's own project has (their script, their conftest.py).
+# and the names a user's own project has (their script, their conftest.py); a name after `=`
+# (`SCRIPT=loop.py`) is a value a user gives, not a file of ours.
 NOT_OURS = {"failure_handling_util.py", "SCRIPT.py", "conftest.py", "path/to/train.py",
             "tensorflow/python/distribute/failure_handling/failure_handling_util.py"}
 # Dotted, and no module: Docker label keys (labels.py's `tflab.run`, images.py's `tflab.image`) and
 # the GCE-like hostname the metadata stand-in answers (`<task>.c.tflab.internal`).
 LABEL_KEYS = {value for name, value in vars(labels).items() if isinstance(value, str) and value.startswith("tflab.")}
 LABEL_KEYS |= {images.IMAGE_LABEL.split("=")[0], "tflab.internal"}
-FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.py)\b")
+FILE_NAME = re.compile(r"(?<![\w/.=-])((?:[\w-]+/)*[\w-]+\.py)\b")
 DOTTED = re.compile(r"(?<![\w.])tflab\.([A-Za-z_][\w.]*\w)")
 
 
