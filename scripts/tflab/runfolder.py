@@ -411,11 +411,28 @@ CONTAINED = {
 FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
 CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
+# The fields of the objects inside those containers that readers use: a list where a number or a
+# string is would crash them (an unhashable key in summary.resume_lines, sorted() of mixed types in
+# preemption.result_line), so each is checked as the lab writes it.
+NONE = type(None)
+NUMBER = (int, float)
+INSIDE = {
+    "restored": {"epoch": (int,), "step": (int,)},  # summary.py
+    "evals": {"epoch": (int,), "step": (int,), "loss": NUMBER},  # summary.py
+    "resumes": {"attempt": (int,), "resumed": (bool, NONE), "words": (str,)},  # resume.resumes
+}
+PREEMPTION = {  # preemption.Preemption.result
+    "target": (str,), "notice": (str,), "grace": NUMBER, "noticed_at": (*NUMBER, NONE),
+    "step_at_notice": (int, NONE), "exit_code": (int, NONE), "killed": (bool,), "exit_seconds": (*NUMBER, NONE),
+    "step_reached": (int, NONE), "last_checkpoint_step": (int, NONE), "resumed_steps": (dict,),
+    "steps_lost": (int, NONE), "training_again_seconds": (*NUMBER, NONE),
+}
 
 
 def _checked_value(where: str, value: Any, allowed: tuple) -> None:
     if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
-        names = " or ".join(sorted({"a number" if kind in (int, float) else "null" if kind is type(None)
+        names = " or ".join(sorted({"an integer" if kind is int and float not in allowed else
+                                    "a number" if kind in (int, float) else "null" if kind is type(None)
                                     else f"a {kind.__name__}" for kind in allowed}))
         raise SummaryError(f"{where} is {foreign.shown(json.dumps(value)[:60], 60)}, not {names}")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
@@ -440,6 +457,8 @@ def _record(kind, data: Any, where: str):
         _checked_value(f"{where}{name}", value, tuple(t for part in parts if part != "None" for t in KINDS[part]))
         for index, item in enumerate(value if name in CONTAINED else []):
             _checked_value(f"{where}{name}[{index}]", item, CONTAINED[name])
+            for key, allowed in INSIDE.get(name, {}).items():
+                _checked_value(f"{where}{name}[{index}].{key}", item.get(key), allowed)
         if name == "explanation":
             for key, allowed in EXPLANATION.items():
                 _checked_value(f"{where}explanation.{key}", value.get(key), allowed)
@@ -451,7 +470,22 @@ def _record(kind, data: Any, where: str):
         if name == "chaos":
             for key in CHAOS_NUMBERS:
                 _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))
+            _checked_preemptions(f"{where}chaos.preemptions", value.get("preemptions"))
     return kind(**{key: value for key, value in data.items() if key in known})
+
+
+def _checked_preemptions(where: str, value: Any) -> None:
+    """chaos.preemptions (SCENARIO=preempt only): a list of Preemption.result's records, each
+    resumed_steps a task -> step object."""
+    if value is None:
+        return
+    _checked_value(where, value, (list,))
+    for index, record in enumerate(value):
+        _checked_value(f"{where}[{index}]", record, (dict,))
+        for key, allowed in PREEMPTION.items():
+            _checked_value(f"{where}[{index}].{key}", record.get(key), allowed)
+        for task, step in record["resumed_steps"].items():
+            _checked_value(f"{where}[{index}].resumed_steps.{foreign.shown(task, 60)}", step, (int,))
 
 
 def read_run_config(path: Path) -> tuple[dict, Settings]:
