@@ -16,12 +16,14 @@ Shared by the host side and the trainer: imports neither TensorFlow nor any Dock
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
 import secrets
 import socket
+import tempfile
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -163,12 +165,38 @@ def new_run_id() -> str:
 
 
 def planned(settings: Settings) -> Path:
-    """The folder a new run will write: RUN, or a fresh id; refused if it exists."""
+    """The folder a new run will write: RUN, or a fresh id; refused if it exists, or where RUNS_DIR
+    cannot take it (writable), before anything starts."""
     run_dir = runs_dir(settings) / (settings.run or new_run_id())
     if run_dir.exists() or run_dir.is_symlink():
         raise LabError(f"RUN={run_dir.name} already exists ({run_dir}); a run's outputs are never "
                        "overwritten: choose another RUN, or leave it empty for a fresh id")
+    writable(run_dir.parent)
     return run_dir
+
+
+RUNS_DIR_ALLOWED = "expected a folder the lab can write, whose latest (if any) is the lab's link to the newest run"
+
+
+def writable(runs: Path) -> None:
+    """LabError, one line, where a run cannot be made in `runs` (RUNS_DIR): `latest` is not the
+    lab's link (a folder or file there would stop the link's update, after the run folder and
+    owner.json were written), or the nearest folder that exists cannot hold a folder (read-only,
+    another user's, /proc), found by making one there and removing it at once."""
+    latest = runs / LATEST
+    if latest.exists() or latest.is_symlink():
+        if not latest.is_symlink():
+            kind = "a folder" if latest.is_dir() else "a file"
+            raise LabError(f"RUNS_DIR={runs} is not allowed: its {LATEST} is {kind}, not the lab's link to the newest "
+                           f"run; {RUNS_DIR_ALLOWED} (move {latest} away)")
+    existing = next((folder for folder in (runs, *runs.parents) if folder.exists()), Path("/"))
+    if not existing.is_dir():
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} is a file; {RUNS_DIR_ALLOWED}")
+    try:  # only trying tells: root passes every permission check, yet /proc and /sys refuse a folder
+        os.rmdir(tempfile.mkdtemp(prefix=".tflab-probe-", dir=existing))
+    except OSError as error:
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} cannot hold a folder ({error.strerror or error}); "
+                       f"{RUNS_DIR_ALLOWED}") from None
 
 
 def existing(settings: Settings) -> Path:
@@ -187,23 +215,39 @@ def make(path: Path, link_latest: bool, owner: bool = False) -> None:
     has written or started anything (and so has nothing of the first run's to clean up). With
     `owner` (a run, not a compare's or k8s's folder) the claimant writes owner.json, which `down`
     reads to tell a live run from one left behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    writable(path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a dangling link where RUNS_DIR is, a disk full meanwhile
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: it cannot be made ({error.strerror or error}); "
+                       f"{RUNS_DIR_ALLOWED}") from None
     try:
         os.mkdir(path)
     except FileExistsError:
         raise LabError(f"RUN={path.name} already exists ({path}): another run claimed it first; a run's "
                        "outputs are never overwritten: choose another RUN, or leave it empty for a fresh id") from None
-    uid, gid = container_user()
-    if os.getuid() == 0:
-        os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
-    if owner:
-        write_json(path / OWNER, owner_record(os.getpid()))
-    if link_latest:
-        # A name no other lab uses at the same moment, then one rename over the old link: two labs
-        # updating `latest` together each leave a whole link, never none.
-        temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
-        temporary.symlink_to(path.name)
-        os.replace(temporary, path.parent / LATEST)
+    except OSError as error:  # a disk full or gone read-only since writable() looked
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: {path} cannot be made "
+                       f"({error.strerror or error}); {RUNS_DIR_ALLOWED}") from None
+    temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
+    try:
+        uid, gid = container_user()
+        if os.getuid() == 0:
+            os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
+        if owner:
+            write_json(path / OWNER, owner_record(os.getpid()))
+        if link_latest:
+            # A name no other lab uses at the same moment, then one rename over the old link: two labs
+            # updating `latest` together each leave a whole link, never none.
+            temporary.symlink_to(path.name)
+            os.replace(temporary, path.parent / LATEST)
+    except OSError as error:  # latest made a folder since writable() looked, a full disk: the claim is undone
+        with contextlib.suppress(OSError):
+            for made in (temporary, path / OWNER):
+                made.unlink(missing_ok=True)
+            os.rmdir(path)
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: the run {path.name} could not be set up there "
+                       f"({error.strerror or error}); {RUNS_DIR_ALLOWED}") from None
 
 
 def ended_by_down(run_dir: Path) -> bool:
