@@ -483,3 +483,24 @@ def test_a_claim_whose_latest_link_fails_is_undone(tmp_path, monkeypatch):
         runfolder.make(runs / "r1", link_latest=True, owner=True)
     assert str(refused.value).startswith(f"RUNS_DIR={runs} is not allowed: the run r1 could not be set up there (")
     assert [p.name for p in runs.iterdir()] == ["latest"]
+
+
+EMPTY_RUN_DOWN = ("RUN='' is not allowed with make down: an empty RUN would remove what every run in RUNS_DIR left "
+                  "on the engine; expected a run id (RUN=<id>), or RUN left out (unset) for every run")
+
+
+def test_down_with_an_empty_run_is_refused_however_it_is_given(tmp_path):
+    """`make down RUN=` (RUN=$id with $id empty) once acted on every run in RUNS_DIR. Docker is
+    not on PATH here: a down that went on would fail on it, not refuse RUN."""
+    runs, no_docker = tmp_path / "runs", shim_path(tmp_path, None)
+    for arguments, env in ((["RUN="], {}), (["--run", ""], {}), ([], {"RUN": ""})):
+        result = run_lab("down", f"RUNS_DIR={runs}", *arguments, env=lab_env(PATH=no_docker, **env))
+        assert result.returncode == 2 and result.stdout == "", (arguments, env, result.output)
+        assert result.stderr.splitlines() == [f"tflab: {EMPTY_RUN_DOWN}"], (arguments, env)
+    blank = run_lab("down", f"RUNS_DIR={runs}", "RUN= ", env=lab_env(PATH=no_docker))
+    assert blank.returncode == 2 and blank.stderr.startswith("tflab: RUN=' ' is not allowed with make down: ")
+    assert_make_refused(run_make("down", "RUN=", f"RUNS_DIR={runs}", PATH=f"{no_docker}:/usr/bin:/bin"),
+                        EMPTY_RUN_DOWN)
+    left_out = run_lab("down", f"RUNS_DIR={runs}", env=lab_env(PATH=no_docker))  # every run: as it always was
+    assert left_out.stderr.startswith("tflab: docker is not installed"), left_out.stderr
+    assert not runs.exists()
