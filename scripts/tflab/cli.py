@@ -630,6 +630,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env(os.environ, assignments)
         if args.command == "down":
             refuse_an_empty_run(os.environ, assignments)
+        if args.command == "chaos":
+            from tflab import chaos
+
+            chaos.refuse_unread(settings, given)
         if args.command not in READ_NO_LAB_FILES:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":

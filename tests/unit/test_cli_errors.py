@@ -43,7 +43,8 @@ from tflab.settings import Settings
     (["fast"], "unexpected argument 'fast'; settings are given as NAME=value"),
     ([f"SCRIPT={REPO / 'examples/multiworker-tutorial/train.py'}", "SCRIPT_ENV=PYTHONHOME=/usr"],
      "SCRIPT_ENV=PYTHONHOME=/usr is not allowed: PYTHONHOME is the image's"),
-    ([f"SCRIPT={REPO / 'examples/multiworker-tutorial/train.py'}", "KERAS=tf-keras", "SCRIPT_ENV=TF_USE_LEGACY_KERAS=0"],
+    ([f"SCRIPT={REPO / 'examples/multiworker-tutorial/train.py'}", "KERAS=tf-keras",
+      "SCRIPT_ENV=TF_USE_LEGACY_KERAS=0"],
      "SCRIPT_ENV=TF_USE_LEGACY_KERAS=0 is not allowed: TF_USE_LEGACY_KERAS is KERAS's to set"),
 ])
 def test_bad_settings_are_refused_before_anything_starts(arguments, expected, tmp_path):
