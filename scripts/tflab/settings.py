@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from tflab import versions
+from tflab import task, versions
 from tflab.errors import LabError
 
 STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
@@ -662,8 +662,8 @@ IMAGE_ENV_NAMES = {
 }
 # Names a setting decides: set here too, SCRIPT_ENV's value would win over the setting without a word.
 SETTING_ENV_NAMES = {
-    "TF_USE_LEGACY_KERAS": "KERAS's to set (1 for KERAS=tf-keras, 0 for keras3 and bundled); expected "
-                           "KERAS=tf-keras or KERAS=keras3 instead",
+    name: "KERAS's to set (1 for KERAS=tf-keras, 0 for keras3 and bundled); expected KERAS=tf-keras or "
+          "KERAS=keras3 instead" for name in task.LEGACY_KERAS  # the task contract's name, spelled there only
 }
 DATA_DIR = "/lab/data"  # where DATA is mounted in a task, read-only ($TFLAB_DATA)
 
