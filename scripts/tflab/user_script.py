@@ -129,10 +129,10 @@ def copied(folder: Path, skip: Path | None = None, script: Path | None = None,
             if not (is_folder or stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)):
                 continue
             shown_as = f"{path.relative_to(folder)}{'/' if is_folder else ''}"
-            if secret(name, is_folder):
+            if path != script and secret(name, is_folder):
                 found.secrets.append(shown_as)
                 continue
-            if not stat.S_ISLNK(status.st_mode) and path != script and not readable(status, uid, gid,
+            if path != script and not stat.S_ISLNK(status.st_mode) and not readable(status, uid, gid,
                                                                                    5 if is_folder else 4):
                 found.closed.append(f"{shown_as} (mode {stat.S_IMODE(status.st_mode):04o})")
                 continue

@@ -294,3 +294,12 @@ def test_what_is_left_out_is_not_counted_against_the_copys_limits(tmp_path, monk
     (folder / ".git" / "pack").write_bytes(b"\0" * 2 * 2**20)
     found = user_script.copied(folder, script=folder / "train.py", user=stranger())
     assert found.secrets == [".git/"] and folder / ".git" / "pack" not in found.taken
+
+
+def test_the_script_itself_is_copied_whatever_its_name_or_mode(tmp_path):
+    folder = script_folder(tmp_path)
+    (folder / "run.key").write_text("print('named like a key')\n")
+    (folder / "run.key").chmod(0o600)
+    (folder / "other.key").write_text("")
+    found = user_script.copied(folder, script=folder / "run.key", user=stranger())
+    assert folder / "run.key" in found.taken and found.secrets == ["other.key"]
