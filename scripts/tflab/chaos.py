@@ -266,6 +266,20 @@ def chaos(settings: Settings) -> int:
     return runner.up(settings, observer=Chaos(settings))
 
 
+PREEMPT_ONLY = ("NOTICE", "GRACE")  # what SCENARIO=preempt alone reads: the notice, and the seconds to the kill
+
+
+def refuse_unread(settings: Settings, given: dict[str, str]) -> None:
+    """`make chaos SCENARIO=kill NOTICE=gce`: NOTICE and GRACE given (by name, or in the
+    environment) to a scenario that never reads them were ignored without a word. (make soak reads
+    them for the preemptions it draws.)"""
+    for name in PREEMPT_ONLY:
+        if name in given and settings.scenario != "preempt":
+            raise LabError(f"{name}={given[name]} is not allowed with SCENARIO={settings.scenario}: NOTICE and GRACE "
+                           "are SCENARIO=preempt's (the notice the target hears, the seconds from it to the kill); "
+                           f"expected SCENARIO=preempt, or {name} left out")
+
+
 def soak(settings: Settings) -> int:
     """SOAK random scenarios, one run each, in runs/<RUN>/; prints the counts and worst times."""
     folder = runfolder.planned(settings)

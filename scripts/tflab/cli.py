@@ -240,6 +240,18 @@ def command_down(settings: Settings) -> int:
     return 0
 
 
+def refuse_an_empty_run(env, assignments: dict[str, str]) -> None:
+    """`make down RUN=`, or `RUN=$id tflab down` with $id empty: left empty by accident, RUN would
+    widen down from one run to every run in RUNS_DIR. So here, unlike elsewhere, an empty RUN is
+    refused however it is given (an argument, a flag, make's command line, the environment);
+    every run is meant by leaving RUN out."""
+    value = assignments.get("RUN", env.get("RUN"))
+    if value is not None and not value.strip():
+        raise LabError(f"RUN={value!r} is not allowed with {command_label('down')}: an empty RUN would remove what "
+                       "every run in RUNS_DIR left on the engine; expected a run id (RUN=<id>), or RUN left out "
+                       "(unset) for every run")
+
+
 def run_name(run_dir, runs) -> str:
     """A run as RUN names it: its path under RUNS_DIR (a compare's sub-run: <compare>/<label>)."""
     try:
@@ -624,6 +636,12 @@ def main(argv: list[str] | None = None) -> int:
         if command in COMMANDS:
             refuse_not_read(command, named_values(os.environ, assignments))
         settings = Settings.from_env(os.environ, assignments)
+        if args.command == "down":
+            refuse_an_empty_run(os.environ, assignments)
+        if args.command == "chaos":
+            from tflab import chaos
+
+            chaos.refuse_unread(settings, given)
         if args.command not in READ_NO_LAB_FILES:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":

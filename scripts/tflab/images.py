@@ -52,8 +52,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from tflab import builder, docker, keraslock, progress, task, versions
 from tflab.console import say
@@ -437,11 +439,33 @@ def forget_built(names: set[str]) -> None:
 
 def remove_replaced(repository: str, image: Variant, keep: str) -> None:
     """Removes the images of this repository and variant that this checkout built, but `keep`
-    (an image a container still uses stays, and stays recorded)."""
+    (an image a container still uses stays, and stays recorded; one never made is forgotten)."""
     prefix = f"{repository}:{image.name}-"
     replaced = [old for old in built_images() if old.startswith(prefix) and old != keep
                 and re.fullmatch(r"[0-9a-f]+", old[len(prefix):])]  # cpu- is not cpu-arm64-
-    forget_built({old for old in replaced if docker.image_remove(old).returncode == 0})
+    forget_built({old for old in replaced if docker.image_remove(old).returncode == 0 or not image_id(old)})
+
+
+@contextmanager
+def building(tag: str, key: str = "images") -> Iterator[None]:
+    """Around a build of `tag`: the tag is recorded as this checkout's before the build starts, as
+    the engine may still make it after the lab is gone. Interrupted, the build's client ends at
+    once, but the engine finishes what it was at (a `docker commit`, a build's last layer) and
+    tags the image after `tflab images` returned; recorded, that image is removed by `make clean`,
+    or replaced by the next build (remove_replaced), instead of staying on the engine, named by
+    nothing the lab knows. What the engine made already is removed here. A build that failed
+    leaves no record of an image that does not exist."""
+    record_built(tag, key)
+    try:
+        yield
+    except KeyboardInterrupt:
+        if image_id(tag) and docker.image_remove(tag).returncode == 0:
+            forget_built({tag})
+        raise
+    except BaseException:
+        if not image_id(tag):
+            forget_built({tag})
+        raise
 
 
 def remove_rebuildable() -> None:
@@ -515,15 +539,14 @@ def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str
     files = {"install-packages.sh": INSTALL_SCRIPT, "requirements.txt": image.requirements,
              **{f"wheels/{wheel.name}": wheel for wheel in sorted(image.wheels.glob("*.whl"))}}
     image.wheels.mkdir(parents=True, exist_ok=True)
-    with builder.context(image.wheels.parent, files) as context:
+    with builder.context(image.wheels.parent, files) as context, building(tag):
         code, tail = builder.install_and_commit(
             base, context, "/tmp/tflab-install", ["sh", "/tmp/tflab-install/install-packages.sh"], tag,
             [*PACKAGES_CONFIG, f"LABEL {IMAGE_LABEL}"], IMAGE_LABEL, f"making {tag}", say,
             progress.InstallCounter(len(files) - 2), foreign_platform(image, native))
-    if code != 0:
-        print(tail, file=sys.stderr)
-        raise LabError(f"making {tag} failed (the install's output above)")
-    record_built(tag)
+        if code != 0:
+            print(tail, file=sys.stderr)
+            raise LabError(f"making {tag} failed (the install's output above)")
     return tag
 
 
@@ -546,10 +569,9 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
         return tag
     packages = ensure_packages(image, base, base_id, native)
     say(f"building {tag}: the lab's code on {packages}")
-    with builder.context(image.wheels.parent, {"Dockerfile": DOCKERFILE, "tflab": CODE}) as context:
+    with builder.context(image.wheels.parent, {"Dockerfile": DOCKERFILE, "tflab": CODE}) as context, building(tag):
         docker_build(context / "Dockerfile", context, tag, {"PACKAGES_IMAGE": packages},
                      foreign_platform(image, native))
-    record_built(tag)
     remove_replaced(REPOSITORY, image, tag)
     remove_replaced(PACKAGES_REPOSITORY, image, packages)
     return tag
@@ -618,6 +640,6 @@ def ensure_script_image(script: Path, trainer_image: str, trainer: Variant) -> s
                            + f" for the pins of {trainer.requirements.name}; every one must be on PyPI as a wheel "
                            f"for CPython 3.11 on manylinux {MACHINES[trainer.platform]}")
         say(f"building {image}: {trainer_image} plus {requirements}")
-        docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image})
-    record_built(image, key="scripts")
+        with building(image, key="scripts"):
+            docker_build(SCRIPT_DOCKERFILE, Path(context), image, {"TRAINER_IMAGE": trainer_image})
     return image

@@ -148,6 +148,15 @@ def environment_value(key: str, value) -> str:
     if isinstance(value, bool):
         return str(int(value))
     if key == "script_env" and isinstance(value, Mapping):  # {"KERAS_HOME": "/lab/data"}, as SCRIPT_ENV's words
+        for name, text in value.items():  # each a name and a value of its own: None is no "None"
+            if not isinstance(name, str) or isinstance(text, bool) or \
+                    not isinstance(text, (str, int, float, PurePath)) or "\0" in f"{name}{text}":
+                what = f"its name {shown(repr(name), 60)} is a {type(name).__name__}" if not isinstance(name, str) \
+                    else f"{shown(repr(name), 60)} holds a NUL character" if "\0" in f"{name}{text}" \
+                    else f"the value of {shown(repr(name), 60)} is a {type(text).__name__}"
+                refuse(f"script_env={shown(repr(dict(value)), 100)} is not allowed: {what}; script_env takes a dict "
+                       "of str names to str, int, float or path values, or its NAME=value words as a str (leave a "
+                       "variable out rather than None)")
         return shlex.join(f"{name}={text}" for name, text in value.items())
     if isinstance(value, (str, int, float, PurePath)):
         text = str(value)
@@ -220,8 +229,13 @@ def starter(tmp_path: Path):
         run, runs_dir = settings.pop("run", None), settings.pop("runs_dir", None)
         if run is not None and (not isinstance(run, str) or not run):
             refuse(f"run={shown(repr(run), 100)} is not allowed: a run id is a str (leave run out for a fresh one)")
-        if runs_dir is not None and not isinstance(runs_dir, (str, PurePath)):
-            refuse(f"runs_dir={shown(repr(runs_dir), 100)} is not allowed: expected a folder as a str or path "
+        if run is not None and "\0" in run:
+            refuse(f"run={shown(repr(run), 100)} is not allowed: a NUL character; a run id is "
+                   "[a-z0-9][a-z0-9-]* (leave run out for a fresh one)")
+        if runs_dir is not None and (not isinstance(runs_dir, (str, PurePath)) or "\0" in str(runs_dir)):
+            kind = "a NUL character, which no path holds" if isinstance(runs_dir, (str, PurePath)) else \
+                f"a {type(runs_dir).__name__}"
+            refuse(f"runs_dir={shown(repr(runs_dir), 100)} is not allowed: {kind}; expected a folder as a str or path "
                    "(leave runs_dir out for the test's own)")
         # A fresh id names the session too: ids are what a person finds a run by in a shared runs_dir.
         return run_lab(Path(runs_dir).absolute() if runs_dir is not None else tmp_path / "runs",

@@ -16,6 +16,7 @@ Shared by the host side and the trainer: imports neither TensorFlow nor any Dock
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -23,7 +24,6 @@ import re
 import secrets
 import socket
 import stat
-import sys
 import tempfile
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -239,12 +239,38 @@ def new_run_id() -> str:
 
 
 def planned(settings: Settings) -> Path:
-    """The folder a new run will write: RUN, or a fresh id; refused if it exists."""
+    """The folder a new run will write: RUN, or a fresh id; refused if it exists, or where RUNS_DIR
+    cannot take it (writable), before anything starts."""
     run_dir = runs_dir(settings) / (settings.run or new_run_id())
     if run_dir.exists() or run_dir.is_symlink():
         raise LabError(f"RUN={run_dir.name} already exists ({run_dir}); a run's outputs are never "
                        "overwritten: choose another RUN, or leave it empty for a fresh id")
+    writable(run_dir.parent)
     return run_dir
+
+
+RUNS_DIR_ALLOWED = "expected a folder the lab can write, whose latest (if any) is the lab's link to the newest run"
+
+
+def writable(runs: Path) -> None:
+    """LabError, one line, where a run cannot be made in `runs` (RUNS_DIR): `latest` is not the
+    lab's link (a folder or file there would stop the link's update, after the run folder and
+    owner.json were written), or the nearest folder that exists cannot hold a folder (read-only,
+    another user's, /proc), found by making one there and removing it at once."""
+    latest = runs / LATEST
+    if latest.exists() or latest.is_symlink():
+        if not latest.is_symlink():
+            kind = "a folder" if latest.is_dir() else "a file"
+            raise LabError(f"RUNS_DIR={runs} is not allowed: its {LATEST} is {kind}, not the lab's link to the newest "
+                           f"run; {RUNS_DIR_ALLOWED} (move {latest} away)")
+    existing = next((folder for folder in (runs, *runs.parents) if folder.exists()), Path("/"))
+    if not existing.is_dir():
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} is a file; {RUNS_DIR_ALLOWED}")
+    try:  # only trying tells: root passes every permission check, yet /proc and /sys refuse a folder
+        os.rmdir(tempfile.mkdtemp(prefix=".tflab-probe-", dir=existing))
+    except OSError as error:
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} cannot hold a folder ({error.strerror or error}); "
+                       f"{RUNS_DIR_ALLOWED}") from None
 
 
 def existing(settings: Settings) -> Path:
@@ -265,37 +291,43 @@ def make(path: Path, link_latest: bool, owner: bool = False) -> None:
     trainers' user may write. With `owner` (a run, not a compare's or k8s's folder) the claimant
     writes owner.json, which `down` reads to tell a live run from one left behind, and makes the
     tasks' space."""
+    writable(path.parent)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise LabError(f"RUNS_DIR {display(path.parent)} cannot be made ({error.strerror or error}); expected a "
-                       "folder the lab can write") from None
+    except OSError as error:  # a dangling link where RUNS_DIR is, a disk full meanwhile
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: it cannot be made ({error.strerror or error}); "
+                       f"{RUNS_DIR_ALLOWED}") from None
     try:
         os.mkdir(path, 0o755)
     except FileExistsError:
         raise LabError(f"RUN={path.name} already exists ({path}): another run claimed it first; a run's "
                        "outputs are never overwritten: choose another RUN, or leave it empty for a fresh id") from None
-    except OSError as error:
-        raise LabError(f"RUNS_DIR {display(path.parent)} cannot hold a run ({error.strerror or error}); expected a "
-                       "folder the lab can write") from None
-    if owner:  # a run: its tasks' space, and who claimed it
-        with beneath.Beneath(path) as folder:
-            folder.mkdir(TASKS)
-            uid, gid = container_user()
-            if os.getuid() == 0:
-                folder.chown(TASKS, uid, gid)  # the trainers run as a non-root user and write there, only there
-            folder.write_whole(OWNER, json.dumps(owner_record(os.getpid(), path.name), indent=2) + "\n")
-    if link_latest:
-        # A name no other lab uses at the same moment, then one rename over the old link: two labs
-        # updating `latest` together each leave a whole link, never none.
-        temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
-        temporary.symlink_to(path.name)
-        try:
+    except OSError as error:  # a disk full or gone read-only since writable() looked
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: {path} cannot be made "
+                       f"({error.strerror or error}); {RUNS_DIR_ALLOWED}") from None
+    temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
+    try:
+        if owner:  # a run: its tasks' space, and who claimed it
+            with beneath.Beneath(path) as folder:
+                folder.mkdir(TASKS)
+                uid, gid = container_user()
+                if os.getuid() == 0:
+                    folder.chown(TASKS, uid, gid)  # the trainers run as a non-root user and write there, only there
+                folder.write_whole(OWNER, json.dumps(owner_record(os.getpid(), path.name), indent=2) + "\n")
+        if link_latest:
+            # A name no other lab uses at the same moment, then one rename over the old link: two labs
+            # updating `latest` together each leave a whole link, never none.
+            temporary.symlink_to(path.name)
             os.replace(temporary, path.parent / LATEST)
-        except OSError as error:  # `latest` is a folder someone made: the run goes on without the link
+    except OSError as error:  # latest made a folder since writable() looked, a full disk: the claim is undone
+        with contextlib.suppress(OSError):
             temporary.unlink(missing_ok=True)
-            print(f"tflab: {display(path.parent / LATEST)} could not point to this run ({error.strerror or error}): "
-                  f"name it as RUN={path.name}", file=sys.stderr)
+            with beneath.Beneath(path) as folder:
+                folder.unlink(OWNER)
+            os.rmdir(path / TASKS)
+            os.rmdir(path)
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: the run {path.name} could not be set up there "
+                       f"({error.strerror or error}); {RUNS_DIR_ALLOWED}") from None
 
 
 def ended_by_down(run_dir: Path) -> bool:
@@ -576,11 +608,28 @@ CONTAINED = {
 FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
 CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
+# The fields of the objects inside those containers that readers use: a list where a number or a
+# string is would crash them (an unhashable key in summary.resume_lines, sorted() of mixed types in
+# preemption.result_line), so each is checked as the lab writes it.
+NONE = type(None)
+NUMBER = (int, float)
+INSIDE = {
+    "restored": {"epoch": (int,), "step": (int,)},  # summary.py
+    "evals": {"epoch": (int,), "step": (int,), "loss": NUMBER},  # summary.py
+    "resumes": {"attempt": (int,), "resumed": (bool, NONE), "words": (str,)},  # resume.resumes
+}
+PREEMPTION = {  # preemption.Preemption.result
+    "target": (str,), "notice": (str,), "grace": NUMBER, "noticed_at": (*NUMBER, NONE),
+    "step_at_notice": (int, NONE), "exit_code": (int, NONE), "killed": (bool,), "exit_seconds": (*NUMBER, NONE),
+    "step_reached": (int, NONE), "last_checkpoint_step": (int, NONE), "resumed_steps": (dict,),
+    "steps_lost": (int, NONE), "training_again_seconds": (*NUMBER, NONE),
+}
 
 
 def _checked_value(where: str, value: Any, allowed: tuple) -> None:
     if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
-        names = " or ".join(sorted({"a number" if kind in (int, float) else "null" if kind is type(None)
+        names = " or ".join(sorted({"an integer" if kind is int and float not in allowed else
+                                    "a number" if kind in (int, float) else "null" if kind is type(None)
                                     else f"a {kind.__name__}" for kind in allowed}))
         raise SummaryError(f"{where} is {foreign.shown(json.dumps(value)[:60], 60)}, not {names}")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
@@ -605,6 +654,8 @@ def _record(kind, data: Any, where: str):
         _checked_value(f"{where}{name}", value, tuple(t for part in parts if part != "None" for t in KINDS[part]))
         for index, item in enumerate(value if name in CONTAINED else []):
             _checked_value(f"{where}{name}[{index}]", item, CONTAINED[name])
+            for key, allowed in INSIDE.get(name, {}).items():
+                _checked_value(f"{where}{name}[{index}].{key}", item.get(key), allowed)
         if name == "explanation":
             for key, allowed in EXPLANATION.items():
                 _checked_value(f"{where}explanation.{key}", value.get(key), allowed)
@@ -616,7 +667,22 @@ def _record(kind, data: Any, where: str):
         if name == "chaos":
             for key in CHAOS_NUMBERS:
                 _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))
+            _checked_preemptions(f"{where}chaos.preemptions", value.get("preemptions"))
     return kind(**{key: value for key, value in data.items() if key in known})
+
+
+def _checked_preemptions(where: str, value: Any) -> None:
+    """chaos.preemptions (SCENARIO=preempt only): a list of Preemption.result's records, each
+    resumed_steps a task -> step object."""
+    if value is None:
+        return
+    _checked_value(where, value, (list,))
+    for index, record in enumerate(value):
+        _checked_value(f"{where}[{index}]", record, (dict,))
+        for key, allowed in PREEMPTION.items():
+            _checked_value(f"{where}[{index}].{key}", record.get(key), allowed)
+        for task, step in record["resumed_steps"].items():
+            _checked_value(f"{where}[{index}].resumed_steps.{foreign.shown(task, 60)}", step, (int,))
 
 
 def read_run_config(path: Path) -> tuple[dict, Settings]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from tflab import versions
+from tflab import task, versions
 from tflab.errors import LabError
 
 STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
@@ -653,6 +653,18 @@ def _args(name: str, raw: str) -> str:
 ENV_VAR_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 LAB_ENV_NAMES = ("TF_CONFIG", "PYTHONPATH")  # the cluster the lab wrote; where its launcher is found
 LAB_ENV_PREFIX = "TFLAB_"
+# Names a task needs as the image has them, each with why: set, the launcher never starts, and the
+# task fails with a line that names neither the variable nor SCRIPT_ENV.
+IMAGE_ENV_NAMES = {
+    "PATH": "how each task finds the image's python, which starts the lab's launcher",
+    "PYTHONHOME": "where the image's python finds its own standard library",
+    "PYTHONPLATLIBDIR": "where the image's python finds its own standard library",
+}
+# Names a setting decides: set here too, SCRIPT_ENV's value would win over the setting without a word.
+SETTING_ENV_NAMES = {
+    name: "KERAS's to set (1 for KERAS=tf-keras, 0 for keras3 and bundled); expected KERAS=tf-keras or "
+          "KERAS=keras3 instead" for name in task.LEGACY_KERAS  # the task contract's name, spelled there only
+}
 DATA_DIR = "/lab/data"  # where DATA is mounted in a task, read-only ($TFLAB_DATA)
 
 
@@ -680,6 +692,11 @@ def _script_env(name: str, raw: str) -> str:
         if key in LAB_ENV_NAMES or key.startswith(LAB_ENV_PREFIX):
             raise SettingsError(f"{name}={raw} is not allowed: {key} is the lab's own ({', '.join(LAB_ENV_NAMES)} "
                                 f"and {LAB_ENV_PREFIX}* are set by the lab for every task); expected other names")
+        if key in IMAGE_ENV_NAMES:
+            raise SettingsError(f"{name}={raw} is not allowed: {key} is the image's, {IMAGE_ENV_NAMES[key]}; "
+                                f"expected other names than {', '.join(IMAGE_ENV_NAMES)}")
+        if key in SETTING_ENV_NAMES:
+            raise SettingsError(f"{name}={raw} is not allowed: {key} is {SETTING_ENV_NAMES[key]}")
         if not value.isprintable():
             raise SettingsError(f"{name}={raw!r} is not allowed: the value of {key} has a control character; "
                                 "expected printable characters only")
@@ -969,7 +986,8 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob=f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args"),
     Setting("SCRIPT_ENV", "", _script_env, "empty | NAME=value ..., split as a shell would",
             "environment variables for SCRIPT's every task, as a TFJob's env gives them (not TF_CONFIG, "
-            "PYTHONPATH nor TFLAB_*), e.g. KERAS_HOME=/lab/data/keras",
+            "PYTHONPATH, TFLAB_*, PATH, PYTHONHOME nor TF_USE_LEGACY_KERAS: KERAS sets it), e.g. "
+            "KERAS_HOME=/lab/data/keras",
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
             tfjob=f"the TFJob's containers get their own env; edit {CONTAINER_FIELD}.env"),
     Setting("DATA", "", _folder, "empty | path/to/folder, no ':' in its path",

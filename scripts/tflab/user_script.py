@@ -4,7 +4,10 @@ Its folder is mounted read-only into every task, where the trainers run as the h
 uid 1000 when the lab runs as root. A root's folder that uid 1000 cannot read (mode 0700, as
 pytest's tmp_path and many home folders are) would fail inside the task ("Permission denied"), so
 such a folder is copied into the run folder, which the trainers own, and the copy is mounted
-instead: bounded in size, and refused before anything starts where it is bigger."""
+instead: bounded in size, and refused before anything starts where it is bigger. The copy takes
+what the script may need and nothing the folder's mode kept from uid 1000 for its own sake: no
+`.git`, `.env` or key, no file or folder uid 1000 could not read in place; the lab says what it
+left out."""
 
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import os
 import shlex
 import shutil
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflab.console import display_path, say
 from tflab.errors import LabError
+from tflab.foreign import shown
 from tflab.runfolder import container_user, runs_dir
 from tflab.settings import DATA_DIR, Settings, script_env_pairs
 
@@ -68,24 +73,77 @@ def needs_copy(script: Path, user: tuple[int, int] | None = None) -> bool:
     return not (readable(os.stat(script.parent), uid, gid, 5) and readable(os.stat(script), uid, gid, 4))
 
 
-def copied(folder: Path, skip: Path | None = None) -> list[Path]:
+# What a copy never takes, whatever its mode: a repository's history and credentials, and secrets
+# by the names tools give them. A script needs none of them, and the copy hands what it takes to
+# the trainers' user, to whom the folder was closed.
+SECRET_FOLDERS = {".git", ".hg", ".svn", ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker"}
+SECRET_FILES = {".env", ".netrc", ".pypirc", ".git-credentials", ".npmrc", "id_rsa", "id_dsa", "id_ecdsa",
+                "id_ed25519", "credentials.json", "service-account.json"}
+SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore")
+
+
+def secret(name: str, folder: bool) -> bool:
+    if folder:
+        return name in SECRET_FOLDERS
+    return name in SECRET_FILES or name.startswith(".env.") or name.endswith(SECRET_SUFFIXES)
+
+
+@dataclass
+class Copy:
+    """What a copy of a script's folder takes (folders first), and what it leaves out and why."""
+
+    taken: list[Path] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)  # by name: SECRET_FOLDERS and the rest
+    closed: list[str] = field(default_factory=list)  # the trainers' user could not read them in place
+
+    def left_out(self, uid: int, most: int = 8) -> str:
+        """One line's part: what was left out, a few names of each kind and how many more."""
+        def some(names: list[str]) -> str:
+            more = f" and {len(names) - most} more" if len(names) > most else ""
+            return ", ".join(shown(name, 100) for name in names[:most]) + more
+
+        parts = ([f"secrets by their names ({some(self.secrets)})"] if self.secrets else []) + \
+            ([f"what uid {uid} could not read in place either ({some(self.closed)})"] if self.closed else [])
+        return "; ".join(parts)
+
+
+def copied(folder: Path, skip: Path | None = None, script: Path | None = None,
+           user: tuple[int, int] | None = None) -> Copy:
     """What a copy of `folder` takes, folders first: folders, regular files and links (a fifo or
-    a device is no part of a script); `skip` (the runs folder, where it lies inside) left out.
-    LabError past COPY_LIMIT_FILES or COPY_LIMIT_BYTES, found without walking further."""
-    taken, size = [], 0
+    a device is no part of a script); `skip` (the runs folder, where it lies inside) left out, and
+    said: secrets by name (`secret`), and files and folders that `user` (the trainers') could not
+    read where they are, the folder's own mode aside (a root's 0600 file would be theirs in the
+    copy); `script` itself is always taken. LabError past COPY_LIMIT_FILES or COPY_LIMIT_BYTES,
+    found without walking further."""
+    uid, gid = user or container_user()
+    found, size = Copy(), 0
     for parent, folders, files in os.walk(folder):
         here = Path(parent)
-        folders[:] = sorted(name for name in folders if here / name != skip)
-        for name in folders + sorted(files):
+        kept = []
+        for name in sorted(folders) + sorted(files):
             path = here / name
-            status = path.lstat()
-            if not (stat.S_ISDIR(status.st_mode) or stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)):
+            if path == skip:
                 continue
-            taken.append(path)
+            status = path.lstat()
+            is_folder = stat.S_ISDIR(status.st_mode)
+            if not (is_folder or stat.S_ISREG(status.st_mode) or stat.S_ISLNK(status.st_mode)):
+                continue
+            shown_as = f"{path.relative_to(folder)}{'/' if is_folder else ''}"
+            if path != script and secret(name, is_folder):
+                found.secrets.append(shown_as)
+                continue
+            if path != script and not stat.S_ISLNK(status.st_mode) and not readable(status, uid, gid,
+                                                                                   5 if is_folder else 4):
+                found.closed.append(f"{shown_as} (mode {stat.S_IMODE(status.st_mode):04o})")
+                continue
+            if is_folder:
+                kept.append(name)
+            found.taken.append(path)
             size += status.st_size if stat.S_ISREG(status.st_mode) else 0
-            if len(taken) > COPY_LIMIT_FILES or size > COPY_LIMIT_BYTES:
+            if len(found.taken) > COPY_LIMIT_FILES or size > COPY_LIMIT_BYTES:
                 raise LabError(f"more than {COPY_LIMIT_FILES} files or {COPY_LIMIT_BYTES // 2**20} MiB")
-    return taken
+        folders[:] = kept
+    return found
 
 
 def refusal(settings: Settings, why: str) -> LabError:
@@ -107,14 +165,14 @@ def owner_can(status: os.stat_result) -> int:
     return mode
 
 
-def to_copy(settings: Settings) -> list[Path] | None:
+def to_copy(settings: Settings) -> Copy | None:
     """None where the tasks can read the script's folder; else what its copy takes (copied), or
     LabError, one line naming the folder and the fix, where that is too much."""
     script = Path(settings.script)
     if not needs_copy(script):
         return None
     try:
-        return copied(script.parent, runs_dir(settings).resolve())
+        return copied(script.parent, runs_dir(settings).resolve(), script)
     except LabError as error:
         raise refusal(settings, str(error)) from None
 
@@ -129,24 +187,28 @@ def check(settings: Settings) -> None:
 def stage(settings: Settings, run_dir: Path) -> Path | None:
     """The folder to mount for SCRIPT: None for the script's own, or its copy in the run folder
     where the trainers' user cannot read that one. The copy is owned by that user and keeps the
-    modes, but for read (and enter) where anyone had it: a mode-000 file stays unreadable."""
-    taken = to_copy(settings)
-    if taken is None:
+    modes, but for read (and enter) where anyone had it; it leaves out secrets by their names and
+    what that user could not read in place (copied), and says what it left out."""
+    found = to_copy(settings)
+    if found is None:
         return None
     script = Path(settings.script)
     copy = run_dir / COPY
     try:
-        copy_folder(script.parent, taken, copy)
+        copy_folder(script.parent, found.taken, copy)
     except OSError as error:  # a full disk, a file gone meanwhile
         raise LabError(f"could not copy SCRIPT's folder {script.parent} into {display_path(copy)}/ "
                        f"({error.strerror or error})") from None
-    say(f"SCRIPT's folder {script.parent} is not readable by uid {container_user()[0]}, as whom the tasks run: "
-        f"mounting its copy, {display_path(copy)}/")
+    uid = container_user()[0]
+    left_out = found.left_out(uid)
+    say(f"SCRIPT's folder {script.parent} is not readable by uid {uid}, as whom the tasks run: "
+        f"mounting its copy, {display_path(copy)}/" + (f"; left out: {left_out}" if left_out else ""))
     return copy
 
 
 def copy_folder(folder: Path, taken: list[Path], copy: Path) -> None:
-    """`taken` (copied()'s, under `folder`) into `copy`, owned by the trainers' user."""
+    """`taken` (copied()'s, under `folder`, each folder before what it holds) into `copy`, owned by
+    the trainers' user."""
     uid, gid = container_user()
     copy.mkdir()
     folders = []

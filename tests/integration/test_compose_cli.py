@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
-from labtest.runs import lab_containers
+from labtest.runs import engine_objects, lab_containers
 from tflab import cluster, docker, gpus, runfolder, user_script
 from tflab.backends import compose, swarm
 from tflab.settings import Settings
@@ -137,13 +137,15 @@ def test_a_swarm_stack_passes_dollars_literally(tmp_path, monkeypatch):
 
 
 def test_bad_input_starts_no_container(engine, tmp_path):
-    before = lab_containers()
+    """Counted by the run-folder label every container and network of a run carries, so only this
+    test's runs count: it once counted every lab container on the engine, and failed when another
+    run (another test, another CI job: the lab says two can share an engine) came or went meanwhile."""
     for arguments in (["STRATEGY=bogus"], ["WORKERS=0"], ["GLOBAL_BATCH=7"], ["RUN=Bad_Id"]):
         result = run_lab("up", f"RUNS_DIR={tmp_path}", *arguments)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.output
     (tmp_path / "taken").mkdir()
     assert run_lab("up", f"RUNS_DIR={tmp_path}", "RUN=taken").returncode == 2
-    assert lab_containers() == before
+    assert engine_objects(tmp_path) == []
     assert [p.name for p in tmp_path.iterdir()] == ["taken"]
 
 

@@ -5,7 +5,7 @@ keep the suite's time small: one preemption whose notice the trainer meets (GCE'
 TensorFlow's PreemptionCheckpointHandler in the custom loop: resumes at the saved step, same
 final weights as an undisturbed run, no step lost) and one whose grace it does not meet (GCE's
 notice under fit: TF saves on the notice, then trains on through its hour-long GCE grace, and is
-killed at GRACE: said so, resumed from its last checkpoint, steps lost counted)."""
+killed at GRACE: said so, resumed from its last checkpoint at or before the kill, steps lost counted)."""
 
 import logging
 
@@ -77,10 +77,15 @@ def test_a_grace_not_met_is_killed_said_and_resumed_from_the_last_checkpoint(lab
     steps = set(found["resumed_steps"].values())
     assert len(steps) == 1, found
     resumed = steps.pop()
-    # It resumed from a checkpoint taken at or after the notice (TF's save on the notice, or a
-    # later epoch's backup), and what it trained after that is counted as lost.
-    assert found["step_at_notice"] <= resumed <= found["step_reached"], found
-    assert found["steps_lost"] == found["step_reached"] - resumed > 0, found
+    # Killed at the grace's end, it resumed from its last checkpoint at or before the kill, not from
+    # the start: TF's save on the notice or an epoch's backup, which may lie before the notice's
+    # step as the lab estimates it from the epochs' pace (seen: resumed at 218, notice at 224).
+    # What it trained past that checkpoint is counted as lost.
+    assert 0 < resumed <= found["step_reached"], found
+    assert found["steps_lost"] == found["step_reached"] - resumed, found
+    for task in run.task_names:  # the step each task's own `restored` event says, as the summary records it
+        restored = by_event(attempts(run.events(task))[-1], "restored")
+        assert restored and (restored[0]["epoch"] - 1) * STEPS + restored[0]["step"] == resumed, (task, restored)
     assert run.losses("worker-0")[-1] < run.losses("worker-0")[0]
 
 

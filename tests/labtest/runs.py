@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import tflab.pytest_plugin
+from tflab import labels
 
 from labtest.cli import Finished
 
@@ -27,6 +29,20 @@ class LabRun(tflab.pytest_plugin.LabRun):
     def why(self) -> str:
         return (f"run {self.name}: {super().why()}\n"
                 f"--- tasks' output: {self.run_dir / 'output.log'}")
+
+
+def engine_objects(scope: Path) -> list[str]:
+    """The containers and networks on the engine of the runs under `scope` (a RUNS_DIR, or one run),
+    found by the run-folder label every one of them carries (labels.py): another lab's runs on the
+    same engine (another test, another CI job) are not counted."""
+    found = []
+    for kind, name in ((["ps", "--all"], ".Names"), (["network", "ls"], ".Name")):
+        listed = subprocess.run(["docker", *kind, "--filter", f"label={labels.RUN_DIR}", "--format",
+                                 f'{kind[0]} {{{{{name}}}}} {{{{.Label "{labels.RUN_DIR}"}}}}'],
+                                capture_output=True, text=True, check=True)
+        found += [line for line in listed.stdout.splitlines()
+                  if len(line.split(" ", 2)) == 3 and labels.within(line.split(" ", 2)[2], scope)]
+    return found
 
 
 def lab_containers(project_prefix: str = "tflab-") -> list[str]:

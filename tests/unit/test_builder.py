@@ -167,3 +167,87 @@ def test_the_install_container_is_committed_once_it_succeeded_and_removed_either
     commits = [command for command in commands if command[:2] == ["docker", "commit"]]
     assert commits == ([["docker", "commit", "--change", "USER 1000:1000", name, "p:1"]] if install_code == 0 else [])
     assert commands[-1] == ["docker", "rm", "--force", "--volumes", name] and code == install_code
+
+
+class Engine:
+    """The images an engine holds, by name, as images.py asks for them (image_id, image rm)."""
+
+    def __init__(self, monkeypatch, tmp_path):
+        import subprocess
+
+        self.names: set[str] = set()
+        monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+        base = "tflab-base:bookworm"  # the base every build here is on, kept out of `names`
+        monkeypatch.setattr(images, "image_id", lambda name: "sha256:0f" if name in {*self.names, base} else None)
+        monkeypatch.setattr(images.builder, "remove_untagged_children", lambda name, since=None: [])
+
+        def remove(name, force=False, timeout=60):
+            found = name in self.names
+            self.names.discard(name)
+            return subprocess.CompletedProcess(["docker", "image", "rm", name], 0 if found else 1)
+
+        monkeypatch.setattr(images.docker, "image_remove", remove)
+
+
+def trainer_image_build(monkeypatch, tmp_path, build) -> str:
+    """images.ensure_image up to its `docker build`, which `build(tag)` stands in for."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def context(beside, files):
+        yield tmp_path
+
+    monkeypatch.setattr(images, "engine_platform", lambda: images.AMD64)
+    monkeypatch.setattr(images, "emulation_missing", lambda platform, native: None)
+    monkeypatch.setattr(images, "ensure_base", lambda requested, platform, native: "tflab-base:bookworm")
+    monkeypatch.setattr(images, "ensure_packages", lambda image, base, base_id, native: "tflab-trainer-packages:cpu-1")
+    monkeypatch.setattr(images.builder, "context", context)
+    monkeypatch.setattr(images, "docker_build", lambda dockerfile, folder, tag, args, platform="": build(tag))
+    return images.ensure_image()
+
+
+def test_an_interrupted_build_records_its_tag_so_an_image_the_engine_tags_afterwards_is_removed(monkeypatch,
+                                                                                                   tmp_path):
+    """Ctrl-C ends the build's client, and `tflab images` returned while the engine went on to
+    tag the image: recorded nowhere, nothing (make clean, the next build) ever removed it."""
+    engine = Engine(monkeypatch, tmp_path)
+    tags = []
+
+    def interrupted(tag):
+        tags.append(tag)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        trainer_image_build(monkeypatch, tmp_path, interrupted)
+    assert images.built_images() == tags  # recorded before the build began
+    engine.names.add(tags[0])  # the engine finishes its last layer and tags it, the lab long gone
+    images.remove_built()  # make clean
+    assert engine.names == set()
+
+
+def test_an_image_the_engine_tagged_before_the_interrupt_was_handled_is_removed_at_once(monkeypatch, tmp_path):
+    engine = Engine(monkeypatch, tmp_path)
+
+    def tagged_then_interrupted(tag):
+        engine.names.add(tag)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        trainer_image_build(monkeypatch, tmp_path, tagged_then_interrupted)
+    assert engine.names == set() and images.built_images() == []
+
+
+def test_a_failed_build_is_not_recorded_and_a_built_one_replaces_the_last(monkeypatch, tmp_path):
+    engine = Engine(monkeypatch, tmp_path)
+
+    def failed(tag):
+        raise images.LabError("building failed")
+
+    with pytest.raises(images.LabError):
+        trainer_image_build(monkeypatch, tmp_path, failed)
+    assert images.built_images() == []
+    images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")  # an interrupted build's, never made
+    images.record_built("tflab-trainer:cpu-bbbbbbbbbbbb")  # an older build's, on the engine
+    engine.names.add("tflab-trainer:cpu-bbbbbbbbbbbb")
+    tag = trainer_image_build(monkeypatch, tmp_path, engine.names.add)
+    assert images.built_images() == [tag] and engine.names == {tag}

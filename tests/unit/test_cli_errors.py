@@ -2,7 +2,9 @@
 no traceback, and nothing written or started. (That no container starts either is checked against
 a real engine by tests/integration/test_compose_cli.py::test_bad_input_starts_no_container.)"""
 
+import errno
 import json
+import os
 import re
 import shutil
 import socket
@@ -13,7 +15,8 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
-from tflab import cluster
+from tflab import cluster, runfolder
+from tflab.errors import LabError
 from tflab.settings import Settings
 
 
@@ -38,6 +41,11 @@ from tflab.settings import Settings
     (["GPUS=all", "BACKEND=swarm"], "GPUS=all is not allowed with BACKEND=swarm: expected BACKEND=compose"),
     (["WORKRES=3"], "unknown setting WORKRES"),
     (["fast"], "unexpected argument 'fast'; settings are given as NAME=value"),
+    ([f"SCRIPT={REPO / 'examples/multiworker-tutorial/train.py'}", "SCRIPT_ENV=PYTHONHOME=/usr"],
+     "SCRIPT_ENV=PYTHONHOME=/usr is not allowed: PYTHONHOME is the image's"),
+    ([f"SCRIPT={REPO / 'examples/multiworker-tutorial/train.py'}", "KERAS=tf-keras",
+      "SCRIPT_ENV=TF_USE_LEGACY_KERAS=0"],
+     "SCRIPT_ENV=TF_USE_LEGACY_KERAS=0 is not allowed: TF_USE_LEGACY_KERAS is KERAS's to set"),
 ])
 def test_bad_settings_are_refused_before_anything_starts(arguments, expected, tmp_path):
     runs = tmp_path / "runs"
@@ -406,3 +414,98 @@ def test_make_k8s_run_latest_leaves_the_latest_link_alone(tmp_path):
                         "RUN=latest is not allowed: latest is the lab's link to the newest run; expected another "
                         "name (leave RUN empty for the newest, or for a fresh id)")
     assert (runs / "latest").is_symlink() and sorted(p.name for p in runs.iterdir()) == ["latest", "r1"]
+
+
+RUNS_DIR_ALLOWED = "expected a folder the lab can write, whose latest (if any) is the lab's link to the newest run"
+
+
+@pytest.mark.parametrize("runs, expected", [
+    ("/proc/runs", "RUNS_DIR=/proc/runs is not allowed: /proc cannot hold a folder (No such file or directory); "),
+    ("/proc", "RUNS_DIR=/proc is not allowed: /proc cannot hold a folder (No such file or directory); "),
+    ("/sys/runs", "RUNS_DIR=/sys/runs is not allowed: /sys cannot hold a folder ("),
+])
+def test_a_runs_dir_the_kernel_will_not_hold_a_folder_in_is_one_line(runs, expected, tmp_path):
+    """/proc and /sys refuse a folder even to root, whom no permission check stops: a traceback
+    once, from the mkdir. No engine is reached here (docker is not on PATH)."""
+    if not Path(runs).parent.is_dir() or not Path("/proc/self").is_dir():
+        pytest.fail("these refusals are Linux's: /proc and /sys are expected")
+    no_docker = shim_path(tmp_path, None)
+    for command in ("up", "compare", "chaos"):
+        result = run_lab(command, f"RUNS_DIR={runs}", env=lab_env(PATH=no_docker))
+        assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr, result.output
+        assert result.stderr.startswith(f"tflab: {expected}") and result.stderr.endswith(f"{RUNS_DIR_ALLOWED}\n"), \
+            result.stderr
+        assert len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_a_latest_that_is_not_the_labs_link_is_refused_before_anything_is_written(kind, tmp_path):
+    """A folder where runs/latest is: the run folder and owner.json were written, then the link's
+    rename failed in a traceback and left a stray `.latest-*` link beside them."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "latest").mkdir() if kind == "folder" else (runs / "latest").write_text("mine\n")
+    no_docker = shim_path(tmp_path, None)
+    for command in ("up", "compare"):
+        result = run_lab(command, f"RUNS_DIR={runs}", env=lab_env(PATH=no_docker))
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.output
+        assert result.stderr.splitlines() == [
+            f"tflab: RUNS_DIR={runs} is not allowed: its latest is a {kind}, not the lab's link to the newest run; "
+            f"{RUNS_DIR_ALLOWED} (move {runs / 'latest'} away)"]
+        assert [p.name for p in runs.iterdir()] == ["latest"]
+
+
+def test_a_read_only_runs_dir_is_one_line(tmp_path, monkeypatch):
+    """A read-only file system refuses even root (EROFS); made so here where no mount can be."""
+    def read_only(**kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), kwargs["dir"])
+
+    monkeypatch.setattr(runfolder.tempfile, "mkdtemp", read_only)
+    runs = tmp_path / "runs"
+    with pytest.raises(LabError) as refused:
+        runfolder.planned(Settings(runs_dir=str(runs)))
+    assert str(refused.value) == (f"RUNS_DIR={runs} is not allowed: {tmp_path} cannot hold a folder (Read-only file "
+                                  f"system); {RUNS_DIR_ALLOWED}")
+    with pytest.raises(LabError):
+        runfolder.make(runs / "r1", link_latest=True, owner=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_claim_whose_latest_link_fails_is_undone(tmp_path, monkeypatch):
+    """`latest` made a folder between the check and the link (another lab, a person): the run
+    folder, owner.json and the temporary link go, and the line says why."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    real_replace = os.replace
+
+    def latest_became_a_folder(source, target):
+        if Path(target).name == "latest":
+            Path(target).mkdir()
+        return real_replace(source, target)
+
+    monkeypatch.setattr(runfolder.os, "replace", latest_became_a_folder)
+    with pytest.raises(LabError) as refused:
+        runfolder.make(runs / "r1", link_latest=True, owner=True)
+    assert str(refused.value).startswith(f"RUNS_DIR={runs} is not allowed: the run r1 could not be set up there (")
+    assert [p.name for p in runs.iterdir()] == ["latest"]
+
+
+EMPTY_RUN_DOWN = ("RUN='' is not allowed with make down: an empty RUN would remove what every run in RUNS_DIR left "
+                  "on the engine; expected a run id (RUN=<id>), or RUN left out (unset) for every run")
+
+
+def test_down_with_an_empty_run_is_refused_however_it_is_given(tmp_path):
+    """`make down RUN=` (RUN=$id with $id empty) once acted on every run in RUNS_DIR. Docker is
+    not on PATH here: a down that went on would fail on it, not refuse RUN."""
+    runs, no_docker = tmp_path / "runs", shim_path(tmp_path, None)
+    for arguments, env in ((["RUN="], {}), (["--run", ""], {}), ([], {"RUN": ""})):
+        result = run_lab("down", f"RUNS_DIR={runs}", *arguments, env=lab_env(PATH=no_docker, **env))
+        assert result.returncode == 2 and result.stdout == "", (arguments, env, result.output)
+        assert result.stderr.splitlines() == [f"tflab: {EMPTY_RUN_DOWN}"], (arguments, env)
+    blank = run_lab("down", f"RUNS_DIR={runs}", "RUN= ", env=lab_env(PATH=no_docker))
+    assert blank.returncode == 2 and blank.stderr.startswith("tflab: RUN=' ' is not allowed with make down: ")
+    assert_make_refused(run_make("down", "RUN=", f"RUNS_DIR={runs}", PATH=f"{no_docker}:/usr/bin:/bin"),
+                        EMPTY_RUN_DOWN)
+    left_out = run_lab("down", f"RUNS_DIR={runs}", env=lab_env(PATH=no_docker))  # every run: as it always was
+    assert left_out.stderr.startswith("tflab: docker is not installed"), left_out.stderr
+    assert not runs.exists()

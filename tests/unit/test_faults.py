@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from labtest.cli import assert_refused, lab_env, run_lab
 from tflab import chaos, cluster, runfolder, runner, schema
 from tflab.backends import compose
 from tflab.errors import LabError
@@ -65,6 +66,35 @@ def test_fault_settings_refuse_bad_values(name, value, expected):
 def test_heal_never_is_for_partitions_only():
     with pytest.raises(SettingsError, match="HEAL=never is not allowed with SCENARIO=pause"):
         Settings.from_env({}, {"SCENARIO": "pause", "HEAL": "never"})
+
+
+PREEMPT_ONLY = ("are SCENARIO=preempt's (the notice the target hears, the seconds from it to the kill); expected "
+                "SCENARIO=preempt, or {} left out")
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({"NOTICE": "gce"}, "NOTICE=gce is not allowed with SCENARIO=kill: NOTICE and GRACE "),
+    ({"SCENARIO": "pause", "GRACE": "30"}, "GRACE=30 is not allowed with SCENARIO=pause: NOTICE and GRACE "),
+    ({"SCENARIO": "partition", "NOTICE": "sigterm"}, "NOTICE=sigterm is not allowed with SCENARIO=partition: "),
+])
+def test_notice_and_grace_given_to_another_scenario_are_refused(given, expected):
+    """They were ignored without a word: `make chaos NOTICE=gce` killed its target outright."""
+    settings = Settings.from_env({}, given)
+    with pytest.raises(LabError) as refused:
+        chaos.refuse_unread(settings, given)
+    name = next(key for key in given if key in ("NOTICE", "GRACE"))
+    assert str(refused.value).startswith(expected) and str(refused.value).endswith(PREEMPT_ONLY.format(name))
+    chaos.refuse_unread(settings.replace(scenario="preempt"), given)  # preempt's own: taken
+    chaos.refuse_unread(settings, {key: value for key, value in given.items() if key == "SCENARIO"})
+
+
+def test_make_chaos_refuses_notice_for_another_scenario_before_anything_starts(tmp_path):
+    """No docker on PATH: a chaos run that went on would stop there, not start a cluster."""
+    runs, no_docker = tmp_path / "runs", str(tmp_path / "no-docker")
+    result = run_lab("chaos", f"RUNS_DIR={runs}", "SCENARIO=stop", "GRACE=3", env=lab_env(PATH=no_docker))
+    assert_refused(result, "GRACE=3 is not allowed with SCENARIO=stop: NOTICE and GRACE ", runs)
+    result = run_lab("chaos", f"RUNS_DIR={runs}", env=lab_env(NOTICE="none", PATH=no_docker))  # the environment's too
+    assert_refused(result, "NOTICE=none is not allowed with SCENARIO=kill: NOTICE and GRACE ", runs)
 
 
 @pytest.mark.parametrize("changes, expected", [

@@ -45,7 +45,18 @@ def lab(monkeypatch):
     ({"WORKERS": 2}, "tflab_cluster: unknown lab setting 'WORKERS' (settings are lower case here); allowed: "),
     ({"run": 3}, "tflab_cluster: run=3 is not allowed: a run id is a str"),
     ({"run": ""}, "tflab_cluster: run='' is not allowed: a run id is a str"),
-    ({"runs_dir": 7}, "tflab_cluster: runs_dir=7 is not allowed: expected a folder as a str or path"),
+    ({"runs_dir": 7}, "tflab_cluster: runs_dir=7 is not allowed: a int; expected a folder as a str or path"),
+    # Each once a traceback (ValueError: embedded null byte) or a value the lab took as the text "None".
+    ({"runs_dir": "/tmp/a\0b"}, "tflab_cluster: runs_dir='/tmp/a\\x00b' is not allowed: a NUL character, which no "
+                                "path holds; expected a folder as a str or path"),
+    ({"run": "r\0"}, "tflab_cluster: run='r\\x00' is not allowed: a NUL character; a run id is "),
+    ({"script_env": {"KERAS_HOME": None}}, "tflab_cluster: script_env={'KERAS_HOME': None} is not allowed: the value "
+                                           "of 'KERAS_HOME' is a NoneType; script_env takes a dict of str names to "
+                                           "str, int, float or path values"),
+    ({"script_env": {"A": ["x"]}}, "tflab_cluster: script_env={'A': ['x']} is not allowed: the value of 'A' is a list"),
+    ({"script_env": {"A": "x\0y"}}, "tflab_cluster: script_env={'A': 'x\\x00y'} is not allowed: 'A' holds a NUL "
+                                    "character"),
+    ({"script_env": {1: "x"}}, "tflab_cluster: script_env={1: 'x'} is not allowed: its name 1 is a int"),
 ])
 def test_a_wrong_argument_is_one_line_and_starts_nothing(arguments, expected, tflab_cluster, lab):
     with pytest.raises(pytest.fail.Exception) as failed:

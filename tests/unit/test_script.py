@@ -183,7 +183,8 @@ def script_folder(tmp_path, mode=0o700):
     return folder
 
 
-def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mounted(tmp_path, monkeypatch):
+def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mounted(tmp_path, monkeypatch,
+                                                                                       capsys):
     monkeypatch.setattr(user_script, "container_user", stranger)
     folder, run_dir = script_folder(tmp_path), tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
@@ -191,10 +192,11 @@ def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mou
     user_script.check(settings)
     copy = user_script.stage(settings, run_dir)
     assert copy == run_dir / "script"
-    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == ["data", "data/x.csv", "link", "secret",
-                                                                         "train.py"]
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == ["data", "data/x.csv", "link", "train.py"]
     assert (copy / "train.py").read_text() == "print('hi')\n" and os.readlink(copy / "link") == "data/x.csv"
-    assert stat.S_IMODE((copy / "secret").stat().st_mode) == 0  # mode 000 stays unreadable
+    assert capsys.readouterr().out.splitlines() == [
+        f"tflab: SCRIPT's folder {folder} is not readable by uid {stranger()[0]}, as whom the tasks run: mounting "
+        f"its copy, {copy}/; left out: what uid {stranger()[0]} could not read in place either (secret (mode 0000))"]
     assert stat.S_IMODE(copy.stat().st_mode) == 0o700
     if os.getuid() == 0:  # only root can give files away
         assert {(p.lstat().st_uid, p.lstat().st_gid) for p in [copy, *copy.rglob("*")]} == {stranger()}
@@ -256,3 +258,50 @@ def test_an_unreadable_script_is_refused_in_one_line(tmp_path):
                                   f"expected a script the tasks can read: chmod a+r {script}")
     script.chmod(0o400)  # its owner's alone: under root, its copy is the trainers'
     assert Settings.from_env({}, {"SCRIPT": str(script)}).script == str(script)
+
+
+def test_a_copy_leaves_out_secrets_and_what_the_trainers_could_not_read_and_says_so(tmp_path, monkeypatch, capsys):
+    """A root's script folder copied for uid 1000 once carried its root-only files along, made
+    uid 1000's in the copy: a repository's history, .env, keys, a 0600 file."""
+    monkeypatch.setattr(user_script, "container_user", stranger)
+    folder, run_dir = script_folder(tmp_path), tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (folder / "train.py").chmod(0o600)  # the script itself: named by the user, always taken
+    (folder / ".git" / "objects").mkdir(parents=True)
+    (folder / ".git" / "config").write_text("[credential]\n")
+    (folder / "keys").mkdir()
+    for name in (".env", ".env.local", "keys/id_ed25519", "keys/tls.pem", "keys/id_ed25519.pub", "model.py"):
+        (folder / name).write_text("x\n")
+    (folder / "mine.txt").write_text("root's alone\n")
+    (folder / "mine.txt").chmod(0o600)
+    (folder / "private").mkdir(mode=0o700)
+    (folder / "private" / "notes.txt").write_text("x\n")
+    settings = Settings(script=str(folder / "train.py"), runs_dir=str(tmp_path / "runs"))
+    copy = user_script.stage(settings, run_dir)
+    assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == [
+        "data", "data/x.csv", "keys", "keys/id_ed25519.pub", "link", "model.py", "train.py"]
+    assert stat.S_IMODE((copy / "train.py").stat().st_mode) == 0o600
+    uid = stranger()[0]
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        f"; left out: secrets by their names (.git/, .env, .env.local, keys/id_ed25519, keys/tls.pem); what uid "
+        f"{uid} could not read in place either (private/ (mode 0700), mine.txt (mode 0600), secret (mode 0000))")
+
+
+def test_what_is_left_out_is_not_counted_against_the_copys_limits(tmp_path, monkeypatch):
+    """A big .git once made a small script's folder too big to copy."""
+    monkeypatch.setattr(user_script, "container_user", stranger)
+    monkeypatch.setattr(user_script, "COPY_LIMIT_BYTES", 2**20)
+    folder = script_folder(tmp_path)
+    (folder / ".git").mkdir()
+    (folder / ".git" / "pack").write_bytes(b"\0" * 2 * 2**20)
+    found = user_script.copied(folder, script=folder / "train.py", user=stranger())
+    assert found.secrets == [".git/"] and folder / ".git" / "pack" not in found.taken
+
+
+def test_the_script_itself_is_copied_whatever_its_name_or_mode(tmp_path):
+    folder = script_folder(tmp_path)
+    (folder / "run.key").write_text("print('named like a key')\n")
+    (folder / "run.key").chmod(0o600)
+    (folder / "other.key").write_text("")
+    found = user_script.copied(folder, script=folder / "run.key", user=stranger())
+    assert folder / "run.key" in found.taken and found.secrets == ["other.key"]

@@ -172,6 +172,18 @@ def test_script_env_and_data_reach_every_task_on_every_backend(tmp_path):
     ({"SCRIPT_ENV": "TF_CONFIG={}"}, "SCRIPT_ENV=TF_CONFIG={} is not allowed: TF_CONFIG is the lab's own"),
     ({"SCRIPT_ENV": "TFLAB_LOG=/x"}, "SCRIPT_ENV=TFLAB_LOG=/x is not allowed: TFLAB_LOG is the lab's own"),
     ({"SCRIPT_ENV": "PYTHONPATH=/x"}, "SCRIPT_ENV=PYTHONPATH=/x is not allowed: PYTHONPATH is the lab's own"),
+    # Each once taken, then the launcher failed in every task with a line naming neither.
+    ({"SCRIPT_ENV": "PATH=/x"}, "SCRIPT_ENV=PATH=/x is not allowed: PATH is the image's, how each task finds the "
+                                "image's python, which starts the lab's launcher; expected other names than PATH, "
+                                "PYTHONHOME, PYTHONPLATLIBDIR"),
+    ({"SCRIPT_ENV": "A=1 PYTHONHOME=/usr"}, "SCRIPT_ENV=A=1 PYTHONHOME=/usr is not allowed: PYTHONHOME is the "
+                                           "image's, where the image's python finds its own standard library"),
+    # Once taken, and it won over KERAS without a word.
+    ({"SCRIPT_ENV": "TF_USE_LEGACY_KERAS=0", "KERAS": "tf-keras"},
+     "SCRIPT_ENV=TF_USE_LEGACY_KERAS=0 is not allowed: TF_USE_LEGACY_KERAS is KERAS's to set (1 for "
+     "KERAS=tf-keras, 0 for keras3 and bundled); expected KERAS=tf-keras or KERAS=keras3 instead"),
+    ({"SCRIPT_ENV": "TF_USE_LEGACY_KERAS=1"}, "SCRIPT_ENV=TF_USE_LEGACY_KERAS=1 is not allowed: TF_USE_LEGACY_KERAS "
+                                             "is KERAS's to set"),
     ({"SCRIPT_ENV": "1ST=x"}, "SCRIPT_ENV=1ST=x is not allowed: '1ST=x' is not NAME=value with an environment"),
     ({"SCRIPT_ENV": "KERAS_HOME"}, "SCRIPT_ENV=KERAS_HOME is not allowed: 'KERAS_HOME' is not NAME=value"),
     ({"SCRIPT_ENV": "A=1 A=2"}, "SCRIPT_ENV=A=1 A=2 is not allowed: A is given twice"),

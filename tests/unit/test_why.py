@@ -1,10 +1,13 @@
 """`tflab why` (make why): what the fixture's lab.why() starts with, for a run made on the command
 line: what broke and the fix, where a restarted script resumed, the audit's findings."""
 
+import json
+
 import pytest
 from labtest.cli import lab_env, run_lab
 from tflab.explain import Explanation
-from tflab.runfolder import Summary, TaskRow
+from tflab.runfolder import Summary, SummaryError, TaskRow
+from tflab.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -55,3 +58,72 @@ def test_why_on_a_run_without_a_summary_is_one_line(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         "tflab: run running has no summary.json: it is still running, or the lab was killed"]
+
+
+def preemption_record() -> dict:
+    """A preemption as the lab records it (preemption.Preemption.result), killed at its grace's end."""
+    from tflab import preemption
+
+    found = preemption.Preemption(Settings(scenario="preempt", notice="gce", grace=3), "worker-1", print)
+    found.noticed_at, found.exited_at, found.training_again_at = 100.0, 103.2, 110.0
+    found.step_at_notice, found.reached, found.checkpoint, found.exit_code, found.killed = 224, 240, 224, 137, True
+    found.resumed = {"worker-0": 218, "worker-1": 218}
+    return found.result()
+
+
+# Each a nested field of the wrong type that once crashed `tflab summary` or `why` (an unhashable
+# key in resume_lines, sorted() of an int and a str in preemption.result_line): refused in one line.
+WRONG_NESTED = [
+    (lambda s: s["tasks"][0]["resumes"][0].update(attempt=[2]), "tasks[0].resumes[0].attempt is [2], not an integer"),
+    (lambda s: s["tasks"][0]["resumes"][0].update(words=["x"]), "tasks[0].resumes[0].words is [\"x\"], not a str"),
+    (lambda s: s["tasks"][0]["resumes"][0].update(resumed="yes"),
+     "tasks[0].resumes[0].resumed is \"yes\", not a bool or null"),
+    (lambda s: s["tasks"][0]["resumes"][0].pop("attempt"), "tasks[0].resumes[0].attempt is null, not an integer"),
+    (lambda s: s["tasks"][0].update(restored=[{"epoch": 2.5, "step": 0}]),
+     "tasks[0].restored[0].epoch is 2.5, not an integer"),
+    (lambda s: s["tasks"][0].update(evals=[{"epoch": 1, "step": 8, "loss": "low"}]),
+     "tasks[0].evals[0].loss is \"low\", not a number"),
+    (lambda s: s["chaos"]["preemptions"][0]["resumed_steps"].update({"worker-1": "218"}),
+     "chaos.preemptions[0].resumed_steps.worker-1 is \"218\", not an integer"),
+    (lambda s: s["chaos"]["preemptions"][0]["resumed_steps"].update({"worker-1": [218]}),
+     "chaos.preemptions[0].resumed_steps.worker-1 is [218], not an integer"),
+    (lambda s: s["chaos"]["preemptions"][0].update(resumed_steps=[218]),
+     "chaos.preemptions[0].resumed_steps is [218], not a dict"),
+    (lambda s: s["chaos"]["preemptions"][0].update(killed=1), "chaos.preemptions[0].killed is 1, not a bool"),
+    (lambda s: s["chaos"]["preemptions"][0].update(notice={"gce": 1}),
+     "chaos.preemptions[0].notice is {\"gce\": 1}, not a str"),
+    (lambda s: s["chaos"].update(preemptions={"worker-1": 1}), "chaos.preemptions is {\"worker-1\": 1}, not a list"),
+    (lambda s: s["chaos"].update(preemptions=["killed"]), "chaos.preemptions[0] is \"killed\", not a dict"),
+]
+
+
+def summary_with_a_resume_and_a_preemption(runs_dir) -> dict:
+    write_run(runs_dir, "r", tasks=[TaskRow(task="worker-0", status="ok", resumes=[
+        {"attempt": 2, "resumed": None, "words": "the lab saw neither a fit nor a checkpoint"}])],
+        chaos={"scenario": "preempt", "target": "worker-1", "at": "epoch:2", "outcome": "survived",
+               "detection_seconds": 3.2, "recovery_seconds": 10.0, "preemptions": [preemption_record()]})
+    return json.loads((runs_dir / "r" / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("change, expected", WRONG_NESTED)
+def test_a_nested_field_of_the_wrong_type_is_refused_in_one_line(change, expected, tmp_path):
+    summary = summary_with_a_resume_and_a_preemption(tmp_path)
+    Summary.from_dict(summary)  # as the lab writes it, it reads
+    change(summary)
+    with pytest.raises(SummaryError) as refused:
+        Summary.from_dict(summary)
+    assert str(refused.value) == expected
+
+
+@pytest.mark.parametrize("change, expected", WRONG_NESTED[:1] + WRONG_NESTED[6:7])
+def test_summary_and_why_refuse_a_wrong_nested_field_in_one_line(change, expected, tmp_path):
+    path = tmp_path / "r" / "summary.json"
+    summary = summary_with_a_resume_and_a_preemption(tmp_path)
+    good = run_lab("summary", "RUN=r", env=lab_env(RUNS_DIR=str(tmp_path)), timeout=60)
+    assert good.returncode == 0 and "preemption: notice gce at step 224; killed at the grace's end" in good.stdout
+    change(summary)
+    path.write_text(json.dumps(summary))
+    for command in ("why", "summary"):
+        result = run_lab(command, "RUN=r", env=lab_env(RUNS_DIR=str(tmp_path)), timeout=60)
+        assert result.returncode == 2 and result.stdout == "", (command, result.output)
+        assert result.stderr.splitlines() == [f"tflab: {path} is not a summary the lab wrote: {expected}"], command
