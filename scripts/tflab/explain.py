@@ -351,7 +351,7 @@ def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
 
 def script_warnings(path: Path, strategy: str) -> list[str]:
     """Known traps a SCRIPT's own source shows, read with ast (never imported): Keras 3 under
-    MultiWorkerMirroredStrategy, for one. [] where the file does not parse (Python will say why)."""
+    MultiWorkerMirroredStrategy or ParameterServerStrategy. [] where the file does not parse (Python will say why)."""
     try:
         tree = ast.parse(Path(path).read_text(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
@@ -361,6 +361,9 @@ def script_warnings(path: Path, strategy: str) -> list[str]:
     if keras_3 and strategy == "multiworker":
         found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
                      f"MultiWorkerMirroredStrategy ({KERAS_ISSUE}); fix: {BY_NAME['keras3-multiworker'].fix}")
+    if keras_3 and strategy == "parameter_server":
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), which has no ParameterServerStrategy "
+                     f"support ({PS_TUTORIAL}); fix: {BY_NAME['keras3-parameter-server'].fix}")
     return found
 
 

@@ -249,6 +249,7 @@ def test_the_summary_and_its_table_carry_the_explanation(tmp_path):
     ("import os\nfrom keras import layers\n", "multiworker", True),
     ("import keras.layers as kl\n", "multiworker", True),
     ("import keras\n", "mirrored", False),  # Keras 3's fit works under MirroredStrategy
+    ("import keras\n", "parameter_server", True),  # recorded: keras3-parameter-server
     ("import tf_keras as keras\n", "multiworker", False),
     ("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", "multiworker", False),
     ("from . import keras\n", "multiworker", False),  # the script's own module
@@ -260,7 +261,8 @@ def test_a_scripts_imports_warn_of_keras_3_under_multiworker(tmp_path, source, s
     found = script_warnings(script, strategy)
     assert bool(found) is warned, found
     if warned:
-        assert found[0].startswith("train.py:") and explain.KERAS_ISSUE in found[0]
+        issue = explain.PS_TUTORIAL if strategy == "parameter_server" else explain.KERAS_ISSUE
+        assert found[0].startswith("train.py:") and issue in found[0]
 
 
 def test_a_second_strategy_after_tf_config_changed_is_the_same_mistake():
