@@ -319,6 +319,10 @@ class ProgressPrinter:
         self.offsets = {task: 0 for task in the_cluster.tasks}
         self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
         self.tries = {task: [] for task in the_cluster.tasks}  # each task's attempts so far (a script's resume)
+        # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (runner.LabRun.clean_exits):
+        # their launcher's error then is the lab's SIGTERM, not theirs.
+        self.ended_by_lab = set(the_cluster.servers + the_cluster.evaluators) if settings.script else set()
+        self.chief_done = False
 
     def print_new(self) -> None:
         for task in self.offsets:
@@ -370,6 +374,8 @@ class ProgressPrinter:
 
     def describe(self, record: dict) -> str | None:
         event = record.get("event")
+        if event == "end" and record.get("task") == self.chief:
+            self.chief_done = True
         if event == "start" and record.get("role") == "script":  # every task's; its Keras once it imports one
             return f"started: tensorflow {record['versions'].get('tensorflow')}"
         if event == "start" and record["task"] == self.chief:
@@ -408,6 +414,9 @@ class ProgressPrinter:
             return f"done in {record['total_seconds']:.1f} s: final loss {loss_value(record['final_loss']):.4f}"
         if event == "restored" and not self.settings.script:  # a script's `fit` says it
             return f"restored from the backup: resuming at epoch {record['epoch']}, step {record['step']}"
+        if event == "error" and self.chief_done and record["task"] in self.ended_by_lab:
+            code = re.search(r"exited with code (\d+)", record["message"])
+            return f"ended by the lab once the chief was done (exit code {code.group(1) if code else '?'})"
         if event == "error":
             return f"error: {record['message'].splitlines()[0][:300]}"
         return None
