@@ -1,7 +1,8 @@
 """AUDIT: what the tasks' `audit_*` events (trainer/audit.py) say about a run that may have ended
-"ok" and still be wrong: workers that trained on the same data, wrote the same file, or ended
-with different weights. Pure logic over logs already read (schema-complete records: every file
-is foreign, so nothing here trusts a value beyond its type); summary.py keeps the findings.
+"ok" and still be wrong: workers that trained on the same data, wrote the same file, ended
+with different weights, or a loss or weights gone NaN. Pure logic over logs already read
+(schema-complete records: every file is foreign, so nothing here trusts a value beyond its
+type); summary.py keeps the findings.
 
 A finding is a bug the run has (typed: `kind`, the `tasks` it names, `message`, `fix`); a note is
 a cost worth knowing that is no bug (TF's AUTO sharding falling back to DATA).
@@ -12,9 +13,10 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from tflab.schema import attempts
+from tflab.schema import attempts, finite
 
-KINDS = ("unsharded", "overlapping-shards", "shared-write", "overwrote-chief", "no-final-model", "replicas-differ")
+KINDS = ("unsharded", "overlapping-shards", "shared-write", "overwrote-chief", "no-final-model", "replicas-differ",
+         "non-finite")
 AUDITED_ROLES = ("trainer", "script")
 # Two workers' sampled batches identical in at least this share of the steps both sampled: the
 # same data, not chance (a sharded dataset's workers share none).
@@ -54,8 +56,49 @@ def audit(records: dict[str, list[dict]], roles: dict[str, str], chief: str,
     # After a restart, batches and weights are compared within the last attempt (every task's
     # passes start again from 1); a write of any attempt is still a write.
     last = {task: (attempts(records[task]) or [[]])[-1] for task in trainers}
-    findings = data_findings(last) + write_findings(audited, chief) + weight_findings(last)
+    findings = (nonfinite_findings(last) + data_findings(last) + write_findings(audited, chief)
+                + weight_findings(last))
     return findings, notes(outputs or {}, trainers)
+
+
+# --- a loss or weights gone NaN
+def nonfinite_findings(audited: dict[str, list[dict]]) -> list[Finding]:
+    """Tasks whose loss (an epoch's, Keras's own or the lab's) or weights (audit_weights' count of
+    values that are not finite) went NaN or infinite: a run that exits 0 and learned nothing after
+    that epoch. One finding per moment, naming every task that shares it."""
+    moments: dict[tuple, list[str]] = {}
+    for task, records in audited.items():
+        epochs = sorted(of(records, "epoch"), key=lambda r: r["epoch"])
+        bad = [r for r in epochs if not finite(r["loss"])]
+        if bad:
+            first = bad[0]["epoch"]
+            since = sum(r["epoch"] >= first for r in epochs)
+            moments.setdefault(("loss", first, str(bad[0]["loss"]), len(bad), since), []).append(task)
+            continue
+        weights = [r for r in of(records, "audit_weights") if isinstance(r.get("nonfinite"), int) and r["nonfinite"]]
+        if weights:
+            w = weights[0]
+            when = "at the end of training" if w["at"] == "end" else f"from epoch {w['epoch']} on"
+            moments.setdefault(("weights", when, w["nonfinite"], w["parameters"], 0), []).append(task)
+    found = []
+    for (what, when, value, count, since), tasks in moments.items():
+        if what == "loss":
+            how = ("every epoch" if when == 1 else f"each of the {since} epochs since") if count == since \
+                else f"{count} of the {since} epochs since"
+            message = (f"{named(tasks)}: the loss was {value} from epoch {when} on ({how}); the run ran on as if "
+                       "it trained, and learned nothing from then on")
+        else:
+            message = (f"{named(tasks)}: {value} of the {count} trainable weights were NaN or infinite {when}: "
+                       "the model the run keeps is broken")
+        found.append(Finding("non-finite", tasks, message, NONFINITE_FIX))
+    return found
+
+
+NONFINITE_FIX = ("compare with STRATEGY=single (same data, seed and global batch): NaN there too is the model's "
+                 "or the data's (a learning rate too high, a log or division of zero in the loss, NaN or inf in "
+                 "the inputs: tf.debugging.enable_check_numerics() names the first op); NaN under the strategy "
+                 "alone is the strategy's (MirroredStrategy since TF 2.16 and Keras 3.7: tensorflow#90686, "
+                 "keras#21061 and keras#21467; try tf-keras, TF_USE_LEGACY_KERAS=1)")
 
 
 # --- data

@@ -62,6 +62,11 @@ class Cluster:
         return self.tasks[0]
 
     @property
+    def chiefs(self) -> list[str]:
+        """The tasks whose success is the run's (runner.follow, where servers owe no clean exit)."""
+        return [self.chief]
+
+    @property
     def servers(self) -> list[str]:
         """Tasks that serve until they are ended (parameter_server's workers and ps): they never exit
         by themselves, so the lab ends them once the chief is done, and that is no failure."""

@@ -32,6 +32,10 @@ FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container 
 # backends report it; the explanation below names it.
 VANISHED = -1
 KERAS_ISSUE = "https://github.com/keras-team/keras/issues/20585"
+KERAS_OPTIMIZER_ISSUE = "https://github.com/keras-team/keras/issues/23085"
+PS_TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
+TF_KERAS_FIX = ("`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERAS=1 set before TensorFlow is imported "
+                "(or `import tf_keras as keras`)")
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
 INPUT_GUIDE = "https://www.tensorflow.org/tutorials/distribute/input"
 MEMORY_LINK = "https://docs.docker.com/engine/containers/resource_constraints/#memory"
@@ -72,6 +76,26 @@ SIGNATURES = [
               "`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERAS=1 set before TensorFlow is "
               "imported (or `import tf_keras as keras`); `import keras` is Keras 3 whatever that variable says",
               KERAS_ISSUE, False),
+    # Recorded under Keras 3.15.1 and TF 2.21 (2 logical CPUs), with the custom loop of TF's guide:
+    # the same loop trains under tf-keras, and under Keras 3.15.1 with the slots built first.
+    Signature("keras3-custom-loop-optimizer",
+              r"You must feed a value for placeholder tensor 'cond/else/_\d+/cond/Placeholder(?:_\d+)?'",
+              "Keras 3 (3.15.1 and before) under MirroredStrategy makes a stateful optimizer's slots (Adam's "
+              "moments) on the first apply_gradients inside strategy.run, and that graph asks for a placeholder "
+              "nothing feeds (keras-team/keras#23085; its fix, keras#23087, is in keras-nightly 3.16, not in 3.15.1)",
+              "build the slots before the loop, in the strategy's scope: `optimizer.build(model.trainable_variables)` "
+              "right after the model and optimizer are made (measured to train under Keras 3.15.1); or "
+              + TF_KERAS_FIX + ", where the same loop trains; or keras-nightly 3.16",
+              KERAS_OPTIMIZER_ISSUE, False),
+    Signature("keras3-parameter-server",
+              r"To use this dataset, you need to pass this dataset to ClusterCoordinator\.create_per_worker_dataset",
+              "Keras 3 has no ParameterServerStrategy support: its fit never hands the data to a ClusterCoordinator "
+              "(keras/src has none), so the chief's fit fails on its first step; tf-keras's fit schedules each step "
+              "on the workers",
+              "run the chief's fit with tf-keras: " + TF_KERAS_FIX + ", and give fit a "
+              "tf.keras.utils.experimental.DatasetCreator and steps_per_epoch, as TensorFlow's parameter-server "
+              "tutorial does; or write the loop yourself with tf.distribute.coordinator.ClusterCoordinator "
+              "(create_per_worker_dataset, schedule)", PS_TUTORIAL, False),
     # What a TensorFlow version change brings (make matrix, TF=): an old build against numpy 2, an
     # API a release removed, a package that has no release for that TensorFlow.
     Signature("numpy2-old-tensorflow",
@@ -327,7 +351,7 @@ def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
 
 def script_warnings(path: Path, strategy: str) -> list[str]:
     """Known traps a SCRIPT's own source shows, read with ast (never imported): Keras 3 under
-    MultiWorkerMirroredStrategy, for one. [] where the file does not parse (Python will say why)."""
+    MultiWorkerMirroredStrategy or ParameterServerStrategy. [] where the file does not parse (Python will say why)."""
     try:
         tree = ast.parse(Path(path).read_text(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
@@ -337,6 +361,9 @@ def script_warnings(path: Path, strategy: str) -> list[str]:
     if keras_3 and strategy == "multiworker":
         found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
                      f"MultiWorkerMirroredStrategy ({KERAS_ISSUE}); fix: {BY_NAME['keras3-multiworker'].fix}")
+    if keras_3 and strategy == "parameter_server":
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), which has no ParameterServerStrategy "
+                     f"support ({PS_TUTORIAL}); fix: {BY_NAME['keras3-parameter-server'].fix}")
     return found
 
 

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
-from tflab import keraslock, report, runfolder, runner, versions
+from tflab import audit, keraslock, report, runfolder, runner, versions
 from tflab.console import display_path, say
 from tflab.errors import LabError
 from tflab.explain import Evidence, explain
@@ -45,9 +46,15 @@ MATRIX = "matrix.json"
 MATRIX_VERSION = 2  # 1: the first matrix.json (2026-12); 2: Keras releases, keras_imported, "not installable"
 READABLE_VERSIONS = (1, 2)  # a version 1 file reads as 2 with no keras_imported
 MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless given: a cell in seconds
-OUTCOMES = ("ok", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
+# wrong: the run ended ok and trained wrong (a loss gone NaN, or losses apart from the single-device run's)
+OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
 NOT_A_RUN = ("n/a", "not installable")  # cells that never run, and are no failure of the matrix
 LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
+# Relative, per epoch: a synchronous strategy's losses against the single-device run's of the same TF
+# and Keras. Same data, seed and global batch give the same losses but for the all-reduce's float32
+# summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (FACTS, 2026-12-02).
+LOSS_TOLERANCE = 1e-3
+COMPARABLE = ("mirrored", "multiworker")  # parameter_server's steps are asynchronous: its losses differ
 
 
 @dataclasses.dataclass(eq=False)
@@ -90,7 +97,7 @@ class Matrix(Record):
         if data.get("version") not in READABLE_VERSIONS:
             raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not one of "
                                f"{', '.join(map(str, READABLE_VERSIONS))}")
-        cells = [_record(Cell, cell, f"cells[{index}].") for index, cell in enumerate(data["cells"])]
+        cells = [_record(Cell, runfolder.numbers(cell), f"cells[{index}].") for index, cell in enumerate(data["cells"])]
         for index, cell in enumerate(cells):
             if cell.outcome not in OUTCOMES:
                 raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
@@ -169,6 +176,14 @@ def fill(cell: Cell, run_dir: Path) -> None:
     if summary.tasks:
         cell.keras_imported = imported_keras(run_dir, summary.tasks[0].task)
     cell.outcome = "ok" if summary.ok else summary.outcome if summary.outcome in OUTCOMES else "failed"
+    nonfinite = next((finding for finding in summary.findings if finding["kind"] == "non-finite"), None)
+    if all(task.status in ("ok", "stopped") for task in summary.tasks) and summary.outcome in ("ok", "failed") and (
+            nonfinite or not all(map(math.isfinite, cell.losses))):
+        # Exit 0 everywhere (under AUDIT=strict the finding failed the run): it ran, and trained wrong.
+        cell.outcome, cell.signature, cell.fix = "wrong", "non-finite-loss", audit.NONFINITE_FIX
+        cell.what = nonfinite["message"] if nonfinite else (
+            "the chief's loss per epoch was " + " ".join(f"{loss:.6g}" for loss in cell.losses))
+        return
     if summary.ok:
         return
     found = next((task.explanation for task in summary.tasks if task.explanation), None)
@@ -190,6 +205,31 @@ def imported_keras(run_dir: Path, task: str) -> str | None:
     started = by_event(records, "start")
     said = started[0]["versions"].get("keras") if started else None
     return said[:200] if isinstance(said, str) else None
+
+
+def compare_with_single(cells: list[Cell], settings: Settings) -> None:
+    """A synchronous strategy's ok cell whose losses part from the single-device cell's of the same
+    TF and Keras beyond LOSS_TOLERANCE is wrong: the same job, trained differently. The lab's own
+    trainer only (a script's data and seeds are its own), and only where the single cell ran ok."""
+    if settings.script:
+        return
+    singles = {(cell.tf, cell.keras): cell for cell in cells if cell.strategy == "single" and cell.outcome == "ok"}
+    for cell in cells:
+        single = singles.get((cell.tf, cell.keras))
+        if cell.outcome != "ok" or cell.strategy not in COMPARABLE or not single or not cell.losses \
+                or len(cell.losses) != len(single.losses):
+            continue
+        apart = [(epoch, mine, theirs, abs(mine - theirs) / max(abs(theirs), 1e-12))
+                 for epoch, (mine, theirs) in enumerate(zip(cell.losses, single.losses), 1)]
+        epoch, mine, theirs, relative = max(apart, key=lambda item: item[3])
+        if relative > LOSS_TOLERANCE:
+            cell.outcome, cell.signature = "wrong", "losses-differ"
+            cell.what = (f"epoch {epoch}: loss {mine:.6g} under {cell.strategy} against {theirs:.6g} on one device "
+                         f"({relative:.1e} apart; the all-reduce's float rounding stays under {LOSS_TOLERANCE:g}): "
+                         "the same data, seed and global batch trained differently")
+            cell.fix = ("compare the two runs' matrix.md losses epoch by epoch: a strategy that sums or averages "
+                        "the gradients differently (a loss not scaled by the global batch, a metric or a variable "
+                        "updated outside strategy.run) parts from the first epoch; NaN in one is non-finite-loss")
 
 
 def not_started(cell: Cell, error: LabError) -> None:
@@ -252,11 +292,12 @@ def verdict(cells: list[Cell]) -> str:
     unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
     for cell in ran:
         if cell.outcome not in ("ok", "interrupted", "not run") and not versions.is_keras_release(cell.keras):
-            broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome), []).append(
-                versions.label(cell.tf))
-    for (strategy, keras, why), where in broken.items():
+            broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome, cell.outcome == "wrong"),
+                              []).append(versions.label(cell.tf))
+    for (strategy, keras, why, wrong), where in broken.items():
         issue = " (keras#20585)" if why == "keras3-multiworker" else ""
-        parts.append(f"{strategy} breaks under {keras} on {', '.join(where)}: {why}{issue}")
+        does = "ends ok and trains wrong" if wrong else "breaks"
+        parts.append(f"{strategy} {does} under {keras} on {', '.join(where)}: {why}{issue}")
     if unfinished:
         parts.append(f"interrupted: {len(unfinished)} cell(s) did not finish")
     if ran and all(cell.outcome == "ok" for cell in ran):
@@ -356,7 +397,8 @@ def markdown(result: Matrix) -> str:
     return "\n".join(lines) + "\n"
 
 
-COLOURS = {"ok": "#4caf50", "n/a": "#bdbdbd", "not installable": "#9e9e9e", "not run": "#eeeeee"}  # else red
+COLOURS = {"ok": "#4caf50", "wrong": "#fb8c00", "n/a": "#bdbdbd", "not installable": "#9e9e9e",
+           "not run": "#eeeeee"}  # any other: red
 RED = "#e53935"
 
 
@@ -428,6 +470,7 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
                 fill(cell, folder / cell.run)
             except (LabError, OSError) as error:  # a run folder it cannot read: the cell failed, said so
                 cell.outcome, cell.what = "failed", f"its run folder could not be read: {error}"
+            compare_with_single(cells, settings)  # the single cell may come before or after
         write(folder, settings, cells)
     result = write(folder, settings, cells)
     print(table(result))

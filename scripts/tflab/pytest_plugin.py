@@ -41,7 +41,7 @@ from tflab import runfolder
 from tflab.errors import LabError
 from tflab.foreign import shown
 from tflab.runfolder import Summary, TaskRow
-from tflab.schema import complete
+from tflab.schema import complete, loss_value
 from tflab.settings import SPECS
 from tflab.summary import why_lines
 
@@ -124,7 +124,7 @@ class LabRun:
         return [record for record in complete(self.events(task)) if record["event"] == event]
 
     def losses(self, task: str) -> list[float]:
-        return [record["loss"] for record in self.of(task, "epoch")]
+        return [loss_value(record["loss"]) for record in self.of(task, "epoch")]  # nan where it went so
 
     def why(self) -> str:
         """What to read when an assertion about this run fails: first what broke and what to do

@@ -19,7 +19,7 @@ from tflab import foreign, runfolder
 from tflab.console import cell, columns
 from tflab.foreign import ForeignFile, shown
 from tflab.runfolder import COMPARE, CONFIG, TASK_NAME, Summary, events, log_path, read_config, task_space
-from tflab.schema import by_event, complete
+from tflab.schema import by_event, complete, loss_value
 from tflab.settings import RUN_ID_PATTERN
 
 FLOAT32_BYTES = 4
@@ -76,7 +76,7 @@ def run_row(run_dir: Path) -> dict:
         "status": status_of(summary, logs),
         "processes": len(tasks),
         "replicas": replicas,
-        "final_loss": end.get("final_loss"),
+        "final_loss": loss_value(end["final_loss"]) if "final_loss" in end else None,
         "wall_seconds": summary.wall_seconds if summary else None,
         "time_to_first_step_seconds": (end["first_step_at"] - summary.launched_at)
         if summary and "first_step_at" in end else None,
@@ -91,7 +91,7 @@ def run_row(run_dir: Path) -> dict:
         "gradient_bytes_per_step": parameters * FLOAT32_BYTES if parameters and moves_gradients else (
             0 if parameters else None),
         "allreduce_seconds": probes[-1]["median_seconds"] if probes else None,
-        "losses": list({r["epoch"]: r["loss"] for r in by_event(chief_log, "epoch")}.values()),
+        "losses": list({r["epoch"]: loss_value(r["loss"]) for r in by_event(chief_log, "epoch")}.values()),
         **{key: _scalar(settings.get(key)) for key in ("model", "loop", "steps_per_execution", "collective",
                                                        "bytes_per_pack", "backend", "global_batch", "epochs",
                                                        "examples", "seed")},

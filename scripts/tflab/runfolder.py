@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import re
 import secrets
@@ -33,7 +34,7 @@ from typing import Any, Iterator
 from tflab import beneath, foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
-from tflab.schema import Events, parse_events, problems
+from tflab.schema import NONFINITE, Events, loss_field, parse_events, problems
 from tflab.settings import Settings, SettingsError, lab_command
 from tflab.trainer.linkproxy import Profile
 
@@ -192,7 +193,7 @@ def display(path: Path) -> str:
 def write_json(path: Path, data) -> None:
     """Whole or not at all: a reader (or a full disk) never sees half a file, only the old one or
     the new one; and never through a link left at the name (beneath.Beneath.write_whole)."""
-    write_whole(path, json.dumps(data, indent=2) + "\n")
+    write_whole(path, strict_json(data))
 
 
 def write_whole(path: Path, text: str | bytes) -> None:
@@ -461,7 +462,23 @@ def write_config(run_dir: Path, settings: Settings, cluster) -> None:
 def write_lab_json(run_dir: Path, name: str, data) -> None:
     """One of the lab's records, whole, in the run folder's own space (never into a tasks' space)."""
     with lab_space(run_dir) as folder:
-        folder.write_whole(name, json.dumps(data, indent=2) + "\n")
+        folder.write_whole(name, strict_json(data))
+
+
+def strict_json(data) -> str:
+    """JSON that every reader takes (jq included): JSON has no NaN or infinity, so a loss that went
+    NaN is written as the word the task logs use for it (schema.loss_field: "nan", "inf", "-inf"),
+    and read back as the float (Summary.from_dict)."""
+    def words(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return loss_field(value)
+        if isinstance(value, dict):
+            return {key: words(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [words(item) for item in value]
+        return value
+
+    return json.dumps(words(data), indent=2, allow_nan=False) + "\n"
 
 
 def read_lab_json(run_dir: Path, name: str) -> Any:
@@ -579,6 +596,7 @@ class Summary(Record):
         against its annotation here, so no reader meets a string where a number is."""
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             raise SummaryError("not a summary: no list of tasks")
+        data = {**data, "tasks": [numbers(row) for row in data["tasks"]]}
         rows = [_record(TaskRow, row, f"tasks[{index}].") for index, row in enumerate(data["tasks"])]
         return _record(cls, {**data, "tasks": rows}, "")
 
@@ -591,6 +609,18 @@ class Summary(Record):
             return cls.from_dict(read_lab_json(run_dir, SUMMARY))
         except SummaryError as error:
             raise ForeignFile(f"{foreign.named(path)} is not a summary the lab wrote: {error}") from None
+
+
+def numbers(row):
+    """A row's losses as floats again where strict_json wrote a non-finite one as its word."""
+    if not isinstance(row, dict):
+        return row
+    row = dict(row)
+    if row.get("final_loss") in NONFINITE:
+        row["final_loss"] = float(row["final_loss"])
+    if isinstance(row.get("losses"), list):
+        row["losses"] = [float(loss) if loss in NONFINITE else loss for loss in row["losses"]]
+    return row
 
 
 class SummaryError(TypeError, ValueError):

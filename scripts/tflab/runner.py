@@ -47,14 +47,20 @@ class LabRun:
 
     tasks_word = "tasks"  # how the runner's lines name them
     done_line = "the chief is done; ending {running}"
-    # A lab task ended by SIGTERM exits 0 by its own handler, so a non-zero code then is a failure;
-    # a TFJob's replicas owe the lab no such exit (replay.ReplayRun).
-    clean_exits = True
 
     def __init__(self, settings: Settings, backend: Backend, run_dir: Path):
         self.settings, self.backend, self.run_dir = settings, backend, run_dir
         self.timeout, self.restarts = settings.timeout, settings.restarts
         self.restarts_made: list[float] = []  # when each restart was made
+
+    @property
+    def clean_exits(self) -> bool:
+        """Whether a task ended by SIGTERM owes the lab exit 0. The lab's own tasks do (their handler
+        exits 0), so a non-zero code then is a failure; a TFJob's replicas owe no such exit
+        (replay.ReplayRun), and neither do a SCRIPT's servers (TF's tutorial: `server.join()`), which have no
+        handler of the lab's: once the chief succeeded they are ended as a TFJob's `cleanPodPolicy: Running` ends its
+        pods, and their exit code then says nothing of the run."""
+        return not (self.settings.script and self.backend.cluster.servers)
 
     def claimed(self) -> None:
         """Right after the claim, before the run starts: a refusal here is one line and no summary."""
@@ -108,7 +114,7 @@ class LabRun:
     def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
                   oom_killed: dict) -> Summary:
         return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
-                                 ended, oom_killed, self.restarts_made)
+                                 ended, oom_killed, self.restarts_made, servers_owe_no_exit=not self.clean_exits)
 
 
 def script_restart(run_dir: Path, chief: str) -> str:

@@ -19,6 +19,11 @@ from typing import Iterable
 from tflab import foreign
 
 NUMBER = (int, float)
+# JSON has no NaN or infinity (Python's json writes `NaN`, which jq, Go and JavaScript refuse), so a
+# loss that is not finite is logged as one of these strings: a run whose loss went NaN still logs
+# its epochs, and says so (loss_value reads either back as a float).
+NONFINITE = ("nan", "inf", "-inf")
+LOSS = (int, float, str)
 COMMON = {"event": str, "task": str, "time": NUMBER}
 # trainer: the lab's training script; server: parameter_server's workers and ps, which only
 # serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/trainer/launch.py;
@@ -38,10 +43,10 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # A user's script only: a tf.train checkpoint restored (`path`), or none found in `path`.
     "checkpoint": {"found": bool, "path": str},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
-    "epoch": {"epoch": int, "loss": NUMBER, "seconds": NUMBER, "steps": int},
+    "epoch": {"epoch": int, "loss": LOSS, "seconds": NUMBER, "steps": int},
     # The evaluator: a checkpoint the chief wrote after `epoch` (at global step `step`), evaluated
     # on the whole data set; the checkpoints it skipped (it takes the newest) have none.
-    "eval": {"epoch": int, "step": int, "loss": NUMBER, "seconds": NUMBER},
+    "eval": {"epoch": int, "step": int, "loss": LOSS, "seconds": NUMBER},
     # Only with ALLREDUCE_PROBE: bare all-reduces of `floats` float32s, timed after training.
     "allreduce": {"floats": int, "calls": int, "median_seconds": NUMBER},
     # The task's result; a trainer adds TRAINER_END, a script SCRIPT_END.
@@ -78,10 +83,12 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "fit": {"backup_dir": str, "backup_kept": bool},
     # What the restored checkpoint's integer scalars hold (the custom-loop tutorial's `epoch`, say).
     "checkpoint": {"counters": dict},
+    # How many of the weights were NaN or infinite (the audit's since issue 36).
+    "audit_weights": {"nonfinite": int},
 }
 LAB_START = {"baseline_loss": NUMBER}  # what the lab's own data set scores predicting 0
 SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
-TRAINER_END = {"final_loss": NUMBER, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
+TRAINER_END = {"final_loss": LOSS, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END = {"evaluations": int}
 OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "imported", "audit_batch", "audit_pass", "audit_write",
@@ -122,6 +129,9 @@ def problems(record: dict, partial: bool = False) -> list[str]:
                 found.append(f"{event}: missing {name}")
         elif (isinstance(record[name], bool) and kind is not bool) or not isinstance(record[name], kind):
             found.append(f"{event}: {name}={foreign.shown(repr(record[name]), 100)} is not {_kind_name(kind)}")
+        elif kind == LOSS and isinstance(record[name], str) and record[name] not in NONFINITE:
+            found.append(f"{event}: {name}={foreign.shown(repr(record[name]), 100)} is not a number "
+                         f"or one of {', '.join(NONFINITE)}")
         elif isinstance(record[name], float) and not math.isfinite(record[name]):
             found.append(f"{event}: {name}={record[name]!r} is not finite")
         elif isinstance(record[name], int) and not -LARGEST_INT <= record[name] <= LARGEST_INT:
@@ -130,7 +140,26 @@ def problems(record: dict, partial: bool = False) -> list[str]:
 
 
 def _kind_name(kind) -> str:
-    return "a number" if kind == NUMBER else f"a {kind.__name__}"
+    return "a number" if kind == NUMBER else f"a number or one of {', '.join(NONFINITE)}" if kind == LOSS \
+        else f"a {kind.__name__}"
+
+
+def loss_field(value: float) -> float | str:
+    """A loss as an event carries it: the number, or NONFINITE's word for it."""
+    value = float(value)
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
+
+
+def loss_value(field) -> float:
+    """An event's loss (a number, or one of NONFINITE: checked by problems) as a float, nan included."""
+    return float(field)
+
+
+def finite(field) -> bool:
+    """Whether an event's loss is a number, not NaN or an infinity."""
+    return isinstance(field, (int, float)) and not isinstance(field, bool) and math.isfinite(field)
 
 
 def attempts(records: list[dict]) -> list[list[dict]]:

@@ -58,7 +58,6 @@ K8S_PVC_PATTERN = re.compile(rf"(?=.{{1,253}}$){DNS_LABEL}(?:\.{DNS_LABEL})*")  
 
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
-SCRIPT_STRATEGIES = ("single", "mirrored", "multiworker")
 EVALUATOR_STRATEGIES = ("multiworker", "parameter_server")
 COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([0-9]{1,6})")
 # Docker's smallest memory limit (the engine refuses less: "Minimum memory limit allowed is 6MB")
@@ -187,9 +186,6 @@ class SettingsRules:
         if self.evaluator and self.strategy not in EVALUATOR_STRATEGIES:
             raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with STRATEGY={self.strategy}: "
                                 f"expected STRATEGY={' or '.join(EVALUATOR_STRATEGIES)}, or EVALUATOR=0")
-        if self.evaluator and self.script:
-            raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with SCRIPT: expected EVALUATOR=0 "
-                                "(the evaluator is the lab's own trainer's; a script evaluates as it likes)")
         if self.strategy == "parameter_server" and self.ps < 1:
             raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
                                 f"expected 1..{MAX_TASKS} parameter servers")
@@ -206,10 +202,6 @@ class SettingsRules:
             if given and not self.script:
                 raise SettingsError(f"{shown}={given} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
                                     "(the lab's own trainer needs neither)")
-        if self.script and self.strategy not in SCRIPT_STRATEGIES:
-            raise SettingsError(f"SCRIPT is not allowed with STRATEGY={self.strategy}: expected one of "
-                                f"{', '.join(SCRIPT_STRATEGIES)} (the lab cannot tell a script's servers "
-                                "from its trainers)")
         if self.collective == "nccl" and not self.gpus:
             raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
                                 "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
@@ -829,7 +821,8 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob="the TFJob's Chief replica sets the chief; edit spec.tfReplicaSpecs.Chief"),
     Setting("EVALUATOR", 0, _integer(0, 1), "0 | 1 (multiworker, parameter_server)",
             "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
-            "(tf-keras SidecarEvaluator) and logs eval events",
+            "(tf-keras SidecarEvaluator) and logs eval events; with SCRIPT it runs the script, "
+            "whose TF_CONFIG names task evaluator 0",
             tfjob="the TFJob's Evaluator replica sets the evaluator; "
                   "edit spec.tfReplicaSpecs.Evaluator"),
     Setting("EPOCHS", 10, _integer(1, 10_000), "1..10000", "passes over the data set",

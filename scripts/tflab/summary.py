@@ -17,21 +17,24 @@ from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
 from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_name, output_name
-from tflab.schema import attempts, by_event, complete, parse_events, problems
+from tflab.schema import attempts, by_event, complete, loss_value, parse_events, problems
 from tflab.settings import Settings
 
 
 def task_row(task: str, role: str, records: list[dict], exit_code: int | None, stopped: bool,
-             settings: Settings, output: str = "", oom_killed: bool | None = None) -> TaskRow:
+             settings: Settings, output: str = "", oom_killed: bool | None = None,
+             ended_when_done: bool = False) -> TaskRow:
+    """ended_when_done: see status_of; such a task's exit (a signal's code, the launcher's word on
+    it) is then no error of its own."""
     tries = attempts(records)
     last = tries[-1] if tries else []  # after restarts, the task's last attempt is its result
     end = (by_event(last, "end") or [{}])[-1]
     ready = (by_event(last, "cluster_ready") or [{}])[-1]
-    errors = by_event(last, "error")
+    errors = [] if ended_when_done else by_event(last, "error")
     epochs = {e["epoch"]: e for e in by_event(records, "epoch")}  # an epoch redone after a restore: its last
-    status = status_of(exit_code, stopped, bool(end) and not errors)
+    status = status_of(exit_code, stopped, bool(end) and not errors, ended_when_done)
     steady = end.get("steady_step_seconds")
-    losses = [epochs[n]["loss"] for n in sorted(epochs)]
+    losses = [loss_value(epochs[n]["loss"]) for n in sorted(epochs)]  # nan where it was not finite
     return TaskRow(
         task=task,
         role=role,
@@ -45,7 +48,8 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         earlier_errors=[r["message"].splitlines()[0][:300] for attempt in tries[:-1]
                         for r in by_event(attempt, "error")],
         # A user's script (SCRIPT): its last epoch's, as Keras or tflab's callback logged it.
-        final_loss=end.get("final_loss", by_event(records, "epoch")[-1]["loss"] if end and losses else None),
+        final_loss=loss_value(end["final_loss"]) if "final_loss" in end
+        else loss_value(by_event(records, "epoch")[-1]["loss"]) if end and losses else None,
         cluster_ready_seconds=ready.get("seconds"),
         first_step_seconds=end.get("first_step_seconds"),
         steady_step_seconds=steady,
@@ -60,7 +64,7 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         explanation=explanation.to_dict() if status == "failed" and (explanation := explain.explain(
             evidence_of(task, last, records, exit_code, settings, output, oom_killed))) else None,
         # The evaluator's: each checkpoint it evaluated (its epoch, step and loss).
-        evals=[{k: r[k] for k in ("epoch", "step", "loss")} for r in by_event(last, "eval")]
+        evals=[{"epoch": r["epoch"], "step": r["step"], "loss": loss_value(r["loss"])} for r in by_event(last, "eval")]
         if role == "evaluator" else None,
     )
 
@@ -120,11 +124,12 @@ class Replayed:
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
               outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None,
               restarts: list[float] | None = None, chaos: dict | None = None,
-              replayed: Replayed | None = None) -> Summary:
+              replayed: Replayed | None = None, servers_owe_no_exit: bool = False) -> Summary:
     """The run's summary: one row per task, from its log, its exit code, its output and the
     engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it). A TFJob
     replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
-    trainer's end where the replicas ran it with its log on a claim."""
+    trainer's end where the replicas ran it with its log on a claim. servers_owe_no_exit: a
+    SCRIPT's servers and evaluator, ended by the lab once the chief succeeded (runner.LabRun.clean_exits)."""
     if replayed is not None:
         done = outcome == "ok"  # the chief succeeded and the lab ended what was left (runner.follow)
         rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
@@ -139,8 +144,10 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     oom_killed = oom_killed or {}
     outputs = output_tails(run_dir, list(the_cluster.tasks))
     records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
+    # outcome "ok" there: the chief succeeded and nothing failed before the lab ended the rest (runner.follow).
+    ended = set(the_cluster.servers + the_cluster.evaluators) if servers_owe_no_exit and outcome == "ok" else set()
     rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
-                     task in stopped, settings, outputs[task], oom_killed.get(task))
+                     task in stopped, settings, outputs[task], oom_killed.get(task), task in ended)
             for task in the_cluster.tasks]
     digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
     # A lab run that ended "ok" has no stopped task (runner.follow), so ok is the replay's rule too.
@@ -377,6 +384,10 @@ class ProgressPrinter:
         self.offsets = {task: 0 for task in the_cluster.tasks}
         self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
         self.tries = {task: [] for task in the_cluster.tasks}  # each task's attempts so far (a script's resume)
+        # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (runner.LabRun.clean_exits):
+        # their launcher's error then is the lab's SIGTERM, not theirs.
+        self.ended_by_lab = set(the_cluster.servers + the_cluster.evaluators) if settings.script else set()
+        self.chief_done = False
 
     def print_new(self) -> None:
         for task in self.offsets:
@@ -417,6 +428,8 @@ class ProgressPrinter:
 
     def describe(self, record: dict) -> str | None:
         event = record.get("event")
+        if event == "end" and record.get("task") == self.chief:
+            self.chief_done = True
         if event == "start" and record.get("role") == "script":  # every task's; its Keras once it imports one
             return f"started: tensorflow {record['versions'].get('tensorflow')}"
         if event == "start" and record["task"] == self.chief:
@@ -434,7 +447,7 @@ class ProgressPrinter:
         if event == "epoch" and record["task"] == self.chief:
             of = "" if self.settings.script else f"/{self.settings.epochs}"  # a script's epochs are its own
             rate = record.get("examples_per_second")  # Keras's own epochs (observe.py) know no batch
-            return (f"epoch {record['epoch']}{of}  loss {record['loss']:.4f}  {record['seconds']:.2f} s"
+            return (f"epoch {record['epoch']}{of}  loss {loss_value(record['loss']):.4f}  {record['seconds']:.2f} s"
                     + (f"  {rate:.0f} examples/s" if rate is not None else f"  {record['steps']} steps"))
         if event in ("fit", "checkpoint"):  # a script's: said only after a restart, where it resumed
             tries = self.tries[record["task"]]
@@ -446,15 +459,18 @@ class ProgressPrinter:
         if event == "end" and record["role"] == "server":
             return f"ended after serving for {record['total_seconds']:.1f} s"
         if event == "eval":
-            return f"eval of epoch {record['epoch']} (step {record['step']}): loss {record['loss']:.4f}"
+            return f"eval of epoch {record['epoch']} (step {record['step']}): loss {loss_value(record['loss']):.4f}"
         if event == "end" and record["role"] == "evaluator":
             return f"done in {record['total_seconds']:.1f} s: {record['evaluations']} checkpoints evaluated"
         if event == "end" and record["role"] == "script":
             return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
         if event == "end":
-            return f"done in {record['total_seconds']:.1f} s: final loss {record['final_loss']:.4f}"
+            return f"done in {record['total_seconds']:.1f} s: final loss {loss_value(record['final_loss']):.4f}"
         if event == "restored" and not self.settings.script:  # a script's `fit` says it
             return f"restored from the backup: resuming at epoch {record['epoch']}, step {record['step']}"
+        if event == "error" and self.chief_done and record["task"] in self.ended_by_lab:
+            code = re.search(r"exited with code (\d+)", record["message"])
+            return f"ended by the lab once the chief was done (exit code {code.group(1) if code else '?'})"
         if event == "error":
             return f"error: {record['message'].splitlines()[0][:300]}"
         return None

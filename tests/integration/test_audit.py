@@ -3,6 +3,7 @@ fix, and right ones are not: the wrong scripts here find fault; the lab's own mo
 strategy (test_training.py, mirrored among them), the tutorial-style example (test_user_script.py,
 under the fixture's AUDIT=strict) and parameter_server (test_parameter_server.py) give none."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,32 @@ def test_data_sharding_after_a_shuffle_with_no_seed_is_overlapping_shards(unseed
     shared = int(message.split(" trained on ")[1].split()[0])
     assert 128 < shared < 384, message
     assert "seed" in unseeded.findings[0]["fix"]
+
+
+@pytest.fixture(scope="module")
+def nan_loss(tmp_path_factory):
+    """The issue-36 run: an MWMS fit whose loss is nan every epoch and which exits 0 on every worker;
+    the fixture's default, AUDIT=strict."""
+    from tflab.pytest_plugin import run_lab
+
+    return run_lab(tmp_path_factory.mktemp("audit"), "nan-loss",
+                   {"workers": 2, "script": SCRIPTS / "nan_loss.py", "args": "--epochs 3", "restarts": 0})
+
+
+def test_a_loss_that_went_nan_is_logged_and_a_finding_that_fails_a_strict_run(nan_loss):
+    assert [(task.status, task.exit_code) for task in nan_loss.tasks.values()] == [("ok", 0), ("ok", 0)]
+    assert not nan_loss.ok and nan_loss.returncode == 1 and nan_loss.summary.outcome == "failed", nan_loss.why()
+    assert kinds(nan_loss) == ["non-finite"]
+    finding = nan_loss.findings[0]
+    assert finding["tasks"] == ["worker-0", "worker-1"]
+    assert finding["message"].startswith("worker-0 and worker-1: the loss was nan from epoch 1 on (every epoch)")
+    assert "STRATEGY=single" in finding["fix"] and "enable_check_numerics" in finding["fix"]
+    # Every epoch is logged, its loss as the word JSON can carry, and read back as the float it was.
+    epochs = nan_loss.tasks["worker-0"].of("epoch")
+    assert [(e["epoch"], e["loss"]) for e in epochs] == [(1, "nan"), (2, "nan"), (3, "nan")]
+    assert all(str(loss) == "nan" for loss in nan_loss.losses("worker-0"))
+    from tflab import runfolder
+
+    for line in runfolder.log_path(nan_loss.run_dir, "worker-0").read_text().splitlines():
+        json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in worker-0.jsonl is no JSON"))
+    assert "finding (non-finite): worker-0 and worker-1: the loss was nan from epoch 1 on" in nan_loss.output

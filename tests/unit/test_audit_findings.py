@@ -199,3 +199,32 @@ def test_a_batch_is_fingerprinted_by_its_values_strings_too_and_a_failure_never_
     assert first["step"] == 1 and second["step"] == 2
     assert watcher.batch_or_complain(1, [object()]) == [] and watcher.batch_or_complain(1, [object()]) == []
     assert capsys.readouterr().err.count("the audit's batch fingerprint failed, and the script runs on") == 1
+
+
+def epochs(task: str, *losses):
+    """A task's `epoch` events as they are logged: a loss that is not finite as its word (schema.loss_field)."""
+    return [{"event": "epoch", "task": task, "time": 1.0, "epoch": n + 1, "loss": loss, "seconds": 0.5, "steps": 32}
+            for n, loss in enumerate(losses)]
+
+
+def test_a_loss_gone_nan_is_a_finding_naming_its_first_epoch_its_tasks_and_what_to_check():
+    """The issue-36 run: an MWMS fit whose loss was nan every epoch ended `ok`."""
+    kinds, found, _ = findings({"worker-0": epochs("worker-0", "nan", "nan", "nan"),
+                                "worker-1": epochs("worker-1", "nan", "nan", "nan")})
+    assert kinds == [("non-finite", ["worker-0", "worker-1"])]
+    assert found[0].message.startswith("worker-0 and worker-1: the loss was nan from epoch 1 on (every epoch)")
+    assert "STRATEGY=single" in found[0].fix and "tensorflow#90686" in found[0].fix
+    kinds, found, _ = findings({"worker-0": epochs("worker-0", 3.5, 2.25, "inf", "nan")})
+    assert kinds == [("non-finite", ["worker-0"])]
+    assert "the loss was inf from epoch 3 on (each of the 2 epochs since)" in found[0].message
+    assert findings({"worker-0": epochs("worker-0", 3.5, 2.25), "ps-0": epochs("ps-0", "nan")})[0] == []
+
+
+def test_weights_gone_nan_are_a_finding_where_the_loss_said_nothing():
+    records = weights("worker-0", "aa", "bb", end="bb")
+    records[1]["nonfinite"] = 41
+    kinds, found, _ = findings({"worker-0": records})
+    assert kinds == [("non-finite", ["worker-0"])]
+    assert found[0].message == ("worker-0: 41 of the 41 trainable weights were NaN or infinite from epoch 2 on: "
+                                "the model the run keeps is broken")
+    assert findings({"worker-0": weights("worker-0", "aa", end="aa")})[0] == []

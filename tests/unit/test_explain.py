@@ -249,6 +249,7 @@ def test_the_summary_and_its_table_carry_the_explanation(tmp_path):
     ("import os\nfrom keras import layers\n", "multiworker", True),
     ("import keras.layers as kl\n", "multiworker", True),
     ("import keras\n", "mirrored", False),  # Keras 3's fit works under MirroredStrategy
+    ("import keras\n", "parameter_server", True),  # recorded: keras3-parameter-server
     ("import tf_keras as keras\n", "multiworker", False),
     ("import tensorflow as tf\nmodel = tf.keras.Sequential()\n", "multiworker", False),
     ("from . import keras\n", "multiworker", False),  # the script's own module
@@ -260,7 +261,8 @@ def test_a_scripts_imports_warn_of_keras_3_under_multiworker(tmp_path, source, s
     found = script_warnings(script, strategy)
     assert bool(found) is warned, found
     if warned:
-        assert found[0].startswith("train.py:") and explain.KERAS_ISSUE in found[0]
+        issue = explain.PS_TUTORIAL if strategy == "parameter_server" else explain.KERAS_ISSUE
+        assert found[0].startswith("train.py:") and issue in found[0]
 
 
 def test_a_second_strategy_after_tf_config_changed_is_the_same_mistake():
@@ -269,3 +271,18 @@ def test_a_second_strategy_after_tf_config_changed_is_the_same_mistake():
     output = ("WARNING:absl:Enabling collective ops after program startup may cause error when accessing "
               "previously created tensors.\n")
     assert explain.explain(Evidence("worker-0", 1, output=output)).signature == "collectives-after-startup"
+
+
+def test_the_keras_3_custom_loop_names_keras_23085_and_a_fix_to_take_today():
+    """Recorded: TF's guide's custom loop with Adam under MirroredStrategy, Keras 3.15.1, 2 logical CPUs."""
+    found = explain.explain(recorded("keras3-custom-loop-optimizer", "mirrored"))
+    assert "keras#23085" in found.what and "keras#23087" in found.what and "3.16" in found.what
+    assert "optimizer.build(model.trainable_variables)" in found.fix and "TF_USE_LEGACY_KERAS=1" in found.fix
+    assert found.link.endswith("/keras/issues/23085") and found.retry is False
+
+
+def test_keras_3_under_parameter_server_strategy_is_named_with_the_tf_keras_fix():
+    """Recorded: the chief of a parameter-server script written for Keras 3 (`import keras`, fit on a dataset)."""
+    found = explain.explain(recorded("keras3-parameter-server", "chief-0"))
+    assert found.what.startswith("Keras 3 has no ParameterServerStrategy support")
+    assert "DatasetCreator" in found.fix and "TF_USE_LEGACY_KERAS=1" in found.fix and found.retry is False

@@ -226,3 +226,47 @@ def test_each_cell_says_the_keras_its_chief_imported(tmp_path):
     assert matrix.imported_keras(run, "worker-0") == "keras 3.15.1"
     done = cell("2.21", "nightly", "mirrored", keras_imported="keras 3.16.0.dev2026102704")
     assert matrix.said(done) == "ok (keras 3.16.0.dev2026102704)"
+
+
+def ran(tf, keras, strategy, losses):
+    return cell(tf, keras, strategy, losses=list(losses), final_loss=losses[-1])
+
+
+def test_a_synchronous_cell_whose_losses_part_from_the_single_runs_is_wrong():
+    """Same data, seed and global batch: only the all-reduce's float rounding may part them (4e-5 measured)."""
+    cells = [ran("2.21", "keras3", "single", [30.6279, 26.6177, 21.6584]),
+             ran("2.21", "keras3", "mirrored", [30.6279, 26.6178, 21.6583]),
+             ran("2.21", "keras3", "multiworker", [30.6279, 27.9, 24.1]),
+             ran("2.21", "keras3", "parameter_server", [31.09, 25.0, 20.1]),  # asynchronous: never compared
+             ran("2.21", "tf-keras", "mirrored", [1.0, 9.0, 9.0])]  # no single cell of its own to compare with
+    matrix.compare_with_single(cells, Settings())
+    assert [c.outcome for c in cells] == ["ok", "ok", "wrong", "ok", "ok"]
+    assert cells[2].signature == "losses-differ"
+    assert cells[2].what.startswith("epoch 3: loss 24.1 under multiworker against 21.6584 on one device (1.1e-01 apart")
+    assert "multiworker ends ok and trains wrong under keras3 on 2.21: losses-differ" in matrix.verdict(cells)
+    script = [ran("2.21", "keras3", "single", [3.0]), ran("2.21", "keras3", "mirrored", [9.0])]
+    matrix.compare_with_single(script, Settings(script=__file__))  # a script's data and seeds are its own
+    assert [c.outcome for c in script] == ["ok", "ok"]
+
+
+def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
+    """Every task exited 0: the cell ran, and learned nothing."""
+    from tflab import runfolder
+    from tflab.runfolder import Summary, TaskRow
+
+    row = {"final_loss": float("nan"), "steady_step_seconds": 0.01, "peak_rss_per_process_bytes": 1,
+           "wall_seconds": 9.0, "losses": [float("nan")] * 3}
+    monkeypatch.setattr(matrix.report, "run_row", lambda run_dir: row)
+    finding = {"kind": "non-finite", "tasks": ["worker-0"], "message": "worker-0: the loss was nan from epoch 1 on",
+               "fix": "f"}
+    for audit_setting, findings in (("on", [finding]), ("strict", [finding]), ("off", [])):
+        summary = Summary(run="r", strategy="multiworker", backend="compose", outcome="failed" if audit_setting
+                          == "strict" else "ok", ok=audit_setting != "strict", launched_at=1.0, wall_seconds=9.0,
+                          settings={}, weights_agree=True, tasks=[TaskRow(task="worker-0", status="ok")],
+                          findings=findings)
+        monkeypatch.setattr(runfolder.Summary, "read", classmethod(lambda cls, run_dir, s=summary: s))
+        one = cell("2.21", "keras3", "multiworker", outcome="not run")
+        matrix.fill(one, tmp_path)
+        assert (one.outcome, one.signature) == ("wrong", "non-finite-loss")
+        assert one.what == (finding["message"] if findings else "the chief's loss per epoch was nan nan nan")
+    assert matrix.mark(one) == "wrong: non-finite-loss" and not matrix.passed([one])

@@ -83,3 +83,24 @@ def test_the_runs_summary_is_written_whatever_a_task_left_in_the_folder(tmp_path
                     "failures without it",
                     f"tflab: {tmp_path / 'worker-0.jsonl'} is a folder, not a file the lab wrote; the summary reads "
                     "it as no events"]
+
+
+def test_a_scripts_servers_ended_after_the_chief_are_said_so_and_a_failure_before_it_is_an_error(tmp_path, capsys):
+    """SCRIPT with parameter_server: the launcher's `exited with code 143` of a server the lab ended
+    once the chief was done is the lab's SIGTERM, not the server's error (its run ended ok)."""
+    settings = Settings(strategy="parameter_server", script=__file__, workers=1)
+
+    def error(task, code):
+        return {"event": "error", "task": task, "time": 2.0, "message": f"ps.py exited with code {code}: I0000 noise"}
+    end = {"event": "end", "task": "chief-0", "time": 1.0, "role": "script", "total_seconds": 9.0,
+           "peak_rss_bytes": 1, "exit_code": 0}
+    (tmp_path / "ps-0.jsonl").write_text(json.dumps(error("ps-0", 1)) + "\n")  # before the chief is done
+    printer = ProgressPrinter(settings, cluster.build(settings), tmp_path)
+    printer.print_new()
+    (tmp_path / "chief-0.jsonl").write_text(json.dumps(end) + "\n")
+    (tmp_path / "worker-0.jsonl").write_text(json.dumps(error("worker-0", 143)) + "\n")
+    printer.print_new()
+    assert capsys.readouterr().out.splitlines() == [
+        "[ps-0] error: ps.py exited with code 1: I0000 noise",
+        "[chief-0] done in 9.0 s: the script exited with code 0",
+        "[worker-0] ended by the lab once the chief was done (exit code 143)"]

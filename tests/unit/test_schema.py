@@ -2,7 +2,7 @@ import json
 import os
 
 import pytest
-from tflab import runfolder
+from tflab import runfolder, schema
 from tflab.foreign import ForeignFile
 from tflab.schema import EVENTS, EventLog, SchemaError, completeness, problems, read_events
 
@@ -163,4 +163,19 @@ def test_a_tasks_log_hands_on_only_records_of_the_right_types(tmp_path):
 
 def test_problems_quote_a_hostile_value_escaped():
     found = problems(record("epoch", loss="\x1b[2J"))
-    assert found == ["epoch: loss='\\x1b[2J' is not a number"]
+    assert found == ["epoch: loss='\\x1b[2J' is not a number or one of nan, inf, -inf"]
+
+
+@pytest.mark.parametrize("value, field", [(float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "-inf"),
+                                          (0.25, 0.25)])
+def test_a_loss_that_is_not_finite_is_logged_as_a_word_json_can_carry(tmp_path, value, field):
+    """JSON has no NaN (Python's json writes `NaN`, which jq refuses): an epoch whose loss went NaN is
+    logged, strict JSON, and read back as the float it was."""
+    log = EventLog(tmp_path / "w.jsonl", "w")
+    log.emit("epoch", epoch=1, loss=schema.loss_field(value), seconds=0.1, steps=2)
+    log.close()
+    line = (tmp_path / "w.jsonl").read_text()
+    json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} is no JSON"))
+    [read] = read_events(tmp_path / "w.jsonl")
+    assert read["loss"] == field and not problems(read)
+    assert repr(schema.loss_value(read["loss"])) == repr(value) and schema.finite(read["loss"]) == (field == 0.25)

@@ -28,8 +28,6 @@ def test_the_script_path_is_resolved_and_its_args_kept():
     ({"SCRIPT": "nowhere/train.py"}, "SCRIPT=nowhere/train.py is not allowed: expected the path of an existing"),
     ({"SCRIPT": str(REPO / "README.md")}, f"SCRIPT={REPO / 'README.md'} is not allowed"),
     ({"SCRIPT": str(TUTORIAL), "ARGS": "--name 'unclosed"}, "ARGS=\"--name 'unclosed\" is not allowed (No closing"),
-    ({"SCRIPT": str(TUTORIAL), "STRATEGY": "parameter_server"},
-     "SCRIPT is not allowed with STRATEGY=parameter_server: expected one of single, mirrored, multiworker"),
 ])
 def test_bad_script_settings_are_refused(overrides, expected):
     with pytest.raises(SettingsError) as refused:
@@ -38,9 +36,13 @@ def test_bad_script_settings_are_refused(overrides, expected):
     assert "\n" not in str(refused.value)
 
 
-@pytest.mark.parametrize("strategy, tasks", [("multiworker", ["worker-0", "worker-1"]), ("mirrored", ["mirrored"])])
+@pytest.mark.parametrize("strategy, tasks", [
+    ("multiworker", ["worker-0", "worker-1"]), ("mirrored", ["mirrored"]),
+    # As the training operator runs a TFJob: every replica, servers and the evaluator too, the same command.
+    ("parameter_server", ["chief-0", "evaluator-0", "ps-0", "worker-0", "worker-1"])])
 def test_every_task_runs_the_launcher_on_the_mounted_script(strategy, tasks):
-    settings = Settings(strategy=strategy, script=str(TUTORIAL), args="--epochs 2 --fail-with 'a b'")
+    settings = Settings(strategy=strategy, script=str(TUTORIAL), args="--epochs 2 --fail-with 'a b'",
+                        evaluator=int(strategy == "parameter_server"))
     override = compose.render_run(settings, cluster.build(settings))
     assert sorted(override["services"]) == tasks
     for task in tasks:
@@ -53,6 +55,11 @@ def test_every_task_runs_the_launcher_on_the_mounted_script(strategy, tasks):
     if strategy == "multiworker":  # TF_CONFIG comes from cluster.py as for the lab's own trainer
         assert override["services"]["worker-1"]["environment"]["TF_CONFIG"] == json.dumps(
             cluster.tf_config_for(cluster.cluster_spec(settings), "worker-1"), separators=(",", ":"))
+    if strategy == "parameter_server":  # each task its own type and index, the evaluator outside the cluster
+        for task in tasks:
+            tf_config = json.loads(override["services"][task]["environment"]["TF_CONFIG"])
+            assert f"{tf_config['task']['type']}-{tf_config['task']['index']}" == task
+            assert sorted(tf_config["cluster"]) == ["chief", "ps", "worker"]
 
 
 def launch(tmp_path, source: str, *args: str, strategy="multiworker"):

@@ -15,7 +15,8 @@ directly by the lab's own trainer (`start`). Nothing here changes what the scrip
   tf.io.gfile file opened for writing: the outermost call is logged (path, size after it, the
   script's line that called it), and whether the path lies on storage the tasks share.
 - Weights: a digest of the trainable weights of every Keras model built under a strategy's scope,
-  after each fit epoch, at each new pass outside fit (a custom loop's epoch), and at exit.
+  and how many of them are NaN or infinite, after each fit epoch, at each new pass outside fit (a
+  custom loop's epoch), and at exit.
 
 ParameterServerStrategy is left alone: its steps run on remote workers, where a Python function
 of this process cannot.
@@ -133,18 +134,23 @@ class Audit:
     def weights(self, at: str, epoch: int) -> None:
         with self.lock:
             models = [m for m in (ref() for ref in self.models) if m is not None]
-        digest, parameters = hashlib.sha256(), 0
+        digest, parameters, nonfinite = hashlib.sha256(), 0, 0
         try:
+            import numpy  # TensorFlow's own dependency: imported already, as the script imported tensorflow
+
             for model in models:
                 for variable in model.trainable_weights:
                     value = variable.numpy()
                     digest.update(value.astype(value.dtype.newbyteorder("<")).tobytes())
                     parameters += value.size
+                    if value.dtype.kind in "fc":
+                        nonfinite += int(value.size - numpy.count_nonzero(numpy.isfinite(value)))
         except Exception as error:  # noqa: BLE001 - a model half torn down at exit, say
             inscript.complain("the audit's weights digest", error)
             return
         if parameters:
-            self.emit("audit_weights", at=at, epoch=epoch, digest=digest.hexdigest(), parameters=int(parameters))
+            self.emit("audit_weights", at=at, epoch=epoch, digest=digest.hexdigest(), parameters=int(parameters),
+                      nonfinite=nonfinite)
 
     # --- writes
     def wrote(self, writer: str, path, began: float) -> None:

@@ -17,7 +17,7 @@ import time
 
 import tensorflow as tf
 
-from tflab.schema import EventLog, SchemaError
+from tflab.schema import EventLog, SchemaError, loss_field
 
 
 class LabCallback(tf.keras.callbacks.Callback):
@@ -41,7 +41,7 @@ class LabCallback(tf.keras.callbacks.Callback):
             return
         seconds = time.perf_counter() - self._started
         try:
-            self._log.emit("epoch", epoch=int(epoch) + 1, loss=float(loss), seconds=seconds, steps=self._steps,
+            self._log.emit("epoch", epoch=int(epoch) + 1, loss=loss_field(loss), seconds=seconds, steps=self._steps,
                            examples_per_second=self._steps * self.global_batch_size / seconds)
-        except SchemaError as error:  # a NaN loss, say: the lab's log must never break your training
+        except (SchemaError, TypeError, ValueError) as error:  # the lab's log must never break your training
             print(f"tflab.callback: epoch {int(epoch) + 1} not logged: {error}", file=sys.stderr)

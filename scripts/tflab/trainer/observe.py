@@ -8,7 +8,7 @@ calls at each epoch and step, is watched at the class level, so a script needs n
   its BackupAndRestore keeps its backup (`backup_dir`, `backup_kept`: in $TFLAB_OUTPUT, which
   outlives a restart). After a restart this says, measured, whether the task resumed or started over.
 - `restored` where a BackupAndRestore moved fit past its start (epoch > 1 or step > 0).
-- `epoch` at each epoch's end: Keras's own count (1-based), its mean loss, seconds and steps;
+- `epoch` at each epoch's end: Keras's own count (1-based), its mean loss (NaN too), seconds and steps;
   none where the script's fit has tflab's LabCallback, which logs the epochs itself.
 
 Once the script imports TensorFlow, `checkpoint` events say where a custom loop's tf.train
@@ -23,11 +23,11 @@ chain. Outside the lab (no TFLAB_LOG) it installs nothing. Stdlib only until Ker
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 import time
 
+from tflab.schema import loss_field
 from tflab.trainer import inscript
 
 MARK = "_tflab_observed"  # set on a class (or function) once it is watched
@@ -125,8 +125,9 @@ def _on_epoch_end(self, epoch, logs=None, *args, **kwargs):
         loss = float(loss)
     except (TypeError, ValueError):  # none, or a value that is not a number here (a RemoteValue)
         return
-    if math.isfinite(loss):
-        emit("epoch", epoch=int(epoch) + 1, loss=loss, seconds=time.perf_counter() - fit.started, steps=fit.steps)
+    # A NaN loss is logged too (schema.loss_field): the epoch happened, and learned nothing.
+    emit("epoch", epoch=int(epoch) + 1, loss=loss_field(loss), seconds=time.perf_counter() - fit.started,
+         steps=fit.steps)
 
 
 # Each watched method: (what runs before the original, what runs after it).

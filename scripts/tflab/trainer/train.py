@@ -53,7 +53,7 @@ import tensorflow as tf
 from tflab import cluster, runfolder
 from tflab.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
 from tflab.runfolder import read_run_config
-from tflab.schema import EventLog
+from tflab.schema import EventLog, loss_field
 from tflab.settings import Settings, SettingsError
 from tflab.trainer import audit
 from tflab.trainer.peerwait import PeerWait
@@ -190,7 +190,7 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     save_model(model, task, the_cluster.chief, run_dir)
     if auditing:
         auditing.finish()
-    log.emit("end", role="trainer", final_loss=float(losses[-1]), total_seconds=time.time() - STARTED,
+    log.emit("end", role="trainer", final_loss=loss_field(losses[-1]), total_seconds=time.time() - STARTED,
              first_step_seconds=timing.first_step_seconds, first_step_at=timing.first_step_at,
              steady_step_seconds=timing.steady_step_seconds(), peak_rss_bytes=peak_rss_bytes(),
              weights_sha256=weights_sha256, parameters=parameters)
@@ -360,7 +360,7 @@ def evaluate(settings: Settings, task: str, run_dir: Path, log: EventLog, x, y) 
         print(f"[{task}] ended by the lab", flush=True)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     log.emit("end", role="evaluator", total_seconds=time.time() - STARTED, peak_rss_bytes=peak_rss_bytes(),
-             evaluations=evals.count, **({"final_loss": evals.last} if evals.count else {}))
+             evaluations=evals.count, **({"final_loss": loss_field(evals.last)} if evals.count else {}))
 
 
 class EvalLog(tf.keras.callbacks.Callback):
@@ -379,7 +379,8 @@ class EvalLog(tf.keras.callbacks.Callback):
         step = int(self.model.optimizer.iterations.numpy())
         epoch = step // self.settings.steps_per_epoch
         self.count, self.last = self.count + 1, float(logs["loss"])
-        self.log.emit("eval", epoch=epoch, step=step, loss=self.last, seconds=time.perf_counter() - self._started)
+        self.log.emit("eval", epoch=epoch, step=step, loss=loss_field(self.last),
+                      seconds=time.perf_counter() - self._started)
         print(f"[{self.task}] eval of epoch {epoch} (step {step}): loss {self.last:.4f}", flush=True)
 
 
@@ -649,12 +650,12 @@ class StepTiming(tf.keras.callbacks.Callback):
             self.per_step_by_epoch[-1] = [seconds / steps] * steps
         loss = logs["loss"]
         loss = float(loss.fetch() if hasattr(loss, "fetch") else loss)
-        record = self.log.emit("epoch", epoch=epoch + 1, loss=loss, seconds=seconds, steps=steps,
+        record = self.log.emit("epoch", epoch=epoch + 1, loss=loss_field(loss), seconds=seconds, steps=steps,
                                examples_per_second=steps * self.settings.global_batch / seconds)
         if self.writer:
             with self.writer.as_default(step=epoch + 1):
                 for name in ("loss", "examples_per_second", "seconds"):
-                    tf.summary.scalar(name, record[name])
+                    tf.summary.scalar(name, loss if name == "loss" else record[name])
             self.writer.flush()
         print(f"[{self.task}] epoch {epoch + 1}/{self.settings.epochs} loss {loss:.4f} {seconds:.2f} s",
               flush=True)
