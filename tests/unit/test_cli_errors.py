@@ -478,10 +478,10 @@ def test_a_claim_whose_latest_link_fails_is_undone(tmp_path, monkeypatch):
     runs.mkdir()
     real_replace = os.replace
 
-    def latest_became_a_folder(source, target):
+    def latest_became_a_folder(source, target, **handles):
         if Path(target).name == "latest":
             Path(target).mkdir()
-        return real_replace(source, target)
+        return real_replace(source, target, **handles)
 
     monkeypatch.setattr(runfolder.os, "replace", latest_became_a_folder)
     with pytest.raises(LabError) as refused:
