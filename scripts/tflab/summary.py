@@ -7,7 +7,7 @@ failed, is shown as such, never left out.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflab import audit, explain, foreign, preemption, resume
@@ -108,6 +108,7 @@ class Replayed:
     not_applied: list[str]
     hosts: dict[str, str]  # task -> the replica's hostname
     images: dict[str, str]  # task -> the replica's image
+    ended_when_done: list[str] = field(default_factory=list)  # running once the job succeeded
 
 
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
@@ -119,11 +120,14 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
     trainer's end where the replicas ran it with its log on a claim."""
     if replayed is not None:
-        done = outcome == "ok"  # the chief succeeded and the lab ended what was left (runner.follow)
+        # "ok": the job succeeded as the operator decides it (replay.ReplayRun.job_condition), and
+        # the lab ended what was still running; a replica that failed and was being retried then
+        # keeps its failed row, as the operator's job is Succeeded all the same.
+        done = outcome == "ok"
         rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
-                           done and task in the_cluster.servers + the_cluster.evaluators)
+                           done and task in replayed.ended_when_done)
                 for task in the_cluster.tasks]
-        ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+        ok = done
         return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
                        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
                        launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
