@@ -234,8 +234,12 @@ def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
             "restartPolicy": settings.restart_policy,
             "template": pod_template(settings, env, None, task=None),
         }
-    run_policy = {"cleanPodPolicy": "Running",  # ends parameter_server's workers and ps when the chief is done
-                  "backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings)}
+    # Running where servers would serve forever once the chief is done (parameter_server's workers
+    # and ps); elsewhere the operator's default, None, which lets the other workers and the evaluator
+    # finish their own ends after the chief's (Running would delete them mid-save).
+    clean = "Running" if "ps" in spec else "None"
+    run_policy = {"cleanPodPolicy": clean, "backoffLimit": settings.restarts,
+                  "activeDeadlineSeconds": deadline(settings)}
     body = {"runPolicy": run_policy}
     if "chief" not in spec:
         body["successPolicy"] = "AllWorkers"  # not worker-0 alone: the others' ends would be cut off

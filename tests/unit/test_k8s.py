@@ -151,6 +151,8 @@ def test_run_and_success_policies():
     assert tfjob["spec"]["successPolicy"] == "AllWorkers"
     assert tfjob["spec"]["runPolicy"]["backoffLimit"] == 0
     assert tfjob["spec"]["runPolicy"]["activeDeadlineSeconds"] == 61
+    # cleanPodPolicy Running only where servers would serve on (common/job.go DeletePodsAndServices)
+    assert tfjob["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
 
 
 @pytest.mark.parametrize("policy, pod_policy", [("ExitCode", "Never"), ("OnFailure", "OnFailure"),

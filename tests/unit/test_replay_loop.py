@@ -340,6 +340,18 @@ def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(p
         assert code_ == 0 and result["ok"]
 
 
+def test_exit_code_fails_the_job_when_a_killed_workers_peer_exits_1(tmp_path, capsys):
+    """common/pod.go ReconcilePods under ExitCode: the killed worker's 137 is retried, but the peer
+    that aborts with 1 when it goes (MultiWorkerMirroredStrategy's "Connection reset by peer") is a
+    permanent code, and the job fails, where the lab's own RESTART_POLICY=ExitCode reads that peer's
+    evidence and restarts. A TFJob that should survive a killed worker wants OnFailure."""
+    job = with_policy(NO_LIMIT_JOB, "Worker", "ExitCode")
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-1": 137}, {"worker-1": 137, "worker-0": 1}]])
+    out = capsys.readouterr().out
+    assert "tflab: worker-0 exited with code 1, permanent under restartPolicy ExitCode (1-127)" in out
+    assert code == 1 and not result["restarts"]
+
+
 def test_the_default_restart_policy_is_never(tmp_path, capsys):
     """tensorflow_defaults.go SetDefaults_TFJob sets TFJobDefaultRestartPolicy (tensorflow_types.go):
     Never. A replica without a restartPolicy that fails fails the job, whatever its code."""
