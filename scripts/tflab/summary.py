@@ -65,9 +65,9 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
 
 def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_when_done: bool = False) -> str:
     """The one rule for a task's status. ended_cleanly: its last attempt logged its end and no
-    error. ended_when_done: a server or evaluator the lab ended after the chief succeeded, in a run
-    whose tasks owe the lab no clean exit on SIGTERM (a TFJob's replicas, which the operator's
-    cleanPodPolicy ends so): ok whatever its code, as the chief's success is the job's."""
+    error. ended_when_done: a replica still running when its TFJob succeeded, which the lab then
+    ended (a TFJob's replicas owe the lab no clean exit on SIGTERM): ok whatever its code, as the
+    job's success is the operator's to decide (replay.ReplayRun.job_condition)."""
     if stopped:
         return "stopped"  # still running when the lab ended the run
     if exit_code is None:
