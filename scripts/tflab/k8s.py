@@ -207,9 +207,12 @@ def job(settings: Settings, task: str, spec: dict) -> dict:
     """A plain Job for one task, its TF_CONFIG written out."""
     name = f"{settings.k8s_name}-{task}"  # a cluster task's is its Service's name too
     env = cluster.tf_config_env(spec, task)  # TFLAB_TASK, and TF_CONFIG where there is a cluster
+    spec = {"backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings)}
+    if settings.restart_policy == "ExitCode":
+        spec["podFailurePolicy"] = exit_code_policy()
+    spec["template"] = pod_template(settings, env, pod_restart_policy(settings), task)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(settings, name, **{"tflab/task": task}),
-            "spec": {"backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings),
-                     "template": pod_template(settings, env, restart_policy(settings), task)}}
+            "spec": spec}
 
 
 def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
@@ -228,11 +231,15 @@ def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
             env = {"TF_CONFIG": cluster.tf_config_env(spec, f"{job_name}-0")["TF_CONFIG"]}
         replica_specs[REPLICA_TYPES[job_name]] = {
             "replicas": size,
-            "restartPolicy": restart_policy(settings),
+            "restartPolicy": settings.restart_policy,
             "template": pod_template(settings, env, None, task=None),
         }
-    run_policy = {"cleanPodPolicy": "Running",  # ends parameter_server's workers and ps when the chief is done
-                  "backoffLimit": settings.restarts, "activeDeadlineSeconds": deadline(settings)}
+    # Running where servers would serve forever once the chief is done (parameter_server's workers
+    # and ps); elsewhere the operator's default, None, which lets the other workers and the evaluator
+    # finish their own ends after the chief's (Running would delete them mid-save).
+    clean = "Running" if "ps" in spec else "None"
+    run_policy = {"cleanPodPolicy": clean, "backoffLimit": settings.restarts,
+                  "activeDeadlineSeconds": deadline(settings)}
     body = {"runPolicy": run_policy}
     if "chief" not in spec:
         body["successPolicy"] = "AllWorkers"  # not worker-0 alone: the others' ends would be cut off
@@ -241,10 +248,19 @@ def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
             "spec": body}
 
 
-def restart_policy(settings: Settings) -> str:
-    """RESTARTS > 0: a failed task's container restarts in its pod (and a multi-worker cluster's
-    other workers, which abort when a peer goes, restart too), up to RESTARTS times in all."""
-    return "OnFailure" if settings.restarts else "Never"
+def pod_restart_policy(settings: Settings) -> str:
+    """A plain Job's pod restartPolicy for RESTART_POLICY: a pod takes only OnFailure or Never, so
+    ExitCode is a Never pod, as the training operator makes it (core/pod.go SetRestartPolicy), whose
+    Job recreates it up to backoffLimit unless exit_code_policy fails the Job."""
+    return "OnFailure" if settings.restart_policy == "OnFailure" else "Never"
+
+
+def exit_code_policy() -> dict:
+    """ExitCode for a plain Job: exit codes 1-127 fail the Job at once, any other is retried, as
+    the operator's IsRetryableExitCode (`exitCode >= 128`) has it for a TFJob."""
+    # onPodConditions: empty, but Kubernetes' schema requires it up to 1.28 (optional from 1.29)
+    return {"rules": [{"action": "FailJob", "onPodConditions": [],
+                       "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": list(range(1, 128))}}]}
 
 
 def deadline(settings: Settings) -> int:

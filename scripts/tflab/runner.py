@@ -31,6 +31,7 @@ FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to e
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
 EVALUATOR_END_SECONDS = 60  # after training, how long the evaluator gets to evaluate the last checkpoint
 POLL_SECONDS = 0.5
+SUCCEEDED, FAILED, WAITING = "succeeded", "failed", "waiting"  # LabRun.job_condition's answers
 
 
 def write_links(settings: Settings, run_dir: Path, backend: Backend) -> None:
@@ -85,6 +86,13 @@ class LabRun:
         if not self.settings.script:
             return events
         return summary.Printers(events, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
+
+    def job_condition(self, codes: dict) -> str | None:
+        """The job's end as this kind of run decides it from the exit codes so far: SUCCEEDED (end
+        what runs), FAILED (stop what runs; no restart), WAITING (it succeeded; poll again while
+        what is left ends by itself); None: the runner's own rules, the lab's (chief, servers,
+        grace, restarts). A TFJob's operator decides its job's end (replay.ReplayRun)."""
+        return None
 
     def deadline(self, started: float) -> float:
         """TIMEOUT counts from the tasks' start."""
@@ -289,9 +297,24 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
             printer.print_new()
             return "failed", running
         failed = [task for task, code in codes.items() if code not in (None, 0)]
-        # A TFJob's job is done only once its chief succeeded; until then its servers' end is a failure's.
-        done = what.clean_exits or (not failed and all(codes[task] == 0 for task in backend.cluster.chiefs))
-        if running and done and set(running) <= set(servers) | set(evaluators):
+        condition = what.job_condition(codes)
+        if condition == WAITING:
+            time.sleep(POLL_SECONDS)
+            continue
+        if condition == SUCCEEDED:
+            stopped = []
+            if running:
+                say(what.done_line.format(running=", ".join(running)))
+                codes, stopped = end_servers(backend, running)
+            printer.print_new()
+            return "ok", stopped
+        if condition == FAILED:
+            if running:
+                say(f"stopping {', '.join(running)}")
+                backend.stop(running)
+            printer.print_new()
+            return "failed", running
+        if running and set(running) <= set(servers) | set(evaluators):
             # Training is over. The evaluator stops by itself after the last checkpoint (it gets
             # EVALUATOR_END_SECONDS for it, unless a trainer failed); servers would serve forever.
             trained_at = trained_at or time.monotonic()
@@ -302,8 +325,6 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
             say(what.done_line.format(running=", ".join(running)))
             codes, stopped = end_servers(backend, running)
             printer.print_new()
-            if not what.clean_exits:  # ended by SIGTERM, whatever their code: the chief's success is the job's
-                return "ok", stopped
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
         if not running:
             printer.print_new()

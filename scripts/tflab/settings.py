@@ -783,7 +783,7 @@ TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TF
                  for command in RUNS if command != "up"}
 # `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
 # would be dropped without a word: it is refused, naming what decides it instead (Setting.tfjob).
-# The replay reads the REPLAYED ones (TIMEOUT and RESTARTS where the TFJob leaves them to the lab).
+# The replay reads the REPLAYED ones (TIMEOUT where the TFJob sets no activeDeadlineSeconds).
 REPLAYED = "read by the replay"
 CONTAINER_FIELD = "spec.tfReplicaSpecs.<type>.template.spec.containers[tensorflow]"  # the operator's container
 TRAINED_AS_THE_CONTAINERS_SAY = (
@@ -917,7 +917,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("RESTARTS", 2, _integer(0, 10), "0..10",
             "times the lab restarts the whole cluster after a task fails; the lab's trainer resumes from its "
             "backup, a SCRIPT where its own lets it (the lab says where it did)",
-            tfjob=REPLAYED),
+            tfjob="the TFJob's spec.runPolicy.backoffLimit bounds its restarts as the operator counts them, and "
+                  "without one there is no limit (the operator sets none; activeDeadlineSeconds or TIMEOUT still "
+                  "ends the run); edit spec.runPolicy.backoffLimit"),
     Setting("RESTART_POLICY", "ExitCode", _choice(RESTART_POLICIES), " | ".join(RESTART_POLICIES),
             "which failures the lab restarts, as a TFJob's: ExitCode: exit codes 128 and up "
             "(killed), a preemption or a lost peer, never a known bug or a memory kill; "

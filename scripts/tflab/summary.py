@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflab import audit, beneath, explain, foreign, preemption, resume, runfolder
@@ -71,9 +71,9 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
 
 def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_when_done: bool = False) -> str:
     """The one rule for a task's status. ended_cleanly: its last attempt logged its end and no
-    error. ended_when_done: a server or evaluator the lab ended after the chief succeeded, in a run
-    whose tasks owe the lab no clean exit on SIGTERM (a TFJob's replicas, which the operator's
-    cleanPodPolicy ends so): ok whatever its code, as the chief's success is the job's."""
+    error. ended_when_done: a replica still running when its TFJob succeeded, which the lab then
+    ended (a TFJob's replicas owe the lab no clean exit on SIGTERM): ok whatever its code, as the
+    job's success is the operator's to decide (replay.ReplayRun.job_condition)."""
     if stopped:
         return "stopped"  # still running when the lab ended the run
     if exit_code is None:
@@ -119,6 +119,7 @@ class Replayed:
     not_applied: list[str]
     hosts: dict[str, str]  # task -> the replica's hostname
     images: dict[str, str]  # task -> the replica's image
+    ended_when_done: list[str] = field(default_factory=list)  # running once the job succeeded
 
 
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
@@ -131,11 +132,14 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     trainer's end where the replicas ran it with its log on a claim. servers_owe_no_exit: a
     SCRIPT's servers and evaluator, ended by the lab once the chief succeeded (runner.LabRun.clean_exits)."""
     if replayed is not None:
-        done = outcome == "ok"  # the chief succeeded and the lab ended what was left (runner.follow)
+        # "ok": the job succeeded as the operator decides it (replay.ReplayRun.job_condition), and
+        # the lab ended what was still running; a replica that failed and was being retried then
+        # keeps its failed row, as the operator's job is Succeeded all the same.
+        done = outcome == "ok"
         rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
-                           done and task in the_cluster.servers + the_cluster.evaluators)
+                           done and task in replayed.ended_when_done)
                 for task in the_cluster.tasks]
-        ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+        ok = done
         return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
                        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
                        launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,

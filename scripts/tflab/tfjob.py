@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab import cluster, manifest, runfolder
+from tflab import cluster, manifest, runfolder, tfoperator
 from tflab import task as task_contract
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
@@ -65,7 +65,7 @@ APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
 # `tflab up TFJOB=` runs what the TFJob says: what it decides instead of a setting, what the
-# replay reads itself (TIMEOUT and RESTARTS where the TFJob leaves them to the lab: Plan.decided)
+# replay reads itself (TIMEOUT where the TFJob sets no deadline: Plan.decided)
 # and the commands that would ignore a TFJOB are declared with each setting (settings.SETTINGS).
 DECIDED_BY_THE_TFJOB = {spec.name: spec.tfjob for spec in SETTINGS if spec.tfjob not in ("", REPLAYED)}
 APPLIED_SETTINGS = tuple(spec.name for spec in SETTINGS if spec.tfjob == REPLAYED)  # the replay's own
@@ -90,18 +90,25 @@ class Plan:
     namespace: str
     tasks: list[Task]
     spec: dict  # the training cluster, as in every TF_CONFIG
-    restarts: int
-    timeout: float
+    backoff_limit: int | None  # spec.runPolicy.backoffLimit; None: no limit, as the operator's
+    timeout: float  # activeDeadlineSeconds where set, else the lab's TIMEOUT
     not_applied: list[str]
     config_maps: dict[str, dict[str, str]]
     volumes: dict[str, dict]  # name -> its kind and source, for the run folder
     decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
-    never_restarts: bool = False  # restartPolicy Never for every replica: no backoff, the first failure ends it
     policies: dict[str, str] = field(default_factory=dict)  # job (worker, chief, ...) -> its replicas' restartPolicy
+    active_deadline: int | None = None  # spec.runPolicy.activeDeadlineSeconds; None: the operator sets none
+    clean_pod_policy: str = tfoperator.DEFAULT_CLEAN_POD_POLICY
+    success_policy: str = ""  # spec.successPolicy: "" (the operator's default) or AllWorkers
+
+    @property
+    def replicas(self) -> list[tfoperator.Replica]:
+        return [tfoperator.Replica(t.name, t.job, t.index) for t in self.tasks]
 
     @property
     def chief(self) -> list[str]:
-        """The tasks whose end ends the job: Chief or Master, else every worker."""
+        """The tasks the lab's summary reads as the job's chief: Chief or Master, else every worker
+        (whose success ends the job is the operator's rule: tfoperator.succeeded)."""
         for job in ("chief", "master"):
             found = [t.name for t in self.tasks if t.job == job]
             if found:
@@ -244,7 +251,11 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     if spec.get("enableDynamicWorker") is True:
         raise ManifestError("TFJob.spec.enableDynamicWorker is true: its sparse TF_CONFIG is not supported; "
                             "expected false or absent")
-    not_applied += _extra(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker"}, "spec")
+    not_applied += _extra(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker", "successPolicy"}, "spec")
+    success_policy = _get(spec, "successPolicy", str, "spec", "")
+    if success_policy not in tfoperator.SUCCESS_POLICIES:
+        raise ManifestError(f"spec.successPolicy is {shown(success_policy)}, expected {tfoperator.ALL_WORKERS} or "
+                            "absent (the operator reads no other value, and would take this one as its default)")
     run_policy = _get(spec, "runPolicy", dict, "spec", {})
     not_applied += _extra(run_policy, APPLIED_RUN_POLICY, "spec.runPolicy")
     replica_specs = _get(spec, "tfReplicaSpecs", dict, "spec")
@@ -255,7 +266,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
                                 f"type; expected {', '.join(REPLICA_TYPES)}")
 
-    sizes, replicas, policies, policy_of = {}, {}, set(), {}
+    sizes, replicas, policy_of = {}, {}, {}
     for replica_type in REPLICA_TYPES:
         if replica_type not in replica_specs:
             continue
@@ -267,10 +278,9 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         if count > 1 and replica_type in ("Chief", "Master", "Evaluator"):
             # TF_CONFIG has one chief and one evaluator (the operator's webhook refuses more chiefs)
             raise ManifestError(f"{where}.replicas is {count}, expected 0 or 1 (a job has one {replica_type.lower()})")
-        policy = _get(replica, "restartPolicy", str, where, "Never")
+        policy = _get(replica, "restartPolicy", str, where, tfoperator.DEFAULT_RESTART_POLICY)
         if policy not in RESTART_POLICIES:
             raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
-        policies.add(policy)
         policy_of[replica_type.lower()] = policy
         not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
         pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
@@ -309,29 +319,21 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
     if backoff is not None and backoff < 0:
         raise ManifestError(f"spec.runPolicy.backoffLimit is {backoff}, expected 0 or more")
-    restarts = 0 if policies == {"Never"} else (settings.restarts if backoff is None else backoff)
     deadline = _get(run_policy, "activeDeadlineSeconds", int, "spec.runPolicy", None)
     if deadline is not None and deadline < 1:
         raise ManifestError(f"spec.runPolicy.activeDeadlineSeconds is {deadline}, expected 1 or more (seconds)")
-    clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", "Running")
+    clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", tfoperator.DEFAULT_CLEAN_POD_POLICY)
     if clean not in CLEAN_POD_POLICIES:
         raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected "
                             f"{', '.join(CLEAN_POD_POLICIES)}")
-    if clean == "None":
-        not_applied.append("spec.runPolicy.cleanPodPolicy=None (the lab ends and removes every container)")
     decided = {}
     if deadline:
         decided["TIMEOUT"] = (f"the TFJob's spec.runPolicy.activeDeadlineSeconds ({deadline}) sets the deadline; "
                               "edit it, or leave it out for TIMEOUT to apply")
-    if policies == {"Never"}:
-        decided["RESTARTS"] = ("the TFJob's restartPolicy is Never for every replica, so nothing restarts; edit "
-                               "spec.tfReplicaSpecs.<type>.restartPolicy")
-    elif backoff is not None:
-        decided["RESTARTS"] = (f"the TFJob's spec.runPolicy.backoffLimit ({backoff}) sets the restarts; edit it, "
-                               "or leave it out for RESTARTS to apply")
-    return Plan(path, name, namespace, tasks, training, restarts,
+    return Plan(path, name, namespace, tasks, training, backoff,
                 float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided, never_restarts=policies == {"Never"}, policies=policy_of)
+                decided, policies=policy_of, active_deadline=deadline, clean_pod_policy=clean,
+                success_policy=success_policy)
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:
@@ -353,7 +355,8 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
 
 
 def refuse_decided(plan: Plan, given: dict[str, str]) -> None:
-    """Once the TFJob is read: TIMEOUT and RESTARTS where the TFJob sets them itself."""
+    """Once the TFJob is read: TIMEOUT where the TFJob sets its own deadline (RESTARTS never
+    applies to a TFJob: settings.SETTINGS says so, and refuse_given refuses it)."""
     for name, why in plan.decided.items():
         if name in given:
             raise LabError(f"{name}={given[name]} does not apply with TFJOB={given.get('TFJOB', plan.path)}: {why}")
@@ -579,8 +582,9 @@ def lab_config(plan: Plan) -> dict:
 
 def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
     """A replay's settings as config.json and summary.json record them: what the TFJob says (its
-    shape, deadline and restarts), what its lab config.json says of the training where it has one,
-    and the replay's own; never a lab default that did not apply (10 epochs of a run that ran 3)."""
+    shape, deadline and backoffLimit as `restarts`, null where it sets none: no limit), what its
+    lab config.json says of the training where it has one, and the replay's own; never a lab
+    default that did not apply (10 epochs of a run that ran 3)."""
     counts = {job: sum(1 for task in plan.tasks if task.job == job)
               for job in ("chief", "master", "worker", "ps", "evaluator")}
     known = lab_config(plan)
@@ -588,4 +592,4 @@ def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
     return {**known, "strategy": strategy, "workers": counts["worker"], "ps": counts["ps"],
             "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
             "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
-            "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path)}
+            "timeout": plan.timeout, "restarts": plan.backoff_limit, "tfjob": str(plan.path)}

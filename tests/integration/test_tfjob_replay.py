@@ -4,6 +4,7 @@ would run them, train to the same losses as `make up` with the same settings."""
 import json
 import logging
 import math
+import re
 import subprocess
 import sys
 import time
@@ -85,11 +86,15 @@ def test_the_replay_trains_to_make_ups_losses(direct, replay):
 
 
 def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_image):
-    """The restore a cluster does: `make k8s K8S_PVC=...` keeps BACKUP, a worker is killed after
-    epoch 2, and the whole job restarts (the replay's restart policy; no step of the lab's between
-    restarts): every worker adopts the chief's backup itself (train.adopt_chief_backup) and the
-    job resumes after the saved epoch and ends ok."""
-    settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="6", BACKUP="epoch", RESTARTS="1")
+    """The restore a cluster does: `make k8s K8S_PVC=... RESTART_POLICY=OnFailure RESTARTS=3`
+    keeps BACKUP, a worker is killed after epoch 2, and the whole job restarts (the replay's
+    restart policy; no step of the lab's between restarts): every worker adopts the chief's backup
+    itself (train.adopt_chief_backup) and the job resumes after the saved epoch and ends ok. Under
+    OnFailure the operator counts the killed worker's restart and its peer's (which aborts with
+    it): 2, under backoffLimit 3. (Under the default ExitCode the peer's exit 1 would fail the job:
+    test_replay_loop.test_exit_code_fails_the_job_when_a_killed_workers_peer_exits_1.)"""
+    settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="6", BACKUP="epoch", RESTARTS="3",
+                    RESTART_POLICY="OnFailure")
     env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="restore-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image, **settings)
     written = run_lab("k8s", env=env)
     assert written.returncode == 0 and "BACKUP=epoch is off" not in written.output, written.output
@@ -110,7 +115,7 @@ def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_imag
     subprocess.run(["docker", "kill", *found], capture_output=True, check=True)
     output, _ = process.communicate(timeout=900)
     assert process.returncode == 0, output
-    assert "restarting every replica (1 of 1)" in output
+    assert "restarting every replica (restart 1; " in output and "restart 2;" not in output, output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ok"] and len(summary["restarts"]) == 1, output
     for task in ("worker-0", "worker-1"):
@@ -217,7 +222,8 @@ def test_a_hand_written_tfjob_on_a_user_image(lab, trainer_image, tmp_path):
 
 def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
     """make k8s STRATEGY=parameter_server replayed: the chief trains; its workers and ps serve until
-    the replay ends them when the chief is done, as the operator's cleanPodPolicy Running does."""
+    the replay ends them when the chief is done, as the operator's cleanPodPolicy Running (which
+    make k8s writes where there are servers) does: common/job.go DeletePodsAndServices."""
     env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="ps-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image,
                   STRATEGY="parameter_server", WORKERS="2", PS="1", EPOCHS="2")
     written = run_lab("k8s", env=env)
@@ -225,6 +231,7 @@ def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
     run = lab.run("ps-replay", TFJOB=str(lab.runs_dir / "ps-k8s" / "tfjob.yaml"))
     assert run.finished.returncode == 0, run.why()
     assert run.task_names == ["chief-0", "worker-0", "worker-1", "ps-0"]
+    assert "cleanPodPolicy Running: the operator deletes worker-0, worker-1, ps-0" in run.finished.stdout
     assert "the job is done; ending worker-0, worker-1, ps-0" in run.finished.stdout
     rows = {row["task"]: row for row in run.summary["tasks"]}
     assert rows["chief-0"]["exit_code"] == 0 and all(row["status"] == "ok" for row in rows.values()), rows
@@ -236,7 +243,7 @@ apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata: {{name: backoff}}
 spec:
-  runPolicy: {{backoffLimit: 1}}
+  runPolicy: {{backoffLimit: 3}}
   tfReplicaSpecs:
     Worker:
       replicas: 2
@@ -251,13 +258,16 @@ spec:
 
 
 def test_a_tfjob_past_its_backoff_limit_fails_as_the_operator_names_it(lab, trainer_image, tmp_path):
-    """Both workers fail every time: one restart (backoffLimit 1), then the job has failed with
-    the operator's reason, BackoffLimitExceeded."""
+    """Both OnFailure workers fail every time. core/job.go PastBackoffLimit sums each replica's
+    restarts: 2 after the first attempt, under backoffLimit 3, so one restart; the next failure
+    reaches 3 and the job has failed as common/job.go ReconcileJobs says it (TFJobFailed)."""
     manifest = tmp_path / "backoff.yaml"
     manifest.write_text(BACKOFF_JOB.format(image=trainer_image))
     run = lab.run("backoff", TFJOB=str(manifest))
     assert run.finished.returncode == 1, run.why()
-    assert len(run.summary["restarts"]) == 1 and run.summary["reason"] == "BackoffLimitExceeded", run.why()
-    assert ("not restarting: the job failed 2 times, past its backoffLimit (1): BackoffLimitExceeded, "
-            "as the operator names it") in run.finished.stdout
-    assert "run test-backoff: failed (BackoffLimitExceeded)" in run.finished.stdout
+    assert len(run.summary["restarts"]) == 1 and run.summary["reason"] == "TFJobFailed: backoffLimit", run.why()
+    assert "restarting every replica (restart 1; 2 restarts counted of backoffLimit 3)" in run.finished.stdout
+    assert re.search(r"the restarts the operator counts \([34]\) reach backoffLimit 3: the operator marks the job "
+                     r"Failed \(TFJobFailed: Job backoff has failed because it has reached the specified backoff "
+                     r"limit\)", run.finished.stdout), run.finished.stdout
+    assert "run test-backoff: failed (TFJobFailed: backoffLimit)" in run.finished.stdout

@@ -151,10 +151,37 @@ def test_run_and_success_policies():
     assert tfjob["spec"]["successPolicy"] == "AllWorkers"
     assert tfjob["spec"]["runPolicy"]["backoffLimit"] == 0
     assert tfjob["spec"]["runPolicy"]["activeDeadlineSeconds"] == 61
-    assert {r["restartPolicy"] for r in tfjob["spec"]["tfReplicaSpecs"].values()} == {"Never"}
-    for job in of_kind(manifests(multiworker(2, restarts=3))["jobs.yaml"], "Job"):
-        assert job["spec"]["backoffLimit"] == 3
-        assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    # cleanPodPolicy Running only where servers would serve on (common/job.go DeletePodsAndServices)
+    assert tfjob["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+
+
+@pytest.mark.parametrize("policy, pod_policy", [("ExitCode", "Never"), ("OnFailure", "OnFailure"),
+                                                ("Never", "Never")])
+@pytest.mark.parametrize("restarts", [0, 3])
+def test_restart_policy_and_restarts_are_written_as_they_are_set(policy, pod_policy, restarts):
+    """RESTART_POLICY is every replica type's restartPolicy, ExitCode included (the operator's own
+    policy: pkg/apis/kubeflow.org/v1/common_types.go RestartPolicyExitCode), and RESTARTS the
+    backoffLimit, whatever either is: RESTART_POLICY=Never once came out OnFailure, and the
+    default ExitCode too. A plain Job's pod takes only OnFailure or Never: ExitCode is a Never pod
+    (as core/pod.go SetRestartPolicy makes it) whose podFailurePolicy fails the Job on 1-127."""
+    files = manifests(multiworker(2, restart_policy=policy, restarts=restarts))
+    (tfjob,) = of_kind(files["tfjob.yaml"], "TFJob")
+    assert {r["restartPolicy"] for r in tfjob["spec"]["tfReplicaSpecs"].values()} == {policy}
+    assert tfjob["spec"]["runPolicy"]["backoffLimit"] == restarts
+    for job in of_kind(files["jobs.yaml"], "Job"):
+        assert job["spec"]["backoffLimit"] == restarts
+        assert job["spec"]["template"]["spec"]["restartPolicy"] == pod_policy
+        rules = job["spec"].get("podFailurePolicy", {}).get("rules")
+        if policy == "ExitCode":
+            assert rules == [{"action": "FailJob", "onPodConditions": [], "onExitCodes": {
+                "containerName": "tensorflow", "operator": "In", "values": list(range(1, 128))}}]
+        else:
+            assert rules is None
+
+
+def test_the_default_restart_policy_is_exit_code():
+    (tfjob,) = of_kind(manifests(multiworker(2))["tfjob.yaml"], "TFJob")
+    assert {r["restartPolicy"] for r in tfjob["spec"]["tfReplicaSpecs"].values()} == {"ExitCode"}
 
 
 def test_every_task_has_a_headless_service_of_its_address_selecting_its_pod_alone():

@@ -39,6 +39,8 @@ SHAPES = [
     ("limits-no-restarts", ["WORKERS=2", "CPUS=0.5", "MEMORY=512m", "RESTARTS=0", "TIMEOUT=60.5"]),
     ("bridge", ["WORKERS=2", "NETWORK=bridge", "K8S_NAME=mnist", "K8S_NAMESPACE=team-a",
                 "K8S_IMAGE=registry.example/team/tflab:1"]),
+    ("restart-policies", ["WORKERS=2", "RESTART_POLICY=OnFailure"]),  # the default ExitCode: every other shape
+    ("restart-never", ["WORKERS=2", "RESTART_POLICY=Never", "RESTARTS=0"]),
     ("single", ["STRATEGY=single"]),
     ("mirrored", ["STRATEGY=mirrored"]),
 ]

@@ -1,9 +1,12 @@
 """A TFJob replay followed by the runner's one loop (runner.run with replay.ReplayRun), against a
-stand-in for its Compose project whose exit codes change from one poll to the next: the job is
-done when its chief succeeds, a failure restarts the job up to the TFJob's restarts, the deadline
-ends it, a replica removed from outside ends it without a restart."""
+stand-in for its Compose project whose exit codes change from one poll to the next. Each rule is
+the training operator's, from its code (release-1.9, v1.9.4; tflab/tfoperator.py), and each test
+names the upstream file and function it pins: success (UpdateJobStatus, IsWorker0Completed), a
+failure's restart (ReconcilePods, IsRetryableExitCode), backoffLimit (PastBackoffLimit and
+ReconcileJobs), cleanPodPolicy (DeletePodsAndServices), the deadline (PastActiveDeadline)."""
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -103,12 +106,14 @@ def quick(monkeypatch):
     monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())  # no process for a stand-in's run
 
 
-def run_replay(tmp_path, job: str, attempts) -> tuple[int, FakeProject, Summary]:
+def run_replay(tmp_path, job: str, attempts, timeout: float | None = None) -> tuple[int, FakeProject, Summary]:
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "tfjob.yaml"
     path.write_text(textwrap.dedent(job))
     settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1")
     plan = tfjob.load(settings)
+    if timeout is not None:
+        plan.timeout = timeout  # the lab's TIMEOUT, shorter than Settings allows, for a quick test
     run_dir = tmp_path / "runs" / "r1"
     project = FakeProject(plan, run_dir, attempts)
     code = runner.run(replay.ReplayRun(plan, settings, project, run_dir))
@@ -119,9 +124,22 @@ def rows(result: Summary) -> dict:
     return {row["task"]: (row["status"], row["exit_code"]) for row in result["tasks"]}
 
 
+def with_policy(job: str, replica: str, policy: str) -> str:
+    return job.replace(f"{replica}: {{replicas: 1, restartPolicy: OnFailure",
+                       f"{replica}: {{replicas: 1, restartPolicy: {policy}").replace(
+        f"{replica}: {{replicas: 2, restartPolicy: OnFailure", f"{replica}: {{replicas: 2, restartPolicy: {policy}")
+
+
 def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_path, capsys):
+    """tfjob_controller.go UpdateJobStatus: with a Chief, its success is the job's; common/job.go
+    DeletePodsAndServices under cleanPodPolicy None (SetDefaults_TFJob's default) deletes nothing,
+    so the operator would leave the PS job's workers and ps serving: said, and ended by the lab."""
     code, project, result = run_replay(tmp_path, PS_JOB, [[{}, {}, {"chief-0": 0}]])
     out = capsys.readouterr().out
+    assert ("tflab: the job succeeds when chief-0 does; cleanPodPolicy None (the operator's default): once the job "
+            "ends the operator leaves whatever still runs running; the lab ends and removes every replica") in out
+    assert ("tflab: the operator marks the job Succeeded (TFJobSucceeded: TFJob default/job successfully completed.); "
+            "cleanPodPolicy None: the operator would leave worker-0, worker-1, ps-0 running") in out
     assert "tflab: the job is done; ending worker-0, worker-1, ps-0" in out
     assert project.terminated == ["worker-0", "worker-1", "ps-0"] and project.closed
     assert code == 0 and result["ok"] and result["outcome"] == "ok" and result["strategy"] == "tfjob"
@@ -134,46 +152,104 @@ def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_pat
     assert config["settings"] == result["settings"] and config["hosts"]["ps-0"] == "job-ps-0"
 
 
-def test_a_chief_that_failed_does_not_end_the_servers_as_done(tmp_path, capsys):
+def test_a_chief_that_failed_under_backoff_limit_1_fails_the_job_at_its_first_restart(tmp_path, capsys):
+    """core/job.go PastBackoffLimit: `result >= backoffLimit` over the OnFailure replicas'
+    restartCount, so backoffLimit 1 fails the job at the first restart in place (common/job.go
+    ReconcileJobs: "has reached the specified backoff limit"); the servers are not ended as done."""
     code, project, result = run_replay(tmp_path, PS_JOB, [[{}, {"chief-0": 1}]])
     out = capsys.readouterr().out
-    assert "the job is done" not in out and not project.terminated
-    assert "tflab: chief-0 exited with code 1; the other replicas get 0.05 s to end by themselves" in out
-    assert "tflab: restarting every replica (1 of 1), as the restart policy says" in out
-    assert code == 1 and result["outcome"] == "failed" and len(result["restarts"]) == 1
-    assert result["reason"] == "BackoffLimitExceeded"
+    assert "the job is done" not in out and not project.terminated and project.attempt == 0
+    assert ("tflab: the restarts the operator counts (1) reach backoffLimit 1: the operator marks the job Failed "
+            "(TFJobFailed: Job job has failed because it has reached the specified backoff limit); cleanPodPolicy "
+            "None: the operator would leave worker-0, worker-1, ps-0 running") in out
+    assert code == 1 and result["outcome"] == "failed" and not result["restarts"]
+    assert result["reason"] == "TFJobFailed: backoffLimit" and "run r1: failed (TFJobFailed: backoffLimit)" in out
     assert rows(result) == {"chief-0": ("failed", 1), "worker-0": ("stopped", 137), "worker-1": ("stopped", 137),
                             "ps-0": ("stopped", 137)}
 
 
 def test_a_failure_restarts_the_job_and_the_next_attempt_counts(tmp_path, capsys):
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB,
-                                   [[{}, {"worker-0": 1}], [{}, {"worker-0": 0, "chief-0": 0}]])
+                                       [[{}, {"worker-0": 1}], [{}, {"worker-0": 0, "chief-0": 0}]])
     out = capsys.readouterr().out
+    assert "tflab: worker-0 exited with code 1; the other replicas get 0.05 s to end by themselves" in out
+    assert ("tflab: restarting every replica (restart 1; 1 restart counted of backoffLimit 2), as the restart "
+            "policy says") in out
     assert out.count("restarting every replica") == 1 and project.attempt == 1
     assert code == 0 and result["ok"] and len(result["restarts"]) == 1
     assert rows(result) == {"chief-0": ("ok", 0), "worker-0": ("ok", 0)}
     assert [row["attempts"] for row in result["tasks"]] == [2, 2]
 
 
-def test_restarts_stop_at_the_tfjobs_backoff_limit(tmp_path, capsys):
+def test_restarts_stop_where_the_operators_count_reaches_the_backoff_limit(tmp_path, capsys):
+    """core/job.go PastBackoffLimit: backoffLimit 2 and one OnFailure replica failing each time:
+    the first restart counts 1, the second reaches 2 and the job fails; so one restart is made."""
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
     out = capsys.readouterr().out
-    assert "restarting every replica (2 of 2)" in out and "(3 of 2)" not in out and project.attempt == 2
-    assert code == 1 and len(result["restarts"]) == 2
-    # Named as the operator names the job's Failed condition.
-    assert ("tflab: not restarting: the job failed 3 times, past its backoffLimit (2): BackoffLimitExceeded, "
-            "as the operator names it") in out
-    assert result["reason"] == "BackoffLimitExceeded" and "run r1: failed (BackoffLimitExceeded)" in out
+    assert "restarting every replica (restart 1; 1 restart counted of backoffLimit 2)" in out
+    assert "restart 2" not in out and project.attempt == 1
+    assert code == 1 and len(result["restarts"]) == 1
+    assert "tflab: the restarts the operator counts (2) reach backoffLimit 2" in out
+    assert result["reason"] == "TFJobFailed: backoffLimit" and "run r1: failed (TFJobFailed: backoffLimit)" in out
+
+
+def test_every_replica_that_fails_by_itself_counts_toward_the_backoff_limit(tmp_path, capsys):
+    """core/job.go PastBackoffLimit sums restartCount over every pod: when a multi-worker job's
+    peers abort with the failed one, each restart counts; two such replicas reach backoffLimit 2
+    at once."""
+    job = MULTIWORKER_JOB.replace("activeDeadlineSeconds: 2", "activeDeadlineSeconds: 60")
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": 1}, {"worker-0": 1, "chief-0": 1}]])
+    out = capsys.readouterr().out
+    assert "tflab: the restarts the operator counts (2) reach backoffLimit 2" in out
+    assert code == 1 and not result["restarts"] and project.attempt == 0
+
+
+NO_LIMIT_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: job}
+spec:
+  tfReplicaSpecs:
+    Worker: {replicas: 2, restartPolicy: OnFailure,
+             template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+"""
+
+
+def test_without_a_backoff_limit_restarts_have_no_limit_but_the_deadline(tmp_path, capsys):
+    """core/job.go PastBackoffLimit returns false where backoffLimit is nil, and ReconcileJobs
+    tests nothing else of it: no limit at all (the lab's RESTARTS does not apply). Five failures
+    in a row restart five times; the run stays bounded by TIMEOUT, which the start says."""
+    failing = [[{}, {"worker-1": 1}]] * 5
+    code, project, result = run_replay(tmp_path, NO_LIMIT_JOB, failing + [[{}, {"worker-0": 0, "worker-1": 0}]])
+    out = capsys.readouterr().out
+    assert ("no backoffLimit: restarts without limit, as the operator's; no activeDeadlineSeconds, so TIMEOUT "
+            "(900 s) bounds the run") in out
+    assert "restarting every replica (restart 5; no backoffLimit)" in out
+    assert code == 0 and result["ok"] and len(result["restarts"]) == 5
+    assert result["settings"]["restarts"] is None  # recorded as no limit, not the lab's RESTARTS default
+
+
+def test_the_lab_timeout_bounds_a_job_without_a_deadline(tmp_path, capsys):
+    """core/job.go PastActiveDeadline is false without activeDeadlineSeconds: on a cluster the job
+    would run on; the lab stops it at TIMEOUT, says so, and names no operator reason."""
+    code, project, result = run_replay(tmp_path, NO_LIMIT_JOB, [[{}]], timeout=0.2)
+    out = capsys.readouterr().out
+    assert ("tflab: TIMEOUT (0.2 s) passed; the TFJob sets no activeDeadlineSeconds, so on a cluster it would run "
+            "on; stopping worker-0, worker-1") in out
+    assert code == 1 and result["outcome"] == "timed out" and result["reason"] is None
 
 
 def test_the_deadline_stops_what_runs(tmp_path, capsys):
+    """core/job.go PastActiveDeadline (from jobStatus.StartTime) and common/job.go ReconcileJobs:
+    the job Failed, "active longer than specified deadline"; under cleanPodPolicy None the operator
+    (since v1.9.4) leaves the pods running; the lab stops them."""
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}]])
     out = capsys.readouterr().out
-    assert ("tflab: activeDeadlineSeconds / TIMEOUT (2 s) passed; stopping chief-0, worker-0: DeadlineExceeded, "
-            "as the operator names it") in out
+    assert ("tflab: activeDeadlineSeconds (2 s) passed: the operator marks the job Failed (TFJobFailed: Job job has "
+            "failed because it was active longer than specified deadline); cleanPodPolicy None: the operator would "
+            "leave chief-0, worker-0 running; stopping chief-0, worker-0") in out
     assert code == 1 and result["outcome"] == "timed out" and not result["restarts"]
-    assert result["reason"] == "DeadlineExceeded"
+    assert result["reason"] == "TFJobFailed: activeDeadlineSeconds"
     assert rows(result) == {"chief-0": ("stopped", 137), "worker-0": ("stopped", 137)}
 
 
@@ -237,18 +313,156 @@ def test_any_schedule_of_exits_ends_in_a_summary_that_agrees_with_the_exit_statu
 @pytest.mark.parametrize("policy, code, restarts, said", [
     ("ExitCode", 143, 1, None),  # a preemption's (TF's exit on Google Cloud): retried
     ("ExitCode", 137, 1, None),  # killed: retried
-    ("ExitCode", 3, 0, "worker-0 exited with code 3: 1-127 is permanent under its restartPolicy ExitCode"),
+    ("ExitCode", 128, 1, None),  # IsRetryableExitCode: every code from 128, though the docs call 128 permanent
+    ("ExitCode", 139, 1, None),  # ... and 139 (SIGSEGV) too
+    ("ExitCode", 127, 0, ("worker-0 exited with code 127, permanent under restartPolicy ExitCode (1-127)",
+                          'job "job" is failing because "Worker" replica(s) failed.')),
+    ("ExitCode", 3, 0, ("worker-0 exited with code 3, permanent under restartPolicy ExitCode (1-127)",
+                        'job "job" is failing because "Worker" replica(s) failed.')),
     ("OnFailure", 3, 1, None),
-    ("Never", 143, 0, "worker-0 exited with code 143 and its restartPolicy is Never"),
+    ("Always", 3, 1, None),
+    ("Never", 143, 0, ("worker-0 exited with code 143 and its restartPolicy is Never",
+                       "TFJob default/job has failed because 1 Worker replica(s) failed.")),
 ])
 def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(policy, code, restarts, said,
                                                                               tmp_path, capsys):
-    job = MULTIWORKER_JOB.replace("Worker: {replicas: 1, restartPolicy: OnFailure",
-                                  f"Worker: {{replicas: 1, restartPolicy: {policy}")
+    """common/pod.go ReconcilePods: a failed pod is restarted under OnFailure and Always, and under
+    ExitCode where train_util.go IsRetryableExitCode (`exitCode >= 128`) says so; else the job
+    fails (ReconcilePods' own message for ExitCode, tfjob_controller.go UpdateJobStatus's for Never)."""
+    job = with_policy(MULTIWORKER_JOB, "Worker", policy)
     code_, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": code}], [{}, {"worker-0": 0, "chief-0": 0}]])
     out = capsys.readouterr().out
     assert len(result["restarts"]) == restarts, out
     if said:
-        assert f"tflab: not restarting: {said}" in out and code_ == 1 and result["reason"] is None
+        why, message = said
+        assert f"tflab: {why}: the operator marks the job Failed (TFJobFailed: {message})" in out
+        assert code_ == 1 and result["reason"] is None and "the other replicas get" not in out
     else:
         assert code_ == 0 and result["ok"]
+
+
+def test_exit_code_fails_the_job_when_a_killed_workers_peer_exits_1(tmp_path, capsys):
+    """common/pod.go ReconcilePods under ExitCode: the killed worker's 137 is retried, but the peer
+    that aborts with 1 when it goes (MultiWorkerMirroredStrategy's "Connection reset by peer") is a
+    permanent code, and the job fails, where the lab's own RESTART_POLICY=ExitCode reads that peer's
+    evidence and restarts. A TFJob that should survive a killed worker wants OnFailure."""
+    job = with_policy(NO_LIMIT_JOB, "Worker", "ExitCode")
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-1": 137}, {"worker-1": 137, "worker-0": 1}]])
+    out = capsys.readouterr().out
+    assert "tflab: worker-0 exited with code 1, permanent under restartPolicy ExitCode (1-127)" in out
+    assert code == 1 and not result["restarts"]
+
+
+def test_the_default_restart_policy_is_never(tmp_path, capsys):
+    """tensorflow_defaults.go SetDefaults_TFJob sets TFJobDefaultRestartPolicy (tensorflow_types.go):
+    Never. A replica without a restartPolicy that fails fails the job, whatever its code."""
+    job = re.sub(r"restartPolicy: OnFailure,\s*", "", MULTIWORKER_JOB)
+    assert "restartPolicy" not in job
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": 143}]])
+    out = capsys.readouterr().out
+    assert "worker-0 exited with code 143 and its restartPolicy is Never" in out
+    assert code == 1 and not result["restarts"] and project.attempt == 0
+
+
+def test_exit_code_retries_are_not_counted_unless_the_limit_is_0(tmp_path, capsys):
+    """core/job.go PastBackoffLimit counts restartCount, and an ExitCode pod is recreated (common/
+    pod.go ReconcilePods deletes it), so its retries never count (trainer#2045): backoffLimit 1
+    does not stop three. common/job.go ReconcileJobs' exceedsBackoffLimit (`previousRetry + 1 >
+    backoffLimit` at a new failed pod) fails the job at the first one where backoffLimit is 0."""
+    job = with_policy(NO_LIMIT_JOB, "Worker", "ExitCode").replace(
+        "spec:\n  tfReplicaSpecs", "spec:\n  runPolicy: {backoffLimit: 1}\n  tfReplicaSpecs")
+    failing = [[{}, {"worker-1": 137}]] * 3
+    code, project, result = run_replay(tmp_path, job, failing + [[{}, {"worker-0": 0, "worker-1": 0}]])
+    out = capsys.readouterr().out
+    assert ("restartPolicy ExitCode (Worker): a retried replica is recreated, not restarted, so backoffLimit 1 never "
+            "counts it (PastBackoffLimit, trainer#2045)") in out
+    assert code == 0 and len(result["restarts"]) == 3
+    assert "restarting every replica (restart 3; 0 restarts counted of backoffLimit 1)" in out
+
+    zero = job.replace("backoffLimit: 1", "backoffLimit: 0")
+    code, project, result = run_replay(tmp_path / "zero", zero, failing)
+    out = capsys.readouterr().out
+    assert "tflab: worker-1 failed under backoffLimit 0: the operator marks the job Failed" in out
+    assert code == 1 and not result["restarts"] and result["reason"] == "TFJobFailed: backoffLimit"
+
+
+def test_without_a_chief_worker_0s_success_is_the_jobs(tmp_path, capsys, monkeypatch):
+    """tfjob_controller.go UpdateJobStatus with IsWorker0Completed: no Chief or Master, so the job
+    succeeded once worker-0 exited 0, the other workers still running. cleanPodPolicy None would
+    leave worker-1 running: it gets the lab's grace to end by itself (here it does, with 0)."""
+    monkeypatch.setattr(runner, "EVALUATOR_END_SECONDS", 5)
+    code, project, result = run_replay(tmp_path, NO_LIMIT_JOB, [[{}, {"worker-0": 0}, {"worker-0": 0},
+                                                                 {"worker-0": 0, "worker-1": 0}]])
+    out = capsys.readouterr().out
+    assert "the job succeeds when worker-0 does (no Chief, and no successPolicy AllWorkers)" in out
+    assert ("the operator marks the job Succeeded (TFJobSucceeded: TFJob default/job successfully completed.); "
+            "cleanPodPolicy None: the operator would leave worker-1 running") in out
+    assert "the lab gives worker-1 up to 5 s to end by themselves, then ends and removes what runs" in out
+    assert code == 0 and not project.terminated and rows(result) == {"worker-0": ("ok", 0), "worker-1": ("ok", 0)}
+
+
+@pytest.mark.parametrize("clean, terminated, said", [
+    ("Running", ["worker-1"], "cleanPodPolicy Running: the operator deletes worker-1"),
+    ("All", ["worker-1"], "cleanPodPolicy All: the operator deletes worker-1"),
+])
+def test_clean_pod_policy_running_and_all_end_what_runs_at_once(clean, terminated, said, tmp_path, capsys):
+    """common/job.go DeletePodsAndServices once the job is finished: Running deletes the running
+    pods, All every pod; the lab ends them at once (SIGTERM), rows ok as the job succeeded."""
+    job = NO_LIMIT_JOB.replace("spec:\n  tfReplicaSpecs",
+                               f"spec:\n  runPolicy: {{cleanPodPolicy: {clean}}}\n  tfReplicaSpecs")
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": 0}]])
+    out = capsys.readouterr().out
+    assert said in out and "the lab gives" not in out
+    assert code == 0 and project.terminated == terminated
+    assert rows(result) == {"worker-0": ("ok", 0), "worker-1": ("ok", 143)}
+
+
+def test_success_policy_all_workers_waits_for_every_worker(tmp_path, capsys):
+    """tfjob_controller.go UpdateJobStatus: with successPolicy AllWorkers (tensorflow_types.go
+    SuccessPolicyAllWorkers) worker-0's success is not the job's; every worker's (expected == 0) is."""
+    job = NO_LIMIT_JOB.replace("spec:\n  tfReplicaSpecs", "spec:\n  successPolicy: AllWorkers\n  tfReplicaSpecs")
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": 0}, {"worker-0": 0}, {"worker-0": 0},
+                                                        {"worker-0": 0, "worker-1": 0}]])
+    out = capsys.readouterr().out
+    assert "the job succeeds when every worker does (successPolicy AllWorkers)" in out
+    assert code == 0 and not project.terminated and project.poll >= 4
+    assert "the operator marks the job Succeeded" in out and "would leave" not in out
+
+
+NEVER_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: job}
+spec:
+  tfReplicaSpecs:
+    Chief: {replicas: 1, template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+    Worker: {replicas: 1, template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+    PS: {replicas: 1, template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+    Evaluator: {replicas: 1, template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+"""
+
+
+@pytest.mark.parametrize("replica, kind", [("ps-0", "PS"), ("evaluator-0", "Evaluator")])
+def test_a_failed_ps_or_evaluator_fails_the_job_there(replica, kind, tmp_path, capsys):
+    """tfjob_controller.go UpdateJobStatus: a replica type with failed pods and no restart under
+    way marks the job Failed, whatever the type; PS and Evaluator too, at once (no grace for the
+    chief to finish: the operator does not wait for it)."""
+    code, project, result = run_replay(tmp_path, NEVER_JOB, [[{}, {replica: 1}, {replica: 1, "chief-0": 0}]])
+    out = capsys.readouterr().out
+    assert (f"tflab: {replica} exited with code 1 and its restartPolicy is Never: the operator marks the job Failed "
+            f"(TFJobFailed: TFJob default/job has failed because 1 {kind} replica(s) failed.)") in out
+    assert "get 0.05 s to end by themselves" not in out and "Succeeded" not in out
+    assert code == 1 and result["outcome"] == "failed" and rows(result)["chief-0"] == ("stopped", 137)
+
+
+def test_an_evaluator_left_running_after_success_ends_by_itself(tmp_path, capsys, monkeypatch):
+    """The chief succeeded (UpdateJobStatus); cleanPodPolicy None (SetDefaults_TFJob) would leave
+    the evaluator and the servers running: the evaluator gets the lab's grace and ends with 0, the
+    servers (which never end by themselves) are ended."""
+    monkeypatch.setattr(runner, "EVALUATOR_END_SECONDS", 5)
+    code, project, result = run_replay(tmp_path, NEVER_JOB, [[{}, {"chief-0": 0}, {"chief-0": 0},
+                                                              {"chief-0": 0, "worker-0": 0, "evaluator-0": 0}]])
+    out = capsys.readouterr().out
+    assert "the lab gives evaluator-0 up to 5 s to end by themselves" in out
+    assert code == 0 and project.terminated == ["ps-0"]
+    assert rows(result) == {"chief-0": ("ok", 0), "worker-0": ("ok", 0), "ps-0": ("ok", 143), "evaluator-0": ("ok", 0)}

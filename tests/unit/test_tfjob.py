@@ -111,7 +111,7 @@ def test_the_container_is_applied(tmp_path):
     assert chief["cap_drop"] == ["ALL"] and chief["security_opt"] == ["no-new-privileges:true"]
     assert "user" not in chief  # the image's own user
     assert "entrypoint" not in plan.tasks[1].service and "command" not in plan.tasks[1].service
-    assert (plan.restarts, plan.timeout) == (3, 120.0)
+    assert (plan.backoff_limit, plan.timeout, plan.clean_pod_policy) == (3, 120.0, "Running")
 
 
 def test_what_is_not_applied_is_listed(tmp_path):
@@ -122,7 +122,10 @@ def test_what_is_not_applied_is_listed(tmp_path):
     assert "spec.tfReplicaSpecs.Chief.template.spec.containers[tensorflow].resources.requests" in listed
 
 
-def test_one_replica_in_all_gets_no_tf_config_and_never_means_no_restarts(tmp_path):
+def test_one_replica_in_all_gets_no_tf_config_and_the_operators_defaults(tmp_path):
+    """tensorflow_defaults.go SetDefaults_TFJob: restartPolicy Never (TFJobDefaultRestartPolicy),
+    cleanPodPolicy None, successPolicy ""; no backoffLimit is no limit (core/job.go PastBackoffLimit),
+    and the lab's RESTARTS does not stand in for it."""
     plan = plan_of(tmp_path, """
         apiVersion: kubeflow.org/v1
         kind: TFJob
@@ -130,12 +133,13 @@ def test_one_replica_in_all_gets_no_tf_config_and_never_means_no_restarts(tmp_pa
         spec:
           tfReplicaSpecs:
             Worker:
-              restartPolicy: Never
               template: {spec: {containers: [{name: tensorflow, image: mine:1}]}}
         """, restarts=5)
     (task,) = plan.tasks
     assert "TF_CONFIG" not in task.service["environment"]
-    assert plan.restarts == 0 and plan.timeout == 900
+    assert plan.policies == {"worker": "Never"} and plan.backoff_limit is None and plan.timeout == 900
+    assert (plan.clean_pod_policy, plan.success_policy, plan.active_deadline) == ("None", "", None)
+    assert not any("cleanPodPolicy" in field for field in plan.not_applied)
 
 
 @pytest.mark.parametrize("change, named", [
@@ -156,6 +160,8 @@ def test_one_replica_in_all_gets_no_tf_config_and_never_means_no_restarts(tmp_pa
     (("key: lr", "key: nope"), "configMapKeyRef"),
     (("restartPolicy: OnFailure", "restartPolicy: Sometimes"), "restartPolicy"),
     (("cleanPodPolicy: Running", "cleanPodPolicy: Some"), "cleanPodPolicy"),
+    (("spec:\n  runPolicy", "spec:\n  successPolicy: AllWorker\n  runPolicy"),
+     "spec.successPolicy is .AllWorker., expected AllWorkers or absent"),
     (("kind: TFJob", "kind: PyTorchJob"), "0 TFJobs"),
     (("metadata: {name: mnist, namespace: team}", "metadata: {name: Mnist_1}"), "metadata.name"),
     (("spec:\n  runPolicy", "spec:\n  enableDynamicWorker: true\n  runPolicy"), "enableDynamicWorker"),
@@ -214,7 +220,7 @@ DECIDED = {
     "BYTES_PER_PACK": "1024", "ALLREDUCE_PROBE": "10", "AUDIT": "strict", "PEER_TIMEOUT": "30", "BACKUP": "off",
     "CPUS": "1", "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64",
     "TF": "2.15", "KERAS": "tf-keras",
-    "RESTART_POLICY": "Never", "NETWORK": "bridge", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
+    "RESTART_POLICY": "Never", "RESTARTS": "1", "NETWORK": "bridge", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
 OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK",
@@ -284,8 +290,8 @@ def test_backends_other_than_compose_are_refused(job_file, tmp_path):
 @pytest.mark.parametrize("name, value, expected", [
     ("TIMEOUT", "60", "TIMEOUT=60 does not apply with TFJOB={job}: the TFJob's spec.runPolicy.activeDeadlineSeconds "
                       "(120) sets the deadline; edit it, or leave it out for TIMEOUT to apply"),
-    ("RESTARTS", "1", "RESTARTS=1 does not apply with TFJOB={job}: the TFJob's spec.runPolicy.backoffLimit (3) "
-                      "sets the restarts; edit it, or leave it out for RESTARTS to apply"),
+    ("RESTARTS", "1", "RESTARTS=1 does not apply with TFJOB={job}: the TFJob's spec.runPolicy.backoffLimit bounds "
+                      "its restarts as the operator counts them, and without one there is no limit"),
 ])
 def test_timeout_and_restarts_are_refused_where_the_tfjob_sets_them(name, value, expected, job_file, tmp_path):
     runs = tmp_path / "runs"
@@ -293,31 +299,30 @@ def test_timeout_and_restarts_are_refused_where_the_tfjob_sets_them(name, value,
     assert_refused(result, expected.format(job=job_file), runs)
 
 
-def test_timeout_and_restarts_apply_where_the_tfjob_leaves_them_to_the_lab(tmp_path):
+def test_timeout_applies_where_the_tfjob_sets_no_deadline_and_restarts_never(tmp_path):
+    """core/job.go PastActiveDeadline: no activeDeadlineSeconds, no deadline; the lab's TIMEOUT bounds
+    the run there. PastBackoffLimit: no backoffLimit, no limit; RESTARTS is refused with any TFJob."""
     text = JOB.replace("runPolicy: {backoffLimit: 3, activeDeadlineSeconds: 120, cleanPodPolicy: Running}",
                        "runPolicy: {cleanPodPolicy: Running}")
     plan = plan_of(tmp_path, text, timeout=60.0, restarts=1)
-    assert (plan.timeout, plan.restarts, plan.decided) == (60.0, 1, {})
-    tfjob.refuse_decided(plan, {"TFJOB": "job.yaml", "TIMEOUT": "60", "RESTARTS": "1"})
-    # ... and with every restartPolicy Never nothing restarts, so RESTARTS is refused
-    never = plan_of(tmp_path, text.replace("restartPolicy: OnFailure", "restartPolicy: Never"), restarts=1)
-    assert never.restarts == 0
-    with pytest.raises(LabError, match=r"^RESTARTS=1 does not apply with TFJOB=job.yaml: the TFJob's restartPolicy "
-                                       r"is Never for every replica, so nothing restarts; edit spec\.tfReplicaSpecs"):
-        tfjob.refuse_decided(never, {"TFJOB": "job.yaml", "RESTARTS": "1"})
+    assert (plan.timeout, plan.backoff_limit, plan.decided) == (60.0, None, {})
+    tfjob.refuse_decided(plan, {"TFJOB": "job.yaml", "TIMEOUT": "60"})
+    with pytest.raises(LabError, match=r"^RESTARTS=1 does not apply with TFJOB=job.yaml: the TFJob's "
+                                       r"spec\.runPolicy\.backoffLimit bounds its restarts"):
+        tfjob.refuse_given("up", {"TFJOB": "job.yaml", "RESTARTS": "1"})
     # the replay's own settings and other commands' pass the first check
     tfjob.refuse_given("up", {"TFJOB": "job.yaml", "RUN": "r", "RUNS_DIR": "runs", "COMPOSE": "v2",
-                              "BACKEND": "compose", "TIMEOUT": "60", "RESTARTS": "1", "SCENARIO": "kill"})
+                              "BACKEND": "compose", "TIMEOUT": "60", "SCENARIO": "kill"})
 
 
 def test_the_applied_settings_reach_the_engine_check(tmp_path):
-    """Through the CLI, RUN, COMPOSE, BACKEND=compose, TIMEOUT and RESTARTS pass the refusals (this
-    TFJob leaves the last two to the lab): the run goes on to the image check."""
+    """Through the CLI, RUN, COMPOSE, BACKEND=compose and TIMEOUT pass the refusals (this TFJob
+    leaves the deadline to the lab): the run goes on to the image check."""
     path = tmp_path / "job.yaml"
     path.write_text(textwrap.dedent(JOB).replace("mine:1", "tflab-no-such-image:never").replace(
         "backoffLimit: 3, activeDeadlineSeconds: 120, ", ""))
     result = run_lab("up", f"TFJOB={path}", f"RUNS_DIR={tmp_path / 'runs'}", "RUN=never", "COMPOSE=auto",
-                     "BACKEND=compose", "TIMEOUT=60", "RESTARTS=1")
+                     "BACKEND=compose", "TIMEOUT=60")
     assert "does not apply" not in result.output
     assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
     assert not (tmp_path / "runs" / "never").exists()

@@ -13,10 +13,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab import console, docker, labels, manifest, runfolder, runner, summary
+from tflab import console, docker, labels, manifest, runfolder, runner, summary, tfoperator
 from tflab.backends import compose
 from tflab.errors import LabError
-from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
+from tflab.explain import VANISHED
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
 from tflab.schema import EventLog
@@ -129,15 +129,17 @@ def render(plan: Plan, run_dir: Path) -> dict:
 
 class ReplayCluster:
     """A Plan as the runner reads a run's cluster (cluster.Cluster's names): the replay's tasks,
-    the ones whose end ends the job (chiefs), its servers and evaluators, and the spec."""
+    its chief as the summary reads it, and the spec. No servers or evaluators: the runner's own
+    rule for them (the lab's training is over once only they run) is not the operator's, and
+    ReplayRun.job_condition decides the job's end instead."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
         self.tasks = [task.name for task in plan.tasks]
         self.chiefs = plan.chief
         self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
-        self.servers = plan.servers
-        self.evaluators = plan.evaluators
+        self.servers: list[str] = []
+        self.evaluators: list[str] = []
         self.spec = plan.spec
 
     def role(self, task: str) -> str:
@@ -261,20 +263,27 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
 
 
 class ReplayRun(runner.LabRun):
-    """A TFJob's replicas, as runner.run runs them: the TFJob's deadline and restarts, its own
-    config.json and volumes, the watcher's start and end lines for progress, and a job that is
-    done once its chief succeeded (its servers and evaluators, ended then, owe no clean exit)."""
+    """A TFJob's replicas, as runner.run runs them, ended as the training operator would end the
+    job (tfoperator: its code's rules): a replica's failure restarts or fails the job by its
+    restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every worker's), and
+    the deadline is activeDeadlineSeconds. Where the operator would restart one replica in place,
+    the lab restarts every replica (a MultiWorkerMirroredStrategy worker cannot rejoin). What its
+    cleanPodPolicy would leave running is said; the lab still removes every replica at the end."""
 
     tasks_word = "replicas"
     done_line = "the job is done; ending {running}"
-    clean_exits = False
 
     def __init__(self, plan: Plan, settings: Settings, stack: ReplayStack, run_dir: Path):
         super().__init__(settings, stack, run_dir)
         self.plan = plan
-        self.timeout, self.restarts = plan.timeout, plan.restarts
+        self.timeout = plan.timeout
         self.watcher: Watcher | None = None
-        self.reason: str | None = None  # the operator's name for why the job failed, where it has one
+        self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
+        self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
+        self.failed_for_good = False  # job_condition said the operator marks the job Failed
+        self.succeeded_at: float | None = None
+        self.lingering: list[str] = []  # left running after success (cleanPodPolicy None), ending by themselves
+        self.ended_when_done: list[str] = []  # still running once the job succeeded: the lab ended them
 
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
@@ -293,8 +302,52 @@ class ReplayRun(runner.LabRun):
 
     def announce(self) -> list[str]:
         plan, folder = self.plan, console.display_path(self.run_dir)
-        return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
-                f"outputs in {folder}/; restarts {plan.restarts}, timeout {plan.timeout:g} s"]
+        if plan.active_deadline:
+            deadline = f"activeDeadlineSeconds {plan.active_deadline} s"
+        else:
+            deadline = f"no activeDeadlineSeconds, so TIMEOUT ({plan.timeout:g} s) bounds the run"
+        if plan.backoff_limit is None:
+            limit = "no backoffLimit: restarts without limit, as the operator's"
+        else:
+            limit = (f"backoffLimit {plan.backoff_limit}: the operator's count is each OnFailure or Always "
+                     "replica's own restarts")
+        lines = [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
+                 f"outputs in {folder}/; {limit}; {deadline}",
+                 f"the job succeeds when {self.success_words()}; {self.clean_words()}"]
+        recreated = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "ExitCode")
+        if recreated and plan.backoff_limit:
+            lines.append(f"restartPolicy ExitCode ({', '.join(recreated)}): a retried replica is recreated, not "
+                         f"restarted, so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, "
+                         "trainer#2045); only the deadline bounds its retries")
+        always = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "Always")
+        if always:
+            lines.append(f"restartPolicy Always ({', '.join(always)}): on a cluster the kubelet restarts a replica "
+                         "that exits 0 too; the lab takes an exit 0 as done")
+        return lines
+
+    def success_words(self) -> str:
+        chiefs = [t.name for t in self.plan.tasks if t.job in ("chief", "master")]
+        if chiefs:
+            return f"{chiefs[0]} does"
+        if self.plan.success_policy == tfoperator.ALL_WORKERS:
+            return "every worker does (successPolicy AllWorkers)"
+        return "worker-0 does (no Chief, and no successPolicy AllWorkers)"
+
+    def clean_words(self) -> str:
+        policy = self.plan.clean_pod_policy
+        if policy == "None":
+            default = " (the operator's default)" if policy == tfoperator.DEFAULT_CLEAN_POD_POLICY else ""
+            return (f"cleanPodPolicy None{default}: once the job ends the operator leaves whatever still runs "
+                    "running; the lab ends and removes every replica")
+        what = "the running replicas" if policy == "Running" else "every replica"
+        return f"cleanPodPolicy {policy}: once the job ends the operator deletes {what}; the lab removes every replica"
+
+    def left_words(self, running: list[str]) -> str:
+        """What the operator's cleanPodPolicy does with `running` once the job is finished."""
+        left = tfoperator.left_running(self.plan.clean_pod_policy, running)
+        if left:
+            return f"cleanPodPolicy None: the operator would leave {', '.join(left)} running"
+        return f"cleanPodPolicy {self.plan.clean_pod_policy}: the operator deletes {', '.join(running)}"
 
     def warnings(self) -> list[str]:
         return []
@@ -306,45 +359,103 @@ class ReplayRun(runner.LabRun):
         self.watcher.tick(self.backend.state())
 
     def deadline(self, started: float) -> float:
-        """activeDeadlineSeconds counts from the job's launch, as the operator's does."""
+        """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
         return time.monotonic() + self.timeout - (time.time() - started)
 
     def deadline_line(self, running: list[str]) -> str:
-        self.reason = "DeadlineExceeded"
-        return (f"activeDeadlineSeconds / TIMEOUT ({self.timeout:g} s) passed; stopping {', '.join(running)}: "
-                f"{self.reason}, as the operator names it")
+        if not self.plan.active_deadline:
+            return (f"TIMEOUT ({self.timeout:g} s) passed; the TFJob sets no activeDeadlineSeconds, so on a cluster "
+                    f"it would run on; stopping {', '.join(running)}")
+        self.reason = f"{tfoperator.FAILED}: activeDeadlineSeconds"
+        return (f"activeDeadlineSeconds ({self.plan.active_deadline} s) passed: the operator marks the job Failed "
+                f"({tfoperator.FAILED}: {tfoperator.deadline_message(self.plan.name)}); {self.left_words(running)}; "
+                f"stopping {', '.join(running)}")
+
+    def own_failures(self, codes: dict, stopped: list[str] = ()) -> dict[str, tuple[int, str, str]]:
+        """task -> (exit code, its restartPolicy, what the operator makes of it: tfoperator.after_failure),
+        for every replica that failed by itself (not one the lab stopped, nor one removed from outside)."""
+        job_of = {task.name: task.job for task in self.plan.tasks}
+        found = {}
+        for task, code in codes.items():
+            if code in (None, 0, VANISHED) or task in stopped:
+                continue
+            policy = self.plan.policies[job_of[task]]
+            found[task] = (code, policy, tfoperator.after_failure(policy, code))
+        return found
+
+    def job_condition(self, codes: dict) -> str | None:
+        """The operator's verdict on the exit codes so far, failure first (ReconcileJobs tests the
+        backoffLimit before it reconciles the pods, UpdateJobStatus marks success): FAILED where a
+        failure is not retried or the restarts reach backoffLimit; else WAITING / SUCCEEDED once the
+        job succeeded; None while it runs or restarts."""
+        plan = self.plan
+        running = [task for task, code in codes.items() if code is None]
+        if self.succeeded_at is not None:
+            waiting = [task for task in self.lingering if codes.get(task) is None]
+            if waiting and time.monotonic() - self.succeeded_at < runner.EVALUATOR_END_SECONDS:
+                return runner.WAITING
+            self.ended_when_done = running
+            return runner.SUCCEEDED
+        failures = self.own_failures(codes)
+        in_place = self.restarts_counted + sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
+        failed_pods = [task for task, (_, _, fate) in failures.items() if fate != tfoperator.IN_PLACE]
+        if (tfoperator.exceeds_backoff_limit(plan.backoff_limit, len(failed_pods))
+                or tfoperator.past_backoff_limit(plan.backoff_limit, in_place)):
+            why = (f"{', '.join(failed_pods)} failed under backoffLimit 0" if failed_pods and plan.backoff_limit == 0
+                   else f"the restarts the operator counts ({in_place}) reach backoffLimit {plan.backoff_limit}")
+            return self.fail(why, tfoperator.backoff_message(plan.name), "backoffLimit", running)
+        permanent = {task: found for task, found in failures.items() if found[2] == tfoperator.FAILS_THE_JOB}
+        if permanent:
+            task, (code, policy, _) = next(iter(permanent.items()))
+            if policy == "ExitCode":  # ReconcilePods' own message, set before UpdateJobStatus runs
+                why = f"{task} exited with code {code}, permanent under restartPolicy ExitCode (1-127)"
+                message = (f"job \"{plan.name}\" is failing because "
+                           f"\"{tfoperator.TYPE_NAMES[task.rsplit('-', 1)[0]]}\" replica(s) failed.")
+            else:
+                why = f"{task} exited with code {code} and its restartPolicy is Never"
+                counts: dict[str, int] = {}
+                for name in permanent:
+                    counts[name.rsplit("-", 1)[0]] = counts.get(name.rsplit("-", 1)[0], 0) + 1
+                message = tfoperator.replica_failed_message(plan.namespace, plan.name, counts)
+            return self.fail(why, message, None, running)
+        if tfoperator.succeeded(plan.replicas, codes, plan.success_policy):
+            console.say(f"the operator marks the job Succeeded ({tfoperator.SUCCEEDED}: "
+                       f"{tfoperator.succeeded_message(plan.namespace, plan.name)})"
+                       + (f"; {self.left_words(running)}" if running else ""))
+            left = tfoperator.left_running(plan.clean_pod_policy, running)
+            self.lingering = [task for task in left if task not in plan.servers]  # servers never end by themselves
+            if self.lingering:
+                console.say(f"the lab gives {', '.join(self.lingering)} up to {runner.EVALUATOR_END_SECONDS} s to end "
+                           "by themselves, then ends and removes what runs")
+            self.succeeded_at = time.monotonic()
+            return self.job_condition(codes)
+        return None
+
+    def fail(self, why: str, message: str, limit: str | None, running: list[str]) -> str:
+        """The operator's Failed condition: said once, with what its cleanPodPolicy leaves running."""
+        self.failed_for_good = True
+        if limit:
+            self.reason = f"{tfoperator.FAILED}: {limit}"
+        console.say(f"{why}: the operator marks the job Failed ({tfoperator.FAILED}: {message})"
+                   + (f"; {self.left_words(running)}" if running else ""))
+        return runner.FAILED
 
     def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
-        """plan.restarts holds the restart policy already (0 where every replica's is Never); once
-        they are spent, the job has failed as the operator says it: BackoffLimitExceeded."""
-        refused = self.not_restartable(stopped)
-        if refused:
-            return False, refused
-        if len(self.restarts_made) < self.restarts:
-            return True, ""
-        if self.plan.never_restarts:
-            return False, ""  # restartPolicy Never everywhere: the job fails at its first failure
-        self.reason = "BackoffLimitExceeded"
-        return False, (f"the job failed {self.restarts + 1} times, past its backoffLimit ({self.restarts}): "
-                       f"{self.reason}, as the operator names it")
-
-    def not_restartable(self, stopped: list[str]) -> str:
-        """Why a failed replica's own restartPolicy restarts nothing, as the operator reads it:
-        Never; ExitCode with 1-127 (a permanent error; 128 and up, a signal's, is retried: 143 is
-        a preemption's); OnFailure restarts whatever the code. "" where every one restarts."""
-        job_of = {task.name: task.job for task in self.plan.tasks}
-        for task, code in self.backend.exit_codes().items():
-            if code in (None, 0) or task in stopped or code == VANISHED:
-                continue
-            policy = self.plan.policies.get(job_of.get(task), "OnFailure")
-            if policy == "Never":
-                return f"{task} exited with code {code} and its restartPolicy is Never"
-            if policy == "ExitCode" and 1 <= code < FIRST_SIGNAL_CODE:
-                return f"{task} exited with code {code}: 1-127 is permanent under its restartPolicy ExitCode"
-        return ""
+        """job_condition has failed the job already where the operator would; any other failure is
+        one the operator retries (in place, or by recreating the pod), and the in-place ones add to
+        the count PastBackoffLimit sums."""
+        if self.failed_for_good:
+            return False, ""
+        failures = self.own_failures(self.backend.exit_codes(), stopped)
+        self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
+        return True, ""
 
     def restart_line(self) -> str:
-        return f"restarting every replica ({len(self.restarts_made)} of {self.restarts}), as the restart policy says"
+        limit = self.plan.backoff_limit
+        counted = ("no backoffLimit" if limit is None else
+                   f"{self.restarts_counted} restart{'s' if self.restarts_counted != 1 else ''} counted "
+                   f"of backoffLimit {limit}")
+        return f"restarting every replica (restart {len(self.restarts_made)}; {counted}), as the restart policy says"
 
     def finish(self) -> None:
         if self.watcher is not None:
@@ -359,7 +470,8 @@ class ReplayRun(runner.LabRun):
         replayed = summary.Replayed(tfjob=str(plan.path), settings=replay_settings(plan, self.settings,
                                                                                    self.run_dir.name),
                                     not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
-                                    images={t.name: t.image for t in plan.tasks})
+                                    images={t.name: t.image for t in plan.tasks},
+                                    ended_when_done=self.ended_when_done)
         result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
                                    started, ended, oom_killed, self.restarts_made, replayed=replayed)
         if not result.ok and self.reason:
