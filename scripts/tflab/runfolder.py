@@ -580,7 +580,7 @@ class Summary(Record):
     chaos: dict | None = None  # make chaos: what was done, when it was noticed and recovered
     tfjob: str | None = None  # a replay's manifest
     not_applied: list | None = None  # a replay's fields the lab does not apply
-    reason: str | None = None  # a replay that failed as its operator words it (TFJobFailed: backoffLimit, ...; a TrainJob: ReachedMaxRestarts)
+    reason: str | None = None  # a replay that failed as its operator words it (TFJobFailed: ...)
     # AUDIT (tflab/audit.py): each finding's kind, tasks, message and fix; notes on cost, one line each.
     findings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
