@@ -1,4 +1,5 @@
-"""`tflab up TFJOB=...`: the replay of a TFJob (tfjob.py's Plan) as a run of the lab's one
+"""`tflab up TFJOB=...`: the replay of a TFJob (tfjob.py's Plan; `TRAINJOB=`, a Trainer v2 TrainJob that
+trainjob.py translates into the same Plan) as a run of the lab's one
 pipeline (runner.run): its replicas as one Compose project (ReplayStack), watched from outside
 (Watcher: each replica's start and end into <task>.jsonl), followed, restarted and summarised as
 ReplayRun says where a TFJob differs from the lab's own run. tfjob.py reads and plans; this module
@@ -39,13 +40,13 @@ def check_images(plan: Plan) -> None:
             try:
                 check_non_root(image, found.stdout.strip())
             except ManifestError as error:
-                raise ManifestError(f"TFJOB={plan.path}: {error}") from None
+                raise ManifestError(f"{plan.setting}={plan.path}: {error}") from None
     limited = [task for task in plan.tasks if "cpus" in task.service]
     if limited:
         engine_cpus = docker_cpus()
         for task in limited:
             if engine_cpus and task.service["cpus"] > engine_cpus:
-                raise ManifestError(f"TFJOB={plan.path}: {task.name}'s resources.limits.cpu is "
+                raise ManifestError(f"{plan.setting}={plan.path}: {task.name}'s resources.limits.cpu is "
                                     f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
                                     f"expected at most {engine_cpus}")
 
@@ -249,7 +250,12 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     until its chief (or every worker) is done, restarting the whole job as its restart policy says;
     0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
     TFJob decides them."""
-    plan = load(settings)
+    if settings.trainjob:
+        from tflab import trainjob  # a TrainJob is translated into the same plan
+
+        plan = trainjob.load(settings)
+    else:
+        plan = load(settings)
     refuse_decided(plan, given or {})
     run_dir = runfolder.planned(settings)
     docker.check()
@@ -281,8 +287,8 @@ class ReplayRun(runner.LabRun):
         runfolder.write_json(run_dir / runfolder.CONFIG, {
             "run": run_dir.name, "tfjob": str(plan.path), "settings": settings,
             "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
-            "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
-                          if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
+            "tf_config": {t.name: json.loads(t.tf_config or t.service["environment"]["TF_CONFIG"])
+                          if t.tf_config or "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
             "hosts": {t.name: t.host for t in plan.tasks}})
         write_volumes(plan, run_dir)
         self.watcher = Watcher(plan, run_dir)
@@ -323,6 +329,10 @@ class ReplayRun(runner.LabRun):
             return True, ""
         if self.plan.never_restarts:
             return False, ""  # restartPolicy Never everywhere: the job fails at its first failure
+        if self.plan.kind == "TrainJob":  # JobSet's failJobSet reason, past failurePolicy.maxRestarts
+            self.reason = "ReachedMaxRestarts"
+            return False, (f"the job failed {self.restarts + 1} times, past its maxRestarts ({self.restarts}): "
+                           f"{self.reason}, as JobSet names it")
         self.reason = "BackoffLimitExceeded"
         return False, (f"the job failed {self.restarts + 1} times, past its backoffLimit ({self.restarts}): "
                        f"{self.reason}, as the operator names it")
