@@ -230,10 +230,11 @@ def training_runtime(settings: Settings) -> dict:
     pod = pod_template(settings, {}, "Never", task=None)
     (container,) = pod["spec"]["containers"]
     container.pop("resources", None)  # the TrainJob's resourcesPerNode
-    port = {"name": "tf-grpc", "containerPort": cluster.PORT}
-    pod["spec"]["containers"] = [{**container, "name": cluster.TRAINJOB_NODE, "command": list(TFCONFIG_COMMAND),
-                                  "args": list(task_contract.COMMAND),  # a TrainJob without args: the lab's trainer
-                                  "env": container["env"], "ports": [port]}]
+    node = {"name": cluster.TRAINJOB_NODE, "image": container.pop("image"), "command": list(TFCONFIG_COMMAND),
+            "args": list(task_contract.COMMAND)}  # a TrainJob without args: the lab's trainer
+    del container["name"], container["command"]
+    container["ports"] = [{"name": "tf-grpc", "containerPort": cluster.PORT}]
+    pod["spec"]["containers"] = [{**node, **container}]
     node_job = {"name": cluster.TRAINJOB_NODE,
                 "template": {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
                              "spec": {"backoffLimit": 0, "completionMode": "Indexed", "template": pod}}}
