@@ -80,7 +80,7 @@ def parse_assignments(arguments: list[str]) -> dict[str, str]:
 
 def command_up(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: the settings the user gave (given_values), which a TFJob replay refuses where the TFJob decides."""
-    if settings.tfjob:
+    if settings.tfjob or settings.trainjob:
         from tflab.backends import replay  # PyYAML is needed only here
 
         return replay.up(settings, given)
@@ -152,6 +152,10 @@ def command_config(settings: Settings) -> int:
 
 
 def command_k8s(settings: Settings) -> int:
+    if settings.tfjob:  # a TFJob as the equivalent TrainJob
+        from tflab import trainjob  # PyYAML is needed only here
+
+        return trainjob.from_tfjob(settings)
     return k8s.write(settings)
 
 
@@ -629,6 +633,10 @@ def main(argv: list[str] | None = None) -> int:
         # Both before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH. Under check, the
         # command TFLAB_CHECK names (command_check refuses any other).
         command = os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command
+        if "TRAINJOB" in given or "RUNTIME" in given:  # as TFJOB's, in the TrainJob's words
+            from tflab import trainjob
+
+            trainjob.refuse_given(command, given)
         if "TFJOB" in given:  # first: what the TFJob decides is named so, K8S_NAME too, which `up` reads not
             from tflab import tfjob
 

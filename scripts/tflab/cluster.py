@@ -190,6 +190,54 @@ def tfjob_tf_config(spec: Mapping[str, Sequence[str]], task: str) -> str:
     return json.dumps(config, separators=(",", ":"))
 
 
+# Kubeflow Trainer v2 (v2.3.0) runs a TrainJob as a JobSet: the trainer nodes are the pods of its
+# replicated job `node`, one Job in Indexed completion mode, so node i is pod `<trainjob>-node-0-<i>`
+# with JOB_COMPLETION_INDEX=i, and JobSet's headless Service `<trainjob>` makes it resolvable as
+# `<trainjob>-node-0-<i>.<trainjob>` (jobset plugin's IdentifyPodNetwork; the jax plugin's
+# JAX_COORDINATOR_ADDRESS addresses node 0 so). Trainer v2 ships no TensorFlow runtime, so these
+# nodes get no TF_CONFIG from it: each pod builds its own from its index and its hostname
+# (trainer/tfconfig.py), with the functions below, which the replay uses too.
+TRAINJOB_NODE = "node"  # the replicated job and the container Trainer v2 gives a TrainJob's nodes
+TRAINJOB_JOB = "worker"  # every node is a TF worker: a TrainJob's nodes share one pod template
+NUM_NODES_ENV = "TFLAB_NUM_NODES"  # the node count: nothing in a plain runtime's pod says it
+
+
+def trainjob_host(name: str, index: int) -> str:
+    """The hostname JobSet gives node `index` of TrainJob `name`: <name>-node-0-<index>."""
+    return f"{name}-{TRAINJOB_NODE}-0-{index}"
+
+
+def trainjob_address(name: str, port: int = PORT):
+    """An address function for Trainer v2: node i at `<name>-node-0-<i>.<name>:<port>`."""
+    def address(job: str, index: int) -> str:
+        return f"{trainjob_host(name, index)}.{name}:{port}"
+
+    return address
+
+
+def trainjob_cluster_spec(name: str, nodes: int, port: int = PORT) -> dict[str, list[str]]:
+    """The training cluster of a TrainJob's `nodes` nodes: every node a worker, in index order."""
+    return _spec({TRAINJOB_JOB: nodes}, trainjob_address(name, port))
+
+
+def trainjob_name(hostname: str, index: int) -> str:
+    """The TrainJob a node's pod belongs to, from the hostname JobSet gave it; ValueError where the
+    hostname is not `<name>-node-0-<index>`."""
+    suffix = f"-{TRAINJOB_NODE}-0-{index}"
+    if not hostname.endswith(suffix) or len(hostname) == len(suffix):
+        raise ValueError(f"the hostname {hostname!r} is not <trainjob>{suffix}, the name JobSet gives node {index}")
+    return hostname[:-len(suffix)]
+
+
+def trainjob_tf_config_env(hostname: str, index: int, nodes: int, port: int = PORT) -> dict[str, str]:
+    """TF_CONFIG and TFLAB_TASK of TrainJob node `index` of `nodes`, whose pod's hostname is
+    `hostname`: what trainer/tfconfig.py sets in each pod, and what the replay records."""
+    if not 0 <= index < nodes:
+        raise ValueError(f"node {index} is not one of {nodes} nodes (0..{nodes - 1})")
+    spec = trainjob_cluster_spec(trainjob_name(hostname, index), nodes, port)
+    return tf_config_env(spec, f"{TRAINJOB_JOB}-{index}")
+
+
 def local_addresses(ports: Sequence[int]):
     """An address function for the local backend: the i-th task overall gets localhost:ports[i]."""
     ports = iter(ports)

@@ -7,9 +7,15 @@ Two ways to run the same cluster, each a file of its own that `kubectl apply -f`
 - tfjob.yaml: a Kubeflow TFJob (kubeflow.org/v1). The training operator v1 makes a headless
   Service per task and puts TF_CONFIG into each pod itself; `cluster.kubeflow_address` builds the
   very spec it will, so the ConfigMap's config.json agrees with it (the trainer checks).
+- trainjob.yaml: a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1, v2.3.0) and the
+  TensorFlow runtime it names, which Trainer v2 does not ship: a ClusterTrainingRuntime (or, with
+  K8S_RUNTIME=namespaced, a TrainingRuntime) with no framework plugin, whose one replicated job
+  `node` runs `python -m tflab.trainer.tfconfig` before the TrainJob's args: each pod builds its
+  TF_CONFIG from its JobSet index and hostname (cluster.trainjob_tf_config_env). multiworker without
+  a chief or an evaluator only: a TrainJob's nodes share one pod template.
 - jobs.yaml: plain batch/v1 Jobs, one per task, each with a headless Service of the operator's
-  name for it and its TF_CONFIG written out, from `cluster.tf_config_for`: for clusters without
-  the operator (Kubeflow Trainer v2 ships no TensorFlow runtime).
+  name for it and its TF_CONFIG written out, from `cluster.tf_config_for`: for clusters with
+  neither operator.
 
 Both carry the ConfigMap with config.json (the settings and that cluster spec) and, unless
 NETWORK=bridge, a NetworkPolicy that lets the tasks reach only each other and DNS, as the Compose
@@ -39,6 +45,10 @@ CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
 OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
 CONTAINER = "tensorflow"  # the name the training operator looks for: it sets TF_CONFIG only there
 PORT_NAME = "tfjob-port"  # ... and the port name it takes the cluster's port from
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"  # Kubeflow Trainer v2's (v2.3.0)
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # how Trainer v2 finds the trainer's replicated job
+TFCONFIG_COMMAND = ("python", "-m", "tflab.trainer.tfconfig")  # the runtime's: TF_CONFIG, then the TrainJob's args
+RUNTIME_KINDS = {"cluster": "ClusterTrainingRuntime", "namespaced": "TrainingRuntime"}
 # the lab's jobs -> TFJob replica types
 REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
 UID = 1000  # the image's user, as in Compose
@@ -84,14 +94,14 @@ def write(settings: Settings) -> int:
     console.say(f"wrote {console.display_path(folder)}/ for {shape}, as "
                 f"{settings.k8s_name} in namespace {settings.k8s_namespace}, image {settings.k8s_image}")
     for name in manifests:
-        print(f"  {name:<11} {about(name, the_cluster)}")
+        print(f"  {name:<13} {about(name, the_cluster)}")
     if not given_image:
         notes.append(f"K8S_IMAGE={settings.k8s_image} is what `make images` builds here (and what `make up TFJOB=` "
                      "replays on this engine): push it to a registry the cluster can pull from and name it in "
                      "K8S_IMAGE")
     for note in notes:
         console.say(note)
-    console.say("apply one file, not both (they name the same objects):" if len(manifests) > 1 else "apply it:")
+    console.say("apply one file, not more (they name the same objects):" if len(manifests) > 1 else "apply it:")
     for name in manifests:
         print(f"  kubectl apply -f {console.display_path(folder / name)}")
     return 0
@@ -122,6 +132,8 @@ def remove_empty(folder: Path) -> None:
 def about(name: str, the_cluster: Cluster) -> str:
     if name == "tfjob.yaml":
         return "a Kubeflow TFJob (kubeflow.org/v1), for a cluster with the training operator v1"
+    if name == "trainjob.yaml":
+        return "a Kubeflow Trainer v2 TrainJob and its TensorFlow runtime (trainer.kubeflow.org/v1alpha1)"
     if not the_cluster.jobs:
         return "one plain Job, for any cluster"
     return "plain Jobs and headless Services, TF_CONFIG given explicitly, for any cluster"
@@ -162,9 +174,88 @@ def render(settings: Settings, run: str, the_cluster: Cluster) -> tuple[dict[str
         notes.append("the workers and ps never exit by themselves: the TFJob ends them when the chief is done; "
                      f"with jobs.yaml, delete them once Job {chief_job} has completed (or TIMEOUT ends them)")
     if not spec:
-        notes.append(f"STRATEGY={settings.strategy} is one process: one Job, no TFJob needed")
+        notes.append(f"STRATEGY={settings.strategy} is one process: one Job, no TFJob or TrainJob needed")
         return {"jobs.yaml": jobs}, notes
-    return {"tfjob.yaml": shared + [tfjob(settings, the_cluster)], "jobs.yaml": jobs}, notes
+    files = {"tfjob.yaml": shared + [tfjob(settings, the_cluster)]}
+    no_trainjob = trainjob_refusal(settings)
+    if no_trainjob:
+        notes.append(f"trainjob.yaml is not written: {no_trainjob}")
+    else:
+        files["trainjob.yaml"] = trainjob_documents(settings, run, the_cluster)
+    return {**files, "jobs.yaml": jobs}, notes
+
+
+def trainjob_refusal(settings: Settings) -> str:
+    """Why these settings have no TrainJob form, or "" where they have one. A TrainJob's nodes are
+    one replicated job of one pod template, and Trainer v2 gives them no roles: every node is a
+    worker, so only multiworker without a chief or an evaluator fits."""
+    if settings.strategy == "parameter_server":
+        return ("STRATEGY=parameter_server has no TrainJob form (a TrainJob's nodes share one pod template, "
+                "and a PS cluster needs a chief, workers and ps); use tfjob.yaml or jobs.yaml")
+    if settings.chief:
+        return "CHIEF=1 has no TrainJob form (every node is a worker); use tfjob.yaml or jobs.yaml, or CHIEF=0"
+    if settings.evaluator:
+        return ("EVALUATOR=1 has no TrainJob form (an evaluator is a second pod template); use tfjob.yaml or "
+                "jobs.yaml, or EVALUATOR=0")
+    return ""
+
+
+def trainjob_cluster(settings: Settings, the_cluster: Cluster) -> Cluster:
+    """The run's cluster at the addresses JobSet gives a TrainJob's nodes (cluster.trainjob_address)."""
+    return the_cluster.readdressed(cluster.trainjob_address(settings.k8s_name))
+
+
+def runtime_name(settings: Settings) -> str:
+    return f"{settings.k8s_name}-tensorflow"
+
+
+def trainjob_documents(settings: Settings, run: str, the_cluster: Cluster) -> list[dict]:
+    """trainjob.yaml's objects: its ConfigMap (config.json with the TrainJob's cluster, which the
+    trainer checks TF_CONFIG against), the NetworkPolicy, the runtime and the TrainJob."""
+    documents = [config_map(settings, runfolder.run_config(settings, run, trainjob_cluster(settings, the_cluster)))]
+    if settings.network == "internal":
+        documents.append(network_policy(settings))
+    return documents + [training_runtime(settings), trainjob(settings)]
+
+
+def training_runtime(settings: Settings) -> dict:
+    """The TensorFlow runtime Trainer v2 does not ship: no framework plugin in mlPolicy (its PlainML
+    path: numNodes only), one replicated job `node` of the lab's locked-down pod whose container
+    `node` runs tfconfig before the TrainJob's args. JobSet's failurePolicy restarts the whole job,
+    as the lab does: a multi-worker cluster's other workers abort when one goes."""
+    kind = RUNTIME_KINDS[settings.k8s_runtime]
+    metadata_ = metadata(settings, runtime_name(settings), **{"trainer.kubeflow.org/framework": "tensorflow"})
+    if kind == "ClusterTrainingRuntime":
+        del metadata_["namespace"]  # cluster-scoped
+    pod = pod_template(settings, {}, "Never", task=None)
+    (container,) = pod["spec"]["containers"]
+    container.pop("resources", None)  # the TrainJob's resourcesPerNode
+    node = {"name": cluster.TRAINJOB_NODE, "image": container.pop("image"), "command": list(TFCONFIG_COMMAND),
+            "args": list(task_contract.COMMAND)}  # a TrainJob without args: the lab's trainer
+    del container["name"], container["command"]
+    container["ports"] = [{"name": "tf-grpc", "containerPort": cluster.PORT}]
+    pod["spec"]["containers"] = [{**node, **container}]
+    node_job = {"name": cluster.TRAINJOB_NODE,
+                "template": {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
+                             "spec": {"backoffLimit": 0, "completionMode": "Indexed", "template": pod}}}
+    return {"apiVersion": TRAINER_API, "kind": kind, "metadata": metadata_,
+            "spec": {"mlPolicy": {"numNodes": settings.workers},
+                     "template": {"spec": {"failurePolicy": {"maxRestarts": settings.restarts},
+                                           "replicatedJobs": [node_job]}}}}
+
+
+def trainjob(settings: Settings) -> dict:
+    """The TrainJob: what a user edits. Its args are the command (the runtime's tfconfig runs them),
+    numNodes and TFLAB_NUM_NODES say the node count together, resourcesPerNode the limits."""
+    node = {"image": settings.k8s_image, "args": list(task_contract.COMMAND), "numNodes": settings.workers,
+            "env": [{"name": cluster.NUM_NODES_ENV, "value": str(settings.workers)}]}
+    limits = resource_limits(settings)
+    if limits:
+        node["resourcesPerNode"] = {"limits": limits}
+    runtime_ref = {"name": runtime_name(settings), "apiGroup": TRAINER_API.partition("/")[0],
+                   "kind": RUNTIME_KINDS[settings.k8s_runtime]}
+    return {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": metadata(settings, settings.k8s_name),
+            "spec": {"runtimeRef": runtime_ref, "activeDeadlineSeconds": deadline(settings), "trainer": node}}
 
 
 def labels(settings: Settings) -> dict[str, str]:
@@ -325,6 +416,11 @@ def header(name: str, settings: Settings, the_cluster: Cluster) -> str:
              f"Apply with `kubectl apply -f {name}`; the image {settings.k8s_image} must be pullable by the cluster."]
     if name == "tfjob.yaml":
         lines.append("The operator sets TF_CONFIG in each pod; the trainer takes its task from it.")
+    if name == "trainjob.yaml":
+        lines += ["Each node's pod builds its TF_CONFIG itself (python -m tflab.trainer.tfconfig, the runtime's "
+                  "command),",
+                  "then runs the TrainJob's args: change args, not command, and keep numNodes and "
+                  f"{cluster.NUM_NODES_ENV} equal."]
     if not settings.k8s_pvc:
         lines.append("Outputs go to each pod's emptyDir and are gone with the pod (K8S_PVC keeps them).")
     return "".join(f"# {line}\n" for line in lines)

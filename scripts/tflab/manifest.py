@@ -213,13 +213,20 @@ def _child(where: str, key) -> str:
 
 @functools.cache
 def schemas() -> dict:
-    with open(SCHEMAS / "tfjob.json") as tfjob, open(SCHEMAS / "kubernetes.json") as kubernetes:
-        return {"TFJob": json.load(tfjob), **json.load(kubernetes)}
+    found = {}
+    files = {"TFJob": "tfjob.json", "TrainJob": "trainjob.json", "TrainingRuntime": "trainingruntime.json"}
+    for kind, name in files.items():
+        with open(SCHEMAS / name) as file:
+            found[kind] = json.load(file)
+    found["ClusterTrainingRuntime"] = found["TrainingRuntime"]  # one schema, as schemas/README.md says
+    with open(SCHEMAS / "kubernetes.json") as kubernetes:
+        return {**found, **json.load(kubernetes)}
 
 
 def check(document, kind: str, where: str = "") -> None:
-    """ManifestError for the first place `document` breaks schema `kind` (TFJob, ConfigMap,
-    ObjectMeta), named by its path and what the schema expects there."""
+    """ManifestError for the first place `document` breaks schema `kind` (TFJob, TrainJob,
+    TrainingRuntime, ClusterTrainingRuntime, ConfigMap, ObjectMeta), named by its path and what the
+    schema expects there."""
     error = Schema.first_error(schemas()[kind], document, where)
     if error:
         raise ManifestError(error)
@@ -230,9 +237,10 @@ class Schema:
     (a name, a list, or nullable), properties, required, additionalProperties, items, enum,
     pattern, format int32/int64, anyOf, x-kubernetes-int-or-string (an integer or a string, the
     string matching `pattern`), x-kubernetes-preserve-unknown-fields, and x-kubernetes-list-type
-    map (items unique by x-kubernetes-list-map-keys). Fields the schema does not list are left to
-    the caller (the lab lists them as not applied). Others (descriptions, defaults, CEL rules,
-    date-time and byte formats) constrain nothing the lab reads."""
+    map (items unique by x-kubernetes-list-map-keys), and the bounds minimum, maximum, minLength,
+    maxLength, minItems, maxItems and minProperties (Trainer v2's CRDs use them). Fields the schema
+    does not list are left to the caller (the lab lists them as not applied). Others (descriptions,
+    defaults, CEL rules, date-time and byte formats) constrain nothing the lab reads."""
 
     @classmethod
     def first_error(cls, schema: dict, value, where: str) -> str | None:
@@ -265,6 +273,10 @@ class Schema:
             return
         if isinstance(value, bool):
             return
+        bound = cls.bound_error(schema, value, where)
+        if bound:
+            yield bound
+            return
         if isinstance(value, int) and schema.get("format") in INT_RANGES:
             low, high = INT_RANGES[schema["format"]]
             if not low <= value <= high:
@@ -290,6 +302,23 @@ class Schema:
                 yield from cls.errors(schema["items"], item, f"{where}[{index}]")
             if schema.get("x-kubernetes-list-type") == "map":
                 yield from cls.unique_keys(schema, value, where)
+
+    @staticmethod
+    def bound_error(schema: dict, value, where: str) -> str | None:
+        if isinstance(value, (int, float)):
+            if "minimum" in schema and value < schema["minimum"]:
+                return f"{where} is {shown(value)}, expected at least {schema['minimum']}"
+            if "maximum" in schema and value > schema["maximum"]:
+                return f"{where} is {shown(value)}, expected at most {schema['maximum']}"
+        sized = {str: ("minLength", "maxLength", "characters"), list: ("minItems", "maxItems", "items"),
+                 dict: ("minProperties", "maxProperties", "fields")}
+        for kind, (least, most, unit) in sized.items():
+            if isinstance(value, kind):
+                if least in schema and len(value) < schema[least]:
+                    return f"{where or '<root>'} has {len(value)} {unit}, expected at least {schema[least]}"
+                if most in schema and len(value) > schema[most]:
+                    return f"{where or '<root>'} has {len(value)} {unit}, expected at most {schema[most]}"
+        return None
 
     @staticmethod
     def unique_keys(schema: dict, items: list, where: str):

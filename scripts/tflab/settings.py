@@ -628,6 +628,27 @@ def _tfjob_on_host(name: str, raw: str) -> str:
     return resolved
 
 
+def _manifest(what: str) -> Callable[[str, str], str]:
+    """TRAINJOB and RUNTIME: a manifest's path, as TFJOB's."""
+    def parse(name: str, raw: str) -> str:
+        _printable(name, raw)
+        if raw and not raw.endswith((".yaml", ".yml", ".json")):
+            raise SettingsError(f"{name}={raw} is not allowed: expected the path of {what} (*.yaml, *.yml or *.json)")
+        return raw
+
+    return parse
+
+
+def _manifest_on_host(what: str) -> Callable[[str, str], str]:
+    def check(name: str, raw: str) -> str:
+        resolved = _existing_file(raw)
+        if not resolved:
+            raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing {what}")
+        return resolved
+
+    return check
+
+
 def _args(name: str, raw: str) -> str:
     if "\0" in raw:
         raise SettingsError(f"{name}={raw!r} is not allowed: expected arguments without NUL characters")
@@ -779,8 +800,12 @@ SCRIPT_REFUSED = {
            "name it in K8S_IMAGE)",
 }
 # TFJOB, where the TFJob would be taken to shape what a command other than `up` runs or writes.
-TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TFJob; leave TFJOB out"
-                 for command in RUNS if command != "up"}
+TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TFJob, and make k8s turns one "
+                          "into a TrainJob; leave TFJOB out"
+                 for command in RUNS if command not in ("up", "k8s")}
+TRAINJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TrainJob; leave TRAINJOB out"
+                    for command in RUNS if command != "up"}
+K8S_RUNTIMES = ("cluster", "namespaced")  # make k8s: a ClusterTrainingRuntime, or a TrainingRuntime in K8S_NAMESPACE
 # `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
 # would be dropped without a word: it is refused, naming what decides it instead (Setting.tfjob).
 # The replay reads the REPLAYED ones (TIMEOUT where the TFJob sets no activeDeadlineSeconds).
@@ -992,9 +1017,20 @@ SETTINGS: tuple[Setting, ...] = (
             tfjob=f"the TFJob's containers mount their own volumes; edit {CONTAINER_FIELD}.volumeMounts"),
     Setting("TFJOB", "", _tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
-            "replica a task on Compose, with the operator's TF_CONFIG", on_host=_tfjob_on_host,
-            commands=("up",),
+            "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
+            "Trainer v2 TrainJob and runtime", on_host=_tfjob_on_host,
+            commands=("up", "k8s"),
             tfjob=REPLAYED, refused=TFJOB_REFUSED),
+    Setting("TRAINJOB", "", _manifest("a TrainJob manifest"), "empty | path/to/trainjob.yaml",
+            "tflab up: replay a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), its TensorFlow "
+            "runtime and the ConfigMaps in its file, each node a task on Compose that builds its TF_CONFIG as "
+            "its pod would", on_host=_manifest_on_host("TrainJob manifest"),
+            commands=("up",), refused=TRAINJOB_REFUSED),
+    Setting("RUNTIME", "", _manifest("a TrainingRuntime or ClusterTrainingRuntime manifest"),
+            "empty | path/to/runtime.yaml",
+            "tflab up TRAINJOB=: the file holding the runtime the TrainJob names, where it is not in the "
+            "TrainJob's own file", on_host=_manifest_on_host("runtime manifest"),
+            commands=("up",)),
     Setting("TENSORBOARD_PORT", 6006, _integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",)),
@@ -1037,6 +1073,10 @@ SETTINGS: tuple[Setting, ...] = (
             "make k8s: the TFJob's name; its tasks' Services and Jobs are <K8S_NAME>-<job>-<index>",
             commands=("k8s",),
             tfjob="the TFJob's name names its tasks' hosts; edit metadata.name"),
+    Setting("K8S_RUNTIME", "cluster", _choice(K8S_RUNTIMES), " | ".join(K8S_RUNTIMES),
+            "make k8s: the TrainJob's TensorFlow runtime, a ClusterTrainingRuntime (cluster) or a TrainingRuntime "
+            "in K8S_NAMESPACE (namespaced, for a user who may not make cluster-wide objects)",
+            commands=("k8s",)),
     Setting("K8S_PVC", "",
             _k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 subdomain), or nothing "
                                        "for each pod's own emptyDir"),

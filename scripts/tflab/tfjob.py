@@ -81,6 +81,7 @@ class Task:
     image: str
     service: dict = field(default_factory=dict)  # the Compose service, less the run's labels
     non_root: bool = False  # runAsNonRoot with no runAsUser: the image's own user must not be root
+    tf_config: str = ""  # a TrainJob node's, which its container builds itself (trainjob.py); a TFJob's is in service
 
 
 @dataclass
@@ -97,6 +98,8 @@ class Plan:
     volumes: dict[str, dict]  # name -> its kind and source, for the run folder
     decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
     policies: dict[str, str] = field(default_factory=dict)  # job (worker, chief, ...) -> its replicas' restartPolicy
+    kind: str = "TFJob"  # or TrainJob (trainjob.py translates one into this plan)
+    setting: str = "TFJOB"  # the setting that named the file, for errors
     active_deadline: int | None = None  # spec.runPolicy.activeDeadlineSeconds; None: the operator sets none
     clean_pod_policy: str = tfoperator.DEFAULT_CLEAN_POD_POLICY
     success_policy: str = ""  # spec.successPolicy: "" (the operator's default) or AllWorkers
@@ -344,12 +347,12 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
         return
     tfjob = f"TFJOB={given['TFJOB']}"
     refuse_unhonoured(command, {"TFJOB": given["TFJOB"]})
-    if command != "up":
+    if command not in ("up", "k8s"):  # k8s: the TFJob turned into a TrainJob, as the TFJob says
         return
     for name, value in given.items():
         if name in DECIDED_BY_THE_TFJOB:
             raise LabError(f"{name}={value} does not apply with {tfjob}: {DECIDED_BY_THE_TFJOB[name]}")
-    if given.get("BACKEND", "compose").strip() != "compose":
+    if command == "up" and given.get("BACKEND", "compose").strip() != "compose":
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
                        "as a container on Compose; expected BACKEND=compose, or leave it out")
 
@@ -359,7 +362,8 @@ def refuse_decided(plan: Plan, given: dict[str, str]) -> None:
     applies to a TFJob: settings.SETTINGS says so, and refuse_given refuses it)."""
     for name, why in plan.decided.items():
         if name in given:
-            raise LabError(f"{name}={given[name]} does not apply with TFJOB={given.get('TFJOB', plan.path)}: {why}")
+            raise LabError(f"{name}={given[name]} does not apply with {plan.setting}="
+                           f"{given.get(plan.setting, plan.path)}: {why}")
 
 
 def grouped(fields: list[str]) -> list[str]:
@@ -387,21 +391,25 @@ def port_of(pod: dict, where: str) -> int:
     return cluster.PORT
 
 
-def tensorflow_container(pod: dict, where: str) -> dict:
+WHY_TENSORFLOW = "the one the operator gives TF_CONFIG, and the one the lab runs"
+
+
+def tensorflow_container(pod: dict, where: str, name: str = CONTAINER, why: str = WHY_TENSORFLOW) -> dict:
     containers = _get(pod, "containers", list, where) or []
-    found = [c for c in containers if isinstance(c, dict) and c.get("name") == CONTAINER]
+    found = [c for c in containers if isinstance(c, dict) and c.get("name") == name]
     if not found:
-        raise ManifestError(f"{where}.containers has no container named {CONTAINER} (the one the operator "
-                            "gives TF_CONFIG, and the one the lab runs)")
+        raise ManifestError(f"{where}.containers has no container named {name} ({why})")
     return found[0]
 
 
-def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, list[str]]:
+def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
+               why: str = WHY_TENSORFLOW) -> tuple[dict, dict, list[str]]:
     """One replica type's Compose service (less TF_CONFIG, hostname and network), the volumes it
-    needs, and the fields it does not apply. The schema has passed; what is checked here is what
-    the API server and the kubelet check beyond it, and what Docker cannot take."""
-    container = tensorflow_container(pod, where)
-    at = f"{where}.containers[{CONTAINER}]"
+    needs, and the fields it does not apply; `name` is the container the lab runs (a TrainJob's is
+    `node`). The schema has passed; what is checked here is what the API server and the kubelet
+    check beyond it, and what Docker cannot take."""
+    container = tensorflow_container(pod, where, name, why)
+    at = f"{where}.containers[{name}]"
     extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
     extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
               if isinstance(c, dict) and c is not container]
@@ -554,7 +562,7 @@ def describe(plan: Plan) -> str:
     counts = {}
     for task in plan.tasks:
         counts[task.job] = counts.get(task.job, 0) + 1
-    return f"TFJob {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"
+    return f"{plan.kind} {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"
 
 
 # What a lab config.json's settings may tell of the training (make k8s writes it into the TFJob's

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
-from tflab import cluster, k8s
+from tflab import cluster, k8s, trainjob
 from tflab.settings import MAX_TASKS, Settings, SettingsError
 
 # A cluster's image, as a user names it: K8S_IMAGE left empty is the image `make images` builds,
@@ -44,6 +44,12 @@ def pod_templates(files: dict[str, list[dict]]) -> list[dict]:
     templates = [job["spec"]["template"] for job in of_kind(files["jobs.yaml"], "Job")]
     for tfjob in of_kind(files.get("tfjob.yaml", []), "TFJob"):
         templates += [replica["template"] for replica in tfjob["spec"]["tfReplicaSpecs"].values()]
+    for trainjob_ in of_kind(files.get("trainjob.yaml", []), "TrainJob"):
+        # the node's pod as Trainer v2 makes it: the runtime's, the TrainJob's spec.trainer applied
+        (runtime,) = [d for d in files["trainjob.yaml"] if d["kind"].endswith("TrainingRuntime")]
+        (node,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        template = node["template"]["spec"]["template"]
+        templates.append({**template, "spec": trainjob.node_pod(template["spec"], trainjob_["spec"]["trainer"], "")})
     return templates
 
 
@@ -81,8 +87,13 @@ def test_the_files_and_their_kinds():
     assert [(d["apiVersion"], d["kind"]) for d in files["jobs.yaml"]] == [
         ("v1", "ConfigMap"), ("networking.k8s.io/v1", "NetworkPolicy"),
         ("v1", "Service"), ("batch/v1", "Job"), ("v1", "Service"), ("batch/v1", "Job")]
-    for documents in files.values():
-        assert {d["metadata"]["namespace"] for d in documents} == {"default"}
+    assert [(d["apiVersion"], d["kind"]) for d in files["trainjob.yaml"]] == [
+        ("v1", "ConfigMap"), ("networking.k8s.io/v1", "NetworkPolicy"),
+        ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"), ("trainer.kubeflow.org/v1alpha1", "TrainJob")]
+    for documents in files.values():  # a ClusterTrainingRuntime is cluster-scoped: no namespace
+        assert {d["metadata"].get("namespace") for d in documents if d["kind"] != "ClusterTrainingRuntime"} == \
+            {"default"}
+    assert "namespace" not in of_kind(files["trainjob.yaml"], "ClusterTrainingRuntime")[0]["metadata"]
 
 
 def test_addresses_are_the_operators_service_names():
@@ -109,9 +120,11 @@ def test_tf_config_is_the_generators_and_what_tensorflow_resolves(settings, monk
     replicas = {kind.lower(): spec_["replicas"] for kind, spec_ in tfjob["spec"]["tfReplicaSpecs"].items()}
     assert replicas == cluster.job_sizes(settings)
     assert operator_cluster_spec(tfjob) == spec
-    for documents in files.values():
-        assert config_of(documents)["cluster"] == spec
-        assert config_of(documents)["tf_config"] == {task: cluster.tf_config_for(spec, task)
+    for name, documents in files.items():  # a TrainJob's nodes have JobSet's addresses
+        expected = cluster.trainjob_cluster_spec(settings.k8s_name, settings.workers) if name == "trainjob.yaml" \
+            else spec
+        assert config_of(documents)["cluster"] == expected
+        assert config_of(documents)["tf_config"] == {task: cluster.tf_config_for(expected, task)
                                                      for task in cluster.build(settings).tasks}
 
     # The plain Jobs: one per task, each with the generator's TF_CONFIG, which TensorFlow resolves
@@ -327,8 +340,9 @@ def test_the_cli_writes_the_files_and_refuses_an_existing_target(tmp_path):
     result = run_lab(*arguments, env=lab_env())
     assert result.returncode == 0, result.output
     folder = runs / "mw3"
-    assert sorted(p.name for p in folder.iterdir()) == ["jobs.yaml", "tfjob.yaml"]
+    assert sorted(p.name for p in folder.iterdir()) == ["jobs.yaml", "tfjob.yaml", "trainjob.yaml"]
     assert f"kubectl apply -f {folder / 'tfjob.yaml'}" in result.stdout
+    assert f"kubectl apply -f {folder / 'trainjob.yaml'}" in result.stdout
     assert f"kubectl apply -f {folder / 'jobs.yaml'}" in result.stdout
     assert "BACKUP=epoch is off in the manifests" in result.stdout
     jobs = list(yaml.safe_load_all((folder / "jobs.yaml").read_text()))
@@ -396,7 +410,7 @@ def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, mon
 
     def full_on_the_second(descriptor):
         calls.append(descriptor)
-        if len(calls) == 2:
+        if len(calls) == 3:  # tfjob.yaml and trainjob.yaml written whole, then jobs.yaml
             raise OSError(errno.ENOSPC, "No space left on device")
         real_fsync(descriptor)
 
@@ -405,8 +419,8 @@ def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, mon
     with pytest.raises(LabError, match=r"^cannot write .*/full/jobs\.yaml: No space left on device; nothing of it "
                                        r"was written$"):
         k8s.write(settings)
-    assert len(calls) == 2
-    assert not (tmp_path / "runs" / "full").exists()  # tfjob.yaml, whole, went with it
+    assert len(calls) == 3
+    assert not (tmp_path / "runs" / "full").exists()  # tfjob.yaml and trainjob.yaml, whole, went with it
 
 
 def test_the_folder_is_claimed_exclusively(tmp_path, monkeypatch):

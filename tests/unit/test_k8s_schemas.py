@@ -1,5 +1,6 @@
 """`make k8s`'s manifests against the real schemas: the TFJob against training-operator v1.9's own
-CRD (tests/unit/schemas/, held strict as the API server's strict field validation holds it), every
+CRD, the TrainJob and its runtime against Kubeflow Trainer v2.3.0's (tests/unit/schemas/, held
+strict as the API server's strict field validation holds them), every
 other object and the TFJob's metadata against Kubernetes' own schemas, from `kubernetes-validate`
 (offline: the wheel ships them), for every Kubernetes version it knows. And that both can fail."""
 
@@ -21,6 +22,13 @@ from labtest.cli import lab_env, run_lab
 SCHEMAS = Path(__file__).parent / "schemas"
 CRD = SCHEMAS / "kubeflow.org_tfjobs.yaml"
 CRD_BLOB = "a5e75eea9e47a97cf2bbfcbb6cd18d7de4d2618f"  # v1.9.0's, as schemas/README.md says
+# Kubeflow Trainer v2.3.0's CRDs (tag v2.3.0, 658725bd), kind -> (file, git blob), as schemas/README.md says
+TRAINER_CRDS = {
+    "TrainJob": ("trainer.kubeflow.org_trainjobs.yaml", "a5f2a17714acd92c11be743562498e83e20c25d1"),
+    "TrainingRuntime": ("trainer.kubeflow.org_trainingruntimes.yaml", "92de7e94370bd4f2b2e8468a97f7251607a88367"),
+    "ClusterTrainingRuntime": ("trainer.kubeflow.org_clustertrainingruntimes.yaml",
+                               "567ec335d01e171ba0e41f63fc59da6cc34e4b9f"),
+}
 KUBERNETES = all_versions()  # 1.25 ... 1.37 with kubernetes-validate 1.37.0
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
@@ -41,6 +49,8 @@ SHAPES = [
                 "K8S_IMAGE=registry.example/team/tflab:1"]),
     ("restart-policies", ["WORKERS=2", "RESTART_POLICY=OnFailure"]),  # the default ExitCode: every other shape
     ("restart-never", ["WORKERS=2", "RESTART_POLICY=Never", "RESTARTS=0"]),
+    ("namespaced-runtime", ["WORKERS=3", "GLOBAL_BATCH=96", "K8S_RUNTIME=namespaced", "K8S_NAMESPACE=team-a",
+                            "K8S_NAME=mnist", "CPUS=1.5", "MEMORY=2g", "RESTARTS=0"]),
     ("single", ["STRATEGY=single"]),
     ("mirrored", ["STRATEGY=mirrored"]),
 ]
@@ -124,6 +134,31 @@ def object_meta_validator(version: str) -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator({"$ref": f"{definitions['$id']}#/$defs/{OBJECT_META}"}, registry=registry)
 
 
+@functools.cache
+def trainer_crd(kind: str) -> dict:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((SCHEMAS / TRAINER_CRDS[kind][0]).read_text(), Loader=loader)
+
+
+@functools.cache
+def trainer_validator(kind: str) -> jsonschema.protocols.Validator:
+    (v1alpha1,) = [version for version in trainer_crd(kind)["spec"]["versions"] if version["name"] == "v1alpha1"]
+    schema = strict(v1alpha1["schema"]["openAPIV3Schema"])
+    OpenAPIValidator.check_schema(schema)
+    return OpenAPIValidator(schema)
+
+
+def trainer_errors(document: dict) -> list[str]:
+    """A TrainJob, TrainingRuntime or ClusterTrainingRuntime against Trainer v2.3.0's CRD, strict,
+    and its metadata as ObjectMeta (a cluster-scoped runtime has no namespace)."""
+    errors = [*trainer_validator(document["kind"]).iter_errors(document),
+              *(error for version in KUBERNETES
+                for error in object_meta_validator(version).iter_errors(document["metadata"]))]
+    if document["kind"] == "ClusterTrainingRuntime" and "namespace" in document["metadata"]:
+        errors.append(jsonschema.ValidationError("a cluster-scoped object has no namespace"))
+    return [f"{'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}" for error in errors]
+
+
 def tfjob_errors(tfjob: dict) -> list[str]:
     errors = [*tfjob_validator().iter_errors(tfjob),
               *(error for version in KUBERNETES
@@ -148,16 +183,32 @@ def test_the_crd_is_training_operator_v1_9s_byte_for_byte():
     assert KUBERNETES[0] == "1.25.0" and len(KUBERNETES) >= 13  # kubernetes-validate ships its schemas
 
 
+@pytest.mark.parametrize("kind", list(TRAINER_CRDS))
+def test_the_trainer_crds_are_v2_3_0s_byte_for_byte(kind):
+    name, blob = TRAINER_CRDS[kind]
+    content = (SCHEMAS / name).read_bytes()
+    assert hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest() == blob
+    crd_ = trainer_crd(kind)
+    assert crd_["spec"]["names"]["kind"] == kind and crd_["spec"]["group"] == "trainer.kubeflow.org"
+    assert crd_["spec"]["scope"] == ("Cluster" if kind == "ClusterTrainingRuntime" else "Namespaced")
+
+
 @pytest.mark.parametrize("settings", [settings for _, settings in SHAPES], ids=[name for name, _ in SHAPES])
 def test_every_manifest_passes_the_real_schemas(settings, tmp_path):
     files = written(tmp_path, settings)
     kinds = [document["kind"] for documents in files.values() for document in documents]
     assert "Job" in kinds and ("TFJob" in kinds) == ("tfjob.yaml" in files)
+    assert ("TrainJob" in kinds) == ("trainjob.yaml" in files) == (
+        "STRATEGY=single" not in settings and "STRATEGY=mirrored" not in settings
+        and "STRATEGY=parameter_server" not in settings and "CHIEF=1" not in settings
+        and "EVALUATOR=1" not in settings)
     for name, documents in files.items():
         for document in documents:
             where = f"{name}: {document['kind']} {document['metadata']['name']}"
             if document["kind"] == "TFJob":
                 assert tfjob_errors(document) == [], where
+            elif document["kind"] in TRAINER_CRDS:
+                assert trainer_errors(document) == [], where
             else:
                 assert kubernetes_errors(document) == [], where
 
@@ -221,3 +272,55 @@ def test_kubernetes_schemas_reject_an_unknown_field_or_a_wrong_type(chief_and_wo
         document = changed(document, path, value)
     errors = kubernetes_errors(document)
     assert len(errors) == len(KUBERNETES) and all(expected in error for error in errors), errors
+
+
+TRAINER = "spec.trainer"
+NODE_POD = "spec.template.spec.replicatedJobs.0.template.spec.template.spec"
+
+
+@pytest.mark.parametrize("kind, path, value, expected", [
+    ("TrainJob", "spec.trainers", {}, "'trainers' was unexpected"),
+    ("TrainJob", f"{TRAINER}.numNode", 3, "'numNode' was unexpected"),
+    ("TrainJob", f"{TRAINER}.numNodes", "3", "'3' is not of type 'integer'"),
+    ("TrainJob", f"{TRAINER}.env.0.valueFrm", {}, "'valueFrm' was unexpected"),
+    ("TrainJob", "spec.runtimeRef.namespace", "x", "'namespace' was unexpected"),
+    ("TrainJob", "spec.activeDeadlineSeconds", 0, "0 is less than the minimum of 1"),
+    ("ClusterTrainingRuntime", "spec.mlPolicy.numNode", 3, "'numNode' was unexpected"),
+    ("ClusterTrainingRuntime", f"{NODE_POD}.containers.0.imagePullPolice", "Always",
+     "'imagePullPolice' was unexpected"),
+    ("ClusterTrainingRuntime", "spec.template.spec.failurePolicy.maxRestart", 1, "'maxRestart' was unexpected"),
+    ("ClusterTrainingRuntime", f"{NODE_POD}.containers.0.ports.0.containerPort", "2222", "is not of type 'integer'"),
+])
+def test_the_trainer_crds_reject_an_unknown_field_or_a_wrong_type(tmp_path_factory, kind, path, value, expected):
+    files = trainjob_files(tmp_path_factory)
+    document = next(d for d in files["trainjob.yaml"] if d["kind"] == kind)
+    assert trainer_errors(document) == []
+    errors = trainer_errors(changed(document, path, value))
+    assert errors and all(expected in error for error in errors), errors
+
+
+_written_trainjob: dict = {}
+
+
+def trainjob_files(tmp_path_factory) -> dict[str, list[dict]]:
+    if not _written_trainjob:
+        _written_trainjob.update(written(tmp_path_factory.mktemp("trainjob"), ["WORKERS=3", "GLOBAL_BATCH=96"]))
+    return _written_trainjob
+
+
+@pytest.mark.parametrize("settings", [["WORKERS=2"], ["WORKERS=1", "K8S_RUNTIME=namespaced"]], ids=["two", "one"])
+def test_a_tfjob_turned_into_a_trainjob_passes_trainers_schemas(tmp_path, settings):
+    """`tflab k8s TFJOB=`'s trainjob.yaml, from what `make k8s` wrote, against the same CRDs."""
+    files = written(tmp_path / "first", settings)
+    tfjob = tmp_path / "tfjob.yaml"
+    tfjob.write_text(yaml.safe_dump_all(files["tfjob.yaml"]))
+    runtime = [s for s in settings if s.startswith("K8S_RUNTIME=")]
+    result = run_lab("k8s", f"TFJOB={tfjob}", f"RUNS_DIR={tmp_path / 'runs'}", "RUN=converted", *runtime, env=lab_env())
+    assert result.returncode == 0, result.output
+    documents = list(yaml.safe_load_all((tmp_path / "runs" / "converted" / "trainjob.yaml").read_text()))
+    assert {d["kind"] for d in documents} >= {"TrainJob", "ConfigMap"}
+    for document in documents:
+        if document["kind"] in TRAINER_CRDS:
+            assert trainer_errors(document) == [], document["kind"]
+        else:
+            assert kubernetes_errors(document) == [], document["kind"]

@@ -54,7 +54,26 @@ def derived_schemas() -> dict[str, str]:
                   for kind, name in KUBERNETES_OBJECTS.items()}
     dump = lambda value: json.dumps(value, separators=(",", ":"), sort_keys=True) + "\n"  # noqa: E731
     return {"tfjob.json": dump(without_descriptions(v1["schema"]["openAPIV3Schema"])),
-            "kubernetes.json": dump(kubernetes)}
+            "kubernetes.json": dump(kubernetes),
+            **{f"{kind.lower()}.json": dump(schema) for kind, schema in trainer_schemas().items()}}
+
+
+TRAINER_CRDS = {"TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
+                "TrainingRuntime": "trainer.kubeflow.org_trainingruntimes.yaml",
+                "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml"}
+
+
+def trainer_schemas() -> dict[str, dict]:
+    """Trainer v2.3.0's v1alpha1 openAPIV3Schemas, descriptions left out. The two runtimes' are one
+    schema (a ClusterTrainingRuntime is a TrainingRuntime without a namespace): shipped once."""
+    schemas = {}
+    for kind, name in TRAINER_CRDS.items():
+        crd = yaml.load((SCHEMAS / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        assert crd["spec"]["names"]["kind"] == kind
+        (v1alpha1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1alpha1"]
+        schemas[kind] = without_descriptions(v1alpha1["schema"]["openAPIV3Schema"])
+    assert schemas.pop("ClusterTrainingRuntime") == schemas["TrainingRuntime"]
+    return schemas
 
 
 def test_the_shipped_schemas_are_the_crds_and_kubernetes_own():
@@ -62,7 +81,9 @@ def test_the_shipped_schemas_are_the_crds_and_kubernetes_own():
         assert (manifest.SCHEMAS / name).read_text() == text, f"{name}: write it again with derived_schemas()"
     assert (manifest.SCHEMAS / "LICENSE.training-operator").read_bytes() == \
         (SCHEMAS / "LICENSE.training-operator").read_bytes()
-    assert set(manifest.schemas()) == {"TFJob", "ConfigMap", "ObjectMeta"}
+    assert (manifest.SCHEMAS / "LICENSE.trainer").read_bytes() == (SCHEMAS / "LICENSE.trainer").read_bytes()
+    assert set(manifest.schemas()) == {"TFJob", "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime",
+                                       "ConfigMap", "ObjectMeta"}
 
 
 JOB = """

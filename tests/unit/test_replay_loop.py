@@ -466,3 +466,36 @@ def test_an_evaluator_left_running_after_success_ends_by_itself(tmp_path, capsys
     assert "the lab gives evaluator-0 up to 5 s to end by themselves" in out
     assert code == 0 and project.terminated == ["ps-0"]
     assert rows(result) == {"chief-0": ("ok", 0), "worker-0": ("ok", 0), "ps-0": ("ok", 143), "evaluator-0": ("ok", 0)}
+
+
+def run_trainjob(tmp_path, attempts, restarts: int) -> tuple[int, Summary]:
+    """A TrainJob as make k8s writes it (2 nodes, failurePolicy.maxRestarts = RESTARTS), replayed
+    on the stand-in project: JobSet's rules, not the training operator's (replay.jobset_condition)."""
+    from tflab import k8s, trainjob
+
+    settings = Settings(workers=2, restarts=restarts, k8s_image="registry.example/tflab:test")
+    rendered, _ = k8s.render(settings, "tj", k8s.manifests_cluster(settings))
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(k8s.to_yaml_documents(rendered["trainjob.yaml"]))
+    settings = Settings(trainjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1")
+    plan = trainjob.load(settings)
+    run_dir = tmp_path / "runs" / "r1"
+    project = FakeProject(plan, run_dir, attempts)
+    code = runner.run(replay.ReplayRun(plan, settings, project, run_dir))
+    return code, Summary.read(run_dir)
+
+
+def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobset_names_it(tmp_path, capsys):
+    """JobSet (jobset controller, failJobSet) restarts every replicated job on a failure while
+    restarts < failurePolicy.maxRestarts, then fails the JobSet: ReachedMaxRestarts."""
+    failing = [{}, {"worker-0": 1, "worker-1": 1}]
+    code, result = run_trainjob(tmp_path, [failing, failing], restarts=1)
+    out = capsys.readouterr().out
+    assert code == 1 and not result.ok and len(result.restarts) == 1
+    assert result.reason == "ReachedMaxRestarts", out
+    assert "JobSet marks the job Failed (ReachedMaxRestarts)" in out
+
+
+def test_a_trainjob_succeeds_when_every_node_does(tmp_path, capsys):
+    code, result = run_trainjob(tmp_path, [[{}, {"worker-0": 0, "worker-1": 0}]], restarts=0)
+    assert code == 0 and result.ok and result.restarts == [], capsys.readouterr().out

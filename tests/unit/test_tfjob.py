@@ -226,7 +226,9 @@ DECIDED = {
 OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK",
                   "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
-                  "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE")
+                  "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE", "K8S_RUNTIME",
+                  # the TrainJob replay's, refused with TFJOB by trainjob.refuse_given (tests/unit/test_trainjob.py)
+                  "TRAINJOB", "RUNTIME")
 
 
 def test_every_setting_is_decided_by_the_tfjob_applied_or_another_commands():
@@ -328,12 +330,12 @@ def test_the_applied_settings_reach_the_engine_check(tmp_path):
     assert not (tmp_path / "runs" / "never").exists()
 
 
-@pytest.mark.parametrize("command", ["stack-up", "chaos", "soak", "compare", "bench", "config", "k8s"])
+@pytest.mark.parametrize("command", ["stack-up", "chaos", "soak", "compare", "bench", "config"])
 def test_tfjob_is_refused_by_the_commands_that_would_ignore_it(command, job_file, tmp_path):
     runs = tmp_path / "runs"
     assert_refused(run_lab(command, f"TFJOB={job_file}", f"RUNS_DIR={runs}"),
                    f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up) replays a "
-                   "TFJob; leave TFJOB out", runs)
+                   "TFJob, and make k8s turns one into a TrainJob; leave TFJOB out", runs)
 
 
 def test_a_replays_settings_are_the_tfjobs_not_the_labs_defaults(tmp_path):

@@ -74,7 +74,8 @@ SPAWNED = re.compile(r'"-m",\s*"tflab\.([\w.]+)"')  # a module that starts anoth
 def container_entry_points() -> set[str]:
     """The modules the lab starts inside containers, read from what starts them: the trainer's
     command in docker-compose.yml, the delay proxy's and the metadata stand-in's services the run's
-    override renders, the launcher every SCRIPT task runs; and callback, which a user's script imports there."""
+    override renders, the launcher every SCRIPT task runs, the TrainJob runtime's TF_CONFIG builder; and
+    callback, which a user's script imports there."""
     from tflab import cluster, user_script
     from tflab.backends import compose
     from tflab.settings import Settings
@@ -86,6 +87,10 @@ def container_entry_points() -> set[str]:
     gce = Settings(scenario="preempt", notice="gce")  # make chaos's GCE metadata stand-in
     commands.append(compose.render_run(gce, cluster.build(gce))["services"]["metadata"]["command"])
     commands.append(user_script.script_command(Settings(), "/lab/script/train.py"))
+    from tflab import k8s  # the TrainJob's runtime: its node container builds TF_CONFIG, then runs the args
+
+    (node_job,) = k8s.training_runtime(Settings(k8s_image="t:1"))["spec"]["template"]["spec"]["replicatedJobs"]
+    commands.append(node_job["template"]["spec"]["template"]["spec"]["containers"][0]["command"])
     from tflab.trainer import inscript
 
     hooks = {name.removeprefix("tflab.") for name in inscript.HOOKS}  # imported by name, before the script
@@ -116,7 +121,8 @@ def test_the_host_side_is_what_is_left():
     # against the host's code is not checked for it), and every trainer module is one they run.
     # (A shared module need not be reached: it is one either side may import.)
     assert container_entry_points() == {"train", "launch", "linkproxy", "metadata", "callback", "trainer.inscript",
-                                        "trainer.observe", "trainer.devices", "trainer.kerasversion", "trainer.audit"}
+                                        "trainer.observe", "trainer.devices", "trainer.kerasversion", "trainer.audit",
+                                        "trainer.tfconfig"}
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
@@ -130,7 +136,7 @@ def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
         "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe", "trainer.devices",
-        "trainer.kerasversion", "trainer.audit"}
+        "trainer.kerasversion", "trainer.audit", "trainer.tfconfig"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

@@ -1,4 +1,5 @@
-"""`tflab up TFJOB=...`: the replay of a TFJob (tfjob.py's Plan) as a run of the lab's one
+"""`tflab up TFJOB=...`: the replay of a TFJob (tfjob.py's Plan; `TRAINJOB=`, a Trainer v2 TrainJob that
+trainjob.py translates into the same Plan) as a run of the lab's one
 pipeline (runner.run): its replicas as one Compose project (ReplayStack), watched from outside
 (Watcher: each replica's start and end into <task>.jsonl), followed, restarted and summarised as
 ReplayRun says where a TFJob differs from the lab's own run. tfjob.py reads and plans; this module
@@ -39,13 +40,13 @@ def check_images(plan: Plan) -> None:
             try:
                 check_non_root(image, found.stdout.strip())
             except ManifestError as error:
-                raise ManifestError(f"TFJOB={plan.path}: {error}") from None
+                raise ManifestError(f"{plan.setting}={plan.path}: {error}") from None
     limited = [task for task in plan.tasks if "cpus" in task.service]
     if limited:
         engine_cpus = docker_cpus()
         for task in limited:
             if engine_cpus and task.service["cpus"] > engine_cpus:
-                raise ManifestError(f"TFJOB={plan.path}: {task.name}'s resources.limits.cpu is "
+                raise ManifestError(f"{plan.setting}={plan.path}: {task.name}'s resources.limits.cpu is "
                                     f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
                                     f"expected at most {engine_cpus}")
 
@@ -252,7 +253,12 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     until its chief (or every worker) is done, restarting the whole job as its restart policy says;
     0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
     TFJob decides them."""
-    plan = load(settings)
+    if settings.trainjob:
+        from tflab import trainjob  # a TrainJob is translated into the same plan
+
+        plan = trainjob.load(settings)
+    else:
+        plan = load(settings)
     refuse_decided(plan, given or {})
     run_dir = runfolder.planned(settings)
     docker.check()
@@ -291,8 +297,8 @@ class ReplayRun(runner.LabRun):
         runfolder.write_json(run_dir / runfolder.CONFIG, {
             "run": run_dir.name, "tfjob": str(plan.path), "settings": settings,
             "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
-            "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
-                          if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
+            "tf_config": {t.name: json.loads(t.tf_config or t.service["environment"]["TF_CONFIG"])
+                          if t.tf_config or "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
             "hosts": {t.name: t.host for t in plan.tasks}})
         write_volumes(plan, run_dir)
         self.watcher = Watcher(plan, run_dir)
@@ -306,6 +312,12 @@ class ReplayRun(runner.LabRun):
             deadline = f"activeDeadlineSeconds {plan.active_deadline} s"
         else:
             deadline = f"no activeDeadlineSeconds, so TIMEOUT ({plan.timeout:g} s) bounds the run"
+        if plan.kind == "TrainJob":  # JobSet's rules, not the training operator's (jobset_condition)
+            return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
+                    f"outputs in {folder}/; failurePolicy.maxRestarts {plan.backoff_limit or 0}: a node's failure "
+                    f"restarts the whole job that many times, then JobSet fails it; {deadline}",
+                    "the job succeeds when every node does (JobSet's default successPolicy); the lab removes every "
+                    "node at the end"]
         if plan.backoff_limit is None:
             limit = "no backoffLimit: restarts without limit, as the operator's"
         else:
@@ -397,6 +409,8 @@ class ReplayRun(runner.LabRun):
             self.ended_when_done = running
             return runner.SUCCEEDED
         failures = self.own_failures(codes)
+        if plan.kind == "TrainJob":
+            return self.jobset_condition(codes, failures, running)
         in_place = self.restarts_counted + sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
         failed_pods = [task for task, (_, _, fate) in failures.items() if fate != tfoperator.IN_PLACE]
         if (tfoperator.exceeds_backoff_limit(plan.backoff_limit, len(failed_pods))
@@ -429,6 +443,26 @@ class ReplayRun(runner.LabRun):
                            "by themselves, then ends and removes what runs")
             self.succeeded_at = time.monotonic()
             return self.job_condition(codes)
+        return None
+
+    def jobset_condition(self, codes: dict, failures: dict, running: list[str]) -> str | None:
+        """A TrainJob's JobSet (trainjob.py: one replicated job `node`, each Job's backoffLimit 0):
+        any node's failure fails its Job, and failurePolicy.maxRestarts (plan.backoff_limit) restarts
+        the whole JobSet that many times, then fails it as ReachedMaxRestarts (JobSet's
+        failJobSet); it succeeds once every node's Job has (its default successPolicy, All)."""
+        plan = self.plan
+        if failures:
+            if len(self.restarts_made) < (plan.backoff_limit or 0):
+                return None
+            task, (code, _, _) = next(iter(failures.items()))
+            self.failed_for_good = True
+            self.reason = "ReachedMaxRestarts"
+            console.say(f"{task} exited with code {code}, after {len(self.restarts_made)} of failurePolicy.maxRestarts "
+                        f"({plan.backoff_limit or 0}) restarts: JobSet marks the job Failed (ReachedMaxRestarts)")
+            return runner.FAILED
+        if codes and all(code == 0 for code in codes.values()):
+            self.ended_when_done = []
+            return runner.SUCCEEDED
         return None
 
     def fail(self, why: str, message: str, limit: str | None, running: list[str]) -> str:

@@ -1,0 +1,93 @@
+"""`tflab up TRAINJOB=`: the Kubeflow Trainer v2 TrainJob and TensorFlow runtime `make k8s` writes,
+replayed on Compose as Trainer v2 and JobSet would run them (each node's pod builds its TF_CONFIG
+with tflab.trainer.tfconfig), train to the same losses as `make up` with the same settings; and a
+TFJob turned into a TrainJob (`tflab k8s TFJOB=`) replays to them too."""
+
+import json
+import logging
+import math
+
+import pytest
+from labtest.cli import lab_env, run_lab
+from tflab import cluster
+
+SAME = dict(STRATEGY="multiworker", WORKERS=3, SEED=0, GLOBAL_BATCH=96, EXAMPLES=4096, EPOCHS=3)
+# The same program on the same cluster shape, seed and data: only the hostnames differ, so the
+# losses should be identical; 1e-6 relative allows nothing but float printing.
+LOSS_RTOL = 1e-6
+NODES = [f"worker-{i}" for i in range(3)]
+log = logging.getLogger("tflab.tests")
+
+
+def own_losses(path):
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r["loss"] for r in records if r["event"] == "epoch"]
+
+
+@pytest.fixture(scope="module")
+def direct(lab):
+    return lab.run("tj-up", **SAME)
+
+
+@pytest.fixture(scope="module")
+def written(lab, trainer_image):
+    """`make k8s` as the README has it, K8S_IMAGE left to the lab; K8S_PVC so the nodes' own logs
+    land in the replay's volumes/ folder, where the test reads them."""
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="tj-k8s", K8S_PVC="out", BACKUP="off",
+                  **{k: str(v) for k, v in SAME.items()})
+    result = run_lab("k8s", env=env)
+    assert result.returncode == 0, result.output
+    folder = lab.runs_dir / "tj-k8s"
+    assert f'image: "{trainer_image}"' in (folder / "trainjob.yaml").read_text()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def replay(lab, written):
+    run = lab.run("tj-replay", TRAINJOB=str(written / "trainjob.yaml"))
+    log.info("replay of a 3-node TrainJob took %.1f s (the lab's whole command)", run.seconds)
+    return run
+
+
+def test_the_replay_runs_every_node_with_jobsets_names(replay):
+    assert replay.finished.returncode == 0, replay.why()
+    assert replay.config["tasks"] == NODES
+    assert replay.config["hosts"] == {f"worker-{i}": f"tflab-node-0-{i}" for i in range(3)}
+    assert replay.config["cluster"] == {"worker": [f"tflab-node-0-{i}.tflab:2222" for i in range(3)]}
+    for i, task in enumerate(NODES):
+        assert replay.config["tf_config"][task] == json.loads(
+            cluster.trainjob_tf_config_env(f"tflab-node-0-{i}", i, 3)["TF_CONFIG"])
+        # what the container's tfconfig printed is what the plan recorded: one builder, both sides
+        assert f"[{task}] TF_CONFIG={json.dumps(replay.config['tf_config'][task], separators=(',', ':'))}" \
+            in replay.finished.stdout + replay.finished.stderr
+    assert "not applied: NetworkPolicy tflab-tasks-only" in replay.finished.stdout
+    rows = replay.summary["tasks"]
+    assert [(r["task"], r["status"], r["exit_code"]) for r in rows] == [(task, "ok", 0) for task in NODES]
+    recorded = replay.summary["settings"]
+    assert {key: recorded.get(key) for key in ("strategy", "workers", "epochs", "global_batch")} == \
+        {"strategy": "multiworker", "workers": 3, "epochs": 3, "global_batch": 96}
+
+
+def test_the_replay_trains_to_make_ups_losses(direct, replay):
+    assert direct.finished.returncode == 0, direct.why()
+    ours = direct.losses("worker-0")
+    assert len(ours) == SAME["EPOCHS"]
+    for task in NODES:
+        theirs = own_losses(replay.run_dir / "volumes" / "out" / "tflab" / f"{task}.jsonl")
+        assert len(theirs) == len(ours)
+        for a, b in zip(ours, theirs):
+            assert math.isclose(a, b, rel_tol=LOSS_RTOL), (task, ours, theirs)
+    log.info("make up and the TrainJob replay: %s", ours)
+
+
+def test_a_tfjob_turned_into_a_trainjob_replays_to_the_same_losses(lab, written, direct):
+    converted = lab.runs_dir / "tj-converted"
+    result = run_lab("k8s", f"TFJOB={written / 'tfjob.yaml'}", f"RUNS_DIR={lab.runs_dir}", "RUN=tj-converted",
+                     env=lab_env())
+    assert result.returncode == 0, result.output
+    assert "not carried over: " in result.stdout and "spec.runPolicy.cleanPodPolicy" in result.stdout
+    run = lab.run("tj-converted-replay", TRAINJOB=str(converted / "trainjob.yaml"))
+    assert run.finished.returncode == 0, run.why()
+    theirs = own_losses(run.run_dir / "volumes" / "out" / "tflab" / "worker-0.jsonl")
+    ours = direct.losses("worker-0")
+    assert len(theirs) == len(ours) and all(math.isclose(a, b, rel_tol=LOSS_RTOL) for a, b in zip(ours, theirs))

@@ -1,0 +1,337 @@
+"""Kubeflow Trainer v2: the TrainJob and TensorFlow runtime `make k8s` writes, the TF_CONFIG each
+node builds in its pod (trainer/tfconfig.py), and `tflab up TRAINJOB=` reading one as Trainer v2.3.0
+would run it (runtime/core/trainingruntime.go newRuntimeInfo, plugins/jobset/builder.go Trainer,
+plugins/plainml/plainml.go, plugins/jobset/jobset.go IdentifyPodNetwork): what it cannot replay is
+one line, what it does not apply is listed."""
+
+import copy
+import json
+import socket
+
+import pytest
+import yaml
+from labtest.cli import assert_refused, lab_env, run_lab
+from tflab import cluster, k8s, manifest, trainjob
+from tflab.settings import Settings
+from tflab.trainer import tfconfig
+
+IMAGE = "registry.example/tflab:test"
+
+
+def written(settings: Settings) -> dict[str, list[dict]]:
+    settings = settings.replace(k8s_image=IMAGE)
+    rendered, _ = k8s.render(settings, "test", k8s.manifests_cluster(settings))
+    return {name: list(yaml.safe_load_all(k8s.to_yaml_documents(documents))) for name, documents in rendered.items()}
+
+
+def of_kind(documents, kind):
+    return [document for document in documents if document["kind"] == kind]
+
+
+def save(tmp_path, documents, name="trainjob.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+def load(tmp_path, documents, runtime=None, **settings):
+    path = save(tmp_path, documents)
+    runtime_path = str(save(tmp_path, runtime, "runtime.yaml")) if runtime is not None else ""
+    return trainjob.load(Settings(trainjob=str(path), runtime=runtime_path, **settings))
+
+
+THREE = Settings(workers=3, global_batch=96)
+
+
+@pytest.fixture
+def three() -> list[dict]:
+    return written(THREE)["trainjob.yaml"]
+
+
+# --- TF_CONFIG from the pod's index and hostname -------------------------------------------------
+
+def test_tf_config_from_index_and_hostname_is_jobsets_addresses():
+    env = cluster.trainjob_tf_config_env("mnist-node-0-2", 2, 3)
+    assert env["TFLAB_TASK"] == "worker-2"
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"worker": ["mnist-node-0-0.mnist:2222", "mnist-node-0-1.mnist:2222", "mnist-node-0-2.mnist:2222"]},
+        "task": {"type": "worker", "index": 2}}
+    # the JAX plugin's coordinator, node 0, as Trainer v2 writes it: <trainjob>-node-0-0.<trainjob>:<port>
+    assert json.loads(env["TF_CONFIG"])["cluster"]["worker"][0] == f"{'mnist'}-{'node'}-0-0.{'mnist'}:2222"
+    assert cluster.trainjob_name("a-node-0-node-0-1", 1) == "a-node-0"  # a name may hold -node-0 itself
+
+
+@pytest.mark.parametrize("hostname, index, nodes, expected", [
+    ("mnist-node-0-1", 2, 3, "is not <trainjob>-node-0-2"),
+    ("-node-0-0", 0, 1, "is not <trainjob>-node-0-0"),
+    ("mnist-node-0-3", 3, 3, "node 3 is not one of 3 nodes"),
+    ("mnist-worker-0", 0, 2, "is not <trainjob>-node-0-0"),
+])
+def test_tf_config_refuses_what_jobset_would_not_give(hostname, index, nodes, expected):
+    with pytest.raises(ValueError, match=expected):
+        cluster.trainjob_tf_config_env(hostname, index, nodes)
+
+
+def test_tfconfig_sets_tf_config_then_runs_the_command_as_given(monkeypatch, capsys):
+    ran = {}
+    monkeypatch.setattr(socket, "gethostname", lambda: "mnist-node-0-1")
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "1")
+    monkeypatch.setenv("TFLAB_NUM_NODES", "2")
+    monkeypatch.setattr(tfconfig.os, "execvpe", lambda file, argv, env: ran.update(file=file, argv=argv, env=env))
+    assert tfconfig.main(["--", "python", "my train.py", "--epochs", "3"]) is None
+    assert ran["file"] == "python" and ran["argv"] == ["python", "my train.py", "--epochs", "3"]
+    assert ran["env"]["TF_CONFIG"] == cluster.trainjob_tf_config_env("mnist-node-0-1", 1, 2)["TF_CONFIG"]
+    assert ran["env"]["TFLAB_TASK"] == "worker-1"
+    assert "[worker-1] TF_CONFIG=" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("env, argv, expected", [
+    ({"TFLAB_NUM_NODES": "2"}, ["true"], "JOB_COMPLETION_INDEX is '', expected a number"),
+    ({"JOB_COMPLETION_INDEX": "x", "TFLAB_NUM_NODES": "2"}, ["true"], "JOB_COMPLETION_INDEX is 'x'"),
+    ({"JOB_COMPLETION_INDEX": "0"}, ["true"], "TFLAB_NUM_NODES is '', expected the TrainJob's numNodes"),
+    ({"JOB_COMPLETION_INDEX": "0", "TFLAB_NUM_NODES": "0"}, ["true"], "TFLAB_NUM_NODES is '0'"),
+    ({"JOB_COMPLETION_INDEX": "2", "TFLAB_NUM_NODES": "2"}, ["true"], "node 2 is not one of 2 nodes"),
+    ({"JOB_COMPLETION_INDEX": "0", "TFLAB_NUM_NODES": "1"}, [], "expected the command to run after it"),
+])
+def test_tfconfig_refuses_a_wrong_environment_in_one_line(env, argv, expected, monkeypatch, capsys):
+    monkeypatch.setattr(socket, "gethostname", lambda: "mnist-node-0-0")
+    for name in ("JOB_COMPLETION_INDEX", "TFLAB_NUM_NODES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(tfconfig.os, "execvpe", lambda *args: pytest.fail("ran the command"))
+    assert tfconfig.main(argv) == tfconfig.USAGE
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("tflab.trainer.tfconfig: ") and expected in error, error
+
+
+# --- the writer ----------------------------------------------------------------------------------
+
+def test_the_trainjob_for_three_workers(three):
+    assert [d["kind"] for d in three] == ["ConfigMap", "NetworkPolicy", "ClusterTrainingRuntime", "TrainJob"]
+    (runtime,) = of_kind(three, "ClusterTrainingRuntime")
+    (job,) = of_kind(three, "TrainJob")
+    assert job["spec"]["runtimeRef"] == {"name": "tflab-tensorflow", "apiGroup": "trainer.kubeflow.org",
+                                         "kind": "ClusterTrainingRuntime"}
+    assert job["spec"]["trainer"] == {"image": IMAGE, "args": ["python", "-m", "tflab.train"], "numNodes": 3,
+                                      "env": [{"name": "TFLAB_NUM_NODES", "value": "3"}]}
+    assert job["spec"]["activeDeadlineSeconds"] == 900
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 3}  # no framework plugin: Trainer v2's PlainML
+    assert runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] == "tensorflow"
+    jobset = runtime["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"] == {"maxRestarts": THREE.restarts}
+    (node,) = jobset["replicatedJobs"]
+    assert node["name"] == "node"
+    assert node["template"]["metadata"]["labels"] == {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+    assert node["template"]["spec"]["backoffLimit"] == 0 and node["template"]["spec"]["completionMode"] == "Indexed"
+    (container,) = node["template"]["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "node" and container["command"] == ["python", "-m", "tflab.trainer.tfconfig"]
+    config = json.loads(of_kind(three, "ConfigMap")[0]["data"]["config.json"])
+    assert config["cluster"] == cluster.trainjob_cluster_spec("tflab", 3)
+
+
+def test_a_namespaced_runtime_and_limits():
+    files = written(THREE.replace(k8s_runtime="namespaced", k8s_namespace="team-a", cpus=1.5, memory="2g"))
+    (runtime,) = of_kind(files["trainjob.yaml"], "TrainingRuntime")
+    (job,) = of_kind(files["trainjob.yaml"], "TrainJob")
+    assert runtime["metadata"]["namespace"] == job["metadata"]["namespace"] == "team-a"
+    assert job["spec"]["runtimeRef"]["kind"] == "TrainingRuntime"
+    assert job["spec"]["trainer"]["resourcesPerNode"] == {"limits": {"cpu": "1500m", "memory": "2Gi"}}
+
+
+@pytest.mark.parametrize("settings, expected", [
+    (Settings(strategy="parameter_server", workers=2, ps=1), "STRATEGY=parameter_server has no TrainJob form"),
+    (Settings(chief=1, workers=2, global_batch=96), "CHIEF=1 has no TrainJob form"),
+    (Settings(evaluator=1, workers=2, k8s_pvc="shared"), "EVALUATOR=1 has no TrainJob form"),
+])
+def test_what_has_no_trainjob_form_is_one_line_and_no_file(settings, expected):
+    settings = settings.replace(k8s_image=IMAGE)
+    rendered, notes = k8s.render(settings, "test", k8s.manifests_cluster(settings))
+    assert "trainjob.yaml" not in rendered and "tfjob.yaml" in rendered
+    (note,) = [n for n in notes if "trainjob.yaml" in n]
+    assert note.startswith(f"trainjob.yaml is not written: {expected}") and "\n" not in note
+
+
+# --- the replay's plan ---------------------------------------------------------------------------
+
+def test_the_written_trainjob_is_planned_as_its_pods_would_run(three, tmp_path):
+    plan = load(tmp_path, three)
+    assert (plan.kind, plan.name, plan.namespace, plan.backoff_limit, plan.timeout) == \
+        ("TrainJob", "tflab", "default", THREE.restarts, 900.0)
+    assert [t.name for t in plan.tasks] == ["worker-0", "worker-1", "worker-2"]
+    assert [t.host for t in plan.tasks] == ["tflab-node-0-0", "tflab-node-0-1", "tflab-node-0-2"]
+    assert plan.spec == cluster.trainjob_cluster_spec("tflab", 3)
+    for task in plan.tasks:
+        env = task.service["environment"]
+        assert env["JOB_COMPLETION_INDEX"] == str(task.index) and "TF_CONFIG" not in env  # built in the container
+        assert task.tf_config == cluster.trainjob_tf_config_env(task.host, task.index, 3)["TF_CONFIG"]
+        assert task.service["entrypoint"] == ["python", "-m", "tflab.trainer.tfconfig"]
+        assert task.service["command"] == ["python", "-m", "tflab.train"]
+        assert f"{task.host}.tflab" in task.service["networks"]["cluster"]["aliases"]
+        assert task.service["cap_drop"] == ["ALL"] and task.service["read_only"] is True
+    assert plan.not_applied[0] == "NetworkPolicy tflab-tasks-only"
+    assert plan.chief == ["worker-0", "worker-1", "worker-2"]  # JobSet's success: every node completed
+
+
+def test_the_trainjobs_settings_override_the_runtimes(three, tmp_path):
+    documents = copy.deepcopy(three)
+    (job,) = of_kind(documents, "TrainJob")
+    job["spec"]["trainer"].update(numNodes=2, image="mine:2", command=["python", "train.py"], args=["--fast"],
+                                  env=[{"name": "TFLAB_NUM_NODES", "value": "2"}, {"name": "TF_USE_LEGACY_KERAS",
+                                                                                   "value": "0"}],
+                                  resourcesPerNode={"limits": {"cpu": "500m"}, "requests": {"cpu": "100m"}})
+    plan = load(tmp_path, documents)
+    assert len(plan.tasks) == 2
+    service = plan.tasks[0].service
+    assert (service["image"], service["entrypoint"], service["command"]) == ("mine:2", ["python", "train.py"],
+                                                                           ["--fast"])
+    assert service["environment"]["TF_USE_LEGACY_KERAS"] == "0" and service["cpus"] == 0.5
+    assert plan.tasks[0].tf_config == ""  # its own command: no tfconfig, no TF_CONFIG, as on a cluster
+    assert any(line.startswith("TF_CONFIG: the node container's command is not") for line in plan.not_applied)
+    assert any("resources.requests" in line for line in plan.not_applied)
+
+
+def test_the_runtime_may_be_in_a_file_of_its_own(three, tmp_path):
+    runtime = of_kind(three, "ClusterTrainingRuntime")
+    rest = [d for d in three if d["kind"] != "ClusterTrainingRuntime"]
+    assert len(load(tmp_path, rest, runtime=runtime).tasks) == 3
+    with pytest.raises(manifest.ManifestError, match="an unknown runtime: it is in neither TRAINJOB's file nor "
+                                                     "RUNTIME's; give RUNTIME="):
+        load(tmp_path, rest)
+
+
+def refused(tmp_path, documents, *expected, runtime=None):
+    with pytest.raises(manifest.ManifestError) as error:
+        load(tmp_path, documents, runtime=runtime)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"TRAINJOB={tmp_path / 'trainjob.yaml'}"), message
+    for part in expected:
+        assert part in message, message
+    return message
+
+
+def edited(documents, kind, edit):
+    documents = copy.deepcopy(documents)
+    edit(of_kind(documents, kind)[0])
+    return documents
+
+
+def node_job(runtime):
+    return runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+
+
+@pytest.mark.parametrize("kind, edit, expected", [
+    ("ClusterTrainingRuntime", lambda r: r["spec"]["mlPolicy"].update(torch={}),
+     "ClusterTrainingRuntime tflab-tensorflow is a torch runtime (spec.mlPolicy.torch); the lab replays TensorFlow"),
+    ("ClusterTrainingRuntime", lambda r: r["spec"]["mlPolicy"].update(jax={}), "is a jax runtime"),
+    ("TrainJob", lambda j: j["spec"]["runtimeRef"].update(name="torch-distributed"),
+     "spec.runtimeRef names ClusterTrainingRuntime \"torch-distributed\", an unknown runtime"),
+    ("TrainJob", lambda j: j["spec"]["runtimeRef"].update(kind="TrainingRuntime"),
+     "names TrainingRuntime \"tflab-tensorflow\" in namespace default, an unknown runtime"),
+    ("TrainJob", lambda j: j["spec"]["runtimeRef"].update(apiGroup="example.com"), "an unknown runtime; expected"),
+    ("TrainJob", lambda j: j["spec"].update(suspend=True), "spec.suspend is true"),
+    ("TrainJob", lambda j: j["spec"].update(initializer={"dataset": {"storageUri": "hf://x"}}),
+     "spec.initializer is not supported"),
+    ("TrainJob", lambda j: j["spec"].update(runtimePatches=[{"manager": "me"}]),
+     "spec.runtimePatches is not supported"),
+    ("TrainJob", lambda j: j["spec"]["trainer"].update(numNodes=4),
+     "TFLAB_NUM_NODES is \"3\" and the job has 4 nodes (spec.trainer.numNodes)"),
+    ("TrainJob", lambda j: j["spec"]["trainer"].update(numNodes=0), "spec.trainer.numNodes is 0, expected 1..32"),
+    ("TrainJob", lambda j: j["spec"]["trainer"].update(numNodes="3"), "spec.trainer.numNodes is \"3\", expected an "
+                                                                     "integer"),
+    ("TrainJob", lambda j: j.update(apiVersion="trainer.kubeflow.org/v1"),
+     "TrainJob tflab: apiVersion is \"trainer.kubeflow.org/v1\", expected trainer.kubeflow.org/v1alpha1"),
+    ("TrainJob", lambda j: j["metadata"].update(name="a" * 60), "the host name of node 0"),
+    ("ClusterTrainingRuntime", lambda r: r["spec"]["template"]["spec"].update(network={"subdomain": "other"}),
+     "network.subdomain is \"other\""),
+    ("ClusterTrainingRuntime", lambda r: r["spec"]["template"]["spec"]["replicatedJobs"].insert(0, {
+        "name": "dataset-initializer", "template": {"metadata": {"labels": {
+            "trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}}, "spec": {"template": {"spec": {
+                "containers": [{"name": "dataset-initializer", "image": "x"}]}}}}}),
+     "replicatedJobs[0] (\"dataset-initializer\") is not the trainer's"),
+    ("ClusterTrainingRuntime", lambda r: node_job(r).update(name="trainer"), "replicatedJobs[0].name is \"trainer\""),
+    ("ClusterTrainingRuntime", lambda r: node_job(r)["template"]["spec"].update(completionMode="NonIndexed"),
+     "completionMode is \"NonIndexed\""),
+    ("ClusterTrainingRuntime", lambda r: node_job(r)["template"]["spec"]["template"]["spec"]["containers"][0].update(
+        name="tensorflow"), "has no container named node"),
+    ("ClusterTrainingRuntime", lambda r: (
+        node_job(r)["template"]["spec"]["template"]["spec"]["volumes"].append(
+            {"name": "host", "hostPath": {"path": "/"}}),
+        node_job(r)["template"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append(
+            {"name": "host", "mountPath": "/host"})), "is a hostPath volume"),
+])
+def test_what_the_lab_cannot_replay_is_one_line(three, tmp_path, kind, edit, expected):
+    refused(tmp_path, edited(three, kind, edit), expected)
+
+
+def test_two_trainjobs_or_a_trainjob_in_the_runtimes_file_are_refused(three, tmp_path):
+    (job,) = of_kind(three, "TrainJob")
+    refused(tmp_path, three + [job], "holds 2 TrainJobs, expected exactly one")
+    refused(tmp_path, three, "expected exactly one", runtime=[job])
+
+
+def test_what_it_reads_and_does_not_apply_is_listed(three, tmp_path):
+    documents = edited(three, "ClusterTrainingRuntime", lambda r: (
+        r["spec"].update(podGroupPolicy={"coscheduling": {"scheduleTimeoutSeconds": 60}}),
+        r["spec"]["template"]["spec"].update(ttlSecondsAfterFinished=60),
+        node_job(r)["template"]["spec"].update(backoffLimit=2, parallelism=5)))
+    # A field no schema knows is listed, as a TFJob's is (tfjob.py): the API server's strict
+    # validation would refuse it, and the replay says it ran without it.
+    documents = edited(documents, "TrainJob", lambda j: j["spec"]["trainer"].update(numNode=3, numProcPerNode=2))
+    plan = load(tmp_path, documents)
+    lines = " | ".join(plan.not_applied)
+    for field in ("spec.podGroupPolicy", "spec.template.spec.ttlSecondsAfterFinished",
+                  "template.spec.backoffLimit=2", "template.spec.parallelism (Trainer v2 sets it",
+                  "spec.trainer.numNode |", "spec.trainer.numProcPerNode"):
+        assert field in lines, lines
+
+
+def test_the_cli_refuses_settings_the_trainjob_decides(three, tmp_path):
+    path = save(tmp_path, three)
+    runs = tmp_path / "runs"
+    for setting, expected in [("WORKERS=4", f"WORKERS=4 does not apply with TRAINJOB={path}: the TrainJob's "
+                                            "spec.trainer.numNodes sets the nodes"),
+                              ("RESTARTS=1", "RESTARTS=1 does not apply with TRAINJOB="),
+                              ("EPOCHS=3", "EPOCHS=3 does not apply with TRAINJOB="),
+                              (f"TFJOB={path}", f"TFJOB={path} and TRAINJOB={path} together"),
+                              ("BACKEND=local", "BACKEND=local does not apply with TRAINJOB=")]:
+        assert_refused(run_lab("up", f"TRAINJOB={path}", f"RUNS_DIR={runs}", setting, env=lab_env()), expected, runs)
+    assert_refused(run_lab("up", f"RUNTIME={path}", f"RUNS_DIR={runs}", env=lab_env()),
+                   f"RUNTIME={path} applies only with TRAINJOB=", runs)
+    assert_refused(run_lab("chaos", f"TRAINJOB={path}", f"RUNS_DIR={runs}", env=lab_env()),
+                   f"TRAINJOB={path} is not allowed with make chaos: only make up (tflab up) replays a TrainJob", runs)
+
+
+# --- a TFJob turned into a TrainJob: tflab k8s TFJOB= ---------------------------------------------
+
+def test_a_tfjob_becomes_the_trainjob_make_k8s_writes(tmp_path):
+    files = written(THREE)
+    tfjob_path = save(tmp_path, files["tfjob.yaml"], "tfjob.yaml")
+    runs = tmp_path / "runs"
+    result = run_lab("k8s", f"TFJOB={tfjob_path}", f"RUNS_DIR={runs}", "RUN=converted", env=lab_env())
+    assert result.returncode == 0, result.output
+    said = [line for line in result.stdout.splitlines() if line.startswith("tflab: not carried over: ")]
+    assert len(said) == 1 and "spec.runPolicy.cleanPodPolicy" in said[0] and "spec.successPolicy" in said[0]
+    assert "config.json's cluster (the TFJob's addresses; now the TrainJob's)" in said[0]
+    converted = list(yaml.safe_load_all((runs / "converted" / "trainjob.yaml").read_text()))
+    ours = files["trainjob.yaml"]
+    (job,), (expected_job,) = of_kind(converted, "TrainJob"), of_kind(ours, "TrainJob")
+    assert job["spec"] == expected_job["spec"]
+    (runtime,) = of_kind(converted, "ClusterTrainingRuntime")
+    (expected_runtime,) = of_kind(ours, "ClusterTrainingRuntime")
+    assert runtime["spec"]["mlPolicy"] == expected_runtime["spec"]["mlPolicy"]
+    assert runtime["spec"]["template"]["spec"]["failurePolicy"] == expected_runtime["spec"]["template"]["spec"][
+        "failurePolicy"]
+    config = json.loads(of_kind(converted, "ConfigMap")[0]["data"]["config.json"])
+    assert config["cluster"] == cluster.trainjob_cluster_spec("tflab", 3)
+    plan = trainjob.load(Settings(trainjob=str(runs / "converted" / "trainjob.yaml")))
+    assert [t.tf_config for t in plan.tasks] == [t.tf_config for t in load(tmp_path, ours).tasks]
+
+
+def test_a_tfjob_with_a_chief_is_one_line_and_nothing_written(tmp_path):
+    tfjob_path = save(tmp_path, written(Settings(chief=1, workers=2, global_batch=96))["tfjob.yaml"], "tfjob.yaml")
+    runs = tmp_path / "runs"
+    assert_refused(run_lab("k8s", f"TFJOB={tfjob_path}", f"RUNS_DIR={runs}", env=lab_env()),
+                   f"TFJOB={tfjob_path}: spec.tfReplicaSpecs.Chief has no TrainJob form", runs)
+    assert_refused(run_lab("k8s", f"TFJOB={tfjob_path}", f"RUNS_DIR={runs}", "WORKERS=3", env=lab_env()),
+                   f"WORKERS=3 does not apply with TFJOB={tfjob_path}", runs)
