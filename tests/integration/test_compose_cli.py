@@ -190,6 +190,7 @@ def orphan(trainer_image: str, runs_dir: Path, name: str) -> compose.ComposeStac
     stack = compose.ComposeStack(compose.find_compose("auto"), runs_dir / name, settings, trainer_image,
                                  cluster.build(settings))
     runfolder.make(runs_dir / name, link_latest=True, owner=True)
+    (runs_dir / name / runfolder.OWNER).unlink()  # its lab is gone (this test's own process claimed it)
     runfolder.write_config(runs_dir / name, settings, stack.cluster)
     stack.start()
     return stack

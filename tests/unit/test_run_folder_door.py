@@ -39,6 +39,7 @@ ALLOWED = {
     "user_script.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
     "backends/replay.py": "a replay's volumes, made before any replica starts (no link followed)",
     "k8s.py": "removes its own manifests when writing them failed",
+    "keraslock.py": "the Keras lock files under requirements/keras",
     "report.py": "matplotlib and the text writers write into a private temporary folder (runfolder.replace_whole)",
     "schema.py": "EventLog: a task appends to its own log (a replay's watcher: the lab's tasks/ folder, O_NOFOLLOW)",
 }
