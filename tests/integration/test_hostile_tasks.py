@@ -1,7 +1,8 @@
 """Hostile tasks on the real stack (issue 34): a pull request's script, run by a lab that is root in
 CI, plants links to a root-only host file at every name it can reach, tries the lab's records, and
 races the host's reads (tests/integration/scripts/hostile_task.py). Through up, summary, why, logs,
-report, down and the fixture's reading of the run: no host file changes, none is printed, no
+report, down, chaos (a GCE preemption: notices, chaos events, a restart) and the fixture's
+reading of the run: no host file changes, none is printed, no
 process is signalled, no traceback."""
 
 import os
@@ -60,3 +61,35 @@ def test_the_run_reads_as_the_tasks_left_it_each_link_said_not_followed(hostile_
     assert [row.task for row in lab.summary.tasks] == ["worker-0", "worker-1"]
     assert SECRET not in lab.why()
     assert os.path.islink(lab.tasks_dir / "model.keras")  # left as the task made it: the lab writes nothing there
+
+
+@pytest.fixture(scope="module")
+def hostile_chaos(tmp_path_factory, trainer_image, compose_env):
+    """The same task under `make chaos SCENARIO=preempt NOTICE=gce`: the lab posts a GCE notice in
+    its metadata/ (read-only in the stand-in alone), appends chaos.jsonl and restarts every task,
+    while the tasks keep planting links (HOSTILE_SECONDS) where those files once were."""
+    root = tmp_path_factory.mktemp("hostile-chaos")
+    target = root / "host-secret"
+    target.write_text(SECRET)
+    target.chmod(0o600)
+    before = (target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns)
+    runs = root / "runs"
+    env = lab_env(**compose_env["v2"], RUNS_DIR=str(runs), RUN="hostile-chaos", STRATEGY="multiworker", WORKERS="2",
+                  SCRIPT=str(HOSTILE), SCRIPT_ENV=f"HOSTILE_TARGET={target} HOSTILE_SECONDS=20",
+                  SCENARIO="preempt", NOTICE="gce", GRACE="2", TARGET="worker-1", AT="seconds:4", TIMEOUT="300")
+    said = {"chaos": run_lab("chaos", env=env)}
+    for command in ("summary", "why", "logs"):
+        said[command] = run_lab(command, env=env)
+    return {"said": said, "target": target, "before": before, "run_dir": runs / "hostile-chaos"}
+
+
+def test_chaos_on_a_hostile_task_writes_only_the_labs_own_files(hostile_chaos):
+    target = hostile_chaos["target"]
+    assert (target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns) == hostile_chaos["before"]
+    for command, result in hostile_chaos["said"].items():
+        assert SECRET not in result.output and "Traceback" not in result.output, (command, result.output[-3000:])
+    run_dir = hostile_chaos["run_dir"]
+    assert "notice" in hostile_chaos["said"]["chaos"].output, hostile_chaos["said"]["chaos"].output[-3000:]
+    for name in ("chaos.jsonl", "summary.json", "output.log"):
+        assert (run_dir / name).is_file() and not (run_dir / name).is_symlink(), name
+    assert not (run_dir / "metadata" / "worker-1.json").exists()  # the notice taken back, in the lab's space

@@ -30,6 +30,11 @@ def plant(path: str) -> None:
         pass
 
 
+# Under make chaos (HOSTILE_SECONDS) it spares the tasks' logs, so the lab sees them start and acts
+# (posts a GCE notice, appends its chaos events, restarts): what it writes then is what is tested.
+SECONDS = float(os.environ.get("HOSTILE_SECONDS", "0"))
+if SECONDS:
+    NAMES = [name for name in NAMES if not name.endswith(".jsonl")]
 for name in NAMES:
     plant(os.path.join(space, name))
 for folder in ("links", "metadata", "volumes"):  # folders the lab might make, each full of links
@@ -59,8 +64,15 @@ def race() -> None:
         time.sleep(0.005)
 
 
-racer = threading.Thread(target=race)
-racer.start()
-racer.join()
-plant(os.path.join(space, f"{task}.jsonl"))
+if not SECONDS:
+    racer = threading.Thread(target=race)
+    racer.start()
+    racer.join()
+    plant(os.path.join(space, f"{task}.jsonl"))
 print(f"hostile: {task} planted links at {len(NAMES)} names", flush=True)
+# Under make chaos: keep planting while the lab posts notices, appends its events and restarts.
+deadline = time.monotonic() + SECONDS
+while time.monotonic() < deadline:
+    for name in NAMES:
+        plant(os.path.join(space, name))
+    time.sleep(0.2)
