@@ -224,6 +224,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                             "(training-operator v1)")
     not_applied: list[str] = []
     config_maps: dict[str, dict[str, str]] = {}
+    claim_documents: list[str] = []
     for document, (kind, name) in zip(documents, checked):
         if kind == "ConfigMap":
             data = document.get("data") or {}
@@ -233,6 +234,8 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                 raise ManifestError(f"ConfigMap {name} is in the file twice")
             config_maps[name] = data
             not_applied += _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
+        elif kind == "PersistentVolumeClaim":
+            claim_documents.append(name)  # applied where a replica mounts it: below
         elif kind != "TFJob":
             not_applied.append(f"{kind} {name}")
     metadata = job["metadata"]
@@ -305,6 +308,13 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             service["networks"] = {"cluster": {"aliases": [host, f"{host}.{namespace}.svc"]}}
             non_root = service.pop("x-non-root")
             tasks.append(Task(task, job_name, index, host, service["image"], service, non_root))
+
+    # A claim the file declares is applied where a replica mounts it (a folder of the run's, or
+    # CLAIMS's), though not its size, class or access modes; one nothing mounts is not applied.
+    mounted = {volume["claim"] for volume in volumes.values() if "claim" in volume}
+    for claim in claim_documents:
+        not_applied.append(f"PersistentVolumeClaim {claim}'s spec (mounted as a folder: no size, class or access "
+                           "mode)" if claim in mounted else f"PersistentVolumeClaim {claim} (no replica mounts it)")
 
     backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
     if backoff is not None and backoff < 0:
@@ -508,7 +518,8 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
                 raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
                                     "ConfigMaps; give the claim another name")
             claim_folder(volumes, claim, {"claim": claim}, where)
-            mounts.append((claim, target, read_only))
+            # the kubelet mounts it read-only where either the mount or the volume source says so
+            mounts.append((claim, target, read_only or volume["persistentVolumeClaim"].get("readOnly") is True))
         else:
             kinds = sorted(manifest.key_text(kind) for kind in set(volume) - {"name"})
             raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
@@ -588,4 +599,5 @@ def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
     return {**known, "strategy": strategy, "workers": counts["worker"], "ps": counts["ps"],
             "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
             "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
-            "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path)}
+            "timeout": plan.timeout, "restarts": plan.restarts, "tfjob": str(plan.path),
+            "network": settings.network, "data": settings.data, "claims": settings.claims}

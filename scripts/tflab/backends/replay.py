@@ -20,7 +20,7 @@ from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
 from tflab.schema import EventLog
-from tflab.settings import Settings
+from tflab.settings import DATA_DIR, Settings, claim_folders
 from tflab.tfjob import Plan, describe, load, refuse_decided, replay_settings
 
 COMPOSE_FILE = "compose.tfjob.json"
@@ -85,11 +85,28 @@ def volume_path(run_dir: Path, relative: str) -> Path:
     return manifest.path_under(root, relative)
 
 
-def write_volumes(plan: Plan, run_dir: Path) -> None:
+def host_folders(plan: Plan, settings: Settings | None) -> dict[str, tuple[str, bool]]:
+    """The replay's volumes that are the host's, not the run's: claim -> (its folder, read-only),
+    as CLAIMS gives them (never the manifest: it names claims, and a hostPath is refused). One
+    line where CLAIMS names a claim no replica mounts."""
+    given = claim_folders(settings.claims) if settings is not None else {}
+    claims = {volume["claim"] for volume in plan.volumes.values() if "claim" in volume}
+    for claim in given:
+        if claim not in claims:
+            raise LabError(f"CLAIMS names the claim {claim}, which no replica of TFJOB={plan.path} mounts; expected "
+                           f"{', '.join(sorted(claims)) or 'no CLAIMS: the TFJob mounts no claim'}")
+    return given
+
+
+def write_volumes(plan: Plan, run_dir: Path, settings: Settings | None = None) -> None:
     """ConfigMaps as read-only folders of files (volumes/configmaps/<name>/); each claim a folder
-    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be.
+    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be, where
+    CLAIMS gives it none of the host's (host_folders).
     Every path comes from volume_path; a file is created, never followed or overwritten."""
+    given = host_folders(plan, settings)
     for folder_name, volume in plan.volumes.items():
+        if volume.get("claim") in given:
+            continue
         folder = volume_path(run_dir, folder_name)
         try:
             folder.mkdir(exist_ok=True)
@@ -111,20 +128,42 @@ def write_volumes(plan: Plan, run_dir: Path) -> None:
                 raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
 
 
-def render(plan: Plan, run_dir: Path) -> dict:
+def render(plan: Plan, run_dir: Path, settings: Settings | None = None) -> dict:
+    """The replay's Compose file: each replica's service, its volumes bound (binds), and the run's
+    network: internal (no route out) unless NETWORK=bridge lets the replicas out, as a cluster's
+    pods reach the network."""
     services = {}
     marks = compose.literal(labels.run_labels(run_dir))
     for task in plan.tasks:
         service = dict(task.service)
-        mounts = service.pop("x-mounts")
-        binds = [f"{volume_path(run_dir, folder)}:{target}{':ro' if read_only else ''}"
-                 for folder, target, read_only in mounts]
-        if binds:
-            service["volumes"] = binds
+        service["environment"] = dict(service["environment"])
+        service["volumes"] = binds(plan, run_dir, service.pop("x-mounts"), settings)
+        if settings is not None and settings.data:
+            service["environment"]["TFLAB_DATA"] = DATA_DIR
+        if not service["volumes"]:
+            del service["volumes"]
         service["labels"] = marks
         services[task.name] = service
-    return compose.literal({"services": services, "networks": {"cluster": {
-        "internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}, "labels": marks}}})
+    internal = settings is None or settings.network == "internal"
+    network = {"internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}} if internal else {}
+    return compose.literal({"services": services, "networks": {"cluster": {**network, "labels": marks}}})
+
+
+def binds(plan: Plan, run_dir: Path, mounts: list, settings: Settings | None) -> list[str]:
+    """A replica's bind mounts: the manifest's volumes from the run folder (volume_path), a claim
+    CLAIMS gives a host folder from there (read-only where either says so), and DATA read-only at
+    /lab/data. The one place a replay's host paths meet its mounts."""
+    given = host_folders(plan, settings)
+    found = []
+    for folder, target, read_only in mounts:
+        if folder in given:
+            source, read_only = given[folder][0], read_only or given[folder][1]
+        else:
+            source = str(volume_path(run_dir, folder))
+        found.append(f"{source}:{target}{':ro' if read_only else ''}")
+    if settings is not None and settings.data:
+        found.append(f"{settings.data}:{DATA_DIR}:ro")
+    return found
 
 
 class ReplayCluster:
@@ -147,12 +186,12 @@ class ReplayCluster:
 class ReplayStack(compose.ComposeStack):
     """compose.ComposeStack with the manifest's services instead of the lab's template."""
 
-    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan):
-        self.plan = plan
+    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan, settings: Settings | None = None):
+        self.plan, self.replay_settings = plan, settings
         self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
 
     def start(self, spec: dict = None) -> None:
-        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
+        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings))
         self.watch()
         self._start_attached(self.tasks)
         self.follow_output("all")
@@ -255,8 +294,44 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     docker.check()
     cli = compose.find_compose(settings.compose)
     check_images(plan)
+    check_ways_in(plan, settings)
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan), run_dir))
+    for line in ways_in(plan, settings):
+        console.say(line)
+    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan, settings), run_dir))
+
+
+def check_ways_in(plan: Plan, settings: Settings) -> None:
+    """DATA's mount and CLAIMS's claims against the manifest's, before anything starts: one line each."""
+    host_folders(plan, settings)
+    if settings.data:
+        for task in plan.tasks:
+            for _, target, _ in task.service["x-mounts"]:
+                if target == DATA_DIR or target.startswith(DATA_DIR + "/") or DATA_DIR.startswith(target + "/"):
+                    raise LabError(f"DATA={settings.data} is mounted at {DATA_DIR}, where {task.name} already mounts "
+                                   f"a volume of TFJOB={plan.path} ({target}); leave DATA out, or mount that volume "
+                                   "elsewhere")
+            for entry in task.service.get("tmpfs", []):
+                target = entry.split(":", 1)[0]
+                if target == DATA_DIR or DATA_DIR.startswith(target + "/") or target.startswith(DATA_DIR + "/"):
+                    raise LabError(f"DATA={settings.data} is mounted at {DATA_DIR}, where {task.name} mounts an "
+                                   f"emptyDir ({target}); leave DATA out, or mount the emptyDir elsewhere")
+
+
+def ways_in(plan: Plan, settings: Settings) -> list[str]:
+    """What the replay's replicas reach beyond each other, said before they start: the network,
+    DATA and the claims' folders."""
+    lines = ["network: the replicas may reach the internet (NETWORK=bridge), as a cluster's pods may"
+             if settings.network == "bridge" else
+             "network: the replicas reach each other only (NETWORK=internal); NETWORK=bridge lets them out, as a "
+             "cluster's pods are"]
+    if settings.data:
+        lines.append(f"data: {console.display_path(Path(settings.data))} read-only at {DATA_DIR} in every replica "
+                     "($TFLAB_DATA)")
+    for claim, (folder, read_only) in host_folders(plan, settings).items():
+        lines.append(f"claim {claim}: {console.display_path(Path(folder))}, "
+                     f"{'read-only' if read_only else 'writable'} (CLAIMS)")
+    return lines
 
 
 class ReplayRun(runner.LabRun):
@@ -284,7 +359,7 @@ class ReplayRun(runner.LabRun):
             "tf_config": {t.name: json.loads(t.service["environment"]["TF_CONFIG"])
                           if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
             "hosts": {t.name: t.host for t in plan.tasks}})
-        write_volumes(plan, run_dir)
+        write_volumes(plan, run_dir, self.settings)
         self.watcher = Watcher(plan, run_dir)
 
     def prepare(self) -> None:
