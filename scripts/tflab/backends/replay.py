@@ -7,10 +7,13 @@ is what touches the engine and the run folder.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
-import subprocess
+import re
+import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tflab import console, docker, labels, manifest, runfolder, runner, summary
@@ -21,6 +24,7 @@ from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
 from tflab.schema import EventLog
 from tflab.settings import DATA_DIR, Settings, claim_folders
+from tflab.terminal import TerminalLines
 from tflab.tfjob import Plan, describe, load, refuse_decided, replay_settings
 
 COMPOSE_FILE = "compose.tfjob.json"
@@ -189,30 +193,12 @@ class ReplayStack(compose.ComposeStack):
     def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan, settings: Settings | None = None):
         self.plan, self.replay_settings = plan, settings
         self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
+        self.output = FoldedOutput(run_dir / runfolder.OUTPUT, run_dir)  # folded, as a SCRIPT's launcher folds
 
     def start(self, spec: dict = None) -> None:
         runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings))
         self.watch()
         self._start_attached(self.tasks)
-        self.follow_output("all")
-
-    def restart(self) -> None:
-        super().restart()
-        self.follow_output("0")  # both CLIs: from now on (an earlier attempt's lines were shown)
-
-    def follow_output(self, tail: str) -> None:
-        """The replicas' own output as it comes (the image is no lab's: it logs no events), until
-        they exit; `output.log` keeps all of it."""
-        self.stop_following()
-        self.following = subprocess.Popen(self.command("logs", "--follow", "--no-color", "--tail", tail),
-                                          env=self.env, stdout=None, stderr=subprocess.DEVNULL)
-
-    def stop_following(self) -> None:
-        docker.end(getattr(self, "following", None))
-
-    def close(self) -> None:
-        self.stop_following()
-        super().close()
 
     def state(self) -> dict[str, dict]:
         """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
@@ -223,6 +209,84 @@ class ReplayStack(compose.ComposeStack):
             service, container, state = line.split("\t", 2)
             states[service] = {**json.loads(state), "Id": container}
         return states
+
+
+class FoldedOutput(compose.TaskOutput):
+    """output.log of a replay, as a SCRIPT run's: a replica's image runs no launcher of the lab's,
+    so its streams come raw (a Keras progress bar once came through as one line of 19,973
+    characters); here each stream is folded as the launcher folds a script's (TerminalLines: each
+    line the task printed once, a redrawn bar as it stands every few seconds and its last drawing),
+    and each line goes into output.log (`<task> | <time> line`) and `<task>.out`, which the run
+    prints as it comes (summary.ScriptOutputPrinter)."""
+
+    def __init__(self, path: Path, run_dir: Path):
+        super().__init__(path)
+        self.run_dir = run_dir
+
+    def _launch(self, task: str, stamp: bool, container: str, attach: bool, since: float | None = None) -> None:
+        try:
+            process = docker.open_output(container, attach, since, apart=True)
+        except OSError as error:
+            raise LabError(f"cannot run docker for {task}'s output: {error}") from None
+        process.container = container
+        shown = self._task_output(task)
+        readers = [threading.Thread(target=self._fold, args=(task, stream, not stamp, shown), daemon=True)
+                   for stream in (process.stdout, process.stderr)]
+        for reader in readers:
+            reader.start()
+        closer = threading.Thread(target=self._close_after, args=(readers, shown), daemon=True)
+        closer.start()
+        self.followers.append((task, process, closer))
+
+    def _task_output(self, task: str) -> int | None:
+        """`<task>.out`, appended to (a restart's lines after the last attempt's), never through a link."""
+        try:
+            return os.open(runfolder.script_output_path(self.run_dir, task),
+                           os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError:
+            return None  # output.log still has every line
+
+    @staticmethod
+    def _close_after(readers: list[threading.Thread], shown: int | None) -> None:
+        for reader in readers:
+            reader.join()
+        if shown is not None:
+            os.close(shown)
+
+    def _fold(self, task: str, stream, stamped: bool, shown: int | None) -> None:
+        prefix = f"{task} | ".encode()
+
+        def say(line: str) -> None:
+            data = line.encode(errors="replace")
+            now = datetime.now(timezone.utc).isoformat(timespec="microseconds").encode()
+            with self.lock:
+                self.last[task] = data
+                if self.file is not None:
+                    try:
+                        self.file.write(prefix + now + b" " + data + b"\n")
+                        self.file.flush()
+                    except OSError as error:  # named as output.log, which the one line then says
+                        self.error = self.error or OSError(error.errno, error.strerror, str(self.path))
+                if shown is not None:
+                    try:
+                        os.write(shown, data + b"\n")
+                    except OSError:
+                        pass  # a full disk: output.log's line is the one the summary reads
+
+        lines = TerminalLines(say)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        if stamped:  # `docker logs --timestamps` after a restart: whole lines, each after its time
+            for raw in stream:
+                stamp, _, text = raw.partition(b" ")
+                lines.feed(decoder.decode(text if ENGINE_STAMP.fullmatch(stamp) else raw))
+        else:  # `docker start --attach`: the container's own bytes, as they come
+            while chunk := os.read(stream.fileno(), 65536):
+                lines.feed(decoder.decode(chunk))
+        lines.feed(decoder.decode(b"", final=True))
+        lines.close()
+
+
+ENGINE_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 
 
 class Watcher:
@@ -330,7 +394,7 @@ def ways_in(plan: Plan, settings: Settings) -> list[str]:
                      "($TFLAB_DATA)")
     for claim, (folder, read_only) in host_folders(plan, settings).items():
         lines.append(f"claim {claim}: {console.display_path(Path(folder))}, "
-                     f"{'read-only' if read_only else 'writable'} (CLAIMS)")
+                     f"{'read-only' if read_only else 'writable where the manifest mounts it so'} (CLAIMS)")
     return lines
 
 
@@ -374,7 +438,9 @@ class ReplayRun(runner.LabRun):
         return []
 
     def progress(self):
-        return self  # print_new: the watcher's start and end lines
+        """The watcher's start and end lines (print_new), then each replica's folded output as it
+        comes, as a SCRIPT run prints its tasks' (FoldedOutput writes <task>.out)."""
+        return summary.Printers(self, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def print_new(self) -> None:
         self.watcher.tick(self.backend.state())

@@ -23,7 +23,6 @@ import codecs
 import collections
 import importlib.metadata
 import os
-import re
 import resource
 import signal
 import subprocess
@@ -37,6 +36,7 @@ from tflab.explain import exception_head
 from tflab.runfolder import read_run_config
 from tflab.schema import EventLog
 from tflab.settings import SettingsError
+from tflab.terminal import TerminalLines
 
 # The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
 # TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).
@@ -126,58 +126,6 @@ def working_folder(run_dir: Path, task: str, script_dir: Path) -> Path | None:
               f"runs in its own folder, {script_dir}, which is read-only in a container", file=sys.stderr, flush=True)
         return None
     return work
-
-
-class TerminalLines:
-    """A stream cut into the lines a terminal would show: `\\r` returns to the line's start and `\\b`
-    steps back, and what follows overwrites (Keras's progress bar redraws itself so, every step).
-    A line is said at its line break; a line being redrawn is also said as it stands every
-    PROGRESS_SECONDS, so a long epoch is not silent. Each line is said once, whole, so every line of
-    output.log keeps its task and holds what the script printed: a plain print is never said in
-    pieces (a print arrives as two writes, its text and then its line break, and a quiet spell
-    before it must not make it two lines), and a redrawn line whose last drawing was said as it
-    stands is not said again at its break."""
-
-    PROGRESS_SECONDS = 10.0
-    PIECES = re.compile(r"(\r\n|[\r\n\b])")
-    COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # SGR: Keras 3's bold and green; a terminal shows no codes
-
-    def __init__(self, say, clock=time.monotonic):
-        self.say, self.clock = say, clock
-        self.chars: list[str] = []
-        self.column = 0
-        self.redrawn = False  # this line has had a \r or \b: a progress bar, said as it stands
-        self.said_as_it_stands: str | None = None  # this line's drawing last said before its break
-        self.last_said = clock()
-
-    def feed(self, text: str) -> None:
-        for piece in self.PIECES.split(self.COLOURS.sub("", text)):
-            if piece in ("\n", "\r\n"):
-                self._say()
-            elif piece == "\r":
-                self.column, self.redrawn = 0, True
-            elif piece == "\b":
-                self.column, self.redrawn = max(0, self.column - 1), True
-            elif piece:
-                self.chars[self.column:self.column + len(piece)] = piece
-                self.column += len(piece)
-        if self.redrawn and self.chars and self.clock() - self.last_said >= self.PROGRESS_SECONDS:
-            line = "".join(self.chars).rstrip()
-            if line != self.said_as_it_stands:
-                self.say(line)  # the line as it stands; it goes on being redrawn
-                self.said_as_it_stands = line
-            self.last_said = self.clock()
-
-    def _say(self) -> None:
-        line = "".join(self.chars).rstrip()
-        if line != self.said_as_it_stands:
-            self.say(line)
-        self.chars, self.column, self.redrawn, self.said_as_it_stands = [], 0, False, None
-        self.last_said = self.clock()
-
-    def close(self) -> None:
-        if self.chars:
-            self._say()
 
 
 def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> tuple[int, list[str]]:
