@@ -485,7 +485,8 @@ def test_a_claim_the_file_declares_and_a_replica_mounts_is_not_listed_as_not_app
              "spec: {accessModes: [ReadWriteMany], resources: {requests: {storage: 1Gi}}}\n")
     plan = load(tmp_path, textwrap.dedent(JOB) + claim % "outputs" + claim % "spare")
     assert "PersistentVolumeClaim outputs" not in plan.not_applied
-    assert any(line.startswith("PersistentVolumeClaim outputs's spec (mounted as a folder") for line in plan.not_applied)
+    assert any(line.startswith("PersistentVolumeClaim outputs's spec (mounted as a folder")
+               for line in plan.not_applied)
     assert "PersistentVolumeClaim spare (no replica mounts it)" in plan.not_applied
 
 
