@@ -201,6 +201,8 @@ def test_the_cli_refuses_an_image_the_engine_lacks(tmp_path):
     result = run_lab("up", env=lab_env(TFJOB=str(path), RUNS_DIR=str(tmp_path / "runs"), RUN="never"))
     assert result.returncode != 0
     assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
+    # how to build an example's Dockerfile on the lab's image, without a registry (docs/images.md)
+    assert "ARG BASE" in result.output and "images --tag) -t tflab-no-such-image:never" in result.output
     assert not (tmp_path / "runs" / "never").exists()
 
 

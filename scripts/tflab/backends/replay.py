@@ -23,7 +23,7 @@ from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
 from tflab.schema import EventLog
-from tflab.settings import DATA_DIR, Settings, claim_folders
+from tflab.settings import DATA_DIR, Settings, claim_folders, lab_command
 from tflab.terminal import TerminalLines
 from tflab.tfjob import Plan, describe, load, refuse_decided, replay_settings
 
@@ -37,8 +37,10 @@ def check_images(plan: Plan) -> None:
     for image in sorted({task.image for task in plan.tasks}):
         found = docker.image_user(image)
         if found.returncode != 0:
-            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
-                           f"or pull it (docker pull {image}) first")
+            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...; "
+                           "an example's Dockerfile builds on the lab's image without a registry: with `ARG BASE` "
+                           f"and `FROM $BASE`, docker build --build-arg BASE=$({tag_command()}) "
+                           f"-t {image} FOLDER) or pull it (docker pull {image}) first")
         if any(task.non_root for task in plan.tasks if task.image == image):
             try:
                 check_non_root(image, found.stdout.strip())
@@ -52,6 +54,13 @@ def check_images(plan: Plan) -> None:
                 raise ManifestError(f"TFJOB={plan.path}: {task.name}'s resources.limits.cpu is "
                                     f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
                                     f"expected at most {engine_cpus}")
+
+
+def tag_command() -> str:
+    """The command that prints the lab's image tag bare (docs/images.md), as the user can type it:
+    make has no --tag, so under make it is the checkout's python3 -m tflab."""
+    command = lab_command("images --tag")
+    return "PYTHONPATH=scripts python3 -m tflab images --tag" if command.startswith("make ") else command
 
 
 def check_non_root(image: str, user_json: str) -> None:
