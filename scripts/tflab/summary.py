@@ -6,6 +6,7 @@ failed, is shown as such, never left out.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,9 @@ class Replayed:
     not_applied: list[str]
     hosts: dict[str, str]  # task -> the replica's hostname
     images: dict[str, str]  # task -> the replica's image
+    # "not audited: <why>" per replica the lab's hooks did not reach (an image without Python, an
+    # entrypoint that is not Python): the summary's notes, and `make why` says it, never "audited".
+    unaudited: list[str] = dataclasses.field(default_factory=list)
 
 
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
@@ -118,26 +122,28 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it). A TFJob
     replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
     trainer's end where the replicas ran it with its log on a claim."""
+    log = read_output(run_dir)
+    oom_killed = oom_killed or {}
     if replayed is not None:
         done = outcome == "ok"  # the chief succeeded and the lab ended what was left (runner.follow)
         rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
-                           done and task in the_cluster.servers + the_cluster.evaluators)
+                           done and task in the_cluster.servers + the_cluster.evaluators,
+                           task_output(log, task), oom_killed.get(task))
                 for task in the_cluster.tasks]
         ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+        # The audit as a SCRIPT run's, over the replicas the lab's hooks reached (replayhooks.py);
+        # the others are named in the notes, "not audited: ...", never counted as audited.
+        reached = [task for task in the_cluster.tasks
+                   if not any(note.startswith(NOT_AUDITED) and _names(note, task) for note in replayed.unaudited)]
+        records = {task: task_records(run_dir, task) for task in reached}
+        findings, notes = audit.audit(records, {task: "script" for task in reached}, the_cluster.chief,
+                                      {task: task_output(log, task) for task in reached}) if reached else ([], [])
         return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
                        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
                        launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
                        weights_agree=False, restarts=list(restarts or []), not_applied=replayed.not_applied,
-                       tasks=rows)
-    try:
-        with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
-            log = output.read().decode(errors="replace")
-    except FileNotFoundError:
-        log = ""
-    except ForeignFile as error:
-        say(f"{error}; the summary explains failures without it")
-        log = ""
-    oom_killed = oom_killed or {}
+                       tasks=rows, findings=[finding.to_dict() for finding in findings],
+                       notes=replayed.unaudited + notes)
     records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
     outputs = {task: task_output(log, task) for task in the_cluster.tasks}
     rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
@@ -168,17 +174,45 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     )
 
 
+def _names(note: str, task: str) -> bool:
+    """Whether a "not audited: a, b (image): why" note names `task`."""
+    return task in note[len(NOT_AUDITED):].split(" (", 1)[0].split(", ")
+
+
+def read_output(run_dir: Path) -> str:
+    """output.log, read as foreign ('' where it is missing or not a file the lab wrote, said once)."""
+    try:
+        with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
+            return output.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+    except ForeignFile as error:
+        say(f"{error}; the summary explains failures without it")
+        return ""
+
+
 def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replayed: Replayed,
-               ended_when_done: bool) -> TaskRow:
+               ended_when_done: bool, output: str = "", oom_killed: bool | None = None) -> TaskRow:
+    """A replica's row: its attempts from the watcher's start and end, and a failure explained as a
+    SCRIPT task's is (explain.py) from its own output, with the replay's ways in and out."""
     records = events(run_dir, task)
     end = (by_event(records, "end") or [{}])[-1]
     status = status_of(code, stopped, True, ended_when_done)  # the watcher logs every end, and no error
     own = own_end(run_dir, task)  # the lab's own trainer, where it wrote its log to a claim
+    head = explain.exception_head(output)
+    failed = status == "failed"
+    evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
+                                network=str(replayed.settings.get("network", "internal")), replay=True)
+    explanation = explain.explain(evidence) if failed else None
+    earlier = [f"exited with code {e['exit_code']}" for e in by_event(records, "end")[:-1] if e.get("exit_code")]
     return TaskRow(task=task, role="script", host=replayed.hosts[task], image=replayed.images[task],
                    status=status, exit_code=code, attempts=len(by_event(records, "start")),
                    total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
                    final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
-                   error=None if status in ("ok", "stopped") else f"exit code {code}")
+                   earlier_errors=earlier,
+                   error=None if status in ("ok", "stopped") else
+                   f"exited with code {code}" + (f": {head.splitlines()[0]}" if head else ""),
+                   explanation=explanation.to_dict() if explanation else None)
 
 
 def own_end(run_dir: Path, task: str) -> dict:
@@ -255,8 +289,38 @@ def table(result: Summary) -> str:
 
 def why_lines(result: Summary) -> list[str]:
     """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
-    do, where a restarted script resumed, the audit's findings (tflab why, and the fixture's why())."""
-    return explanation_lines(result.tasks) + resume_lines(result.tasks) + audit_lines(result)
+    do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
+    (tflab why, and the fixture's why())."""
+    return (explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
+            + audit_lines(result))
+
+
+NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
+
+
+def audit_state(result: Summary) -> str:
+    """What the audit covered, for `make why`'s quiet line: never "audited" where it was not."""
+    if (result.settings or {}).get("audit") == "off":
+        return "AUDIT=off: nothing was audited"
+    unaudited = [note for note in result.notes if note.startswith(NOT_AUDITED)]
+    return "; ".join(unaudited) if unaudited else "audited"
+
+
+def restart_lines(result: Summary) -> list[str]:
+    """A replay's restarts and the failures before them (a replica's earlier attempts), which its
+    last attempt's rows do not show; tasks that failed alike share a line."""
+    if not result.tfjob or not result.restarts:
+        return []
+    groups: dict[str, list[str]] = {}
+    for row in result.tasks:
+        for error in row.earlier_errors or []:
+            groups.setdefault(error, [])
+            if row.task not in groups[error]:
+                groups[error].append(row.task)
+    count = len(result.restarts)
+    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says"] + [
+        f"  before a restart: {', '.join(shown(task) for task in tasks)} {shown(error, 300)}"
+        for error, tasks in groups.items()]
 
 
 def audit_lines(result: Summary) -> list[str]:

@@ -49,8 +49,10 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 # Docker error at start, after the run began), and a mount over the others hides the lab from its task.
 KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps for itself",
               task_contract.RUN_MOUNT: "is the run folder, where every task writes its log",
-              "/opt/tflab": "holds the lab's code, which every task runs"}
+              "/opt/tflab": "holds the lab's code, which every task runs",
+              "/opt/tflab-hooks": "holds the lab's hooks, which the replay puts in every replica"}
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
+HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (backends/replay.py)
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
 MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
@@ -514,9 +516,10 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
         elif volume.get("persistentVolumeClaim") is not None:
             claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
                                                f"{vwhere}.persistentVolumeClaim.claimName")
-            if claim == CONFIG_MAPS:
+            if claim in (CONFIG_MAPS, HOOKS):
                 raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
-                                    "ConfigMaps; give the claim another name")
+                                    f"{'ConfigMaps' if claim == CONFIG_MAPS else 'its hooks'}; give the claim "
+                                    "another name")
             claim_folder(volumes, claim, {"claim": claim}, where)
             # the kubelet mounts it read-only where either the mount or the volume source says so
             mounts.append((claim, target, read_only or volume["persistentVolumeClaim"].get("readOnly") is True))

@@ -16,16 +16,18 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import console, docker, labels, manifest, runfolder, runner, summary
+from tflab import console, docker, foreign, home, labels, manifest, runfolder, runner, summary
 from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
+from tflab.foreign import ForeignFile
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
-from tflab.schema import EventLog
+from tflab.schema import EventLog, SchemaError, problems
 from tflab.settings import DATA_DIR, Settings, claim_folders, lab_command
 from tflab.terminal import TerminalLines
-from tflab.tfjob import Plan, describe, load, refuse_decided, replay_settings
+from tflab.tfjob import HOOKS, Plan, describe, load, refuse_decided, replay_settings
+from tflab.trainer import replayhooks
 
 COMPOSE_FILE = "compose.tfjob.json"
 
@@ -61,6 +63,25 @@ def tag_command() -> str:
     make has no --tag, so under make it is the checkout's python3 -m tflab."""
     command = lab_command("images --tag")
     return "PYTHONPATH=scripts python3 -m tflab images --tag" if command.startswith("make ") else command
+
+
+def image_configs(plan: Plan) -> dict[str, dict]:
+    """image -> its Config (Env, Entrypoint, Cmd), read once before the run: the hooks keep the
+    image's PYTHONPATH, and the summary names the command where they could not reach its Python."""
+    found = {}
+    for image in sorted({task.image for task in plan.tasks}):
+        result = docker.image_inspect(image, "{{json .Config}}")
+        try:
+            config = json.loads(result.stdout) if result.returncode == 0 else {}
+        except ValueError:
+            config = {}
+        found[image] = config if isinstance(config, dict) else {}
+    return found
+
+
+def image_env(config: dict) -> dict[str, str]:
+    pairs = [entry.split("=", 1) for entry in config.get("Env") or [] if isinstance(entry, str) and "=" in entry]
+    return dict(pairs)
 
 
 def check_non_root(image: str, user_json: str) -> None:
@@ -141,7 +162,52 @@ def write_volumes(plan: Plan, run_dir: Path, settings: Settings | None = None) -
                 raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
 
 
-def render(plan: Plan, run_dir: Path, settings: Settings | None = None) -> dict:
+# The lab's hooks in a replica's own Python (trainer/replayhooks.py says why a sitecustomize): this
+# file, the lab's package and the hooks' config read-only, and a log folder of the replica's own.
+SITE_FILE = """\
+# Written by the lab for a TFJob replay (tflab up TFJOB=), first on PYTHONPATH: loads the lab's hooks
+# (tflab/trainer/replayhooks.py), then the image's own sitecustomize. Read-only; the image is unchanged.
+import os, sys
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.append(os.path.dirname(_here))  # the lab's package, last: the image's own modules come first
+try:
+    from tflab.trainer import replayhooks
+except Exception as error:
+    print("tflab: the lab's hooks could not load, and the program runs on without them:", repr(error),
+          file=sys.stderr)
+else:
+    replayhooks.start(_here)
+"""
+
+
+def write_hooks(plan: Plan, run_dir: Path, settings: Settings) -> None:
+    """volumes/tflab-hooks/: site/sitecustomize.py, config.json (the settings the hooks read:
+    AUDIT's), and one writable folder a replica for its events and its mark."""
+    try:
+        root = volume_path(run_dir, HOOKS)
+        root.mkdir()
+        (root / "site").mkdir()
+        (root / "site" / "sitecustomize.py").write_text(SITE_FILE)
+        runfolder.write_json(root / "config.json", {"settings": {"audit": settings.audit}, "cluster": plan.spec})
+        for task in plan.tasks:
+            (root / task.name).mkdir()
+            (root / task.name).chmod(0o777)  # whatever user the image runs as writes its own events
+    except OSError as error:
+        raise ManifestError(f"cannot write the lab's hooks for the replay: {error.strerror or error}") from None
+
+
+def hooks_service(run_dir: Path, task: str, python_path: str) -> tuple[list[str], dict[str, str]]:
+    """A replica's mounts and environment for the hooks: PYTHONPATH our site folder first, then the
+    manifest's or the image's own (python_path), which Compose's environment would otherwise hide."""
+    root = volume_path(run_dir, HOOKS)
+    at = replayhooks.ROOT
+    mounts = [f"{root / 'site'}:{at}/site:ro", f"{home.PACKAGE}:{at}/tflab:ro",
+              f"{root / 'config.json'}:{at}/{replayhooks.CONFIG}:ro", f"{root / task}:{at}/{replayhooks.LOG}"]
+    path = ":".join(filter(None, [f"{replayhooks.ROOT}/site", python_path]))
+    return mounts, {"PYTHONPATH": path, replayhooks.TASK_ENV: task}
+
+
+def render(plan: Plan, run_dir: Path, settings: Settings | None = None, images: dict | None = None) -> dict:
     """The replay's Compose file: each replica's service, its volumes bound (binds), and the run's
     network: internal (no route out) unless NETWORK=bridge lets the replicas out, as a cluster's
     pods reach the network."""
@@ -153,6 +219,12 @@ def render(plan: Plan, run_dir: Path, settings: Settings | None = None) -> dict:
         service["volumes"] = binds(plan, run_dir, service.pop("x-mounts"), settings)
         if settings is not None and settings.data:
             service["environment"]["TFLAB_DATA"] = DATA_DIR
+        if images is not None:  # the hooks, where write_hooks wrote their folder
+            environment = service["environment"]
+            own = environment.get("PYTHONPATH", image_env(images.get(task.image, {})).get("PYTHONPATH", ""))
+            mounts, env = hooks_service(run_dir, task.name, own)
+            service["volumes"] += mounts
+            environment.update(env)
         if not service["volumes"]:
             del service["volumes"]
         service["labels"] = marks
@@ -199,13 +271,16 @@ class ReplayCluster:
 class ReplayStack(compose.ComposeStack):
     """compose.ComposeStack with the manifest's services instead of the lab's template."""
 
-    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan, settings: Settings | None = None):
+    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan, settings: Settings | None = None,
+                 images: dict[str, dict] | None = None):
         self.plan, self.replay_settings = plan, settings
+        self.images = images  # image -> its Config (image_configs): with it, the lab's hooks go in
         self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
         self.output = FoldedOutput(run_dir / runfolder.OUTPUT, run_dir)  # folded, as a SCRIPT's launcher folds
 
     def start(self, spec: dict = None) -> None:
-        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings))
+        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings,
+                                                                 self.images))
         self.watch()
         self._start_attached(self.tasks)
 
@@ -305,6 +380,8 @@ class Watcher:
         self.plan, self.run_dir = plan, run_dir
         self.logs = {task.name: EventLog(runfolder.log_path(run_dir, task.name), task.name) for task in plan.tasks}
         self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
+        self.offsets: dict[str, int] = {}  # task -> bytes of its hooks' log copied
+        self.skipped: dict[str, int] = {}  # task -> lines of its hooks' log that were no hooks' event
         self.peak: dict[str, int] = {}
 
     def tick(self, states: dict[str, dict]) -> None:
@@ -320,6 +397,7 @@ class Watcher:
                 self.logs[task.name].emit("start", role="script", strategy="tfjob", cluster=self.plan.spec,
                                           versions={"image": task.image}, settings={"tfjob": str(self.plan.path)})
                 print(f"[{task.name}] started as {task.host} ({task.image})", flush=True)
+            self.copy_hooks_events(task.name)
             if state.get("Running"):
                 self.peak[task.name] = max(self.peak.get(task.name, 0), cgroup_peak(state["Id"]))
             elif state.get("Status") in ("exited", "dead") and self.seen[task.name][1] != finished:
@@ -330,9 +408,82 @@ class Watcher:
                                           peak_rss_bytes=self.peak.get(task.name, 0))
                 print(f"[{task.name}] exited with code {code} after {seconds:.1f} s", flush=True)
 
+    def copy_hooks_events(self, task: str) -> None:
+        """The new whole lines of the hooks' log in the replica's own folder, read as foreign (a
+        replica may write anything there): each event of the hooks' kinds, with its fields of their
+        types, into <task>.jsonl under the task's own name; anything else is skipped, counted."""
+        path = hooks_folder(self.run_dir, task) / replayhooks.EVENTS
+        try:
+            data = foreign.read_bytes(path, foreign.MAX_LOG_BYTES, offset=self.offsets.get(task, 0), whole=False)
+        except (FileNotFoundError, ForeignFile):
+            return
+        lines = data[: data.rfind(b"\n") + 1]
+        if not lines and len(data) > foreign.MAX_LINE_BYTES:
+            lines = data  # no end in sight: no line of the hooks'
+        self.offsets[task] = self.offsets.get(task, 0) + len(lines)
+        for line in lines.split(b"\n"):
+            record, _ = foreign.json_line(line) if line.strip() else (None, "")
+            if record is None or problems(record) or record.get("event") not in HOOKS_EVENTS:
+                self.skipped[task] = self.skipped.get(task, 0) + bool(line.strip())
+                continue
+            fields = {key: value for key, value in record.items() if key not in ("event", "task", "time")}
+            try:
+                self.logs[task].emit(record["event"], **fields)
+            except (SchemaError, OSError):
+                self.skipped[task] = self.skipped.get(task, 0) + 1
+
     def close(self) -> None:
+        for task in self.logs:
+            self.copy_hooks_events(task)
         for log in self.logs.values():
             log.close()
+
+
+# What the hooks log (observe, kerasversion, audit); the watcher alone logs a replica's start and end.
+HOOKS_EVENTS = frozenset({"epoch", "fit", "restored", "checkpoint", "imported", "audit_batch", "audit_pass",
+                          "audit_write", "audit_weights"})
+
+
+def hooks_folder(run_dir: Path, task: str) -> Path:
+    return volume_path(run_dir, f"{HOOKS}/{task}")
+
+
+def hooks_mark(run_dir: Path, task: str) -> str:
+    """The replica's mark (replayhooks.mark): hooked, failed: why, lab; '' where none was left."""
+    try:
+        text = foreign.read_bytes(hooks_folder(run_dir, task) / replayhooks.MARK, 4096).decode(errors="replace")
+    except (FileNotFoundError, ForeignFile, ManifestError):
+        return ""
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def unaudited(plan: Plan, run_dir: Path, images: dict[str, dict] | None) -> list[str]:
+    """"not audited: <tasks> (<image>): why" for each replica the hooks did not reach, grouped."""
+    groups: dict[str, list[str]] = {}
+    for task in plan.tasks:
+        mark = hooks_mark(run_dir, task.name) if images is not None else ""
+        if mark.startswith("hooked"):
+            continue
+        if images is None:
+            why = "the lab's hooks were not put in"
+        elif mark.startswith("lab"):
+            why = "it runs the lab's own program, which logs itself (its events are where its TFLAB_CONFIG says)"
+        elif mark.startswith("failed"):
+            why = f"the lab's hooks failed in its Python ({foreign.shown(mark.partition(': ')[2], 300)})"
+        else:
+            command = list(task.service.get("entrypoint") or (images.get(task.image) or {}).get("Entrypoint") or [])
+            command += list(task.service.get("command") if "command" in task.service else
+                            (images.get(task.image) or {}).get("Cmd") or [])
+            first = os.path.basename(str(command[0])) if command else ""
+            why = (f"no Python of its started (its command starts with {foreign.shown(first, 80)}, not Python; a shell "
+                   "that starts Python would have passed the hooks on)" if first and not PYTHON.fullmatch(first) else
+                   "its Python never loaded the lab's hooks (the image has no Python, its Python ignores "
+                   "PYTHONPATH: -E or -I, or it ended first)")
+        groups.setdefault(f"({foreign.shown(task.image, 200)}): {why}", []).append(task.name)
+    return [f"{summary.NOT_AUDITED}{', '.join(tasks)} {why}" for why, tasks in groups.items()]
+
+
+PYTHON = re.compile(r"python[0-9.]*")
 
 
 def cgroup_peak(container: str) -> int:
@@ -371,7 +522,8 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
     for line in ways_in(plan, settings):
         console.say(line)
-    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan, settings), run_dir))
+    images = image_configs(plan)
+    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan, settings, images), run_dir))
 
 
 def check_ways_in(plan: Plan, settings: Settings) -> None:
@@ -433,6 +585,7 @@ class ReplayRun(runner.LabRun):
                           if "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
             "hosts": {t.name: t.host for t in plan.tasks}})
         write_volumes(plan, run_dir, self.settings)
+        write_hooks(plan, run_dir, self.settings)
         self.watcher = Watcher(plan, run_dir)
 
     def prepare(self) -> None:
@@ -508,7 +661,8 @@ class ReplayRun(runner.LabRun):
         replayed = summary.Replayed(tfjob=str(plan.path), settings=replay_settings(plan, self.settings,
                                                                                    self.run_dir.name),
                                     not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
-                                    images={t.name: t.image for t in plan.tasks})
+                                    images={t.name: t.image for t in plan.tasks},
+                                    unaudited=unaudited(plan, self.run_dir, getattr(self.backend, "images", None)))
         result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
                                    started, ended, oom_killed, self.restarts_made, replayed=replayed)
         if not result.ok and self.reason:
