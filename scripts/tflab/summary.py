@@ -344,7 +344,8 @@ def explanation_lines(rows: list[TaskRow]) -> list[str]:
     for (what, fix, link), members in groups.items():
         lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
         error = members[0]["error"]
-        if error and members[0]["explanation"]["signature"] != "exception":  # that one says it already
+        if error and members[0]["explanation"]["signature"] != "exception" and error.splitlines()[0] != what:
+            # ("exception" says it already, as does a bare exit code)
             lines.append(f"  error: {error.splitlines()[0][:300]}")
         lines.append(f"  fix: {shown(fix, limit=0)}")
         if link:
