@@ -526,7 +526,8 @@ def service_of(pod: dict, where: str, config_maps: dict) -> tuple[dict, dict, li
         else:
             kinds = sorted(manifest.key_text(kind) for kind in set(volume) - {"name"})
             raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
-                                "emptyDir and persistentVolumeClaim volumes")
+                                "emptyDir and persistentVolumeClaim volumes (a folder of this host: make it a "
+                                "persistentVolumeClaim and give it the folder with CLAIMS=<claim>=/host/folder)")
     service["x-mounts"] = mounts
     if tmpfs:
         service["tmpfs"] = tmpfs
