@@ -492,7 +492,9 @@ class ScriptOutputPrinter:
                 lines = data
             self.offsets[task] += len(lines)
             for line in lines.decode(errors="replace").splitlines():
-                print(shown(f"[{task}] {line}", limit=2000), flush=True)
+                # the lab's own trainer, replayed, names its task itself: once is enough
+                said = line if line.startswith(f"[{task}] ") else f"[{task}] {line}"
+                print(shown(said, limit=2000), flush=True)
 
 
 class Printers:

@@ -292,3 +292,9 @@ def test_each_tasks_new_whole_lines_are_printed_with_its_name_escaped(tmp_path, 
     assert capsys.readouterr().out.splitlines() == [
         "[worker-0] Epoch 1/2", "[worker-0] 16/16 - loss: 0.5\\x1b[2J", "[worker-1] Epoch 1/2",
         "[worker-0] half a line"]
+    # a line that names its task itself (the lab's own trainer in a TFJob replay) is not named twice
+    with open(tmp_path / "worker-1.out", "a") as more:
+        more.write("[worker-1] epoch 1/3 loss 22.6431\n[worker-0] not mine\n")
+    printer.print_new()
+    assert capsys.readouterr().out.splitlines() == ["[worker-1] epoch 1/3 loss 22.6431",
+                                                    "[worker-1] [worker-0] not mine"]
