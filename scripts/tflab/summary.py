@@ -210,6 +210,9 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
                    total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
                    final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
                    earlier_errors=earlier,
+                   # where a restarted replica resumed, as a script's, where the lab's hooks saw its fit
+                   resumes=[] if any(_names(note, task) for note in replayed.unaudited)
+                   else resume.resumes(complete(records)),
                    error=None if status in ("ok", "stopped") else
                    f"exited with code {code}" + (f": {head.splitlines()[0]}" if head else ""),
                    explanation=explanation.to_dict() if explanation else None)

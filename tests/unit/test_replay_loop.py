@@ -386,3 +386,25 @@ def test_why_on_a_clean_replay_the_hooks_did_not_reach_says_not_audited(tmp_path
     said = run_lab("why", "RUN=r1", env=lab_env(RUNS_DIR=str(tmp_path / "runs")), timeout=60).stdout.splitlines()
     assert said[1] == ("nothing to explain: no task failed, no script restarted, no audit finding (not audited: "
                        "chief-0, worker-0 (img:1): the lab's hooks were not put in)")
+
+
+def test_a_restarted_replica_the_hooks_saw_says_where_it_resumed(tmp_path):
+    """The hooks' `fit` events (observe.py) in a replica's log: the summary says where it resumed, as
+    for a SCRIPT; a replica they did not reach says nothing of it."""
+    from tflab import summary
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for task in ("chief-0", "worker-0"):
+        with open(run_dir / f"{task}.jsonl", "w") as log:
+            for attempt in (1, 2):
+                log.write(json.dumps({"event": "start", "task": task, "time": attempt, "role": "script",
+                                      "strategy": "tfjob", "cluster": {}, "versions": {}, "settings": {}}) + "\n")
+                log.write(json.dumps({"event": "fit", "task": task, "time": attempt + 0.5, "initial_epoch": 0,
+                                      "epochs": 3, "backup_dir": "/out/backup", "backup_kept": True}) + "\n")
+    replayed = summary.Replayed(tfjob="job.yaml", settings={}, not_applied=[],
+                                hosts={"chief-0": "h0", "worker-0": "h1"}, images={"chief-0": "img:1", "worker-0": "img:1"},
+                                unaudited=["not audited: chief-0 (img:1): why"])
+    seen = summary.replay_row(run_dir, "worker-0", 0, False, replayed, False)
+    unseen = summary.replay_row(run_dir, "chief-0", 0, False, replayed, False)
+    assert [r["attempt"] for r in seen.resumes] == [2] and unseen.resumes == []
