@@ -403,7 +403,8 @@ def test_a_restarted_replica_the_hooks_saw_says_where_it_resumed(tmp_path):
                 log.write(json.dumps({"event": "fit", "task": task, "time": attempt + 0.5, "initial_epoch": 0,
                                       "epochs": 3, "backup_dir": "/out/backup", "backup_kept": True}) + "\n")
     replayed = summary.Replayed(tfjob="job.yaml", settings={}, not_applied=[],
-                                hosts={"chief-0": "h0", "worker-0": "h1"}, images={"chief-0": "img:1", "worker-0": "img:1"},
+                                hosts={"chief-0": "h0", "worker-0": "h1"},
+                                images={"chief-0": "img:1", "worker-0": "img:1"},
                                 unaudited=["not audited: chief-0 (img:1): why"])
     seen = summary.replay_row(run_dir, "worker-0", 0, False, replayed, False)
     unseen = summary.replay_row(run_dir, "chief-0", 0, False, replayed, False)
