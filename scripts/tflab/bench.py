@@ -195,7 +195,7 @@ def bench(settings: Settings) -> int:
         f"{min(rss) / 1e6:.0f}-{max(rss) / 1e6:.0f} MB ({sum(rss) / 1e9:.2f} GB together)",
     ]
     print("\n".join(["", f"bench {folder.name} ({time.strftime('%Y-%m-%d')}):", *lines]))
-    (folder / "bench.txt").write_text("\n".join(lines) + "\n")
+    runfolder.write_whole(folder / "bench.txt", "\n".join(lines) + "\n")
     runfolder.write_json(folder / "bench.json", {"runs": r, "floor_seconds": floor, "image_bytes": size,
                                                "code_only_rebuild_seconds": rebuild})
     return 0 if all(result["ok"] for result in r.values()) else 1

@@ -106,8 +106,8 @@ class Chaos(RunObserver):
 
     def record(self, event: str, **fields) -> None:
         line = {"event": event, "time": time.time(), "scenario": self.scenario, "target": self.target, **fields}
-        with open(self.run_dir / runfolder.CHAOS_LOG, "a") as log:
-            log.write(json.dumps(line) + "\n")
+        with runfolder.lab_space(self.run_dir) as folder, folder.append(runfolder.CHAOS_LOG) as log:
+            log.write((json.dumps(line) + "\n").encode())
         console.say(f"chaos: {event} {json.dumps(fields) if fields else ''}".rstrip())
 
     def tick(self, backend, codes: dict) -> None:
@@ -311,7 +311,7 @@ def soak(settings: Settings) -> int:
     if lost:
         lines.insert(3, f"max steps lost {max(lost)} over {len(lost)} preemptions")
     print("\n".join(lines))
-    (folder / "soak.txt").write_text("\n".join(lines) + "\n")
+    runfolder.write_whole(folder / "soak.txt", "\n".join(lines) + "\n")
     runfolder.write_json(folder / "soak.json", {"counts": counts, "runs": results})
     return 0 if counts["hung"] == 0 else 1
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tflab import (
     backends,
+    beneath,
     compare,
     console,
     docker,
@@ -186,18 +187,20 @@ def command_why(settings: Settings) -> int:
 
 def command_logs(settings: Settings) -> int:
     run_dir = runfolder.existing(settings)
-    output = run_dir / runfolder.OUTPUT
     try:
-        log = foreign.open_regular(output)
+        folder = beneath.Beneath(run_dir)
+        size = folder.size(runfolder.OUTPUT)  # a regular file, opened with no link followed
     except FileNotFoundError:
         raise LabError(f"run {run_dir.name} has no output.log yet: it is still running, "
-                       f"follow it in its <task>.jsonl files in {run_dir}") from None
+                       f"follow it in its <task>.jsonl files in {runfolder.task_space(run_dir)}") from None
     # A task may have written any bytes: read in chunks (a log can be gigabytes), decoded with
     # replacement, every control character but line breaks and tabs escaped, never raw.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     try:
-        with log:
-            while chunk := log.read(1024 * 1024):
+        with folder:
+            offset = 0
+            while offset < size and (chunk := folder.read(runfolder.OUTPUT, 1024 * 1024, offset, whole=False)):
+                offset += len(chunk)
                 sys.stdout.write(foreign.shown(decoder.decode(chunk), limit=0, keep="\n\t"))
             sys.stdout.write(foreign.shown(decoder.decode(b"", final=True), limit=0, keep="\n\t"))
             sys.stdout.flush()
@@ -217,13 +220,16 @@ def command_down(settings: Settings) -> int:
     found += leftovers.stacks(scope)
     for leftover in found:  # a run's project or stack alike: its lab, while alive, is asked first
         run_dir = leftover.run_dir
-        owner = runfolder.live_owner(run_dir) if run_dir else None
+        proof = runfolder.owner_of(run_dir) if run_dir else runfolder.Owner()
+        if proof.doubt:
+            print(f"tflab: {proof.doubt}; no signal sent to any process")
+        owner = proof.pid
         if owner is not None and not settings.force:
             again = lab_command(f"down RUN={run_name(run_dir, runs).split('/')[0]} FORCE=1")
             print(f"tflab: run {run_name(run_dir, runs)} is still running (pid {owner}); leaving it: `{again}` ends it")
             continue
         if owner is not None:
-            end_live_run(run_dir, owner)
+            end_live_run(run_dir, owner, proof.here)
         ended = f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""
         kind = "stack " if leftover.kind == "stack" else ""
         print(f"tflab: removed {kind}{leftover.name}{ended}" if leftover.remove()
@@ -244,17 +250,17 @@ def run_name(run_dir, runs) -> str:
 DOWN_WAIT_SECONDS = 60  # how long `down FORCE=1` lets a live run's lab stop and remove it itself
 
 
-def end_live_run(run_dir, pid: int) -> None:
+def end_live_run(run_dir, pid: int, here: bool) -> None:
     """Ends a run whose lab is alive the way the lab ends it itself: SIGTERM to the lab, which stops
     and removes its tasks and writes its summary, outcome interrupted. The mark in the run folder
     makes it say "ended by tflab down" (also where its lab is on another host and only the
     containers can be removed: the lab then sees them vanish). What it has not removed when the
     wait is over, `down` removes."""
     try:
-        (run_dir / runfolder.ENDED).write_text(f"{os.getpid()}\n")
-    except OSError:
+        runfolder.mark_ended_by_down(run_dir)
+    except (OSError, LabError):
         pass  # the run is still ended; it may only call it "removed from outside the lab"
-    if not runfolder.owner_here(run_dir):
+    if not here:
         return
     try:
         os.kill(pid, signal.SIGTERM)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -66,21 +65,18 @@ def open_regular(path: Path):
     """A regular file opened for reading in binary. FileNotFoundError where there is none (a
     reader may take that as "not yet"); ForeignFile for a folder, a FIFO or device (which would
     block or never end) or an unreadable file."""
+    from tflab.beneath import Beneath  # beneath.py builds on this module's ForeignFile
+
     path = Path(path)
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: nor adopt a terminal.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        with Beneath(path.parent) as folder:  # the file itself opened with O_NOFOLLOW, O_NONBLOCK
+            descriptor = folder.open_fd(path.name)
     except FileNotFoundError:
         raise
-    except IsADirectoryError:
-        raise ForeignFile(f"{named(path)} is a folder, not a file the lab wrote") from None
+    except ForeignFile as error:
+        raise ForeignFile(shown(error, limit=0).replace(str(path), named(path))) from None
     except OSError as error:
         raise ForeignFile(f"{named(path)} cannot be read ({shown(error.strerror or error)})") from None
-    kind = os.fstat(descriptor).st_mode
-    if not stat.S_ISREG(kind):
-        os.close(descriptor)
-        what = "a folder" if stat.S_ISDIR(kind) else "not a regular file (a FIFO, socket or device)"
-        raise ForeignFile(f"{named(path)} is {what}, not a file the lab wrote")
     return os.fdopen(descriptor, "rb")
 
 

@@ -80,6 +80,13 @@ class LabRun:
     def config(self) -> dict:
         return runfolder.read_config(self.run_dir)
 
+    @property
+    def tasks_dir(self) -> Path:
+        """The run's tasks' space (`runs/<RUN>/tasks/`, $TFLAB_OUTPUT in every task): what the tasks
+        wrote, their logs, `<task>.out`, the model, backups, `work/<task>/`. Written by the tasks'
+        code: read it as foreign, as the lab does."""
+        return runfolder.task_space(self.run_dir)
+
     @cached_property
     def summary(self) -> Summary:
         """summary.json, typed (runfolder.Summary); it reads as a dict too: `summary["ok"]`. A

@@ -18,7 +18,7 @@ from pathlib import Path
 from tflab import foreign, runfolder
 from tflab.console import cell, columns
 from tflab.foreign import ForeignFile, shown
-from tflab.runfolder import COMPARE, CONFIG, TASK_NAME, Summary, events, read_config
+from tflab.runfolder import COMPARE, CONFIG, TASK_NAME, Summary, events, log_path, read_config, task_space
 from tflab.schema import by_event, complete
 from tflab.settings import RUN_ID_PATTERN
 
@@ -29,7 +29,7 @@ def run_folders(folder: Path) -> list[Path]:
     """The runs a report covers: every run inside a compare folder, in COMPARE order, or the run itself."""
     compare = folder / COMPARE
     if compare.exists() or compare.is_symlink():
-        data = foreign.read_json(compare)
+        data = runfolder.read_lab_json(folder, COMPARE)
         labels = data.get("runs") if isinstance(data, dict) else None
         if not isinstance(labels, list) or not all(isinstance(label, str) and RUN_ID_PATTERN.fullmatch(label)
                                                    for label in labels):
@@ -55,7 +55,8 @@ def run_row(run_dir: Path) -> dict:
     for task in tasks:
         records = events(run_dir, task)  # a task name that is no file name is refused here
         if records.skipped:
-            print(f"tflab: skipped {len(records.skipped)} line(s) of {foreign.named(run_dir / (task + '.jsonl'))} "
+            where = foreign.named(log_path(task_space(run_dir), task))
+            print(f"tflab: skipped {len(records.skipped)} line(s) of {where} "
                   f"that are not the lab's events (first: {shown(records.skipped[0], 200)})")
         logs[task] = complete(records)
     chief = tasks[0] if tasks else None

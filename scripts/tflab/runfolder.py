@@ -22,15 +22,18 @@ import os
 import re
 import secrets
 import socket
+import stat
+import sys
+import tempfile
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from tflab import foreign
+from tflab import beneath, foreign
 from tflab.errors import LabError
 from tflab.foreign import ForeignFile
-from tflab.schema import Events, problems, read_events
+from tflab.schema import Events, parse_events, problems
 from tflab.settings import Settings, SettingsError, lab_command
 from tflab.trainer.linkproxy import Profile
 
@@ -41,11 +44,18 @@ COMPARE = "compare.json"  # a compare folder's list of runs
 CHAOS_LOG = "chaos.jsonl"  # what make chaos did, and when
 LINKS = "links"  # LINK and slow-link: one delay profile per proxied task, polled by its proxy
 METADATA = "metadata"  # SCENARIO=preempt NOTICE=gce: each task's notice, read by the metadata stand-in
-BACKUP = "backup"  # BackupAndRestore's folder, shared by every task
+BACKUP = "backup"  # BackupAndRestore's folder, shared by every task (in the tasks' space)
 LATEST = "latest"  # the link to the newest run
-OWNER = "owner.json"  # who claimed the run: pid, host, and the process's start, for `down`
+OWNER = "owner.json"  # who claimed the run: pid, host, command, and the process's start, for `down`
 ENDED = "ended-by-down"  # `down FORCE=1` was asked to end the run while it ran: its outcome is interrupted
-WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/launch.py)
+WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/launch.py), in the tasks' space
+# The tasks' space: the one folder of a run that its containers may write (mounted at
+# task.RUN_MOUNT, $TFLAB_OUTPUT): their logs, output, backups, model and working folders. Everything
+# else in runs/<RUN>/ is the lab's, mounted into no task (config.json read-only, as one file), so a
+# task's code can neither change nor see the lab's records, and the host reads this folder only as
+# foreign input (beneath.py: from a handle, no link followed, regular files, bounded).
+TASKS = "tasks"
+LAYOUT = 2  # config.json's `layout`: 2, the lab's records apart from the tasks' space; none: one folder for both
 
 
 # A task's name as a file name may hold it: the lab's (worker-0, chief-0, a TFJob's replicas) all
@@ -53,30 +63,78 @@ WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/la
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 
 
-def log_path(run_dir: Path, task: str) -> Path:
-    """A task's JSONL log (schema.py): `<task>.jsonl`."""
+def checked_task(task) -> str:
     if not isinstance(task, str) or not TASK_NAME.fullmatch(task):
         raise ForeignFile(f"task name {foreign.shown(repr(task), 100)} is not one the lab gives: expected letters, "
                           "digits and . _ - (a config.json or summary.json the lab did not write?)")
-    return run_dir / f"{task}.jsonl"
+    return task
 
 
-def work_path(run_dir: Path, task: str) -> Path:
-    """A SCRIPT task's working directory, `work/<task>/`: writable, kept with the run."""
-    return log_path(run_dir, task).parent / WORK / task
+def log_name(task: str) -> str:
+    """A task's JSONL log (schema.py), `<task>.jsonl`, in the tasks' space."""
+    return f"{checked_task(task)}.jsonl"
 
 
-def script_output_path(run_dir: Path, task: str) -> Path:
+def output_name(task: str) -> str:
     """A SCRIPT task's output as a terminal would show it, line by line (`<task>.out`), which the
     launcher writes and the lab prints as it comes."""
-    return log_path(run_dir, task).with_suffix(".out")
+    return f"{checked_task(task)}.out"
+
+
+def log_path(space: Path, task: str) -> Path:
+    """A task's log in a tasks' space: what a task opens ($TFLAB_OUTPUT's), and what a message names
+    (task_space(run_dir)'s). The host never opens it by this path: read_task_file, events."""
+    return Path(space) / log_name(task)
+
+
+def work_path(space: Path, task: str) -> Path:
+    """A SCRIPT task's working directory in its tasks' space, `work/<task>/`: writable, kept with the run."""
+    return Path(space) / WORK / checked_task(task)
+
+
+def script_output_path(space: Path, task: str) -> Path:
+    return Path(space) / output_name(task)
+
+
+def two_spaces(run_dir: Path) -> bool:
+    """Whether a run folder keeps its tasks apart (`tasks/`); a run from before LAYOUT 2 has one folder."""
+    try:
+        return stat.S_ISDIR(os.lstat(Path(run_dir) / TASKS).st_mode)
+    except OSError:
+        return False
+
+
+def task_space(run_dir: Path) -> Path:
+    """Where a run's tasks wrote: `tasks/`, or the run folder itself for a run from before the two spaces."""
+    return Path(run_dir) / TASKS if two_spaces(run_dir) else Path(run_dir)
+
+
+def in_tasks(run_dir: Path, name: str) -> str:
+    """A name of the tasks' space as a path relative to the run folder (for beneath.Beneath)."""
+    return f"{TASKS}/{name}" if two_spaces(run_dir) else name
+
+
+def read_task_file(run_dir: Path, name: str, limit: int, offset: int = 0, whole: bool = True) -> bytes:
+    """A file of the tasks' space, read as foreign input: from the run folder's handle, no link
+    followed at any step, a regular file only, at most `limit` bytes (beneath.Beneath.read)."""
+    return beneath.read(run_dir, in_tasks(run_dir, name), limit, offset, whole)
+
+
+def read_lab_file(run_dir: Path, name: str, limit: int, offset: int = 0, whole: bool = True) -> bytes:
+    """A file of the lab's own space, read the same careful way (a run folder from before the two
+    spaces, or one a host user changed, may hold anything)."""
+    return beneath.read(run_dir, name, limit, offset, whole)
 
 
 def events(run_dir: Path, task: str) -> Events:
     """A task's log, read as foreign: only records of the lab's events whose fields are of their
     types (schema.problems, partial), the others counted in `skipped`. A reader that indexes a
     field an event must have takes only the complete ones (schema.complete)."""
-    records = read_events(log_path(run_dir, task))
+    try:
+        data = read_task_file(run_dir, log_name(task), foreign.MAX_LOG_BYTES)
+    except FileNotFoundError:
+        data = b""
+    records = parse_events(data)
     valid = Events(skipped=records.skipped)
     for record in records:
         found = problems(record, partial=True)
@@ -88,63 +146,81 @@ def events(run_dir: Path, task: str) -> Events:
 
 
 def link_path(run_dir: Path, task: str) -> Path:
-    return run_dir / LINKS / f"{task}.json"
+    return run_dir / LINKS / f"{checked_task(task)}.json"
 
 
 def set_link(run_dir: Path, task: str, link: str) -> None:
-    """A task's link profile (LINK, make chaos's slow-link), whole, where its delay proxy polls for it."""
-    path = link_path(run_dir, task)
-    path.parent.mkdir(exist_ok=True)
-    temporary = path.with_name(f".{path.name}")
-    temporary.write_text(json.dumps(Profile.parse(link).to_dict()))
-    temporary.replace(path)
+    """A task's link profile (LINK, make chaos's slow-link), whole, where its delay proxy polls for
+    it: the lab's space, mounted read-only into the proxies alone."""
+    with lab_space(run_dir) as folder:
+        folder.mkdir(LINKS)
+        folder.write_whole(f"{LINKS}/{checked_task(task)}.json", json.dumps(Profile.parse(link).to_dict()))
 
 
 def set_notice(run_dir: Path, task: str, preempted: bool) -> None:
     """A task's GCE notice (SCENARIO=preempt NOTICE=gce), whole, where the metadata stand-in
-    (trainer/metadata.py) reads it at every request; False removes it: the VM that replaces a
-    preempted one is told nothing."""
-    path = run_dir / METADATA / log_path(run_dir, task).with_suffix(".json").name  # the name checked
-    if not preempted:
-        path.unlink(missing_ok=True)
-        return
-    path.parent.mkdir(exist_ok=True)
-    temporary = path.with_name(f".{path.name}")
-    temporary.write_text(json.dumps({"preempted": True}))
-    temporary.replace(path)
+    (trainer/metadata.py) reads it at every request (the lab's space, mounted read-only into the
+    stand-in alone); False removes it: the VM that replaces a preempted one is told nothing."""
+    name = f"{METADATA}/{checked_task(task)}.json"
+    with lab_space(run_dir) as folder:
+        if not preempted:
+            folder.unlink(name)
+            return
+        folder.mkdir(METADATA)
+        folder.write_whole(name, json.dumps({"preempted": True}))
+
+
+def lab_space(run_dir: Path) -> beneath.Beneath:
+    """The run folder opened for the lab to write its own records (each write whole, through the
+    folder's handle, never through a link); LabError where the folder is not the lab's user's: a
+    run from before the two spaces, which a root lab handed to the trainers' user, whose tasks could
+    write every file in it."""
+    folder = beneath.Beneath(run_dir)
+    owner = os.fstat(folder.fd).st_uid
+    if owner != os.geteuid():
+        folder.close()
+        raise LabError(f"{display(run_dir)} belongs to uid {owner}, not to the lab's user (uid {os.geteuid()}): "
+                       "a run folder from before the lab kept its records apart from its tasks' files, which "
+                       "its tasks could write; the lab reads it but writes nothing into it")
+    return folder
+
+
+def display(path: Path) -> str:
+    return foreign.named(path)
 
 
 def write_json(path: Path, data) -> None:
     """Whole or not at all: a reader (or a full disk) never sees half a file, only the old one or
-    the new one. The temporary file is in the same folder, so os.replace is one rename."""
+    the new one; and never through a link left at the name (beneath.Beneath.write_whole)."""
     write_whole(path, json.dumps(data, indent=2) + "\n")
 
 
-def write_whole(path: Path, text: str) -> None:
-    def write(temporary: Path) -> None:
-        with open(temporary, "x", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())  # on the disk before the rename makes it the file
-
-    replace_whole(path, write)
+def write_whole(path: Path, text: str | bytes) -> None:
+    path = Path(path)
+    with beneath.Beneath(path.parent) as folder:
+        folder.write_whole(path.name, text)
 
 
 def replace_whole(path: Path, write) -> bool:
     """`write(temporary)` beside `path`, then renamed onto it: never half a file, and never through
-    a link someone left at `path` (it is replaced, not written into). The temporary keeps `path`'s
-    suffix, for writers that choose a format by it (matplotlib). Returns whether `write` wrote
-    (False: it chose not to, and nothing is renamed); an OSError names `path`, not the temporary."""
-    temporary = path.with_name(f".{path.stem}-{os.getpid()}.tmp{path.suffix}")
-    try:
-        done = write(temporary) is not False
-        if done:
-            os.replace(temporary, path)
-        return done
-    except OSError as error:
-        raise OSError(error.errno, error.strerror, str(path)) from None
-    finally:
-        temporary.unlink(missing_ok=True)
+    a link someone left at `path` (it is replaced, not written into). For writers that take a file
+    name (matplotlib): the temporary is made first, exclusively and with no link followed, in the
+    lab's own folder; it keeps `path`'s suffix, for writers that choose a format by it. Returns
+    whether `write` wrote (False: it chose not to, and nothing is renamed); an OSError names `path`."""
+    path = Path(path)
+    # The writer opens its file by name, so it writes in a private folder of the lab's (0700, made
+    # fresh), never in the run folder; the bytes then go in whole, through the folder's handle.
+    with tempfile.TemporaryDirectory(prefix="tflab-") as private:
+        temporary = Path(private) / f"{path.stem}{path.suffix}"
+        try:
+            if write(temporary) is False:
+                return False
+            with open(temporary, "rb") as file:
+                data = file.read()
+            write_whole(path, data)
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, str(path)) from None
+    return True
 
 
 def container_user() -> tuple[int, int]:
@@ -184,30 +260,55 @@ def existing(settings: Settings) -> Path:
 def make(path: Path, link_latest: bool, owner: bool = False) -> None:
     """Claims the run id: the folder is made with os.mkdir, which fails if it exists, so of two
     `up RUN=same` started together exactly one gets it, and the other is refused here before it
-    has written or started anything (and so has nothing of the first run's to clean up). With
-    `owner` (a run, not a compare's or k8s's folder) the claimant writes owner.json, which `down`
-    reads to tell a live run from one left behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    has written or started anything (and so has nothing of the first run's to clean up). The
+    folder is the lab's (its user's, 0755) and holds the tasks' space, `tasks/`, the one folder the
+    trainers' user may write. With `owner` (a run, not a compare's or k8s's folder) the claimant
+    writes owner.json, which `down` reads to tell a live run from one left behind, and makes the
+    tasks' space."""
     try:
-        os.mkdir(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise LabError(f"RUNS_DIR {display(path.parent)} cannot be made ({error.strerror or error}); expected a "
+                       "folder the lab can write") from None
+    try:
+        os.mkdir(path, 0o755)
     except FileExistsError:
         raise LabError(f"RUN={path.name} already exists ({path}): another run claimed it first; a run's "
                        "outputs are never overwritten: choose another RUN, or leave it empty for a fresh id") from None
-    uid, gid = container_user()
-    if os.getuid() == 0:
-        os.chown(path, uid, gid)  # the trainers run as a non-root user and write here
-    if owner:
-        write_json(path / OWNER, owner_record(os.getpid()))
+    except OSError as error:
+        raise LabError(f"RUNS_DIR {display(path.parent)} cannot hold a run ({error.strerror or error}); expected a "
+                       "folder the lab can write") from None
+    if owner:  # a run: its tasks' space, and who claimed it
+        with beneath.Beneath(path) as folder:
+            folder.mkdir(TASKS)
+            uid, gid = container_user()
+            if os.getuid() == 0:
+                folder.chown(TASKS, uid, gid)  # the trainers run as a non-root user and write there, only there
+            folder.write_whole(OWNER, json.dumps(owner_record(os.getpid(), path.name), indent=2) + "\n")
     if link_latest:
         # A name no other lab uses at the same moment, then one rename over the old link: two labs
         # updating `latest` together each leave a whole link, never none.
         temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
         temporary.symlink_to(path.name)
-        os.replace(temporary, path.parent / LATEST)
+        try:
+            os.replace(temporary, path.parent / LATEST)
+        except OSError as error:  # `latest` is a folder someone made: the run goes on without the link
+            temporary.unlink(missing_ok=True)
+            print(f"tflab: {display(path.parent / LATEST)} could not point to this run ({error.strerror or error}): "
+                  f"name it as RUN={path.name}", file=sys.stderr)
 
 
 def ended_by_down(run_dir: Path) -> bool:
-    return (run_dir / ENDED).exists()
+    try:
+        return beneath.Beneath(run_dir).kind(ENDED) is not None
+    except OSError:
+        return False
+
+
+def mark_ended_by_down(run_dir: Path) -> None:
+    """`down FORCE=1`'s mark in the lab's space, made only where nothing is at the name (never written through)."""
+    with lab_space(run_dir) as folder:
+        folder.create(ENDED, f"{os.getpid()}\n")
 
 
 def process_start(pid: int) -> str | None:
@@ -215,50 +316,97 @@ def process_start(pid: int) -> str | None:
     reused by another process does not pass for the owner; None where there is no /proc, and
     "ended" for a process that has exited and is not yet reaped (a zombie)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{int(pid)}/stat", "rb") as file:
+            stat_line = file.read(4096).decode(errors="replace")
     except OSError:
         return None
-    fields = stat.rpartition(")")[2].split()  # the command name before it may hold spaces
+    fields = stat_line.rpartition(")")[2].split()  # the command name before it may hold spaces
     return "ended" if fields[0] in ("Z", "X") else fields[19]  # state, and starttime (field 22)
 
 
-def owner_record(pid: int) -> dict:
+def process_command(pid: int) -> list[str] | None:
+    """A process's command line, argument by argument (/proc/<pid>/cmdline); None where it cannot be read."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as file:
+            data = file.read(65536)
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in data.split(b"\0")[:-1]]
+
+
+def owner_record(pid: int, run: str = "") -> dict:
     return {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid),
+            "command": process_command(pid), "run": run,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-def owner_here(run_dir: Path) -> bool:
-    """Whether the run's lab ran on this host (so a signal reaches it)."""
-    try:
-        return json.loads((run_dir / OWNER).read_text()[:4096]).get("host") == socket.gethostname()
-    except (OSError, ValueError, AttributeError):
-        return False
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """What `down` may do with a run's lab. `pid` is set only where it is proven to be the run's own
+    lab (its start time and command line match the record), or on another host (not asked, left
+    alone); `doubt` says why a record that was found is not trusted, and then nothing is sent."""
+
+    pid: int | None = None
+    here: bool = True
+    doubt: str = ""
 
 
-def live_owner(run_dir: Path) -> int | None:
-    """The pid of the lab that claimed this run, while it still runs; None once it has ended, or
-    where owner.json is missing or not the lab's (a run from before owner.json, a foreign file).
-    A lab on another host cannot be asked: it counts as live, so `down` leaves it alone."""
+def owner_of(run_dir: Path) -> Owner:
+    """The lab that claimed this run, while it still runs and can be proven to be it. A task runs a
+    pull request's code, and `down` may run as root: a signal goes only to the process that
+    owner.json (in the lab's space, which no task can write) names, whose start time the record
+    holds and matches, and whose command line is the one recorded when it claimed the run."""
+    name = display(run_dir / OWNER)
     try:
-        text = (run_dir / OWNER).read_text()[:4096]
-        record = json.loads(text)
-        pid = record["pid"]
-        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
-            return None
-        if record.get("host") != socket.gethostname():
-            return pid
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        with beneath.Beneath(run_dir) as folder:
+            status = folder.lstat(OWNER)
+            record = foreign.parse_json(folder.read(OWNER, 64 * 1024))
+            folder_status = os.fstat(folder.fd)
+    except FileNotFoundError:
+        return Owner()  # a run from before owner.json, or a claim that wrote none
+    except (OSError, ValueError) as error:
+        return Owner(doubt=f"{name} cannot be read as the lab's ({foreign.shown(error, 200)})")
+    if not two_spaces(run_dir):
+        return Owner(doubt=f"{name} is in a run folder from before the lab kept its records apart from its tasks, "
+                           "where a task could have written it")
+    me = os.geteuid()
+    for what, found in (("owner.json", status), ("the run folder", folder_status)):
+        if found.st_uid not in (me, 0) or found.st_mode & 0o022:
+            return Owner(doubt=f"{name}: {what} is owned by uid {found.st_uid} or writable by others, so it may "
+                               "not be the lab's record")
+    if not isinstance(record, dict):
+        return Owner(doubt=f"{name} is not an object the lab writes")
+    pid, started, command = record.get("pid"), record.get("process_start"), record.get("command")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return Owner(doubt=f"{name} names no process id the lab writes ({foreign.shown(json.dumps(pid), 40)})")
+    if record.get("host") != socket.gethostname():
+        return Owner(pid=pid, here=False)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return None
+        return Owner()
     except PermissionError:
         pass  # alive, another user's
     except OSError:
-        return None
-    started, now = record.get("process_start"), process_start(pid)
-    return None if now == "ended" or (started is not None and now not in (None, started)) else pid
+        return Owner()
+    now = process_start(pid)
+    if now == "ended":
+        return Owner()
+    if not isinstance(started, str) or not started.isdigit() or now is None:
+        return Owner(doubt=f"{name} names pid {pid} with no start time to check it by, so it cannot be proven "
+                           "to be this run's lab")
+    if now != started:
+        return Owner()  # the lab ended; its pid is another process's now
+    if not (isinstance(command, list) and all(isinstance(part, str) for part in command)
+            and process_command(pid) == command):
+        return Owner(doubt=f"{name} names pid {pid}, but that process's command line is not the one its lab "
+                           "recorded when it claimed the run")
+    return Owner(pid=pid)
+
+
+def live_owner(run_dir: Path) -> int | None:
+    """The pid of the lab that claimed this run, while it still runs and is proven to be it (owner_of)."""
+    return owner_of(run_dir).pid
 
 
 def run_config(settings: Settings, run: str, cluster) -> dict:
@@ -270,16 +418,33 @@ def run_config(settings: Settings, run: str, cluster) -> dict:
         "cluster": cluster.spec,
         "tasks": list(cluster.tasks),
         "tf_config": {task: cluster.tf_config(task) if cluster.spec else None for task in cluster.tasks},
+        "layout": LAYOUT,
     }
 
 
 def write_config(run_dir: Path, settings: Settings, cluster) -> None:
-    write_json(run_dir / CONFIG, run_config(settings, run_dir.name, cluster))
+    write_lab_json(run_dir, CONFIG, run_config(settings, run_dir.name, cluster))
+
+
+def write_lab_json(run_dir: Path, name: str, data) -> None:
+    """One of the lab's records, whole, in the run folder's own space (never into a tasks' space)."""
+    with lab_space(run_dir) as folder:
+        folder.write_whole(name, json.dumps(data, indent=2) + "\n")
+
+
+def read_lab_json(run_dir: Path, name: str) -> Any:
+    """A JSON record of the run folder, read as foreign: FileNotFoundError where there is none,
+    ForeignFile (one line) for anything else the lab did not write."""
+    data = read_lab_file(run_dir, name, foreign.MAX_JSON_BYTES)
+    try:
+        return foreign.parse_json(data)
+    except ValueError as error:
+        raise ForeignFile(f"{foreign.named(run_dir / name)} {error}") from None
 
 
 def read_config(run_dir: Path) -> dict:
     """config.json, read as foreign: ForeignFile unless it is an object (FileNotFoundError if none)."""
-    data = foreign.read_json(run_dir / CONFIG)
+    data = read_lab_json(run_dir, CONFIG)
     if not isinstance(data, dict):
         raise ForeignFile(f"{foreign.named(run_dir / CONFIG)} is a JSON {type(data).__name__}, not the object the "
                           "lab writes")
@@ -373,7 +538,7 @@ class Summary(Record):
     version: int = SUMMARY_VERSION
 
     def write(self, run_dir: Path) -> None:
-        write_json(run_dir / SUMMARY, self.to_dict())
+        write_lab_json(run_dir, SUMMARY, self.to_dict())
 
     @classmethod
     def from_dict(cls, data: Any) -> "Summary":
@@ -391,7 +556,7 @@ class Summary(Record):
         what is wrong) for a file the lab did not write."""
         path = run_dir / SUMMARY
         try:
-            return cls.from_dict(foreign.read_json(path))
+            return cls.from_dict(read_lab_json(run_dir, SUMMARY))
         except SummaryError as error:
             raise ForeignFile(f"{foreign.named(path)} is not a summary the lab wrote: {error}") from None
 

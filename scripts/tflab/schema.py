@@ -201,6 +201,11 @@ def read_events(path: Path) -> Events:
         data = foreign.read_bytes(Path(path), foreign.MAX_LOG_BYTES)
     except FileNotFoundError:
         return Events()
+    return parse_events(data)
+
+
+def parse_events(data: bytes) -> Events:
+    """A log's bytes as read_events reads them (runfolder.events reads a run's through beneath.py)."""
     lines = data.split(b"\n")
     torn = lines.pop()  # after the last line break: b"" or a line still being written
     events = Events()
@@ -228,7 +233,7 @@ class EventLog:
         # Several processes append to one task's log (the launcher, the script's observer and
         # callback, the trainer's watchdog): each line is one write() to an O_APPEND file, which
         # the kernel places whole at the end, so lines never interleave.
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
 
     def emit(self, event: str, **fields) -> dict:
         record = {"event": event, "task": self.task, "time": time.time(), **fields}

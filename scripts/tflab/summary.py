@@ -6,17 +6,19 @@ failed, is shown as such, never left out.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import audit, explain, foreign, preemption, resume
+from tflab import audit, beneath, explain, foreign, preemption, resume, runfolder
 from tflab.cluster import Cluster
 from tflab.console import cell, columns, say
 from tflab.foreign import ForeignFile, shown
-from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_path, script_output_path
-from tflab.schema import attempts, by_event, complete, problems, read_events
+from tflab.runfolder import OUTPUT, Summary, TaskRow, events, log_name, output_name
+from tflab.schema import attempts, by_event, complete, parse_events, problems
 from tflab.settings import Settings
 
 
@@ -87,10 +89,15 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
                             last_memory_bytes=max(measured) if measured else None, network=settings.network)
 
 
-def task_output(log: str, task: str) -> str:
-    """A task's own lines of output.log: `<task> | <time> line` (local, swarm) or Compose's
+def task_prefix(task: str) -> re.Pattern:
+    """How output.log names a task's lines: `<task> | <time> line` (local, swarm) or Compose's
     `<task>_1 | <time> line` (v1) and `<project>-<task>-1 | <time> line` (v2)."""
-    prefix = re.compile(rf"(?:\S*[_-])?{re.escape(task)}(?:[_-]\d+)?")
+    return re.compile(rf"(?:\S*[_-])?{re.escape(task)}(?:[_-]\d+)?")
+
+
+def task_output(log: str, task: str) -> str:
+    """A task's own lines of an output.log's text (task_prefix)."""
+    prefix = task_prefix(task)
     lines = []
     for line in log.splitlines():
         name, bar, rest = line.partition(" | ")
@@ -122,13 +129,13 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it). A TFJob
     replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
     trainer's end where the replicas ran it with its log on a claim."""
-    log = read_output(run_dir)
     oom_killed = oom_killed or {}
+    outputs = output_tails(run_dir, list(the_cluster.tasks))
     if replayed is not None:
         done = outcome == "ok"  # the chief succeeded and the lab ended what was left (runner.follow)
         rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
                            done and task in the_cluster.servers + the_cluster.evaluators,
-                           task_output(log, task), oom_killed.get(task))
+                           outputs[task], oom_killed.get(task))
                 for task in the_cluster.tasks]
         ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
         # The audit as a SCRIPT run's, over the replicas the lab's hooks reached (replayhooks.py);
@@ -137,7 +144,7 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
                    if not any(note.startswith(NOT_AUDITED) and _names(note, task) for note in replayed.unaudited)]
         records = {task: task_records(run_dir, task) for task in reached}
         findings, notes = audit.audit(records, {task: "script" for task in reached}, the_cluster.chief,
-                                      {task: task_output(log, task) for task in reached}) if reached else ([], [])
+                                      {task: outputs[task] for task in reached}) if reached else ([], [])
         return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
                        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
                        launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
@@ -145,7 +152,6 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
                        tasks=rows, findings=[finding.to_dict() for finding in findings],
                        notes=replayed.unaudited + notes)
     records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
-    outputs = {task: task_output(log, task) for task in the_cluster.tasks}
     rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
                      task in stopped, settings, outputs[task], oom_killed.get(task))
             for task in the_cluster.tasks]
@@ -179,18 +185,6 @@ def _names(note: str, task: str) -> bool:
     return task in note[len(NOT_AUDITED):].split(" (", 1)[0].split(", ")
 
 
-def read_output(run_dir: Path) -> str:
-    """output.log, read as foreign ('' where it is missing or not a file the lab wrote, said once)."""
-    try:
-        with foreign.open_regular(run_dir / OUTPUT) as output:  # a task may have put a folder there
-            return output.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-    except ForeignFile as error:
-        say(f"{error}; the summary explains failures without it")
-        return ""
-
-
 def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replayed: Replayed,
                ended_when_done: bool, output: str = "", oom_killed: bool | None = None) -> TaskRow:
     """A replica's row: its attempts from the watcher's start and end, and a failure explained as a
@@ -220,12 +214,78 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
 
 def own_end(run_dir: Path, task: str) -> dict:
     """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
-    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it)."""
-    for path in sorted((run_dir / "volumes").glob(f"*/**/{task}.jsonl")):
-        ends = by_event(read_events(path), "end")
-        if ends:
-            return ends[-1]
+    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it). A
+    claim is the replicas' to write: walked from the run folder's handle, no link followed."""
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            for path in folder.walk("volumes", f"/{log_name(task)}"):
+                try:
+                    ends = by_event(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)), "end")
+                except (OSError, ForeignFile):
+                    continue
+                if ends:
+                    return ends[-1]
+    except (OSError, ForeignFile):
+        pass
     return {}
+
+
+# What the summary keeps of each task's output to explain its failure: its last lines. A task may
+# print gigabytes (100 MB of output took the host to 471 MB when output.log was read whole); the
+# explanations need the end of each task's output, its traceback, so output.log is streamed and
+# only each task's last TASK_TAIL_BYTES are kept: the lab's memory stays flat whatever a task prints.
+TASK_TAIL_BYTES = 4 * 1024 * 1024
+# What a live printer reads of a task's file at one poll (half a second): a task printing faster
+# than that is caught up over the next polls, and the lab's memory stays flat.
+POLL_BYTES = 2 * foreign.MAX_LINE_BYTES
+POLL_CHUNKS = 64
+READ_CHUNK = 1024 * 1024
+
+
+def output_tails(run_dir: Path, tasks: list[str]) -> dict[str, str]:
+    """Each task's own lines of output.log (task_output), its last TASK_TAIL_BYTES, read in chunks
+    from the run folder's handle; "" for all where there is none, said in one line where it is not
+    a file the lab wrote."""
+    prefixes = {task: task_prefix(task) for task in tasks}
+    kept: dict[str, collections.deque] = {task: collections.deque() for task in tasks}
+    sizes = dict.fromkeys(tasks, 0)
+
+    def take(line: bytes) -> None:
+        name, bar, rest = line.decode(errors="replace").partition(" | ")
+        if not bar:
+            return
+        for task, prefix in prefixes.items():
+            if prefix.fullmatch(name.strip()):
+                stamp, _, text = rest.partition(" ")
+                text = text if re.match(r"\d{4}-\d\d-\d\dT", stamp) else rest
+                kept[task].append(text)
+                sizes[task] += len(text) + 1
+                while sizes[task] > TASK_TAIL_BYTES and kept[task]:
+                    sizes[task] -= len(kept[task].popleft()) + 1
+                return
+
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            size, offset, rest = folder.size(OUTPUT), 0, b""
+            while offset < size:
+                chunk = folder.read(OUTPUT, READ_CHUNK, offset=offset, whole=False)
+                if not chunk:
+                    break
+                offset += len(chunk)
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                if len(rest) > foreign.MAX_LINE_BYTES:  # a line with no end in sight is cut where it stands
+                    lines.append(rest)
+                    rest = b""
+                for line in lines:
+                    take(line)
+            if rest:
+                take(rest)
+    except FileNotFoundError:
+        pass
+    except (OSError, ForeignFile) as error:
+        say(f"{error}; the summary explains failures without it")
+    return {task: "\n".join(lines) for task, lines in kept.items()}
 
 
 def task_records(run_dir: Path, task: str) -> list[dict]:
@@ -404,29 +464,18 @@ class ProgressPrinter:
                         "the summary skips such lines too", limit=0), flush=True)
 
     def _new_records(self, task: str) -> list[dict]:
-        try:
-            data = foreign.read_bytes(log_path(self.run_dir, task), foreign.MAX_LOG_BYTES,
-                                      offset=self.offsets[task], whole=False)
-        except FileNotFoundError:
-            return []
-        except ForeignFile as error:
-            self._skipped(task, str(error))
-            return []
-        complete_lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
-        if not complete_lines and len(data) > foreign.MAX_LINE_BYTES:  # no end in sight: no line of the lab's
-            self._skipped(task, f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
-            complete_lines = data
-        self.offsets[task] += len(complete_lines)
         records = []
-        for line in complete_lines.split(b"\n"):
-            if not line.strip():
-                continue
-            record, why = foreign.json_line(line)
-            found = problems(record) if record is not None else [why]
-            if found:
-                self._skipped(task, found[0])
-            else:
-                records.append(record)
+        for complete_lines in new_lines(self.run_dir, log_name(task), self.offsets, task,
+                                        lambda why: self._skipped(task, why)):
+            for line in complete_lines.split(b"\n"):
+                if not line.strip():
+                    continue
+                record, why = foreign.json_line(line)
+                found = problems(record) if record is not None else [why]
+                if found:
+                    self._skipped(task, found[0])
+                else:
+                    records.append(record)
         return records
 
     def describe(self, record: dict) -> str | None:
@@ -474,6 +523,31 @@ class ProgressPrinter:
         return None
 
 
+def new_lines(run_dir: Path, name: str, offsets: dict, task: str, skipped) -> Iterator[bytes]:
+    """The whole lines a task added to a file of its space since `offsets[task]`, a chunk of at
+    most POLL_BYTES at a time (the lab's memory stays flat whatever a task prints), up to
+    POLL_CHUNKS chunks a poll (a task printing faster than the terminal does not hold the run's
+    loop); a line still being written waits for the next poll, one with no end in sight is cut."""
+    for _ in range(POLL_CHUNKS):
+        try:
+            data = runfolder.read_task_file(run_dir, name, POLL_BYTES, offset=offsets[task], whole=False)
+        except FileNotFoundError:
+            return
+        except ForeignFile as error:
+            skipped(str(error))
+            return
+        lines = data[: data.rfind(b"\n") + 1]
+        if not lines and len(data) > foreign.MAX_LINE_BYTES:
+            skipped(f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
+            lines = data
+        if not lines:
+            return
+        offsets[task] += len(lines)
+        yield lines
+        if len(data) < POLL_BYTES:
+            return
+
+
 class ScriptOutputPrinter:
     """A SCRIPT run's output as it comes: each task's new whole lines of `<task>.out` (written by
     its launcher, a Keras progress bar as its last drawing), printed `[worker-0] line`, read as
@@ -485,19 +559,11 @@ class ScriptOutputPrinter:
 
     def print_new(self) -> None:
         for task in self.offsets:
-            try:
-                data = foreign.read_bytes(script_output_path(self.run_dir, task), foreign.MAX_LOG_BYTES,
-                                          offset=self.offsets[task], whole=False)
-            except (FileNotFoundError, ForeignFile):
-                continue
-            lines = data[: data.rfind(b"\n") + 1]  # a line still being written waits for next time
-            if not lines and len(data) > foreign.MAX_LINE_BYTES:
-                lines = data
-            self.offsets[task] += len(lines)
-            for line in lines.decode(errors="replace").splitlines():
-                # the lab's own trainer, replayed, names its task itself: once is enough
-                said = line if line.startswith(f"[{task}] ") else f"[{task}] {line}"
-                print(shown(said, limit=2000), flush=True)
+            for lines in new_lines(self.run_dir, output_name(task), self.offsets, task, lambda why: None):
+                for line in lines.decode(errors="replace").splitlines():
+                    # the lab's own trainer, replayed, names its task itself: once is enough
+                    said = line if line.startswith(f"[{task}] ") else f"[{task}] {line}"
+                    print(shown(said, limit=2000), flush=True)
 
 
 class Printers:

@@ -17,6 +17,7 @@ import pytest
 from labtest.cli import REPO, lab_env
 from tflab import labels
 from tflab.pytest_plugin import run_lab as fixture_run
+from tflab.runfolder import task_space
 from tflab.schema import read_events
 
 # A run long enough to be caught in the middle: about 30 s of epochs after a ready of 5-10 s.
@@ -35,7 +36,7 @@ def wait_for_training(run_dir: Path, task: str = "worker-0") -> None:
     """Until the task has logged an epoch: its container runs and its peers are there."""
     deadline = time.monotonic() + START_BOUND
     while time.monotonic() < deadline:
-        if any(r.get("event") == "epoch" for r in read_events(run_dir / f"{task}.jsonl")):
+        if any(r.get("event") == "epoch" for r in read_events(task_space(run_dir) / f"{task}.jsonl")):
             return
         time.sleep(0.5)
     pytest.fail(f"{task} of {run_dir} logged no epoch in {START_BOUND} s")

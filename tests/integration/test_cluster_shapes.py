@@ -47,7 +47,7 @@ def test_the_chief_is_one_more_replica(with_chief):
     for task in ("chief-0", "worker-0", "worker-1"):
         assert completeness(with_chief.events(task), epochs=EPOCHS) == [], with_chief.why()
         assert with_chief.of(task, "cluster_ready")[0]["replicas"] == 3
-    assert (with_chief.run_dir / "model.keras").is_file()  # written by chief-0
+    assert (with_chief.tasks_dir / "model.keras").is_file()  # written by chief-0
 
 
 def test_chief_and_2_workers_train_as_3_workers(with_chief, three_workers):

@@ -187,7 +187,7 @@ def orphan(trainer_image: str, runs_dir: Path, name: str) -> compose.ComposeStac
     settings = Settings(strategy="single", runs_dir=str(runs_dir))
     stack = compose.ComposeStack(compose.find_compose("auto"), runs_dir / name, settings, trainer_image,
                                  cluster.build(settings))
-    runfolder.make(runs_dir / name, link_latest=True)
+    runfolder.make(runs_dir / name, link_latest=True, owner=True)
     runfolder.write_config(runs_dir / name, settings, stack.cluster)
     stack.start()
     return stack

@@ -11,6 +11,7 @@ from labtest.runs import lab_containers
 from labtest.trainers import local_cluster, start_trainer, write_config
 from tflab import cluster, runfolder, runner
 from tflab.backends import compose
+from tflab.runfolder import task_space
 from tflab.schema import read_events
 from tflab.settings import Settings
 
@@ -41,7 +42,7 @@ def test_a_worker_container_alone_names_the_peer_that_does_not_resolve(tmp_path,
     run_dir = tmp_path / "alone"
     cli = compose.find_compose("auto")
     stack = compose.ComposeStack(cli, run_dir, settings, trainer_image, cluster.build(settings))
-    runfolder.make(run_dir, link_latest=True)
+    runfolder.make(run_dir, link_latest=True, owner=True)
     runfolder.write_config(run_dir, settings, stack.cluster)
     stack.tasks = ["worker-1"]  # start worker-1 only
     started = time.monotonic()
@@ -54,7 +55,7 @@ def test_a_worker_container_alone_names_the_peer_that_does_not_resolve(tmp_path,
         stack.save_output()
         stack.close()
     assert code is not None and code != 0, (run_dir / "output.log").read_text()
-    error = [r for r in read_events(run_dir / "worker-1.jsonl") if r["event"] == "error"]
+    error = [r for r in read_events(task_space(run_dir) / "worker-1.jsonl") if r["event"] == "error"]
     assert error[0]["message"] == (f"gave up after {PEER_TIMEOUT} s waiting for the cluster; could not reach "
                                    "worker-0 (worker-0:2222: name does not resolve)")
     assert not [c for c in lab_containers() if c.startswith("tflab-alone")]
@@ -70,7 +71,7 @@ def test_killing_a_worker_fails_the_run_quickly_and_leaves_nothing_running(tmp_p
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not [r for r in read_events(run_dir / "worker-1.jsonl") if r["event"] == "epoch"]:
+        while not [r for r in read_events(task_space(run_dir) / "worker-1.jsonl") if r["event"] == "epoch"]:
             assert up.poll() is None and time.monotonic() < deadline, up.stdout.read()
             time.sleep(0.5)
         victim = next(c for c in lab_containers() if c.startswith("tflab-test-kill") and "worker-1" in c)

@@ -29,7 +29,7 @@ def running(trainer_image, tmp_path_factory):
     up = subprocess.Popen([sys.executable, "-m", "tflab", "up"], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
-    while not [r for r in read_events(runs / "hard" / "worker-1.jsonl") if r["event"] == "epoch"]:
+    while not [r for r in read_events(runs / "hard" / "tasks" / "worker-1.jsonl") if r["event"] == "epoch"]:
         assert up.poll() is None and time.monotonic() < deadline, up.stdout.read()
         time.sleep(0.5)
     containers = [c for c in lab_containers() if c.startswith("tflab-hard")]
@@ -88,7 +88,7 @@ def test_outputs_outlive_a_killed_lab(running):
     up.send_signal(signal.SIGKILL)
     up.wait()
     folder = runs / "hard"
-    written = {p.name for p in folder.iterdir()}
+    written = {p.name for p in folder.iterdir()} | {p.name for p in (folder / "tasks").iterdir()}
     assert {"config.json", "worker-0.jsonl", "worker-1.jsonl"} <= written
     summary = run_lab("summary", env=lab_env(RUNS_DIR=str(runs), RUN="hard"))
     assert summary.returncode == 2

@@ -38,7 +38,7 @@ def test_it_converges(run):
     baseline = run.of("chief-0", "start")[0]["baseline_loss"]
     assert len(losses) == EPOCHS and losses[-1] < losses[0]
     assert losses[-1] < 0.25 * baseline, (losses, baseline)
-    assert (run.run_dir / "model.keras").exists()
+    assert (run.tasks_dir / "model.keras").exists()
 
 
 def test_the_audit_finds_nothing_and_leaves_the_remote_steps_alone(run):

@@ -120,7 +120,7 @@ def test_the_run_folder_is_complete_whichever_node_wrote_it(spread_run):
     run, _ = spread_run
     for task in run.task_names:
         assert completeness(run.events(task), epochs=SIZE["EPOCHS"]) == [], run.why()
-    assert (run.run_dir / "summary.json").exists() and (run.run_dir / "backup").is_dir()
+    assert (run.run_dir / "summary.json").exists() and (run.tasks_dir / "backup").is_dir()
     output = (run.run_dir / "output.log").read_text()
     for task in run.task_names:  # read through each node's engine
         assert f"[{task}] done: final loss" in output, f"{task} missing from output.log"

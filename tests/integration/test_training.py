@@ -110,9 +110,11 @@ def test_every_worker_ends_with_the_same_weights(run):
 
 def test_the_chief_alone_wrote_the_model_and_the_outputs_are_all_there(run):
     names = {path.name for path in run.run_dir.iterdir()}
-    assert {"config.json", "summary.json", "output.log", "model.keras"} <= names
-    assert {f"{task}.jsonl" for task in run.task_names} <= names
-    assert not [name for name in names if "scratch" in name or name.startswith("tflab-")]
+    assert {"config.json", "summary.json", "output.log", "owner.json", "tasks"} <= names  # the lab's
+    written = {path.name for path in run.tasks_dir.iterdir()}  # the tasks' space: all they could write
+    assert {"model.keras"} | {f"{task}.jsonl" for task in run.task_names} <= written
+    assert not names & written, "the lab's records and the tasks' files are apart"
+    assert not [name for name in names | written if "scratch" in name or name.startswith("tflab-")]
     output = (run.run_dir / "output.log").read_text()
     for task in run.task_names:
         assert f"[{task}] done: final loss" in output, f"{task} missing from output.log"
@@ -134,7 +136,7 @@ def test_the_summary_is_the_logs(run):
         run.settings["STRATEGY"], [f"worker-{index}" for index in range(int(run.settings.get("WORKERS", 0)))])
     assert [row["task"] for row in written["tasks"]] == expected_tasks
     for row in written["tasks"]:
-        lines = (run.run_dir / f"{row['task']}.jsonl").read_text().splitlines()
+        lines = (run.tasks_dir / f"{row['task']}.jsonl").read_text().splitlines()
         records = [json.loads(line) for line in lines]
         ends = [record for record in records if record["event"] == "end"]
         assert len(ends) == 1

@@ -39,7 +39,7 @@ def local_run(tmp_path_factory):
 
 
 def seen(lab) -> dict:
-    return json.loads((lab.run_dir / "work/mirrored/seen.json").read_text())
+    return json.loads((lab.tasks_dir / "work/mirrored/seen.json").read_text())
 
 
 def test_the_scripts_own_mirrored_strategy_has_the_replicas_asked_for(compose_run):
@@ -51,7 +51,7 @@ def test_the_scripts_own_mirrored_strategy_has_the_replicas_asked_for(compose_ru
 
 def test_it_writes_in_its_working_directory_kept_with_the_run_and_finds_what_is_beside_it(compose_run):
     lab, _ = compose_run
-    work = lab.run_dir / "work/mirrored"
+    work = lab.tasks_dir / "work/mirrored"
     assert seen(lab)["cwd"] == "/lab/run/work/mirrored"
     assert sorted(path.name for path in (work / "ckpt").iterdir()) == ["ckpt-1.keras", "ckpt-2.keras"]
     assert (work / "logs/train").is_dir()
@@ -84,7 +84,7 @@ def test_the_local_backend_runs_it_the_same_way(local_run):
     lab, data = local_run
     assert lab.ok, lab.why()
     found = seen(lab)
-    assert found["cwd"] == str(lab.run_dir / "work/mirrored")
+    assert found["cwd"] == str(lab.tasks_dir / "work/mirrored")
     assert (found["replicas"], found["greeting"], found["scale"]) == (2, "hello there", 0.5)
     assert found["weights"] == WEIGHTS.tolist()  # $TFLAB_DATA is the folder itself
     assert "[mirrored] Number of devices: 2" in lab.output.splitlines()

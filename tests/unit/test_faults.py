@@ -28,7 +28,7 @@ def test_limits_apply_to_every_task_and_proxies_sit_in_front_of_the_proxied():
     link = services["worker-1-link"]
     assert link["command"] == ["python", "-m", "tflab.linkproxy"]
     assert link["environment"] == {"TFLAB_LINK_TO": "worker-1:2222",
-                                   "TFLAB_LINK_CONTROL": "/lab/run/links/worker-1.json"}
+                                   "TFLAB_LINK_CONTROL": "/lab/links/worker-1.json"}
     assert link["extends"]["service"] == "task"  # as hardened as a trainer
 
 

@@ -17,7 +17,8 @@ def fake_engine(monkeypatch, runs: Path, stack_removed: bool):
     monkeypatch.setattr(docker, "remove_project", removed.append)
     monkeypatch.setattr(swarm, "stack_run_dirs", lambda scope: {"tflab-c-4": runs / "c", "tflab-d-5": runs / "d"})
     monkeypatch.setattr(swarm, "remove_stack", lambda stack: removed.append(stack) or stack_removed)
-    monkeypatch.setattr(runfolder, "live_owner", lambda run_dir: {"b": 4242, "d": 4343}.get(run_dir.name))
+    pids = {"b": 4242, "d": 4343}
+    monkeypatch.setattr(runfolder, "owner_of", lambda run_dir: runfolder.Owner(pids.get(run_dir.name)))
     return removed
 
 

@@ -497,7 +497,7 @@ def test_a_replicas_output_is_folded_as_a_scripts_each_line_once(tmp_path):
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    output = replay.FoldedOutput(run_dir / runfolder.OUTPUT, run_dir)
+    output = replay.FoldedOutput(run_dir, runfolder.OUTPUT)
     output._open()
     read, write_end = os.pipe()
     bar = "".join(f"\r{step:>3}/100 [{'=' * (step // 10):<10}] - loss: {1 / step:.4f}" for step in range(1, 101))

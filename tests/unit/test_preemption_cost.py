@@ -87,7 +87,7 @@ def test_a_gce_notice_gives_the_run_a_metadata_server_and_each_task_its_port():
     services = compose.render_run(settings, cluster.build(settings))["services"]
     assert services["metadata"]["command"] == ["python", "-m", "tflab.metadata"]
     assert services["metadata"]["environment"] == {"TFLAB_METADATA_TASKS": "worker-0,worker-1",
-                                                   "TFLAB_METADATA_CONTROL": "/lab/run/metadata"}
+                                                   "TFLAB_METADATA_CONTROL": "/lab/metadata"}
     assert [services[t]["environment"]["GCE_METADATA_IP"] for t in ("worker-0", "worker-1")] == \
         ["metadata:8080", "metadata:8081"]
     for other in (Settings(workers=2, scenario="preempt"), Settings(workers=2, notice="gce")):

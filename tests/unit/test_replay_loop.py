@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import explain, runner, tfjob
+from tflab import explain, runfolder, runner, tfjob
 from tflab.backends import replay
 from tflab.runfolder import Summary
 from tflab.schema import by_event, read_events
@@ -126,7 +126,8 @@ def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_pat
     assert project.terminated == ["worker-0", "worker-1", "ps-0"] and project.closed
     assert code == 0 and result["ok"] and result["outcome"] == "ok" and result["strategy"] == "tfjob"
     assert rows(result) == {"chief-0": ("ok", 0), "worker-0": ("ok", 143), "worker-1": ("ok", 143), "ps-0": ("ok", 143)}
-    ends = [by_event(read_events(project.run_dir / f"{task}.jsonl"), "end") for task in project.tasks]
+    space = runfolder.task_space(project.run_dir)
+    ends = [by_event(read_events(space / f"{task}.jsonl"), "end") for task in project.tasks]
     assert [[end["exit_code"] for end in found] for found in ends] == [[0], [143], [143], [143]]
     assert "[ps-0] exited with code 143 after 5.0 s" in out
     config = json.loads((project.run_dir / "config.json").read_text())
@@ -310,7 +311,7 @@ def test_the_hooks_reach_a_replicas_own_python_and_leave_its_program_alone(tmp_p
 def test_the_watcher_copies_only_the_hooks_events_under_the_replicas_own_name(tmp_path):
     plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml_of(MULTIWORKER_JOB)], Settings())
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    (run_dir / "tasks").mkdir(parents=True)
     replay.write_hooks(plan, run_dir, Settings())
     watcher = replay.Watcher(plan, run_dir)
     folder = replay.hooks_folder(run_dir, "worker-0")
@@ -321,7 +322,7 @@ def test_the_watcher_copies_only_the_hooks_events_under_the_replicas_own_name(tm
     (folder / "events.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n{\"partial")
     watcher.copy_hooks_events("worker-0")
     watcher.close()
-    copied = read_events(run_dir / "worker-0.jsonl")
+    copied = read_events(run_dir / "tasks" / "worker-0.jsonl")
     assert [(r["event"], r["task"]) for r in copied] == [("imported", "worker-0")]
     assert watcher.skipped["worker-0"] == 3
 

@@ -100,7 +100,8 @@ def test_a_full_disk_is_one_line_naming_the_folder(tmp_path):
 
 
 def owner(run_dir: Path, **record) -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """A run folder as the lab makes it (its tasks' space apart), with this owner.json."""
+    (run_dir / runfolder.TASKS).mkdir(parents=True, exist_ok=True)
     (run_dir / runfolder.OWNER).write_text(json.dumps(record))
     return run_dir
 
@@ -122,9 +123,40 @@ def test_down_tells_a_live_owner_from_a_gone_or_reused_one(tmp_path):
     if runfolder.process_start(os.getpid()) is not None:
         assert runfolder.live_owner(owner(tmp_path / "reused", **reused)) is None
     far = {**me, "host": here + "-elsewhere"}  # cannot be asked: counted live, left alone
-    assert runfolder.live_owner(owner(tmp_path / "far", **far)) == os.getpid()
-    assert not runfolder.owner_here(tmp_path / "far") and runfolder.owner_here(tmp_path / "live")
+    assert runfolder.owner_of(owner(tmp_path / "far", **far)) == runfolder.Owner(os.getpid(), here=False)
+    assert runfolder.owner_of(tmp_path / "live").here
     assert runfolder.live_owner(tmp_path / "nothing") is None
+
+
+@pytest.mark.parametrize("change, doubt", [
+    ({"process_start": None}, "with no start time to check it by"),
+    ({"process_start": "nope"}, "with no start time to check it by"),
+    ({"command": ["sleep", "100"]}, "command line is not the one its lab recorded"),
+    ({"command": None}, "command line is not the one its lab recorded"),
+    ({"pid": "1"}, "names no process id the lab writes"),
+])
+def test_down_signals_only_a_process_proven_to_be_the_runs_lab(tmp_path, change, doubt):
+    """Issue 34: a task rewrote owner.json to name an unrelated host process with no start time,
+    and root's `down FORCE=1` sent it SIGTERM. A pid is now given only with its start time matching
+    and its command line the one recorded at the claim; otherwise the doubt is said, nothing sent."""
+    me = runfolder.owner_record(os.getpid(), "r")
+    found = runfolder.owner_of(owner(tmp_path / "r", **{**me, **change}))
+    assert found.pid is None and doubt in found.doubt
+
+
+def test_an_owner_record_a_task_could_write_is_not_trusted(tmp_path):
+    me = runfolder.owner_record(os.getpid(), "r")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / runfolder.OWNER).write_text(json.dumps(me))  # one folder for the lab and its tasks
+    assert "from before the lab kept its records apart" in runfolder.owner_of(old).doubt
+    shared = owner(tmp_path / "shared", **me)
+    shared.chmod(0o777)  # anyone may replace the record
+    assert "writable by others" in runfolder.owner_of(shared).doubt
+    linked = owner(tmp_path / "linked", **me)
+    (linked / runfolder.OWNER).unlink()
+    (linked / runfolder.OWNER).symlink_to(shared / runfolder.OWNER)
+    assert "is a link" in runfolder.owner_of(linked).doubt
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
@@ -147,11 +179,13 @@ OWNER_FILES = st.one_of(
 def test_a_hostile_owner_file_never_raises_and_never_names_a_stranger(tmp_path, content):
     """owner.json is read by `down`, so it is foreign input: any bytes give a pid or None, and a
     pid only where the process exists (or lives on another host)."""
+    (tmp_path / runfolder.TASKS).mkdir(exist_ok=True)
     (tmp_path / runfolder.OWNER).write_bytes(content)
-    found = runfolder.live_owner(tmp_path)
-    assert found is None or (isinstance(found, int) and found > 0)
-    if found is not None and runfolder.owner_here(tmp_path):
-        os.kill(found, 0)  # raises if no such process: down would have named a stranger
+    found = runfolder.owner_of(tmp_path)
+    assert found.pid is None or (isinstance(found.pid, int) and found.pid > 0)
+    if found.pid is not None and found.here:
+        os.kill(found.pid, 0)  # raises if no such process: down would have named a stranger
+        assert found.pid == os.getpid()  # only this test's own process has its start and command recorded
 
 
 def test_the_reaper_removes_only_when_the_lab_did_not_release_it(tmp_path, monkeypatch):
@@ -231,7 +265,7 @@ def test_a_run_that_cannot_fit_the_engines_memory_is_refused_up_front():
 
 
 def test_task_output_copies_every_line_stamped_and_says_a_full_disk_once(tmp_path):
-    output = compose.TaskOutput(tmp_path / "output.log")
+    output = compose.TaskOutput(tmp_path, "output.log")
     output._open()
     stand_in = [sys.executable, "-c", "import sys\nfor i in range(20000): print(f'line {i}')\n"
                 "sys.stdout.write('no newline at the end')"]
@@ -256,7 +290,7 @@ def test_task_output_copies_every_line_stamped_and_says_a_full_disk_once(tmp_pat
         def close(self):
             pass
 
-    full = compose.TaskOutput(tmp_path / "full.log")
+    full = compose.TaskOutput(tmp_path, "full.log")
     full.file = FullDisk()
     process = subprocess.Popen([sys.executable, "-c", "print('x\\n' * 1000)"], stdout=subprocess.PIPE)
     full._copy("worker-1", process, False)  # reads to the end although every write fails
@@ -327,7 +361,7 @@ def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, m
                                     '  inspect) echo created ;;\nesac\n')
     (bin_dir / "docker").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    output = compose.TaskOutput(tmp_path / "output.log")
+    output = compose.TaskOutput(tmp_path, "output.log")
     output.attach("worker-0", "abc")
     with pytest.raises(LabError) as refused:
         output.check_started(timeout=30)

@@ -127,14 +127,16 @@ def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):
                       "time.sleep(120)\n")
     settings = Settings(strategy="single", backend="local", script=str(script))
     (tmp_path / "config.json").write_text(json.dumps({"settings": settings.to_dict(), "cluster": {}}))
+    (tmp_path / "tasks").mkdir()  # the tasks' space, $TFLAB_OUTPUT
     tasks = LocalProcesses(settings, tmp_path, cluster.build(settings), sys.executable)
     tasks.start()
+    written = tmp_path / "tasks" / "pid"
     try:
         for _ in range(100):
-            if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text():
+            if written.exists() and written.read_text():
                 break
             time.sleep(0.1)
-        pid = int((tmp_path / "pid").read_text())
+        pid = int(written.read_text())
         tasks.stop(tasks.tasks)
         for _ in range(50):  # reaped by nobody (its parent is gone): poll for it to vanish
             try:

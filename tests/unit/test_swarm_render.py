@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tflab import cluster, labels, runfolder, user_script
+from tflab import task as task_contract
 from tflab.backends import compose, swarm
 from tflab.errors import LabError
 from tflab.settings import Settings
@@ -35,10 +36,13 @@ def test_a_two_worker_stack_exactly():
                 "cap_drop": ["ALL"],
                 "command": ["python", "-m", "tflab.train"],
                 "networks": ["cluster"],
-                "volumes": [{"type": "bind", "source": "/runs/r1", "target": "/lab/run"},
+                "volumes": [{"type": "bind", "source": "/runs/r1/tasks", "target": "/lab/run"},
+                            {"type": "bind", "source": "/runs/r1/config.json", "target": "/lab/config.json",
+                             "read_only": True},
                             {"type": "tmpfs", "target": "/tmp"}],
                 "environment": {
-                    "TFLAB_CONFIG": "/lab/run/config.json",
+                    "TFLAB_CONFIG": "/lab/config.json",
+                    "TFLAB_OUTPUT": "/lab/run",
                     "TF_USE_LEGACY_KERAS": "1",
                     "TFLAB_TASK": f"worker-{index}",
                     "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": "worker", "index": index}},
@@ -89,7 +93,7 @@ def test_every_task_is_a_service_with_cluster_pys_tf_config(settings, expected_s
 def test_a_one_process_strategy_is_one_service_without_tf_config(strategy):
     services = render(Settings(strategy=strategy))["services"]
     assert list(services) == [strategy]
-    assert services[strategy]["environment"] == {"TFLAB_CONFIG": "/lab/run/config.json",
+    assert services[strategy]["environment"] == {"TFLAB_CONFIG": "/lab/config.json", "TFLAB_OUTPUT": "/lab/run",
                                                  "TF_USE_LEGACY_KERAS": "1", "TFLAB_TASK": strategy}
 
 
@@ -101,7 +105,8 @@ def test_the_stack_carries_compose_files_trainer_block():
     for key in ("init", "read_only", "cap_drop", "command", "networks"):
         assert service[key] == trainer[key], key
     assert trainer["environment"].items() <= service["environment"].items()
-    assert [volume.rsplit(":", 1)[1] for volume in trainer["volumes"]] == [swarm.RUN_MOUNT]
+    assert [volume.removesuffix(":ro").rsplit(":", 1)[1] for volume in trainer["volumes"]] == [
+        swarm.RUN_MOUNT, task_contract.CONFIG]
     # `tmpfs:` is what stack deploy ignores: the same path becomes a tmpfs mount.
     assert trainer["tmpfs"] == [swarm.TMPFS_MOUNT]
     assert {"type": "tmpfs", "target": "/tmp"} in service["volumes"]
@@ -126,7 +131,9 @@ def test_a_users_script_runs_in_every_service_as_under_compose():
     script = Path(__file__).resolve().parents[2] / "examples/multiworker-tutorial/train.py"
     settings = Settings(workers=2, script=str(script), args="--epochs 2")
     for task, service in render(settings)["services"].items():
-        assert service["volumes"] == [{"type": "bind", "source": str(RUN_DIR), "target": "/lab/run"},
+        assert service["volumes"] == [{"type": "bind", "source": str(RUN_DIR / "tasks"), "target": "/lab/run"},
+                                      {"type": "bind", "source": str(RUN_DIR / "config.json"),
+                                       "target": "/lab/config.json", "read_only": True},
                                       {"type": "tmpfs", "target": "/tmp"}, f"{script.parent}:/lab/script:ro"]
         assert service["command"] == user_script.script_command(settings, "/lab/script/train.py")
         assert service["working_dir"] == "/lab/script"

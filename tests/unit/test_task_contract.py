@@ -20,11 +20,18 @@ def x_trainer() -> dict:
     return yaml.safe_load(compose.COMPOSE_FILE.read_text())["x-trainer"]
 
 
+def target(volume: str) -> str:
+    """A short-syntax volume's target: `${VAR:-default}/tasks:/lab/run` or `...:/lab/config.json:ro`."""
+    return volume.removesuffix(":ro").rsplit(":", 1)[1]
+
+
 def test_the_compose_file_says_what_the_contract_says():
     trainer = x_trainer()
     assert trainer["command"] == list(task.COMMAND)
     assert trainer["environment"] == task.ENV
-    assert [volume.rsplit(":", 1)[1] for volume in trainer["volumes"]] == [task.RUN_MOUNT]
+    assert [target(volume) for volume in trainer["volumes"]] == [task.RUN_MOUNT, task.CONFIG]
+    # only the tasks' space is writable
+    assert [volume.endswith(":ro") for volume in trainer["volumes"]] == [False, True]
     assert trainer["tmpfs"] == [task.TMPFS_MOUNT]
 
 

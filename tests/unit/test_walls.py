@@ -27,7 +27,7 @@ TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "l
 # compose renders the metadata stand-in's service and each task's port from trainer.metadata).
 STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.metadata",
                   "metadata", "trainer.inscript", "trainer.observe", "trainer.replayhooks"}
-SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder", "terminal",  # both sides
+SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder", "beneath", "terminal",  # both sides
           "foreign", "task", "versions", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
 

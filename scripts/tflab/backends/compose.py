@@ -9,6 +9,7 @@ Compose puts on every container, since v1 has no JSON `ps` and the two name cont
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -19,14 +20,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from tflab import cluster, docker, labels, user_script, versions
+from tflab import cluster, docker, labels, runfolder, user_script, versions
 from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.explain import VANISHED
 from tflab.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
-from tflab.runfolder import OUTPUT, container_user, write_json
+from tflab.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
 from tflab.settings import Settings
 from tflab.trainer import metadata
 from tflab.user_script import script_service
@@ -83,8 +84,15 @@ def link_service(task: str) -> str:
     return f"{task}-link"
 
 
+def lab_mount(run_dir: Path, folder: str, target: str) -> str:
+    """One folder of the lab's own space, read-only, for the lab's own helper (a delay proxy, the
+    metadata stand-in), which reads what the lab writes there; never a trainer's."""
+    return f"{run_dir / folder}:{target}:ro"
+
+
 def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str] = frozenset(),
-               host_gpus: Sequence[str] = (), script_folder: Path | None = None) -> dict:
+               host_gpus: Sequence[str] = (), script_folder: Path | None = None,
+               run_dir: Path = Path("runs/latest")) -> dict:
     """The run's Compose override: one service per cluster task, each extending the `task`
     template with its TF_CONFIG; a delay proxy in front of each task in `proxied`; every task's
     resource limits and GPUs; and the network's mode. `host_gpus`: see gpus.check_gpus;
@@ -122,9 +130,10 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
                 "command": ["python", "-m", "tflab.linkproxy"],
                 "environment": {"TFLAB_LINK_TO": f"{task}:{cluster.PORT}",
                                 "TFLAB_LINK_CONTROL": task_contract.link_control(task)},
+                "volumes": [lab_mount(run_dir, LINKS, task_contract.LINKS_MOUNT)],
             }
     if gce_notice(settings) and the_cluster.tasks:
-        add_metadata_server(services, the_cluster.tasks)
+        add_metadata_server(services, the_cluster.tasks, run_dir)
     override: dict = {"services": services}
     if settings.network == "bridge":
         override["networks"] = {"cluster": {"internal": False,
@@ -137,7 +146,7 @@ def gce_notice(settings: Settings) -> bool:
     return settings.scenario == "preempt" and settings.notice == "gce"
 
 
-def add_metadata_server(services: dict, tasks: list[str]) -> None:
+def add_metadata_server(services: dict, tasks: list[str], run_dir: Path) -> None:
     """The GCE metadata stand-in (trainer/metadata.py) as one more service on the cluster network,
     and each task's GCE_METADATA_IP pointed at its own port there (TensorFlow reads it, and the
     trainer's closed-port default gives way to it)."""
@@ -147,6 +156,7 @@ def add_metadata_server(services: dict, tasks: list[str]) -> None:
         "command": ["python", "-m", "tflab.metadata"],
         "environment": {"TFLAB_METADATA_TASKS": ",".join(tasks),
                         "TFLAB_METADATA_CONTROL": task_contract.metadata_control()},
+        "volumes": [lab_mount(run_dir, METADATA, task_contract.METADATA_MOUNT)],
     }
     for task in tasks:
         services.setdefault(task, {}).setdefault("environment", {})["GCE_METADATA_IP"] = \
@@ -199,7 +209,7 @@ class ComposeStack:
         self.changes: docker.Changes | None = None  # from start() on: whether to read the states again
         self.codes: dict[str, int | None] = {}  # as last read
         self.env = {**os.environ, **(env or {})}
-        self.output = TaskOutput(run_dir / OUTPUT)  # opens its file at the first line, in the claimed folder
+        self.output = TaskOutput(run_dir, OUTPUT)  # opens its file at the first line, in the claimed folder
 
     def command(self, *args: str) -> list[str]:
         files = [arg for path in self.files for arg in ("-f", str(path))]
@@ -211,7 +221,12 @@ class ComposeStack:
 
     def start(self) -> None:
         script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
-        override = render_run(self.settings, self.cluster, self.proxied, self.host_gpus, script_folder)
+        override = render_run(self.settings, self.cluster, self.proxied, self.host_gpus, script_folder,
+                              self.run_dir)
+        mounted = [LINKS] * bool(self.proxied) + [METADATA] * (metadata.SERVICE in override["services"])
+        with runfolder.lab_space(self.run_dir) as folder:  # a read-only mount's source must be there first
+            for name in mounted:
+                folder.mkdir(name)
         marks = literal(labels.run_labels(self.run_dir))  # a run folder's path may hold a `$`
         for service in override["services"].values():
             service["labels"] = marks
@@ -339,8 +354,9 @@ class TaskOutput:
     (Compose restarts the containers), where a restarted attempt that prints more than the engine
     keeps can still lose lines."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, run_dir: Path, name: str):
+        self.run_dir, self.name = run_dir, name
+        self.path = run_dir / name
         self.file = None
         self.lock = threading.Lock()
         self.followers: list[tuple[str, subprocess.Popen, threading.Thread]] = []
@@ -351,9 +367,12 @@ class TaskOutput:
         with self.lock:
             if self.file is None and self.error is None:
                 try:
-                    self.file = open(self.path, "ab")
+                    with runfolder.lab_space(self.run_dir) as folder:  # never through a link
+                        self.file = folder.append(self.name)
                 except OSError as error:
                     self.error = OSError(error.errno, error.strerror, str(self.path))
+                except LabError as error:  # a folder the lab must not write into (runfolder.lab_space)
+                    self.error = OSError(errno.EPERM, str(error), str(self.path))
 
     def attach(self, task: str, container: str) -> None:
         """Starts a created container with its output attached; it has its own session, so a

@@ -7,6 +7,7 @@ place of container hostnames, the same JSONL logs. It needs TensorFlow on the ho
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import socket
@@ -16,7 +17,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster
+from tflab import cluster, runfolder
 from tflab import task as task_contract
 from tflab.cluster import Cluster
 from tflab.errors import LabError
@@ -74,7 +75,8 @@ class LocalProcesses:
         self._output = None
 
     def start(self) -> None:
-        self._output = open(self.run_dir / OUTPUT, "a", buffering=1)
+        with runfolder.lab_space(self.run_dir) as folder:
+            self._output = io.TextIOWrapper(folder.append(OUTPUT), line_buffering=True)
         self._launch()
 
     def restart(self) -> None:
@@ -87,7 +89,8 @@ class LocalProcesses:
                    **task_contract.LEGACY_KERAS}
             if not self.cluster.spec:
                 env.pop("TF_CONFIG", None)
-            env.update(TFLAB_CONFIG=str(self.run_dir / CONFIG), TFLAB_TASK=task)
+            env.update(TFLAB_CONFIG=str(self.run_dir / CONFIG), TFLAB_TASK=task,
+                       TFLAB_OUTPUT=str(self.run_dir / runfolder.TASKS))
             if self.settings.script:  # the same launcher as in a container, the script in place
                 command = script_command(self.settings, self.settings.script, self.python)
                 env.update(script_environment(self.settings, self.settings.data))

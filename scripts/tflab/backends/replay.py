@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import console, docker, foreign, home, labels, manifest, runfolder, runner, summary
+from tflab import beneath, console, docker, foreign, home, labels, manifest, runfolder, runner, summary
 from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.explain import FIRST_SIGNAL_CODE, VANISHED
@@ -276,7 +276,7 @@ class ReplayStack(compose.ComposeStack):
         self.plan, self.replay_settings = plan, settings
         self.images = images  # image -> its Config (image_configs): with it, the lab's hooks go in
         self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
-        self.output = FoldedOutput(run_dir / runfolder.OUTPUT, run_dir)  # folded, as a SCRIPT's launcher folds
+        self.output = FoldedOutput(run_dir, runfolder.OUTPUT)  # folded, as a SCRIPT's launcher folds
 
     def start(self, spec: dict = None) -> None:
         runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings,
@@ -303,9 +303,8 @@ class FoldedOutput(compose.TaskOutput):
     and each line goes into output.log (`<task> | <time> line`) and `<task>.out`, which the run
     prints as it comes (summary.ScriptOutputPrinter)."""
 
-    def __init__(self, path: Path, run_dir: Path):
-        super().__init__(path)
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, name: str):
+        super().__init__(run_dir, name)
 
     def _launch(self, task: str, stamp: bool, container: str, attach: bool, since: float | None = None) -> None:
         try:
@@ -325,8 +324,8 @@ class FoldedOutput(compose.TaskOutput):
     def _task_output(self, task: str) -> int | None:
         """`<task>.out`, appended to (a restart's lines after the last attempt's), never through a link."""
         try:
-            return os.open(runfolder.script_output_path(self.run_dir, task),
-                           os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with beneath.Beneath(self.run_dir) as folder:
+                return folder.open_fd(runfolder.in_tasks(self.run_dir, runfolder.output_name(task)), beneath.APPEND)
         except OSError:
             return None  # output.log still has every line
 
@@ -378,7 +377,8 @@ class Watcher:
 
     def __init__(self, plan: Plan, run_dir: Path):
         self.plan, self.run_dir = plan, run_dir
-        self.logs = {task.name: EventLog(runfolder.log_path(run_dir, task.name), task.name) for task in plan.tasks}
+        space = run_dir / runfolder.TASKS  # the lab's watcher writes each replica's log; no replica mounts it
+        self.logs = {task.name: EventLog(runfolder.log_path(space, task.name), task.name) for task in plan.tasks}
         self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
         self.offsets: dict[str, int] = {}  # task -> bytes of its hooks' log copied
         self.skipped: dict[str, int] = {}  # task -> lines of its hooks' log that were no hooks' event
@@ -412,10 +412,10 @@ class Watcher:
         """The new whole lines of the hooks' log in the replica's own folder, read as foreign (a
         replica may write anything there): each event of the hooks' kinds, with its fields of their
         types, into <task>.jsonl under the task's own name; anything else is skipped, counted."""
-        path = hooks_folder(self.run_dir, task) / replayhooks.EVENTS
         try:
-            data = foreign.read_bytes(path, foreign.MAX_LOG_BYTES, offset=self.offsets.get(task, 0), whole=False)
-        except (FileNotFoundError, ForeignFile):
+            data = beneath.read(self.run_dir, hooks_file(task, replayhooks.EVENTS), foreign.MAX_LOG_BYTES,
+                                offset=self.offsets.get(task, 0), whole=False)
+        except (OSError, ForeignFile):
             return
         lines = data[: data.rfind(b"\n") + 1]
         if not lines and len(data) > foreign.MAX_LINE_BYTES:
@@ -448,11 +448,17 @@ def hooks_folder(run_dir: Path, task: str) -> Path:
     return volume_path(run_dir, f"{HOOKS}/{task}")
 
 
+def hooks_file(task: str, name: str) -> str:
+    """A file of a replica's own hooks folder, relative to the run folder: read from its handle
+    (beneath), no link followed, as every file a task may write."""
+    return f"volumes/{HOOKS}/{task}/{name}"
+
+
 def hooks_mark(run_dir: Path, task: str) -> str:
     """The replica's mark (replayhooks.mark): hooked, failed: why, lab; '' where none was left."""
     try:
-        text = foreign.read_bytes(hooks_folder(run_dir, task) / replayhooks.MARK, 4096).decode(errors="replace")
-    except (FileNotFoundError, ForeignFile, ManifestError):
+        text = beneath.read(run_dir, hooks_file(task, replayhooks.MARK), 4096).decode(errors="replace")
+    except (OSError, ForeignFile):
         return ""
     return text.strip().splitlines()[0] if text.strip() else ""
 

@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: TFLAB_CONFIG=... TFLAB_TASK=... python -m tflab.launch -- COMMAND...", file=sys.stderr)
         return 2
     started = time.time()
-    run_dir = Path(config_path).parent
+    # The tasks' space (task.RUN_MOUNT in a container): logs, output and working folders go there;
+    # config.json is read-only beside it, and the lab's own records are out of reach.
+    run_dir = Path(os.environ.get("TFLAB_OUTPUT") or Path(config_path).parent)
     log_path = runfolder.log_path(run_dir, task)
     log = EventLog(log_path, task)
     try:

@@ -1,6 +1,6 @@
 """A delay proxy in front of one task: the lab's slow link (LINK, make chaos SCENARIO=slow-link).
 
-    TFLAB_LINK_TO=worker-1:2222 TFLAB_LINK_CONTROL=/lab/run/links/worker-1.json python -m tflab.linkproxy
+    TFLAB_LINK_TO=worker-1:2222 TFLAB_LINK_CONTROL=/lab/links/worker-1.json python -m tflab.linkproxy
 
 It listens on port 2222 as `<task>-link`, the address TF_CONFIG gives the task when its link is
 shaped, and forwards every connection to the task itself. Each chunk of bytes, in both

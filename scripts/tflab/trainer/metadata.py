@@ -1,6 +1,6 @@
 """A stand-in for GCE's metadata server on the run's own network: make chaos SCENARIO=preempt NOTICE=gce.
 
-    TFLAB_METADATA_TASKS=worker-0,worker-1 TFLAB_METADATA_CONTROL=/lab/run/metadata python -m tflab.metadata
+    TFLAB_METADATA_TASKS=worker-0,worker-1 TFLAB_METADATA_CONTROL=/lab/metadata python -m tflab.metadata
 
 Google Cloud tells a VM it is about to go through its metadata server: `instance/preempted`
 turns TRUE (spot and preemptible VMs) and `instance/maintenance-event` turns
@@ -84,7 +84,7 @@ def handler_for(control: Path, task: str):
 
 def main() -> int:
     tasks = [t for t in os.environ.get("TFLAB_METADATA_TASKS", "").split(",") if t]
-    control = Path(os.environ.get("TFLAB_METADATA_CONTROL", "/lab/run/metadata"))
+    control = Path(os.environ.get("TFLAB_METADATA_CONTROL", "/lab/metadata"))
     if not tasks:
         print("TFLAB_METADATA_TASKS is empty: expected the run's tasks, comma-separated", file=sys.stderr)
         return 2

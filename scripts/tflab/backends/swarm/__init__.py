@@ -81,7 +81,7 @@ from tflab.backends.swarm.teardown import (  # noqa: F401 (as before)
 from tflab.cluster import Cluster
 from tflab.errors import LabError
 from tflab.explain import VANISHED
-from tflab.runfolder import OUTPUT, write_json
+from tflab.runfolder import OUTPUT, write_json, write_whole
 from tflab.settings import Settings, lab_command
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
@@ -300,7 +300,7 @@ class SwarmStack:
         # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
         history = docker.stack_ps(self.stack, "{{.Name}}  {{.CurrentState}}  {{.Error}}").stdout
-        (self.run_dir / OUTPUT).write_text("\n".join(lines + ["--- swarm tasks ---", history]))
+        write_whole(self.run_dir / OUTPUT, "\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:
         if not remove_stack(self.stack, [engine_command(node, self.node.node_id, self.engines)

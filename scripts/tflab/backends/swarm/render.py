@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import labels
+from tflab import labels, runfolder
 from tflab import task as task_contract
 from tflab.backends.compose import literal
 from tflab.cluster import Cluster
@@ -35,7 +35,7 @@ TRAINER = {
     "command": list(task_contract.COMMAND),
 }
 RUN_MOUNT = task_contract.RUN_MOUNT
-TMPFS_MOUNT = task_contract.TMPFS_MOUNT  # HOME and scratch space; the run folder is the only other writable path
+TMPFS_MOUNT = task_contract.TMPFS_MOUNT  # HOME and scratch space; the tasks' space is the only other writable path
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,10 @@ def render_stack(settings: Settings, the_cluster: Cluster, image: str, run_dir: 
             "user": f"{uid}:{gid}",
             **{key: value for key, value in TRAINER.items() if key != "environment"},
             "networks": ["cluster"],
-            "volumes": [{"type": "bind", "source": str(run_dir), "target": RUN_MOUNT},
+            # Of the run folder, the tasks' space (writable) and config.json (read-only), as on Compose.
+            "volumes": [{"type": "bind", "source": str(run_dir / runfolder.TASKS), "target": RUN_MOUNT},
+                        {"type": "bind", "source": str(run_dir / runfolder.CONFIG), "target": task_contract.CONFIG,
+                         "read_only": True},
                         {"type": "tmpfs", "target": TMPFS_MOUNT}],
             "environment": {**TRAINER["environment"], **the_cluster.tf_config_env(task)},
             "labels": marks,  # the containers'

@@ -1,0 +1,92 @@
+"""One way to open a run-folder path (issue 34): beneath.py opens every path inside a run folder
+from a handle on the folder, with no link followed at any step, and runfolder.py names the files.
+A task runs a pull request's code and writes its run's tasks' space; the lab may run as root. So
+no other host module opens, reads, writes, renames, removes, links or chmods a path by name with
+Python's file primitives, except the few listed below, which never touch a run folder: each says
+why, and none of their calls names a run folder. A new module that opens files, or a listed one
+that starts to take a run folder, fails here, so the next file the lab writes cannot reopen the hole."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
+DOORS = {"beneath.py", "runfolder.py"}  # the door and the names of what lies behind it
+TRAINER = {"trainer"}  # inside the containers: it writes its own tasks' space, as the task it is
+
+# Calls that open or change a path by name.
+FUNCTIONS = {"open", "os.open", "os.replace", "os.rename", "os.unlink", "os.remove", "os.symlink", "os.link",
+             "os.chmod", "os.chown", "os.lchown", "os.mkdir", "os.makedirs", "os.rmdir", "os.listdir",
+             "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "shutil.rmtree", "shutil.move",
+             "io.open"}
+METHODS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "unlink", "rename",
+           "symlink_to", "hardlink_to", "chmod", "mkdir", "rmdir", "touch", "iterdir", "glob", "rglob"}
+DOOR_CALLS = ("folder.", "self.folder", "beneath", "runfolder.", "foreign.")  # calls through the door
+# Modules that use them, each on paths that are never a run folder's.
+ALLOWED = {
+    "builder.py": "build contexts under images/, made and removed by the lab itself",
+    "cli.py": "/proc of make's processes (signal forwarding), /dev/null, and RUNS_DIR itself (count, make)",
+    "explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
+    "home.py": "the installed copy of the lab's own files",
+    "imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
+    "images.py": "wheels, stamps and .built.json under images/, binfmt_misc under /proc",
+    "manifest.py": "the user's manifest and the lab's vendored schemas",
+    "matrix.py": "matrix.json of a matrix folder (the lab's own, beside its runs)",
+    "backends/swarm/nodes.py": "the simulated swarm's state file under the lab's own folder",
+    "tools/swarmsim.py": "provisioning: network namespaces and engine folders of its own",
+    "tools/lock.py": "requirements/ lock files, written by a maintainer",
+    "user_script.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
+    "backends/replay.py": "a replay's volumes, made before any replica starts (no link followed)",
+    "k8s.py": "removes its own manifests when writing them failed",
+    "report.py": "matplotlib and the text writers write into a private temporary folder (runfolder.replace_whole)",
+    "schema.py": "EventLog: a task appends to its own log (a replay's watcher: the lab's tasks/ folder, O_NOFOLLOW)",
+}
+
+
+def calls(path: Path) -> list[tuple[int, str, str]]:
+    """(line, the primitive, the call's source) for each path primitive the module calls."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        if name in FUNCTIONS or (isinstance(node.func, ast.Attribute) and node.func.attr in METHODS
+                                 and not name.startswith(DOOR_CALLS)):
+            found.append((node.lineno, name, ast.unparse(node)))
+    return found
+
+
+def host_modules() -> list[str]:
+    return sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                  if path.relative_to(PACKAGE).parts[0] not in TRAINER and path.name not in DOORS)
+
+
+@pytest.mark.parametrize("module", host_modules())
+def test_no_host_module_opens_a_path_by_name_except_the_listed(module):
+    found = [f"line {line}: {source}" for line, _, source in calls(PACKAGE / module)]
+    if module not in ALLOWED:
+        assert found == [], f"{module} opens paths by name; a run folder's go through runfolder/beneath"
+    else:
+        assert found, f"{module} is listed as opening paths but opens none: take it off the list"
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_the_listed_modules_never_open_a_run_folder_path(module):
+    touching = [f"line {line}: {source}" for line, _, source in calls(PACKAGE / module)
+                if any(word in source for word in ("run_dir", "run_folder", "runfolder", "OUTPUT", "SUMMARY",
+                                                    "OWNER", "CHAOS_LOG", "CONFIG", ".jsonl"))]
+    assert touching == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('open(run_dir / "output.log")', ["open"]),
+    ('(run_dir / "x").write_text("y")', ["(run_dir / 'x').write_text"]),
+    ('os.replace(a, b)', ["os.replace"]),
+    ('folder.read("tasks/x", 10)', []),  # through the door
+    ('runfolder.write_whole(path, text)', []),
+])
+def test_the_check_sees_what_it_should(tmp_path, source, expected):
+    module = tmp_path / "m.py"
+    module.write_text(source + "\n")
+    assert [name for _, name, _ in calls(module)] == expected
