@@ -218,7 +218,10 @@ def own_end(run_dir: Path, task: str) -> dict:
     claim is the replicas' to write: walked from the run folder's handle, no link followed."""
     try:
         with beneath.Beneath(run_dir) as folder:
-            for path in folder.walk("volumes", f"/{log_name(task)}"):
+            # walk matches a file's name by its end: a name only ends in "/" never, so the name itself
+            for path in folder.walk("volumes", log_name(task)):
+                if path.rsplit("/", 1)[-1] != log_name(task):
+                    continue  # xworker-0.jsonl is no log of worker-0
                 try:
                     ends = by_event(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)), "end")
                 except (OSError, ForeignFile):

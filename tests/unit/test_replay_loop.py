@@ -410,3 +410,21 @@ def test_a_restarted_replica_the_hooks_saw_says_where_it_resumed(tmp_path):
     seen = summary.replay_row(run_dir, "worker-0", 0, False, replayed, False)
     unseen = summary.replay_row(run_dir, "chief-0", 0, False, replayed, False)
     assert [r["attempt"] for r in seen.resumes] == [2] and unseen.resumes == []
+
+
+def test_the_lab_trainers_own_end_is_found_on_its_claim_by_its_exact_name(tmp_path):
+    """make k8s K8S_PVC=... replayed: the chief's final loss from volumes/<claim>/tflab/chief-0.jsonl
+    (beneath's walk matches a name's end: the name itself, never another task's or a longer one)."""
+    from tflab import summary
+    from tflab.schema import EventLog
+
+    end = dict(role="trainer", total_seconds=1.0, peak_rss_bytes=1, first_step_seconds=0.1, first_step_at=1.0,
+               steady_step_seconds=0.01, weights_sha256="ab" * 32, parameters=3)
+    folder = tmp_path / "volumes" / "out" / "tflab"
+    folder.mkdir(parents=True)
+    for name, loss in (("chief-0", 18.6), ("xchief-0", 99.0)):
+        log = EventLog(folder / f"{name}.jsonl", name)
+        log.emit("end", final_loss=loss, **end)
+        log.close()
+    assert summary.own_end(tmp_path, "chief-0")["final_loss"] == 18.6
+    assert summary.own_end(tmp_path, "worker-0") == {}
