@@ -182,9 +182,9 @@ def command_why(settings: Settings) -> int:
     a test's `lab.why()` starts with, for a run made with make or tflab."""
     result = finished_summary(settings)
     lines = summary.why_lines(result)
-    if not lines:
-        audited = "AUDIT=off: nothing was audited" if (result.settings or {}).get("audit") == "off" else "audited"
-        lines = [f"nothing to explain: no task failed, no script restarted, no audit finding ({audited})"]
+    if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
+        lines = [f"nothing to explain: no task failed, no script restarted, no audit finding "
+                 f"({summary.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
     print(f"run {foreign.shown(result.run)}: {foreign.shown(result.outcome)}")
     print("\n".join(foreign.shown(line, limit=0) for line in "\n".join(lines).split("\n")))
     return 0

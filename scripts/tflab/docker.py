@@ -369,13 +369,14 @@ def start_attached_command(container: str) -> list[str]:
     return command("start", "--attach", container)
 
 
-def open_output(container: str, attach: bool, since: float | None = None) -> subprocess.Popen:
-    """A container's output as a stream, stdout and stderr merged: `start --attach` (which starts
-    it) or `logs --follow --timestamps` from `since`; in a session of its own, so a Ctrl-C meant
-    for the lab does not end it first."""
+def open_output(container: str, attach: bool, since: float | None = None, apart: bool = False) -> subprocess.Popen:
+    """A container's output as a stream, stdout and stderr merged (apart: each its own pipe, as a
+    terminal folds each apart): `start --attach` (which starts it) or `logs --follow --timestamps`
+    from `since`; in a session of its own, so a Ctrl-C meant for the lab does not end it first."""
     arguments = (["start", "--attach", container] if attach else
                  ["logs", "--follow", "--timestamps", *(["--since", f"{since:.3f}"] if since else []), container])
-    return subprocess.Popen(command(*arguments), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    return subprocess.Popen(command(*arguments), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE if apart else subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
 
 

@@ -106,6 +106,10 @@ SIGNATURES = [
               "keep numpy below 2 for that TensorFlow (the lock files of TF 2.12 to 2.17 pin numpy 1.x: a "
               "requirements.txt or an install step must not upgrade it), or move to TensorFlow 2.18 or later",
               "https://numpy.org/devdocs/numpy_2_0_migration_guide.html", False),
+    Signature("module-not-found", r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
+              "it imports {module}, which is not installed where it ran",
+              "{install}",
+              "https://pip.pypa.io/en/stable/reference/requirements-file-format/", False),
     Signature("removed-api",
               r"AttributeError: module '(?:tensorflow|keras|tf_keras)(?:\.[\w.]+)?' has no attribute '\w+'",
               "it uses an attribute this TensorFlow or Keras no longer has: TensorFlow 2.16 removed "
@@ -162,9 +166,7 @@ SIGNATURES = [
               r"URL fetch failure on https?://|<urlopen error|HTTPS?ConnectionPool\(host=|Failed to establish a new "
               r"connection|Could not resolve host",
               "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and {route}",
-              "bring the data in: keep it beside the script (linked into its working directory) or in DATA=path "
-              "(read-only at $TFLAB_DATA) and load it from there (Keras 3's keras.datasets finds datasets/<file> "
-              "beside the script with SCRIPT_ENV=KERAS_HOME=.){or_bridge}",
+              "{bring_in}{or_bridge}",
               "https://docs.docker.com/engine/network/drivers/bridge/", False),
     Signature("peer-name-unresolved",
               r"could not reach [^\n]*name does not resolve|DNS resolution failed|"
@@ -201,6 +203,7 @@ class Evidence:
     memory: str = "0"  # MEMORY, the task's limit
     last_memory_bytes: int | None = None  # its largest measured memory in its log
     network: str = "internal"  # NETWORK: whether the tasks had a route out
+    replay: bool = False  # a TFJob's replica: it runs its own image, and the replay's ways in and out apply
 
     def header(self) -> str:
         """The engine's state as lines the table's patterns read."""
@@ -230,17 +233,23 @@ def explain(evidence: Evidence) -> Explanation | None:
     """The explanation of a failed task; None for one that exited 0 or has not ended."""
     if not evidence.exit_code:
         return None
-    signature = match(evidence)
-    if signature:
+    found = find(evidence)
+    if found:
+        signature, matched = found
         internal = evidence.network == "internal"
+        who = "replicas" if evidence.replay else "tasks"
         fields = {"code": evidence.exit_code, "memory": evidence.memory,
                   "last_memory": _megabytes(evidence.last_memory_bytes),
-                  "route": "the lab's network has no route out, by design (NETWORK=internal: the tasks reach each "
+                  "route": f"the lab's network has no route out, by design (NETWORK=internal: the {who} reach each "
                            "other only, as on many clusters)" if internal else
-                           "could not, though NETWORK=bridge lets the tasks out: this host's own network failed it "
-                           "(offline, a proxy, or its DNS)"}
+                           f"could not, though NETWORK=bridge lets the {who} out: this host's own network failed it "
+                           "(offline, a proxy, or its DNS)",
+                  **{key: value or "?" for key, value in matched.groupdict().items()}}
         commands = {verb: lab_command(verb) for verb in ("down", "config")}
-        commands["or_bridge"] = ", or let the tasks out with NETWORK=bridge" if internal else ""
+        commands["or_bridge"] = (f", or let the {who} out with NETWORK=bridge"
+                                 + (", as a cluster's pods are" if evidence.replay else "")) if internal else ""
+        commands["bring_in"] = REPLAY_BRING_IN if evidence.replay else SCRIPT_BRING_IN
+        commands["install"] = (REPLAY_INSTALL if evidence.replay else SCRIPT_INSTALL).format(**fields)
         return Explanation(evidence.task, signature.name, signature.what.format(**fields),
                            signature.fix.format(**commands), signature.link, signature.retry)
     exception = exception_head(evidence.error) or exception_head(evidence.output)
@@ -252,13 +261,43 @@ def explain(evidence: Evidence) -> Explanation | None:
     return Explanation(evidence.task, "exit code", code, f"read its output in `{lab_command('logs')}`", "", None)
 
 
+# The ways data gets into a task that may not download it (no-route-out), and a missing module's fix:
+# a SCRIPT's (the lab builds its image) and a TFJob replica's (it runs its own image, as it is).
+SCRIPT_BRING_IN = ("bring the data in: keep it beside the script (linked into its working directory) or in DATA=path "
+                   "(read-only at $TFLAB_DATA) and load it from there (Keras 3's keras.datasets finds datasets/<file> "
+                   "beside the script with SCRIPT_ENV=KERAS_HOME=.)")
+REPLAY_BRING_IN = ("bring the data in: DATA=path mounts a folder read-only at $TFLAB_DATA (/lab/data) in every "
+                   "replica, and CLAIMS=<claim>=/host/folder:ro gives a claim the manifest mounts a folder of yours "
+                   "(:rw to keep what the job writes there), as a cluster's volume holds its data; load it from there "
+                   "(keras.datasets.mnist.load_data(path=...) takes a file)")
+SCRIPT_INSTALL = ("list its package in a requirements.txt beside the script (often named as the module; `yaml` is "
+                  "PyYAML): the lab installs it into the tasks' image before the run, beside this TensorFlow's pins")
+REPLAY_INSTALL = ("install its package into the replica's image (a `RUN pip install ...` or a requirements.txt its "
+                  "Dockerfile installs; often named as the module) and build the image again: the lab runs a "
+                  "TFJob's image as it is; as a SCRIPT run instead, a requirements.txt beside the script does it")
+
+
 def match(evidence: Evidence) -> Signature | None:
-    """The first signature found in the engine's state and the error event, else in the output: the
-    exception a task died of outranks a warning it printed earlier."""
-    for text in ("\n".join(filter(None, [evidence.header(), evidence.error])), evidence.output):
+    found = find(evidence)
+    return found[0] if found else None
+
+
+def find(evidence: Evidence) -> tuple[Signature, re.Match] | None:
+    """The signature that explains the failure, and its match: the engine's state first; then, in
+    the error event and then the output, each link of the last chained exception from its root cause
+    on (a download that failed, then the read-only folder its clean-up hit: the download explains
+    it); then the first signature anywhere in the error, then the output: the exception a task died
+    of outranks a warning it printed earlier."""
+    header = evidence.header()
+    texts = [header] if header else []
+    for text in (evidence.error, evidence.output):
+        texts += chain_links(text)
+    texts += ["\n".join(filter(None, [header, evidence.error])), evidence.output]
+    for text in texts:
         for signature in SIGNATURES:
-            if text and re.search(signature.pattern, text, re.M):
-                return signature
+            matched = re.search(signature.pattern, text, re.M) if text else None
+            if matched:
+                return signature, matched
     return None
 
 
@@ -287,14 +326,45 @@ LINE_CHARS = 300
 
 
 def exception_head(text: str) -> str:
-    """The final exception of the last traceback in `text`: its type, its message and the message's
-    continuation lines, trimmed (a TensorFlow message can print whole tensors, and the point is
-    often its last line); '' if there is none."""
+    """The exception of the last traceback in `text` that caused the rest: where exceptions are
+    chained ("During handling of the above exception", "The above exception was the direct cause"),
+    the root cause's type, message and the message's continuation lines, trimmed (a TensorFlow
+    message can print whole tensors, and the point is often its last line), then the last link's
+    first line; '' if there is none."""
+    links = chain_links(text)
+    if not links:
+        return ""
+    root = _head(links[0])
+    last = _head(links[-1]).splitlines()[:1] if len(links) > 1 else []
+    if not root:
+        return _head(links[-1])
+    return root + (f"\n  which led to {last[0]}" if last else "")
+
+
+def chain_links(text: str) -> list[str]:
+    """The tracebacks of the last chain of exceptions in `text`, its root cause first; [] if none.
+    Python prints a chain cause first, each later link after one of CHAINED's lines."""
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK]
     if not starts:
-        return ""
-    rest = lines[starts[-1] + 1:]
+        return []
+    chain = [starts[-1]]
+    for earlier in reversed(starts[:-1]):
+        between = lines[earlier + 1:chain[0]]
+        if not any(CHAINED.match(line) for line in between[-4:]):
+            break
+        chain.insert(0, earlier)
+    ends = chain[1:] + [len(lines)]
+    return ["\n".join(lines[start:end]) for start, end in zip(chain, ends)]
+
+
+CHAINED = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
+                     r"The above exception was the direct cause of the following exception:)\s*$")
+
+
+def _head(traceback: str) -> str:
+    """One traceback's final exception: its type, message and continuation lines, trimmed."""
+    rest = traceback.splitlines()[1:]
     for i, line in enumerate(rest):
         if line[:1].isspace() or not line.strip():
             continue  # a frame, its source line, its ^^^^ markers

@@ -199,9 +199,12 @@ class SettingsRules:
             raise SettingsError(f"ARGS={self.args!r} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
                                 "(the lab's own trainer takes its settings, not arguments)")
         for given, shown in ((self.script_env, "SCRIPT_ENV"), (self.data, "DATA")):
-            if given and not self.script:
+            if given and not self.script and not (shown == "DATA" and (self.tfjob or self.trainjob)):
                 raise SettingsError(f"{shown}={given} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
                                     "(the lab's own trainer needs neither)")
+        if self.claims and not (self.tfjob or self.trainjob):
+            raise SettingsError(f"CLAIMS={self.claims} is not allowed without TFJOB or TRAINJOB: expected "
+                                "TFJOB=path/to/tfjob.yaml (the claims are a replayed job's; a SCRIPT reads DATA)")
         if self.collective == "nccl" and not self.gpus:
             raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
                                 "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
@@ -739,6 +742,59 @@ def _data_on_host(name: str, value: str) -> str:
     return str(path)
 
 
+# CLAIMS: a TFJob replay's claims given folders of the host, as a cluster's PersistentVolume holds
+# data before a job starts and keeps what it wrote. Only from the command line: a manifest names its
+# claims, never a host path (a hostPath volume is refused), so what a replica may touch on this host
+# is what its user typed.
+CLAIM_ENTRY = re.compile(r"([^=,]*)=([^,]*?)(?::(ro|rw))?")
+
+
+def claim_folders(raw: str) -> dict[str, tuple[str, bool]]:
+    """CLAIMS's entries: claim name -> (its folder, read-only). Checked by _claims already."""
+    found = {}
+    for entry in filter(None, raw.split(",")):
+        name, folder, mode = CLAIM_ENTRY.fullmatch(entry).groups()
+        found[name] = (folder, mode == "ro")
+    return found
+
+
+def _claims(name: str, raw: str) -> str:
+    _text(name, raw)
+    expected = ("expected claim=/host/folder[:ro|:rw] entries, comma-separated, such as "
+                "data=/srv/mnist:ro,out=runs/out:rw (:rw, writable, where no mode is given)")
+    seen = set()
+    for entry in raw.split(","):
+        match = CLAIM_ENTRY.fullmatch(entry)
+        if not match or not match.group(2) or ":" in match.group(2):
+            raise SettingsError(f"{name}={raw} is not allowed: {entry!r} is not claim=folder; {expected}")
+        if not K8S_PVC_PATTERN.fullmatch(match.group(1)):
+            raise SettingsError(f"{name}={raw} is not allowed: {match.group(1)!r} is not a claim's name (a DNS-1123 "
+                                f"subdomain: lowercase letters, digits, '-' and '.'); {expected}")
+        if match.group(1) in seen:
+            raise SettingsError(f"{name}={raw} is not allowed: the claim {match.group(1)} is given twice; give it once")
+        seen.add(match.group(1))
+    return raw
+
+
+def _claims_on_host(name: str, raw: str) -> str:
+    """Each folder exists and is one, resolved: the replay binds it where the manifest mounts its claim."""
+    resolved = []
+    for claim, (folder, read_only) in claim_folders(raw).items():
+        try:
+            path = Path(folder).expanduser().resolve()
+            found = path.is_dir()
+        except (OSError, RuntimeError):
+            found = False
+        if not found:
+            raise SettingsError(f"{name}={raw} is not allowed: {folder}, given to the claim {claim}, is not an "
+                                "existing folder; expected a folder of this host (make it first)")
+        if ":" in str(path) or "," in str(path):
+            raise SettingsError(f"{name}={raw} is not allowed: {claim}'s folder resolves to {path}, which has a ':' "
+                                "or ',' (Docker's volume syntax and this setting's split there); expected another")
+        resolved.append(f"{claim}={path}:{'ro' if read_only else 'rw'}")
+    return ",".join(resolved)
+
+
 # TF, KERAS and STRATEGIES (versions.py holds the table of versions): one value for a run, a list
 # for make matrix (images.trainer_variant refuses a list to a single run).
 MATRIX_TF = "2.15 2.18 2.21 next"  # make matrix with TF empty
@@ -964,9 +1020,8 @@ SETTINGS: tuple[Setting, ...] = (
                   f"edit {CONTAINER_FIELD}.resources.limits.memory"),
     Setting("NETWORK", "internal", _choice(NETWORKS), " | ".join(NETWORKS),
             "internal: the tasks' network has no route out and the host has no address on it; "
-            "bridge: Docker's usual bridge",
-            tfjob="the replay's tasks are always on an internal network of their own; "
-                  "leave NETWORK out"),
+            "bridge: Docker's usual bridge (a TFJob replay's replicas too: out, as a cluster's pods)",
+            tfjob=REPLAYED),
     Setting("LINK", "", _link, "empty | <latency>ms,<rate>mbit",
             "every task's inbound link through a delay proxy, e.g. 1ms,1000mbit; empty: direct",
             tfjob="the replay's tasks talk directly; leave LINK out"),
@@ -1011,10 +1066,10 @@ SETTINGS: tuple[Setting, ...] = (
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
             tfjob=f"the TFJob's containers get their own env; edit {CONTAINER_FIELD}.env"),
     Setting("DATA", "", _folder, "empty | path/to/folder, no ':' in its path",
-            f"a data folder for SCRIPT, mounted read-only at {DATA_DIR} in every task ($TFLAB_DATA says where; "
-            "BACKEND=local: the folder itself)", on_host=_data_on_host,
+            f"a data folder for SCRIPT or a TFJob replay, mounted read-only at {DATA_DIR} in every task ($TFLAB_DATA "
+            "says where; BACKEND=local: the folder itself)", on_host=_data_on_host,
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
-            tfjob=f"the TFJob's containers mount their own volumes; edit {CONTAINER_FIELD}.volumeMounts"),
+            tfjob=REPLAYED),
     Setting("TFJOB", "", _tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
@@ -1031,6 +1086,11 @@ SETTINGS: tuple[Setting, ...] = (
             "tflab up TRAINJOB=: the file holding the runtime the TrainJob names, where it is not in the "
             "TrainJob's own file", on_host=_manifest_on_host("runtime manifest"),
             commands=("up",)),
+    Setting("CLAIMS", "", _claims, "empty | claim=/host/folder[:ro|:rw],...",
+            "tflab up TFJOB=: a folder of this host for each PersistentVolumeClaim named, mounted where the "
+            "manifest mounts the claim (ro: read-only; rw, the default: writable, kept after the run); "
+            "empty: each claim a fresh folder of the run's (volumes/<claim>/)", on_host=_claims_on_host,
+            commands=("up",), tfjob=REPLAYED),
     Setting("TENSORBOARD_PORT", 6006, _integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",)),

@@ -120,6 +120,9 @@ class Replayed:
     hosts: dict[str, str]  # task -> the replica's hostname
     images: dict[str, str]  # task -> the replica's image
     ended_when_done: list[str] = field(default_factory=list)  # running once the job succeeded
+    # "not audited: <why>" per replica the lab's hooks did not reach (an image without Python, an
+    # entrypoint that is not Python): the summary's notes, and `make why` says it, never "audited".
+    unaudited: list[str] = field(default_factory=list)
 
 
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
@@ -131,22 +134,30 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
     trainer's end where the replicas ran it with its log on a claim. servers_owe_no_exit: a
     SCRIPT's servers and evaluator, ended by the lab once the chief succeeded (runner.LabRun.clean_exits)."""
+    oom_killed = oom_killed or {}
+    outputs = output_tails(run_dir, list(the_cluster.tasks))
     if replayed is not None:
         # "ok": the job succeeded as the operator decides it (replay.ReplayRun.job_condition), and
         # the lab ended what was still running; a replica that failed and was being retried then
         # keeps its failed row, as the operator's job is Succeeded all the same.
         done = outcome == "ok"
         rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
-                           done and task in replayed.ended_when_done)
+                           done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
                 for task in the_cluster.tasks]
         ok = done
+        # The audit as a SCRIPT run's, over the replicas the lab's hooks reached (replayhooks.py);
+        # the others are named in the notes, "not audited: ...", never counted as audited.
+        reached = [task for task in the_cluster.tasks
+                   if not any(note.startswith(NOT_AUDITED) and _names(note, task) for note in replayed.unaudited)]
+        records = {task: task_records(run_dir, task) for task in reached}
+        findings, notes = audit.audit(records, {task: "script" for task in reached}, the_cluster.chief,
+                                      {task: outputs[task] for task in reached}) if reached else ([], [])
         return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
                        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
                        launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
                        weights_agree=False, restarts=list(restarts or []), not_applied=replayed.not_applied,
-                       tasks=rows)
-    oom_killed = oom_killed or {}
-    outputs = output_tails(run_dir, list(the_cluster.tasks))
+                       tasks=rows, findings=[finding.to_dict() for finding in findings],
+                       notes=replayed.unaudited + notes)
     records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
     # outcome "ok" there: the chief succeeded and nothing failed before the lab ended the rest (runner.follow).
     ended = set(the_cluster.servers + the_cluster.evaluators) if servers_owe_no_exit and outcome == "ok" else set()
@@ -178,17 +189,36 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     )
 
 
+def _names(note: str, task: str) -> bool:
+    """Whether a "not audited: a, b (image): why" note names `task`."""
+    return task in note[len(NOT_AUDITED):].split(" (", 1)[0].split(", ")
+
+
 def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replayed: Replayed,
-               ended_when_done: bool) -> TaskRow:
+               ended_when_done: bool, output: str = "", oom_killed: bool | None = None) -> TaskRow:
+    """A replica's row: its attempts from the watcher's start and end, and a failure explained as a
+    SCRIPT task's is (explain.py) from its own output, with the replay's ways in and out."""
     records = events(run_dir, task)
     end = (by_event(records, "end") or [{}])[-1]
     status = status_of(code, stopped, True, ended_when_done)  # the watcher logs every end, and no error
     own = own_end(run_dir, task)  # the lab's own trainer, where it wrote its log to a claim
+    head = explain.exception_head(output)
+    failed = status == "failed"
+    evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
+                                network=str(replayed.settings.get("network", "internal")), replay=True)
+    explanation = explain.explain(evidence) if failed else None
+    earlier = [f"exited with code {e['exit_code']}" for e in by_event(records, "end")[:-1] if e.get("exit_code")]
     return TaskRow(task=task, role="script", host=replayed.hosts[task], image=replayed.images[task],
                    status=status, exit_code=code, attempts=len(by_event(records, "start")),
                    total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
                    final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
-                   error=None if status in ("ok", "stopped") else f"exit code {code}")
+                   earlier_errors=earlier,
+                   # where a restarted replica resumed, as a script's, where the lab's hooks saw its fit
+                   resumes=[] if any(_names(note, task) for note in replayed.unaudited)
+                   else resume.resumes(complete(records)),
+                   error=None if status in ("ok", "stopped") else
+                   f"exited with code {code}" + (f": {head.splitlines()[0]}" if head else ""),
+                   explanation=explanation.to_dict() if explanation else None)
 
 
 def own_end(run_dir: Path, task: str) -> dict:
@@ -197,7 +227,10 @@ def own_end(run_dir: Path, task: str) -> dict:
     claim is the replicas' to write: walked from the run folder's handle, no link followed."""
     try:
         with beneath.Beneath(run_dir) as folder:
-            for path in folder.walk("volumes", f"/{log_name(task)}"):
+            # walk matches a file's name by its end: a name only ends in "/" never, so the name itself
+            for path in folder.walk("volumes", log_name(task)):
+                if path.rsplit("/", 1)[-1] != log_name(task):
+                    continue  # xworker-0.jsonl is no log of worker-0
                 try:
                     ends = by_event(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)), "end")
                 except (OSError, ForeignFile):
@@ -331,8 +364,38 @@ def table(result: Summary) -> str:
 
 def why_lines(result: Summary) -> list[str]:
     """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
-    do, where a restarted script resumed, the audit's findings (tflab why, and the fixture's why())."""
-    return explanation_lines(result.tasks) + resume_lines(result.tasks) + audit_lines(result)
+    do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
+    (tflab why, and the fixture's why())."""
+    return (explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
+            + audit_lines(result))
+
+
+NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
+
+
+def audit_state(result: Summary) -> str:
+    """What the audit covered, for `make why`'s quiet line: never "audited" where it was not."""
+    if (result.settings or {}).get("audit") == "off":
+        return "AUDIT=off: nothing was audited"
+    unaudited = [note for note in result.notes if note.startswith(NOT_AUDITED)]
+    return "; ".join(unaudited) if unaudited else "audited"
+
+
+def restart_lines(result: Summary) -> list[str]:
+    """A replay's restarts and the failures before them (a replica's earlier attempts), which its
+    last attempt's rows do not show; tasks that failed alike share a line."""
+    if not result.tfjob or not result.restarts:
+        return []
+    groups: dict[str, list[str]] = {}
+    for row in result.tasks:
+        for error in row.earlier_errors or []:
+            groups.setdefault(error, [])
+            if row.task not in groups[error]:
+                groups[error].append(row.task)
+    count = len(result.restarts)
+    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says"] + [
+        f"  before a restart: {', '.join(shown(task) for task in tasks)} {shown(error, 300)}"
+        for error, tasks in groups.items()]
 
 
 def audit_lines(result: Summary) -> list[str]:
@@ -356,7 +419,8 @@ def explanation_lines(rows: list[TaskRow]) -> list[str]:
     for (what, fix, link), members in groups.items():
         lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
         error = members[0]["error"]
-        if error and members[0]["explanation"]["signature"] != "exception":  # that one says it already
+        if error and members[0]["explanation"]["signature"] != "exception" and error.splitlines()[0] != what:
+            # ("exception" says it already, as does a bare exit code)
             lines.append(f"  error: {error.splitlines()[0][:300]}")
         lines.append(f"  fix: {shown(fix, limit=0)}")
         if link:
@@ -518,7 +582,9 @@ class ScriptOutputPrinter:
         for task in self.offsets:
             for lines in new_lines(self.run_dir, output_name(task), self.offsets, task, lambda why: None):
                 for line in lines.decode(errors="replace").splitlines():
-                    print(shown(f"[{task}] {line}", limit=2000), flush=True)
+                    # the lab's own trainer, replayed, names its task itself: once is enough
+                    said = line if line.startswith(f"[{task}] ") else f"[{task}] {line}"
+                    print(shown(said, limit=2000), flush=True)
 
 
 class Printers:

@@ -49,8 +49,10 @@ CLEAN_POD_POLICIES = ("None", "Running", "All")
 # Docker error at start, after the run began), and a mount over the others hides the lab from its task.
 KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps for itself",
               task_contract.RUN_MOUNT: "is the run folder, where every task writes its log",
-              "/opt/tflab": "holds the lab's code, which every task runs"}
+              "/opt/tflab": "holds the lab's code, which every task runs",
+              "/opt/tflab-hooks": "holds the lab's hooks, which the replay puts in every replica"}
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
+HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (backends/replay.py)
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
 MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
@@ -234,6 +236,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                             "(training-operator v1)")
     not_applied: list[str] = []
     config_maps: dict[str, dict[str, str]] = {}
+    claim_documents: list[str] = []
     for document, (kind, name) in zip(documents, checked):
         if kind == "ConfigMap":
             data = document.get("data") or {}
@@ -243,6 +246,8 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
                 raise ManifestError(f"ConfigMap {name} is in the file twice")
             config_maps[name] = data
             not_applied += _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
+        elif kind == "PersistentVolumeClaim":
+            claim_documents.append(name)  # applied where a replica mounts it: below
         elif kind != "TFJob":
             not_applied.append(f"{kind} {name}")
     metadata = job["metadata"]
@@ -318,6 +323,13 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             service["networks"] = {"cluster": {"aliases": [host, f"{host}.{namespace}.svc"]}}
             non_root = service.pop("x-non-root")
             tasks.append(Task(task, job_name, index, host, service["image"], service, non_root))
+
+    # A claim the file declares is applied where a replica mounts it (a folder of the run's, or
+    # CLAIMS's), though not its size, class or access modes; one nothing mounts is not applied.
+    mounted = {volume["claim"] for volume in volumes.values() if "claim" in volume}
+    for claim in claim_documents:
+        not_applied.append(f"PersistentVolumeClaim {claim}'s spec (mounted as a folder: no size, class or access "
+                           "mode)" if claim in mounted else f"PersistentVolumeClaim {claim} (no replica mounts it)")
 
     backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
     if backoff is not None and backoff < 0:
@@ -515,15 +527,18 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         elif volume.get("persistentVolumeClaim") is not None:
             claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
                                                f"{vwhere}.persistentVolumeClaim.claimName")
-            if claim == CONFIG_MAPS:
+            if claim in (CONFIG_MAPS, HOOKS):
                 raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
-                                    "ConfigMaps; give the claim another name")
+                                    f"{'ConfigMaps' if claim == CONFIG_MAPS else 'its hooks'}; give the claim "
+                                    "another name")
             claim_folder(volumes, claim, {"claim": claim}, where)
-            mounts.append((claim, target, read_only))
+            # the kubelet mounts it read-only where either the mount or the volume source says so
+            mounts.append((claim, target, read_only or volume["persistentVolumeClaim"].get("readOnly") is True))
         else:
             kinds = sorted(manifest.key_text(kind) for kind in set(volume) - {"name"})
             raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
-                                "emptyDir and persistentVolumeClaim volumes")
+                                "emptyDir and persistentVolumeClaim volumes (a folder of this host: make it a "
+                                "persistentVolumeClaim and give it the folder with CLAIMS=<claim>=/host/folder)")
     service["x-mounts"] = mounts
     if tmpfs:
         service["tmpfs"] = tmpfs
@@ -600,4 +615,5 @@ def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
     return {**known, "strategy": strategy, "workers": counts["worker"], "ps": counts["ps"],
             "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
             "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
-            "timeout": plan.timeout, "restarts": plan.backoff_limit, "tfjob": str(plan.path)}
+            "timeout": plan.timeout, "restarts": plan.backoff_limit, "tfjob": str(plan.path),
+            "network": settings.network, "data": settings.data, "claims": settings.claims}

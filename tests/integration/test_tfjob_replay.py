@@ -72,6 +72,10 @@ def test_the_replay_runs_every_replica_with_the_operators_names(replay):
     assert {key: recorded.get(key) for key in ("strategy", "chief", "workers", "epochs", "global_batch")} == \
         {"strategy": "multiworker", "chief": 1, "workers": 2, "epochs": 3, "global_batch": 96}
     assert replay.config["settings"] == recorded
+    # the lab's own trainer logs itself (to its claim): the hooks stand aside, and the summary says so
+    assert [note for note in replay.summary["notes"] if note.startswith("not audited")] == [
+        f"not audited: chief-0, worker-0, worker-1 ({replay.summary['tasks'][0]['image']}): it runs the lab's own "
+        "program, which logs itself (its events are where its TFLAB_CONFIG says)"]
 
 
 def test_the_replay_trains_to_make_ups_losses(direct, replay):
@@ -218,6 +222,11 @@ def test_a_hand_written_tfjob_on_a_user_image(lab, trainer_image, tmp_path):
         assert seen["greeting"] == seen["file"] == "hi there" and seen["cwd"] == "/app"
     rows = {row["task"]: row for row in run.summary["tasks"]}
     assert all(row["status"] == "ok" and row["exit_code"] == 0 for row in rows.values()), rows
+    # the lab's hooks reached each replica's own Python through the replay's sitecustomize (issue 35)
+    assert not [note for note in run.summary["notes"] if note.startswith("not audited")], run.summary["notes"]
+    for task in rows:
+        mark = (run.run_dir / "volumes" / "tflab-hooks" / task / "hooks").read_text()
+        assert mark.startswith("hooked: python 3."), (task, mark)
 
 
 def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):

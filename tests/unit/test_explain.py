@@ -80,8 +80,56 @@ def test_an_unknown_exception_is_given_by_its_type_and_message_head():
               "I0000 00:00:1733230000.000000  1 log.cc:1] a later log line\n")
     found = explain.explain(Evidence("worker-0", 1, output=output))
     assert found.signature == "exception"
-    assert found.what == "exited with code 1 after RuntimeError: no labels in\nthe data set"
+    # a chain is told by its root cause, then what that led to
+    assert found.what == "exited with code 1 after KeyError: 'labels'\n  which led to RuntimeError: no labels in"
     assert exception_head("no traceback here\nValueError: x") == ""
+    assert exception_head(output.split("\n\nDuring")[0]) == "KeyError: 'labels'"
+
+
+# Keras's get_file: the download failed (no route out), and its clean-up then hit the read-only folder
+# the file was in (the chain a replay of an MNIST example ended with, issue 35).
+READ_ONLY_AFTER = """
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/lab/script/download.py", line 9, in <module>
+    (x_train, y_train), _ = tf.keras.datasets.mnist.load_data()
+  File "/opt/venv/lib/python3.11/site-packages/keras/src/utils/file_utils.py", line 318, in get_file
+    os.remove(fpath)
+OSError: [Errno 30] Read-only file system: '/data/mnist.npz'
+"""
+
+
+def test_a_chained_exception_is_explained_by_its_root_cause_not_its_last_link():
+    output = (LOGS / "no-route-out.log").read_text().partition("\n")[2] + READ_ONLY_AFTER
+    head = exception_head(output)
+    assert head.startswith("socket.gaierror: [Errno -3] Temporary failure in name resolution")
+    assert head.endswith("which led to OSError: [Errno 30] Read-only file system: '/data/mnist.npz'")
+    for error in (head, "train.py exited with code 1: " + head, ""):
+        found = explain.explain(Evidence("worker-0", 1, error=error, output=output))
+        assert found.signature == "no-route-out", (error, found)
+    # the read-only write on its own is still the read-only signature
+    assert explain.explain(recorded("read-only-file")).signature == "read-only-file"
+
+
+def test_a_missing_module_names_a_requirements_file_or_the_image_to_rebuild():
+    found = explain.explain(recorded("module-not-found"))
+    assert "retrying" in found.what and "requirements.txt beside the script" in found.fix
+    assert found.retry is False
+    replayed = explain.explain(dataclasses.replace(recorded("module-not-found"), replay=True))
+    assert "retrying" in replayed.what and "build the image again" in replayed.fix
+    assert "requirements.txt" in replayed.fix  # the lab's own answer, for a SCRIPT run
+
+
+def test_a_replays_download_names_its_ways_out():
+    replayed = explain.explain(dataclasses.replace(recorded("no-route-out"), replay=True))
+    assert replayed.signature == "no-route-out"
+    for way in ("DATA=", "CLAIMS=", "NETWORK=bridge"):
+        assert way in replayed.fix, way
+    assert "beside the script" not in replayed.fix
+    bridged = explain.explain(dataclasses.replace(recorded("no-route-out"), replay=True, network="bridge"))
+    assert "NETWORK=bridge" not in bridged.fix and "this host's own network" in bridged.what
 
 
 # -- RESTART_POLICY ---------------------------------------------------------------------------

@@ -430,3 +430,111 @@ def test_a_merge_may_be_overridden_but_a_key_not_repeated(tmp_path):
     assert document["mid"] == {"a": 2} and document["top"]["c"] == 3  # (PyYAML gives top.a 1 here, go-yaml 2)
     with pytest.raises(tfjob.ManifestError, match=r"has the key \"a\" twice in one mapping \(lines 1 and 2\)"):
         manifest.read_documents(write(tmp_path, "a: 1\na: 2\n"))
+
+
+# -- a replay's ways in and out: NETWORK, DATA, CLAIMS (issue 35) --------------------------------
+
+def test_a_replay_reaches_out_only_where_the_user_asks(tmp_path):
+    plan = load(tmp_path, JOB)
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    replay.write_volumes(plan, run_dir)
+    internal = replay.render(plan, run_dir, Settings())["networks"]["cluster"]
+    assert internal["internal"] is True
+    bridged = replay.render(plan, run_dir, Settings(network="bridge"))["networks"]["cluster"]
+    assert "internal" not in bridged and "driver_opts" not in bridged
+    said = replay.ways_in(plan, Settings(network="bridge"))
+    assert said[0].startswith("network: the replicas may reach the internet (NETWORK=bridge)")
+    assert "NETWORK=bridge lets them out" in replay.ways_in(plan, Settings())[0]
+
+
+def test_data_and_a_claims_host_folder_are_mounted_as_the_user_gave_them(tmp_path):
+    data, mnist, out = tmp_path / "data", tmp_path / "mnist", tmp_path / "out"
+    for folder in (data, mnist, out):
+        folder.mkdir()
+    job = textwrap.dedent(JOB).replace("- {name: out, mountPath: /out}",
+                                       "- {name: out, mountPath: /out}\n            - {name: in, mountPath: /in}")
+    job = job.replace("- {name: out, persistentVolumeClaim: {claimName: outputs}}",
+                      "- {name: out, persistentVolumeClaim: {claimName: outputs}}\n"
+                      "          - {name: in, persistentVolumeClaim: {claimName: mnist, readOnly: true}}")
+    plan = load(tmp_path, job)
+    settings = Settings.from_env({"TFJOB": str(write(tmp_path, job)), "DATA": str(data),
+                                  "CLAIMS": f"outputs={out}:rw,mnist={mnist}"})  # mnist: rw by default
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    replay.write_volumes(plan, run_dir, settings)
+    service = replay.render(plan, run_dir, settings)["services"]["worker-0"]
+    volumes = run_dir / "volumes"
+    # the claim's readOnly holds though CLAIMS gave it writable; nothing of the claims is made in the run
+    assert service["volumes"] == [f"{volumes}/configmaps/settings:/conf:ro", f"{out}:/out", f"{mnist}:/in:ro",
+                                  f"{data}:/lab/data:ro"]
+    assert service["environment"]["TFLAB_DATA"] == "/lab/data"
+    assert sorted(path.name for path in volumes.iterdir()) == ["configmaps"]
+    said = replay.ways_in(plan, settings)
+    assert f"claim outputs: {out}, writable where the manifest mounts it so (CLAIMS)" in said
+    read_only = replay.ways_in(plan, settings.replace(claims=f"mnist={mnist}:ro"))
+    assert f"claim mnist: {mnist}, read-only (CLAIMS)" in read_only
+    assert any(line.startswith("data: ") and "read-only at /lab/data" in line for line in said)
+    # a claim no replica mounts, and DATA where the manifest mounts already: one line each
+    with pytest.raises(LabError, match=r"CLAIMS names the claim other, which no replica of TFJOB=.* mounts; "
+                                       r"expected mnist, outputs"):
+        replay.check_ways_in(plan, Settings.from_env({"TFJOB": str(tmp_path / "tfjob.yaml"),
+                                                      "CLAIMS": f"other={out}"}))
+    clash = load(tmp_path, textwrap.dedent(JOB).replace("mountPath: /conf", "mountPath: /lab/data"))
+    with pytest.raises(LabError, match="DATA=.* is mounted at /lab/data, where worker-0 already mounts"):
+        replay.check_ways_in(clash, settings.replace(claims=""))
+
+
+@pytest.mark.parametrize("value, named", [
+    ("data", "'data' is not claim=folder"),
+    ("data=", "'data=' is not claim=folder"),
+    ("Data=/x", "'Data' is not a claim's name"),
+    ("data=/x:rx", "is not claim=folder"),
+    ("data=/a,data=/b", "the claim data is given twice"),
+    ("data=/no/such/folder", "/no/such/folder, given to the claim data, is not an existing folder"),
+])
+def test_claims_are_checked_in_one_line(value, named, tmp_path):
+    with pytest.raises(Exception) as error:
+        Settings.from_env({"TFJOB": str(write(tmp_path, JOB)), "CLAIMS": value})
+    assert named in str(error.value) and "\n" not in str(error.value), str(error.value)
+    with pytest.raises(Exception, match="CLAIMS=.* is not allowed without TFJOB"):
+        Settings().replace(claims="data=/x")
+
+
+def test_a_claim_the_file_declares_and_a_replica_mounts_is_not_listed_as_not_applied(tmp_path):
+    claim = ("\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: %s}\n"
+             "spec: {accessModes: [ReadWriteMany], resources: {requests: {storage: 1Gi}}}\n")
+    plan = load(tmp_path, textwrap.dedent(JOB) + claim % "outputs" + claim % "spare")
+    assert "PersistentVolumeClaim outputs" not in plan.not_applied
+    assert any(line.startswith("PersistentVolumeClaim outputs's spec (mounted as a folder")
+               for line in plan.not_applied)
+    assert "PersistentVolumeClaim spare (no replica mounts it)" in plan.not_applied
+
+
+def test_a_replicas_output_is_folded_as_a_scripts_each_line_once(tmp_path):
+    """A replica runs no launcher of the lab's: the host folds its streams (a Keras bar came
+    through a replay as one line of 19,973 characters), into output.log and <task>.out."""
+    from tflab import runfolder, summary
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    output = replay.FoldedOutput(run_dir, runfolder.OUTPUT)
+    output._open()
+    read, write_end = os.pipe()
+    bar = "".join(f"\r{step:>3}/100 [{'=' * (step // 10):<10}] - loss: {1 / step:.4f}" for step in range(1, 101))
+    os.write(write_end, ("Epoch 1/1\n" + bar + "\nEpoch: 1, accur").encode())
+    os.write(write_end, b"acy: 0.9\n")
+    os.close(write_end)
+    shown = output._task_output("worker-0")
+    with os.fdopen(read, "rb") as stream:
+        output._fold("worker-0", stream, False, shown)
+    os.close(shown)
+    # after a restart, `docker logs --timestamps`: whole lines, each after the engine's time
+    import io
+    output._fold("worker-0", io.BytesIO(b"2026-12-06T03:00:00.123456789Z Epoch 2/2\r  1/1 done\n"), True, None)
+    output.finish([])
+    assert runfolder.script_output_path(run_dir, "worker-0").read_text().splitlines() == \
+        ["Epoch 1/1", "100/100 [==========] - loss: 0.0100", "Epoch: 1, accuracy: 0.9"]
+    log = (run_dir / runfolder.OUTPUT).read_text()
+    assert summary.task_output(log, "worker-0").splitlines() == \
+        ["Epoch 1/1", "100/100 [==========] - loss: 0.0100", "Epoch: 1, accuracy: 0.9", "  1/1 done"]

@@ -499,3 +499,178 @@ def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobs
 def test_a_trainjob_succeeds_when_every_node_does(tmp_path, capsys):
     code, result = run_trainjob(tmp_path, [[{}, {"worker-0": 0, "worker-1": 0}]], restarts=0)
     assert code == 0 and result.ok and result.restarts == [], capsys.readouterr().out
+
+# -- the lab's hooks in a replica's own Python, and what the summary says of them (issue 35) -----
+
+def hooks_root(tmp_path, task="worker-0"):
+    """The layout the replay mounts at /opt/tflab-hooks, built here: site/ (the sitecustomize it
+    writes), tflab/ (the lab's package), config.json, and the replica's own log/."""
+    import shutil
+
+    from tflab import home
+
+    root = tmp_path / "opt-tflab-hooks"
+    (root / "site").mkdir(parents=True)
+    (root / "site" / "sitecustomize.py").write_text(replay.SITE_FILE)
+    shutil.copytree(home.PACKAGE, root / "tflab", ignore=shutil.ignore_patterns("__pycache__", "_lab"))
+    (root / "config.json").write_text(json.dumps({"settings": {"audit": "on"}, "cluster": {}}))
+    (root / "log").mkdir()
+    return root
+
+
+def in_replica(root, code, tmp_path, **env):
+    """A Python process as a replica's image starts it: its own PYTHONPATH (here a folder with its own
+    sitecustomize and a stand-in keras), the replay's site folder first, no TFLAB_* of the lab's."""
+    import os
+    import subprocess
+    import sys
+
+    own = tmp_path / "image-site"
+    (own / "keras").mkdir(parents=True, exist_ok=True)
+    (own / "keras" / "__init__.py").write_text("__version__ = '9.9.9'\n")
+    (own / "sitecustomize.py").write_text("import sys; print('the image own sitecustomize ran', file=sys.stderr)\n")
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("TFLAB_") and key != "PYTHONPATH"}
+    clean.update(PYTHONPATH=f"{root / 'site'}:{own}", TFLAB_HOOKS_TASK="worker-0", **env)
+    return subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120)
+
+
+def test_the_hooks_reach_a_replicas_own_python_and_leave_its_program_alone(tmp_path):
+    root = hooks_root(tmp_path)
+    program = ("import os, sys, keras; print('ran', keras.__version__, sorted(k for k in os.environ "
+               "if k.startswith('TFLAB_') and k != 'TFLAB_HOOKS_TASK'))")
+    result = in_replica(root, program, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ran 9.9.9 []"  # its environment is its own again
+    assert "the image own sitecustomize ran" in result.stderr  # chained, as Python would have run it
+    assert (root / "log" / "hooks").read_text().startswith("hooked: python ")
+    events = [json.loads(line) for line in (root / "log" / "events.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["task"], e["module"], e["version"]) for e in events] == \
+        [("imported", "worker-0", "keras", "9.9.9")]
+    # the lab's own program (its trainer, with TFLAB_CONFIG): the hooks stand aside
+    lab = hooks_root(tmp_path / "lab")
+    result = in_replica(lab, "import keras", tmp_path, TFLAB_CONFIG="/etc/tflab/config.json")
+    assert result.returncode == 0 and (lab / "log" / "hooks").read_text().startswith("lab:")
+    assert not (lab / "log" / "events.jsonl").exists()
+
+
+def test_the_watcher_copies_only_the_hooks_events_under_the_replicas_own_name(tmp_path):
+    plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml_of(MULTIWORKER_JOB)], Settings())
+    run_dir = tmp_path / "run"
+    (run_dir / "tasks").mkdir(parents=True)
+    replay.write_hooks(plan, run_dir, Settings())
+    watcher = replay.Watcher(plan, run_dir)
+    folder = replay.hooks_folder(run_dir, "worker-0")
+    lines = [{"event": "imported", "task": "chief-0", "time": 1.0, "module": "keras", "version": "3"},
+             {"event": "end", "task": "worker-0", "time": 1.0, "role": "script", "total_seconds": 1,
+              "peak_rss_bytes": 0, "exit_code": 0},  # the watcher's own kind: never from inside
+             {"event": "epoch", "task": "worker-0", "time": 1.0, "epoch": "one", "loss": 1, "seconds": 1, "steps": 1}]
+    (folder / "events.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n{\"partial")
+    watcher.copy_hooks_events("worker-0")
+    watcher.close()
+    copied = read_events(run_dir / "tasks" / "worker-0.jsonl")
+    assert [(r["event"], r["task"]) for r in copied] == [("imported", "worker-0")]
+    assert watcher.skipped["worker-0"] == 3
+
+
+def yaml_of(text):
+    import yaml
+
+    return yaml.safe_load(textwrap.dedent(text))
+
+
+def test_a_replica_the_hooks_did_not_reach_is_said_not_audited_and_why(tmp_path):
+    shell = 'containers: [{name: tensorflow, image: "img:1", command: [/bin/sh, -c, "exit 1"]}]'
+    job = MULTIWORKER_JOB.replace('containers: [{name: tensorflow, image: "img:1"}]', shell, 1)
+    plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml_of(job)], Settings())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    replay.write_hooks(plan, run_dir, Settings())
+    (replay.hooks_folder(run_dir, "worker-0") / "hooks").write_text("hooked: python 3.11.2\n")
+    images = {"img:1": {"Entrypoint": None, "Cmd": ["python3", "train.py"]}}
+    notes = replay.unaudited(plan, run_dir, images)
+    assert notes == ["not audited: chief-0 (img:1): no Python of its started (its command starts with sh, not Python; "
+                     "a shell that starts Python would have passed the hooks on)"]
+    (replay.hooks_folder(run_dir, "worker-0") / "hooks").unlink()
+    assert replay.unaudited(plan, run_dir, images)[1].startswith(
+        "not audited: worker-0 (img:1): its Python never loaded the lab's hooks")
+
+
+def test_a_replicas_failure_is_explained_from_its_output_and_why_says_it_all(tmp_path, monkeypatch, capsys):
+    """Issue 35: a replay whose workers failed on a download, restarted twice, had `make why` say
+    "nothing to explain ... (audited)", and every failure `exit code 1`."""
+    from pathlib import Path
+
+    from labtest.cli import lab_env, run_lab
+
+    download = (Path(__file__).parent / "logs" / "no-route-out.log").read_text().partition("\n")[2]
+
+    def save_output(project) -> None:
+        lines = [f"worker-0 | 2026-12-04T10:00:01.000000+00:00 {line}" for line in download.splitlines()]
+        (project.run_dir / "output.log").write_text("\n".join(lines) + "\n")
+
+    monkeypatch.setattr(FakeProject, "save_output", save_output)
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
+    assert code == 1 and len(result["restarts"]) == 2
+    worker = {row["task"]: row for row in result["tasks"]}["worker-0"]
+    assert worker["explanation"]["signature"] == "no-route-out"
+    assert "NETWORK=bridge" in worker["explanation"]["fix"] and "CLAIMS=" in worker["explanation"]["fix"]
+    assert worker["error"].startswith("exited with code 1: socket.gaierror: [Errno -3]")
+    assert worker["earlier_errors"] == ["exited with code 1", "exited with code 1"]
+    said = run_lab("why", "RUN=r1", env=lab_env(RUNS_DIR=str(tmp_path / "runs")), timeout=60).stdout
+    assert "worker-0: it tried to reach the internet" in said, said
+    assert "the job restarted 2 times, as its restart policy says" in said
+    assert "  before a restart: worker-0 exited with code 1" in said
+    assert "not audited: chief-0, worker-0 (img:1): the lab's hooks were not put in" in said
+    assert "(audited)" not in said and "nothing to explain" not in said
+
+
+def test_why_on_a_clean_replay_the_hooks_did_not_reach_says_not_audited(tmp_path):
+    from labtest.cli import lab_env, run_lab
+
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 0, "chief-0": 0}]])
+    assert code == 0
+    said = run_lab("why", "RUN=r1", env=lab_env(RUNS_DIR=str(tmp_path / "runs")), timeout=60).stdout.splitlines()
+    assert said[1] == ("nothing to explain: no task failed, no script restarted, no audit finding (not audited: "
+                       "chief-0, worker-0 (img:1): the lab's hooks were not put in)")
+
+
+def test_a_restarted_replica_the_hooks_saw_says_where_it_resumed(tmp_path):
+    """The hooks' `fit` events (observe.py) in a replica's log: the summary says where it resumed, as
+    for a SCRIPT; a replica they did not reach says nothing of it."""
+    from tflab import summary
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for task in ("chief-0", "worker-0"):
+        with open(run_dir / f"{task}.jsonl", "w") as log:
+            for attempt in (1, 2):
+                log.write(json.dumps({"event": "start", "task": task, "time": attempt, "role": "script",
+                                      "strategy": "tfjob", "cluster": {}, "versions": {}, "settings": {}}) + "\n")
+                log.write(json.dumps({"event": "fit", "task": task, "time": attempt + 0.5, "initial_epoch": 0,
+                                      "epochs": 3, "backup_dir": "/out/backup", "backup_kept": True}) + "\n")
+    replayed = summary.Replayed(tfjob="job.yaml", settings={}, not_applied=[],
+                                hosts={"chief-0": "h0", "worker-0": "h1"},
+                                images={"chief-0": "img:1", "worker-0": "img:1"},
+                                unaudited=["not audited: chief-0 (img:1): why"])
+    seen = summary.replay_row(run_dir, "worker-0", 0, False, replayed, False)
+    unseen = summary.replay_row(run_dir, "chief-0", 0, False, replayed, False)
+    assert [r["attempt"] for r in seen.resumes] == [2] and unseen.resumes == []
+
+
+def test_the_lab_trainers_own_end_is_found_on_its_claim_by_its_exact_name(tmp_path):
+    """make k8s K8S_PVC=... replayed: the chief's final loss from volumes/<claim>/tflab/chief-0.jsonl
+    (beneath's walk matches a name's end: the name itself, never another task's or a longer one)."""
+    from tflab import summary
+    from tflab.schema import EventLog
+
+    end = dict(role="trainer", total_seconds=1.0, peak_rss_bytes=1, first_step_seconds=0.1, first_step_at=1.0,
+               steady_step_seconds=0.01, weights_sha256="ab" * 32, parameters=3)
+    folder = tmp_path / "volumes" / "out" / "tflab"
+    folder.mkdir(parents=True)
+    for name, loss in (("chief-0", 18.6), ("xchief-0", 99.0)):
+        log = EventLog(folder / f"{name}.jsonl", name)
+        log.emit("end", final_loss=loss, **end)
+        log.close()
+    assert summary.own_end(tmp_path, "chief-0")["final_loss"] == 18.6
+    assert summary.own_end(tmp_path, "worker-0") == {}

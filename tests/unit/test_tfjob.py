@@ -149,7 +149,8 @@ def test_one_replica_in_all_gets_no_tf_config_and_the_operators_defaults(tmp_pat
     (("- {name: tensorflow, image: mine:1}\n    Evaluator", "- {name: tf, image: mine:1}\n    Evaluator"),
      "spec.tfReplicaSpecs.Worker.template.spec.containers has no container named tensorflow"),
     (("configMapKeyRef: {name: settings, key: lr}", "secretKeyRef: {name: s, key: k}"), "valueFrom.secretKeyRef"),
-    (("emptyDir: {}", "hostPath: {path: /etc}"), "hostPath volume"),
+    (("emptyDir: {}", "hostPath: {path: /etc}"),
+     "hostPath volume; .*give it the folder with CLAIMS=<claim>=/host/folder"),
     (("cpu: 500m", "cpu: lots"), "resources.limits.cpu"),
     (("memory: 1Gi", "memory: 1e9"), "resources.limits.memory"),
     (("{name: conf, mountPath: /conf}", "{name: conf, mountPath: /conf, subPath: a}"), "subPath"),
@@ -207,6 +208,8 @@ def test_the_cli_refuses_an_image_the_engine_lacks(tmp_path):
     result = run_lab("up", env=lab_env(TFJOB=str(path), RUNS_DIR=str(tmp_path / "runs"), RUN="never"))
     assert result.returncode != 0
     assert "image tflab-no-such-image:never is not on this Docker engine" in result.output
+    # how to build an example's Dockerfile on the lab's image, without a registry (docs/images.md)
+    assert "ARG BASE" in result.output and "images --tag) -t tflab-no-such-image:never" in result.output
     assert not (tmp_path / "runs" / "never").exists()
 
 
@@ -215,12 +218,12 @@ EXAMPLE_SCRIPT = str(REPO / "examples/multiworker-tutorial/train.py")
 DECIDED = {
     "STRATEGY": "parameter_server", "WORKERS": "3", "REPLICAS": "4", "PS": "2", "CHIEF": "1", "EVALUATOR": "1",
     "SCRIPT": EXAMPLE_SCRIPT, "ARGS": "--epochs 3", "SCRIPT_ENV": "KERAS_HOME=/lab/data",
-    "DATA": str(REPO), "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
+    "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
     "SEED": "7", "MODEL": "cnn", "LOOP": "custom", "STEPS_PER_EXECUTION": "8", "COLLECTIVE": "ring",
     "BYTES_PER_PACK": "1024", "ALLREDUCE_PROBE": "10", "AUDIT": "strict", "PEER_TIMEOUT": "30", "BACKUP": "off",
     "CPUS": "1", "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64",
     "TF": "2.15", "KERAS": "tf-keras",
-    "RESTART_POLICY": "Never", "RESTARTS": "1", "NETWORK": "bridge", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
+    "RESTART_POLICY": "Never", "RESTARTS": "1", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
 OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK",

@@ -58,6 +58,34 @@ def test_a_long_redrawn_line_is_said_as_it_stands_every_few_seconds():
     assert said == [" 500/900 [===...]", " 900/900 [======]"]
 
 
+def test_a_print_after_a_quiet_spell_is_said_once_whole():
+    # TensorFlow's custom-loop tutorial: `Epoch: 1, accuracy: ...` after a 12 s epoch, written as its
+    # text and then its line break; once it was said twice, 0.3 ms apart (issue 35).
+    now = [0.0]
+    said = []
+    lines = TerminalLines(said.append, clock=lambda: now[0])
+    now[0] = 12.0
+    lines.feed("Epoch: 1, accuracy: 0.81, train_loss: 0.52")
+    lines.feed("\n")
+    now[0] = 30.0
+    lines.feed("Epoch: 2, acc")  # a print cut anywhere, long after the last line
+    now[0] = 45.0
+    lines.feed("uracy: 0.90\n")
+    lines.close()
+    assert said == ["Epoch: 1, accuracy: 0.81, train_loss: 0.52", "Epoch: 2, accuracy: 0.90"]
+
+
+def test_a_redrawn_line_said_as_it_stands_is_not_said_again_at_its_break():
+    now = [0.0]
+    said = []
+    lines = TerminalLines(said.append, clock=lambda: now[0])
+    lines.feed("\r 16/16 [======] - loss: 0.5")
+    now[0] = TerminalLines.PROGRESS_SECONDS + 1
+    lines.feed("\r 16/16 [======] - loss: 0.5")  # said as it stands
+    lines.feed("\n")  # unchanged since: not again
+    assert said == [" 16/16 [======] - loss: 0.5"]
+
+
 def launch(tmp_path, source: str, folder_files: dict | None = None, strategy: str = "single", replicas: int = 2):
     """The launcher on a stand-in script in its own folder, as a container runs it: the run folder
     elsewhere, the script's folder read-only."""
@@ -276,3 +304,9 @@ def test_each_tasks_new_whole_lines_are_printed_with_its_name_escaped(tmp_path, 
     assert capsys.readouterr().out.splitlines() == [
         "[worker-0] Epoch 1/2", "[worker-0] 16/16 - loss: 0.5\\x1b[2J", "[worker-1] Epoch 1/2",
         "[worker-0] half a line"]
+    # a line that names its task itself (the lab's own trainer in a TFJob replay) is not named twice
+    with open(tmp_path / "worker-1.out", "a") as more:
+        more.write("[worker-1] epoch 1/3 loss 22.6431\n[worker-0] not mine\n")
+    printer.print_new()
+    assert capsys.readouterr().out.splitlines() == ["[worker-1] epoch 1/3 loss 22.6431",
+                                                    "[worker-1] [worker-0] not mine"]

@@ -26,8 +26,8 @@ TRAINER = module_names(PACKAGE / "trainer") | {"train", "launch", "callback", "l
 # No TensorFlow in these: the host may read them (runfolder writes the profile linkproxy reads;
 # compose renders the metadata stand-in's service and each task's port from trainer.metadata).
 STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.metadata",
-                  "metadata", "trainer.inscript", "trainer.observe"}
-SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder", "beneath",  # both sides
+                  "metadata", "trainer.inscript", "trainer.observe", "trainer.replayhooks"}
+SHARED = {"settings", "cluster", "schema", "errors", "explain", "runfolder", "beneath", "terminal",  # both sides
           "foreign", "task", "versions", "__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
 
@@ -94,8 +94,12 @@ def container_entry_points() -> set[str]:
     from tflab.trainer import inscript
 
     hooks = {name.removeprefix("tflab.") for name in inscript.HOOKS}  # imported by name, before the script
+    from tflab.backends import replay
+
+    # a TFJob replica's own Python imports the hooks through the sitecustomize the replay writes
+    site = {f"trainer.{name}" for name in re.findall(r"from tflab\.trainer import (\w+)", replay.SITE_FILE)}
     return {command[at + 1].removeprefix("tflab.") for command in commands
-            for at, word in enumerate(command) if word == "-m"} | {"callback"} | hooks
+            for at, word in enumerate(command) if word == "-m"} | {"callback"} | hooks | site
 
 
 def what_runs_in_the_containers() -> set[str]:
@@ -122,7 +126,7 @@ def test_the_host_side_is_what_is_left():
     # (A shared module need not be reached: it is one either side may import.)
     assert container_entry_points() == {"train", "launch", "linkproxy", "metadata", "callback", "trainer.inscript",
                                         "trainer.observe", "trainer.devices", "trainer.kerasversion", "trainer.audit",
-                                        "trainer.tfconfig"}
+                                        "trainer.tfconfig", "trainer.replayhooks"}
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
@@ -136,7 +140,7 @@ def test_the_trainer_folder_is_what_the_containers_run():
     assert module_names(PACKAGE / "trainer") == {
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
         "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe", "trainer.devices",
-        "trainer.kerasversion", "trainer.audit", "trainer.tfconfig"}
+        "trainer.kerasversion", "trainer.audit", "trainer.tfconfig", "trainer.replayhooks"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

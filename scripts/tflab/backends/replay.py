@@ -8,21 +8,27 @@ is what touches the engine and the run folder.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
-import subprocess
+import re
+import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import console, docker, labels, manifest, runfolder, runner, summary, tfoperator
+from tflab import beneath, console, docker, foreign, home, labels, manifest, runfolder, runner, summary, tfoperator
 from tflab.backends import compose
 from tflab.errors import LabError
 from tflab.explain import VANISHED
+from tflab.foreign import ForeignFile
 from tflab.manifest import ManifestError, shown
 from tflab.runfolder import Summary
-from tflab.schema import EventLog
-from tflab.settings import Settings
-from tflab.tfjob import Plan, describe, load, refuse_decided, replay_settings
+from tflab.schema import EventLog, SchemaError, problems
+from tflab.settings import DATA_DIR, Settings, claim_folders, lab_command
+from tflab.terminal import TerminalLines
+from tflab.tfjob import HOOKS, Plan, describe, load, refuse_decided, replay_settings
+from tflab.trainer import replayhooks
 
 COMPOSE_FILE = "compose.tfjob.json"
 
@@ -34,8 +40,10 @@ def check_images(plan: Plan) -> None:
     for image in sorted({task.image for task in plan.tasks}):
         found = docker.image_user(image)
         if found.returncode != 0:
-            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...) "
-                           f"or pull it (docker pull {image}) first")
+            raise LabError(f"image {image} is not on this Docker engine; build it (docker build -t {image} ...; "
+                           "an example's Dockerfile builds on the lab's image without a registry: with `ARG BASE` "
+                           f"and `FROM $BASE`, docker build --build-arg BASE=$({tag_command()}) "
+                           f"-t {image} FOLDER) or pull it (docker pull {image}) first")
         if any(task.non_root for task in plan.tasks if task.image == image):
             try:
                 check_non_root(image, found.stdout.strip())
@@ -49,6 +57,32 @@ def check_images(plan: Plan) -> None:
                 raise ManifestError(f"{plan.setting}={plan.path}: {task.name}'s resources.limits.cpu is "
                                     f"{task.service['cpus']:g}, more than this Docker engine's {engine_cpus} CPUs; "
                                     f"expected at most {engine_cpus}")
+
+
+def tag_command() -> str:
+    """The command that prints the lab's image tag bare (docs/images.md), as the user can type it:
+    make has no --tag, so under make it is the checkout's python3 -m tflab."""
+    command = lab_command("images --tag")
+    return "PYTHONPATH=scripts python3 -m tflab images --tag" if command.startswith("make ") else command
+
+
+def image_configs(plan: Plan) -> dict[str, dict]:
+    """image -> its Config (Env, Entrypoint, Cmd), read once before the run: the hooks keep the
+    image's PYTHONPATH, and the summary names the command where they could not reach its Python."""
+    found = {}
+    for image in sorted({task.image for task in plan.tasks}):
+        result = docker.image_inspect(image, "{{json .Config}}")
+        try:
+            config = json.loads(result.stdout) if result.returncode == 0 else {}
+        except ValueError:
+            config = {}
+        found[image] = config if isinstance(config, dict) else {}
+    return found
+
+
+def image_env(config: dict) -> dict[str, str]:
+    pairs = [entry.split("=", 1) for entry in config.get("Env") or [] if isinstance(entry, str) and "=" in entry]
+    return dict(pairs)
 
 
 def check_non_root(image: str, user_json: str) -> None:
@@ -86,11 +120,28 @@ def volume_path(run_dir: Path, relative: str) -> Path:
     return manifest.path_under(root, relative)
 
 
-def write_volumes(plan: Plan, run_dir: Path) -> None:
+def host_folders(plan: Plan, settings: Settings | None) -> dict[str, tuple[str, bool]]:
+    """The replay's volumes that are the host's, not the run's: claim -> (its folder, read-only),
+    as CLAIMS gives them (never the manifest: it names claims, and a hostPath is refused). One
+    line where CLAIMS names a claim no replica mounts."""
+    given = claim_folders(settings.claims) if settings is not None else {}
+    claims = {volume["claim"] for volume in plan.volumes.values() if "claim" in volume}
+    for claim in given:
+        if claim not in claims:
+            raise LabError(f"CLAIMS names the claim {claim}, which no replica of TFJOB={plan.path} mounts; expected "
+                           f"{', '.join(sorted(claims)) or 'no CLAIMS: the TFJob mounts no claim'}")
+    return given
+
+
+def write_volumes(plan: Plan, run_dir: Path, settings: Settings | None = None) -> None:
     """ConfigMaps as read-only folders of files (volumes/configmaps/<name>/); each claim a folder
-    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be.
+    (volumes/<claim>/) that every task mounting it shares, as a ReadWriteMany claim would be, where
+    CLAIMS gives it none of the host's (host_folders).
     Every path comes from volume_path; a file is created, never followed or overwritten."""
+    given = host_folders(plan, settings)
     for folder_name, volume in plan.volumes.items():
+        if volume.get("claim") in given:
+            continue
         folder = volume_path(run_dir, folder_name)
         try:
             folder.mkdir(exist_ok=True)
@@ -112,20 +163,93 @@ def write_volumes(plan: Plan, run_dir: Path) -> None:
                 raise ManifestError(f"cannot write {path}: {error.strerror or error}") from None
 
 
-def render(plan: Plan, run_dir: Path) -> dict:
+# The lab's hooks in a replica's own Python (trainer/replayhooks.py says why a sitecustomize): this
+# file, the lab's package and the hooks' config read-only, and a log folder of the replica's own.
+SITE_FILE = """\
+# Written by the lab for a TFJob replay (tflab up TFJOB=), first on PYTHONPATH: loads the lab's hooks
+# (tflab/trainer/replayhooks.py), then the image's own sitecustomize. Read-only; the image is unchanged.
+import os, sys
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path.append(os.path.dirname(_here))  # the lab's package, last: the image's own modules come first
+try:
+    from tflab.trainer import replayhooks
+except Exception as error:
+    print("tflab: the lab's hooks could not load, and the program runs on without them:", repr(error),
+          file=sys.stderr)
+else:
+    replayhooks.start(_here)
+"""
+
+
+def write_hooks(plan: Plan, run_dir: Path, settings: Settings) -> None:
+    """volumes/tflab-hooks/: site/sitecustomize.py, config.json (the settings the hooks read:
+    AUDIT's), and one writable folder a replica for its events and its mark."""
+    try:
+        root = volume_path(run_dir, HOOKS)
+        root.mkdir()
+        (root / "site").mkdir()
+        (root / "site" / "sitecustomize.py").write_text(SITE_FILE)
+        runfolder.write_json(root / "config.json", {"settings": {"audit": settings.audit}, "cluster": plan.spec})
+        for task in plan.tasks:
+            (root / task.name).mkdir()
+            (root / task.name).chmod(0o777)  # whatever user the image runs as writes its own events
+    except OSError as error:
+        raise ManifestError(f"cannot write the lab's hooks for the replay: {error.strerror or error}") from None
+
+
+def hooks_service(run_dir: Path, task: str, python_path: str) -> tuple[list[str], dict[str, str]]:
+    """A replica's mounts and environment for the hooks: PYTHONPATH our site folder first, then the
+    manifest's or the image's own (python_path), which Compose's environment would otherwise hide."""
+    root = volume_path(run_dir, HOOKS)
+    at = replayhooks.ROOT
+    mounts = [f"{root / 'site'}:{at}/site:ro", f"{home.PACKAGE}:{at}/tflab:ro",
+              f"{root / 'config.json'}:{at}/{replayhooks.CONFIG}:ro", f"{root / task}:{at}/{replayhooks.LOG}"]
+    path = ":".join(filter(None, [f"{replayhooks.ROOT}/site", python_path]))
+    return mounts, {"PYTHONPATH": path, replayhooks.TASK_ENV: task}
+
+
+def render(plan: Plan, run_dir: Path, settings: Settings | None = None, images: dict | None = None) -> dict:
+    """The replay's Compose file: each replica's service, its volumes bound (binds), and the run's
+    network: internal (no route out) unless NETWORK=bridge lets the replicas out, as a cluster's
+    pods reach the network."""
     services = {}
     marks = compose.literal(labels.run_labels(run_dir))
     for task in plan.tasks:
         service = dict(task.service)
-        mounts = service.pop("x-mounts")
-        binds = [f"{volume_path(run_dir, folder)}:{target}{':ro' if read_only else ''}"
-                 for folder, target, read_only in mounts]
-        if binds:
-            service["volumes"] = binds
+        service["environment"] = dict(service["environment"])
+        service["volumes"] = binds(plan, run_dir, service.pop("x-mounts"), settings)
+        if settings is not None and settings.data:
+            service["environment"]["TFLAB_DATA"] = DATA_DIR
+        if images is not None:  # the hooks, where write_hooks wrote their folder
+            environment = service["environment"]
+            own = environment.get("PYTHONPATH", image_env(images.get(task.image, {})).get("PYTHONPATH", ""))
+            mounts, env = hooks_service(run_dir, task.name, own)
+            service["volumes"] += mounts
+            environment.update(env)
+        if not service["volumes"]:
+            del service["volumes"]
         service["labels"] = marks
         services[task.name] = service
-    return compose.literal({"services": services, "networks": {"cluster": {
-        "internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}, "labels": marks}}})
+    internal = settings is None or settings.network == "internal"
+    network = {"internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}} if internal else {}
+    return compose.literal({"services": services, "networks": {"cluster": {**network, "labels": marks}}})
+
+
+def binds(plan: Plan, run_dir: Path, mounts: list, settings: Settings | None) -> list[str]:
+    """A replica's bind mounts: the manifest's volumes from the run folder (volume_path), a claim
+    CLAIMS gives a host folder from there (read-only where either says so), and DATA read-only at
+    /lab/data. The one place a replay's host paths meet its mounts."""
+    given = host_folders(plan, settings)
+    found = []
+    for folder, target, read_only in mounts:
+        if folder in given:
+            source, read_only = given[folder][0], read_only or given[folder][1]
+        else:
+            source = str(volume_path(run_dir, folder))
+        found.append(f"{source}:{target}{':ro' if read_only else ''}")
+    if settings is not None and settings.data:
+        found.append(f"{settings.data}:{DATA_DIR}:ro")
+    return found
 
 
 class ReplayCluster:
@@ -150,33 +274,18 @@ class ReplayCluster:
 class ReplayStack(compose.ComposeStack):
     """compose.ComposeStack with the manifest's services instead of the lab's template."""
 
-    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan):
-        self.plan = plan
+    def __init__(self, cli: compose.ComposeCli, run_dir: Path, plan: Plan, settings: Settings | None = None,
+                 images: dict[str, dict] | None = None):
+        self.plan, self.replay_settings = plan, settings
+        self.images = images  # image -> its Config (image_configs): with it, the lab's hooks go in
         self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
+        self.output = FoldedOutput(run_dir, runfolder.OUTPUT)  # folded, as a SCRIPT's launcher folds
 
     def start(self, spec: dict = None) -> None:
-        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir))
+        runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings,
+                                                                 self.images))
         self.watch()
         self._start_attached(self.tasks)
-        self.follow_output("all")
-
-    def restart(self) -> None:
-        super().restart()
-        self.follow_output("0")  # both CLIs: from now on (an earlier attempt's lines were shown)
-
-    def follow_output(self, tail: str) -> None:
-        """The replicas' own output as it comes (the image is no lab's: it logs no events), until
-        they exit; `output.log` keeps all of it."""
-        self.stop_following()
-        self.following = subprocess.Popen(self.command("logs", "--follow", "--no-color", "--tail", tail),
-                                          env=self.env, stdout=None, stderr=subprocess.DEVNULL)
-
-    def stop_following(self) -> None:
-        docker.end(getattr(self, "following", None))
-
-    def close(self) -> None:
-        self.stop_following()
-        super().close()
 
     def state(self) -> dict[str, dict]:
         """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""
@@ -189,6 +298,83 @@ class ReplayStack(compose.ComposeStack):
         return states
 
 
+class FoldedOutput(compose.TaskOutput):
+    """output.log of a replay, as a SCRIPT run's: a replica's image runs no launcher of the lab's,
+    so its streams come raw (a Keras progress bar once came through as one line of 19,973
+    characters); here each stream is folded as the launcher folds a script's (TerminalLines: each
+    line the task printed once, a redrawn bar as it stands every few seconds and its last drawing),
+    and each line goes into output.log (`<task> | <time> line`) and `<task>.out`, which the run
+    prints as it comes (summary.ScriptOutputPrinter)."""
+
+    def __init__(self, run_dir: Path, name: str):
+        super().__init__(run_dir, name)
+
+    def _launch(self, task: str, stamp: bool, container: str, attach: bool, since: float | None = None) -> None:
+        try:
+            process = docker.open_output(container, attach, since, apart=True)
+        except OSError as error:
+            raise LabError(f"cannot run docker for {task}'s output: {error}") from None
+        process.container = container
+        shown = self._task_output(task)
+        readers = [threading.Thread(target=self._fold, args=(task, stream, not stamp, shown), daemon=True)
+                   for stream in (process.stdout, process.stderr)]
+        for reader in readers:
+            reader.start()
+        closer = threading.Thread(target=self._close_after, args=(readers, shown), daemon=True)
+        closer.start()
+        self.followers.append((task, process, closer))
+
+    def _task_output(self, task: str) -> int | None:
+        """`<task>.out`, appended to (a restart's lines after the last attempt's), never through a link."""
+        try:
+            with beneath.Beneath(self.run_dir) as folder:
+                return folder.open_fd(runfolder.in_tasks(self.run_dir, runfolder.output_name(task)), beneath.APPEND)
+        except OSError:
+            return None  # output.log still has every line
+
+    @staticmethod
+    def _close_after(readers: list[threading.Thread], shown: int | None) -> None:
+        for reader in readers:
+            reader.join()
+        if shown is not None:
+            os.close(shown)
+
+    def _fold(self, task: str, stream, stamped: bool, shown: int | None) -> None:
+        prefix = f"{task} | ".encode()
+
+        def say(line: str) -> None:
+            data = line.encode(errors="replace")
+            now = datetime.now(timezone.utc).isoformat(timespec="microseconds").encode()
+            with self.lock:
+                self.last[task] = data
+                if self.file is not None:
+                    try:
+                        self.file.write(prefix + now + b" " + data + b"\n")
+                        self.file.flush()
+                    except OSError as error:  # named as output.log, which the one line then says
+                        self.error = self.error or OSError(error.errno, error.strerror, str(self.path))
+                if shown is not None:
+                    try:
+                        os.write(shown, data + b"\n")
+                    except OSError:
+                        pass  # a full disk: output.log's line is the one the summary reads
+
+        lines = TerminalLines(say)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        if stamped:  # `docker logs --timestamps` after a restart: whole lines, each after its time
+            for raw in stream:
+                stamp, _, text = raw.partition(b" ")
+                lines.feed(decoder.decode(text if ENGINE_STAMP.fullmatch(stamp) else raw))
+        else:  # `docker start --attach`: the container's own bytes, as they come
+            while chunk := os.read(stream.fileno(), 65536):
+                lines.feed(decoder.decode(chunk))
+        lines.feed(decoder.decode(b"", final=True))
+        lines.close()
+
+
+ENGINE_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
+
+
 class Watcher:
     """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script")."""
 
@@ -197,6 +383,8 @@ class Watcher:
         space = run_dir / runfolder.TASKS  # the lab's watcher writes each replica's log; no replica mounts it
         self.logs = {task.name: EventLog(runfolder.log_path(space, task.name), task.name) for task in plan.tasks}
         self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
+        self.offsets: dict[str, int] = {}  # task -> bytes of its hooks' log copied
+        self.skipped: dict[str, int] = {}  # task -> lines of its hooks' log that were no hooks' event
         self.peak: dict[str, int] = {}
 
     def tick(self, states: dict[str, dict]) -> None:
@@ -212,6 +400,7 @@ class Watcher:
                 self.logs[task.name].emit("start", role="script", strategy="tfjob", cluster=self.plan.spec,
                                           versions={"image": task.image}, settings={"tfjob": str(self.plan.path)})
                 print(f"[{task.name}] started as {task.host} ({task.image})", flush=True)
+            self.copy_hooks_events(task.name)
             if state.get("Running"):
                 self.peak[task.name] = max(self.peak.get(task.name, 0), cgroup_peak(state["Id"]))
             elif state.get("Status") in ("exited", "dead") and self.seen[task.name][1] != finished:
@@ -222,9 +411,88 @@ class Watcher:
                                           peak_rss_bytes=self.peak.get(task.name, 0))
                 print(f"[{task.name}] exited with code {code} after {seconds:.1f} s", flush=True)
 
+    def copy_hooks_events(self, task: str) -> None:
+        """The new whole lines of the hooks' log in the replica's own folder, read as foreign (a
+        replica may write anything there): each event of the hooks' kinds, with its fields of their
+        types, into <task>.jsonl under the task's own name; anything else is skipped, counted."""
+        try:
+            data = beneath.read(self.run_dir, hooks_file(task, replayhooks.EVENTS), foreign.MAX_LOG_BYTES,
+                                offset=self.offsets.get(task, 0), whole=False)
+        except (OSError, ForeignFile):
+            return
+        lines = data[: data.rfind(b"\n") + 1]
+        if not lines and len(data) > foreign.MAX_LINE_BYTES:
+            lines = data  # no end in sight: no line of the hooks'
+        self.offsets[task] = self.offsets.get(task, 0) + len(lines)
+        for line in lines.split(b"\n"):
+            record, _ = foreign.json_line(line) if line.strip() else (None, "")
+            if record is None or problems(record) or record.get("event") not in HOOKS_EVENTS:
+                self.skipped[task] = self.skipped.get(task, 0) + bool(line.strip())
+                continue
+            fields = {key: value for key, value in record.items() if key not in ("event", "task", "time")}
+            try:
+                self.logs[task].emit(record["event"], **fields)
+            except (SchemaError, OSError):
+                self.skipped[task] = self.skipped.get(task, 0) + 1
+
     def close(self) -> None:
+        for task in self.logs:
+            self.copy_hooks_events(task)
         for log in self.logs.values():
             log.close()
+
+
+# What the hooks log (observe, kerasversion, audit); the watcher alone logs a replica's start and end.
+HOOKS_EVENTS = frozenset({"epoch", "fit", "restored", "checkpoint", "imported", "audit_batch", "audit_pass",
+                          "audit_write", "audit_weights"})
+
+
+def hooks_folder(run_dir: Path, task: str) -> Path:
+    return volume_path(run_dir, f"{HOOKS}/{task}")
+
+
+def hooks_file(task: str, name: str) -> str:
+    """A file of a replica's own hooks folder, relative to the run folder: read from its handle
+    (beneath), no link followed, as every file a task may write."""
+    return f"volumes/{HOOKS}/{task}/{name}"
+
+
+def hooks_mark(run_dir: Path, task: str) -> str:
+    """The replica's mark (replayhooks.mark): hooked, failed: why, lab; '' where none was left."""
+    try:
+        text = beneath.read(run_dir, hooks_file(task, replayhooks.MARK), 4096).decode(errors="replace")
+    except (OSError, ForeignFile):
+        return ""
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def unaudited(plan: Plan, run_dir: Path, images: dict[str, dict] | None) -> list[str]:
+    """"not audited: <tasks> (<image>): why" for each replica the hooks did not reach, grouped."""
+    groups: dict[str, list[str]] = {}
+    for task in plan.tasks:
+        mark = hooks_mark(run_dir, task.name) if images is not None else ""
+        if mark.startswith("hooked"):
+            continue
+        if images is None:
+            why = "the lab's hooks were not put in"
+        elif mark.startswith("lab"):
+            why = "it runs the lab's own program, which logs itself (its events are where its TFLAB_CONFIG says)"
+        elif mark.startswith("failed"):
+            why = f"the lab's hooks failed in its Python ({foreign.shown(mark.partition(': ')[2], 300)})"
+        else:
+            command = list(task.service.get("entrypoint") or (images.get(task.image) or {}).get("Entrypoint") or [])
+            command += list(task.service.get("command") if "command" in task.service else
+                            (images.get(task.image) or {}).get("Cmd") or [])
+            first = os.path.basename(str(command[0])) if command else ""
+            why = (f"no Python of its started (its command starts with {foreign.shown(first, 80)}, not Python; a shell "
+                   "that starts Python would have passed the hooks on)" if first and not PYTHON.fullmatch(first) else
+                   "its Python never loaded the lab's hooks (the image has no Python, its Python ignores "
+                   "PYTHONPATH: -E or -I, or it ended first)")
+        groups.setdefault(f"({foreign.shown(task.image, 200)}): {why}", []).append(task.name)
+    return [f"{summary.NOT_AUDITED}{', '.join(tasks)} {why}" for why, tasks in groups.items()]
+
+
+PYTHON = re.compile(r"python[0-9.]*")
 
 
 def cgroup_peak(container: str) -> int:
@@ -264,8 +532,45 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     docker.check()
     cli = compose.find_compose(settings.compose)
     check_images(plan)
+    check_ways_in(plan, settings)
     console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
-    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan), run_dir))
+    for line in ways_in(plan, settings):
+        console.say(line)
+    images = image_configs(plan)
+    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan, settings, images), run_dir))
+
+
+def check_ways_in(plan: Plan, settings: Settings) -> None:
+    """DATA's mount and CLAIMS's claims against the manifest's, before anything starts: one line each."""
+    host_folders(plan, settings)
+    if settings.data:
+        for task in plan.tasks:
+            for _, target, _ in task.service["x-mounts"]:
+                if target == DATA_DIR or target.startswith(DATA_DIR + "/") or DATA_DIR.startswith(target + "/"):
+                    raise LabError(f"DATA={settings.data} is mounted at {DATA_DIR}, where {task.name} already mounts "
+                                   f"a volume of TFJOB={plan.path} ({target}); leave DATA out, or mount that volume "
+                                   "elsewhere")
+            for entry in task.service.get("tmpfs", []):
+                target = entry.split(":", 1)[0]
+                if target == DATA_DIR or DATA_DIR.startswith(target + "/") or target.startswith(DATA_DIR + "/"):
+                    raise LabError(f"DATA={settings.data} is mounted at {DATA_DIR}, where {task.name} mounts an "
+                                   f"emptyDir ({target}); leave DATA out, or mount the emptyDir elsewhere")
+
+
+def ways_in(plan: Plan, settings: Settings) -> list[str]:
+    """What the replay's replicas reach beyond each other, said before they start: the network,
+    DATA and the claims' folders."""
+    lines = ["network: the replicas may reach the internet (NETWORK=bridge), as a cluster's pods may"
+             if settings.network == "bridge" else
+             "network: the replicas reach each other only (NETWORK=internal); NETWORK=bridge lets them out, as a "
+             "cluster's pods are"]
+    if settings.data:
+        lines.append(f"data: {console.display_path(Path(settings.data))} read-only at {DATA_DIR} in every replica "
+                     "($TFLAB_DATA)")
+    for claim, (folder, read_only) in host_folders(plan, settings).items():
+        lines.append(f"claim {claim}: {console.display_path(Path(folder))}, "
+                     f"{'read-only' if read_only else 'writable where the manifest mounts it so'} (CLAIMS)")
+    return lines
 
 
 class ReplayRun(runner.LabRun):
@@ -300,7 +605,8 @@ class ReplayRun(runner.LabRun):
             "tf_config": {t.name: json.loads(t.tf_config or t.service["environment"]["TF_CONFIG"])
                           if t.tf_config or "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
             "hosts": {t.name: t.host for t in plan.tasks}})
-        write_volumes(plan, run_dir)
+        write_volumes(plan, run_dir, self.settings)
+        write_hooks(plan, run_dir, self.settings)
         self.watcher = Watcher(plan, run_dir)
 
     def prepare(self) -> None:
@@ -365,7 +671,9 @@ class ReplayRun(runner.LabRun):
         return []
 
     def progress(self):
-        return self  # print_new: the watcher's start and end lines
+        """The watcher's start and end lines (print_new), then each replica's folded output as it
+        comes, as a SCRIPT run prints its tasks' (FoldedOutput writes <task>.out)."""
+        return summary.Printers(self, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def print_new(self) -> None:
         self.watcher.tick(self.backend.state())
@@ -505,7 +813,8 @@ class ReplayRun(runner.LabRun):
                                                                                    self.run_dir.name),
                                     not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
                                     images={t.name: t.image for t in plan.tasks},
-                                    ended_when_done=self.ended_when_done)
+                                    ended_when_done=self.ended_when_done,
+                                    unaudited=unaudited(plan, self.run_dir, getattr(self.backend, "images", None)))
         result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
                                    started, ended, oom_killed, self.restarts_made, replayed=replayed)
         if not result.ok and self.reason:

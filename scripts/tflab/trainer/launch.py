@@ -23,7 +23,6 @@ import codecs
 import collections
 import importlib.metadata
 import os
-import re
 import resource
 import signal
 import subprocess
@@ -37,6 +36,7 @@ from tflab.explain import exception_head
 from tflab.runfolder import read_run_config
 from tflab.schema import EventLog
 from tflab.settings import SettingsError
+from tflab.terminal import TerminalLines
 
 # The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
 # TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).
@@ -128,46 +128,6 @@ def working_folder(run_dir: Path, task: str, script_dir: Path) -> Path | None:
               f"runs in its own folder, {script_dir}, which is read-only in a container", file=sys.stderr, flush=True)
         return None
     return work
-
-
-class TerminalLines:
-    """A stream cut into the lines a terminal would show: `\\r` returns to the line's start and `\\b`
-    steps back, and what follows overwrites (Keras's progress bar redraws itself so, every step);
-    a line is said at its line break, or as it stands every PROGRESS_SECONDS while it is redrawn, so a
-    long epoch is not silent. Each line said once, whole, so every line of output.log keeps its task."""
-
-    PROGRESS_SECONDS = 10.0
-    PIECES = re.compile(r"(\r\n|[\r\n\b])")
-    COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # SGR: Keras 3's bold and green; a terminal shows no codes
-
-    def __init__(self, say, clock=time.monotonic):
-        self.say, self.clock = say, clock
-        self.chars: list[str] = []
-        self.column = 0
-        self.last_said = clock()
-
-    def feed(self, text: str) -> None:
-        for piece in self.PIECES.split(self.COLOURS.sub("", text)):
-            if piece in ("\n", "\r\n"):
-                self._say()
-            elif piece == "\r":
-                self.column = 0
-            elif piece == "\b":
-                self.column = max(0, self.column - 1)
-            elif piece:
-                self.chars[self.column:self.column + len(piece)] = piece
-                self.column += len(piece)
-        if self.chars and self.clock() - self.last_said >= self.PROGRESS_SECONDS:
-            self.say("".join(self.chars).rstrip())  # the line as it stands; it goes on being redrawn
-            self.last_said = self.clock()
-
-    def _say(self) -> None:
-        self.say("".join(self.chars).rstrip())
-        self.chars, self.column, self.last_said = [], 0, self.clock()
-
-    def close(self) -> None:
-        if self.chars:
-            self._say()
 
 
 def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> tuple[int, list[str]]:
