@@ -46,7 +46,8 @@ SWARM_SCENARIOS = ("kill", "stop", "pause", "partition", "preempt")  # each thro
 class Chaos(RunObserver):
     """One fault in one run: a backend.RunObserver that the runner ticks at every poll."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, the_cluster=None):
+        """`the_cluster`: a replayed job's (replay.ReplayCluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
         self.kind, _, value = settings.at.partition(":")
         self.at = float(value)
@@ -54,7 +55,10 @@ class Chaos(RunObserver):
             else float(settings.heal)
         self.link = settings.slow_link
         self.slow_cpus = settings.slow_cpus
-        self.cluster = cluster.build(settings)  # the tasks it may act on
+        self.cluster = the_cluster or cluster.build(settings)  # the tasks it may act on
+        # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
+        # Keras epochs through the hooks), not the lab's trainer's.
+        self.their_own = bool(settings.script or settings.tfjob or settings.trainjob)
         workers = [t for t in self.cluster.tasks if t.startswith("worker-")]
         self.target = settings.target or (workers[-1] if workers else self.cluster.chief)
         self.settings = settings
@@ -70,10 +74,10 @@ class Chaos(RunObserver):
         check_backend(settings, (self.scenario,))
         if self.target not in tasks:
             raise LabError(f"TARGET={self.target} is not a task of this run; expected one of {', '.join(tasks)}")
-        if self.kind == "epoch" and settings.script and self.at < 1:
+        if self.kind == "epoch" and self.their_own and self.at < 1:
             raise LabError(f"AT={settings.at} is not allowed: expected epoch:1 or later (after the script's "
                            "first epoch at the earliest)")
-        if self.kind == "epoch" and not settings.script and not 1 <= self.at < settings.epochs:
+        if self.kind == "epoch" and not self.their_own and not 1 <= self.at < settings.epochs:
             raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs}: "
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
         if self.scenario == "slow-link" and not self.cluster.jobs:
@@ -97,7 +101,7 @@ class Chaos(RunObserver):
         heal = "" if self.scenario not in ("pause", "partition") else (
             f", undone {self.heal:g} s later" if self.heal is not None else ", never undone")
         moment = f"after epoch {self.at:g}" if self.kind == "epoch" else f"{self.at:g} s after it is ready"
-        if self.settings.script:  # its epochs and readiness are the script's own
+        if self.their_own:  # its epochs and readiness are the script's own
             moment = (f"after its script's epoch {self.at:g}" if self.kind == "epoch"
                       else f"{self.at:g} s after its script started")
         return f"{what.get(self.scenario, self.scenario)} on {self.target} {moment}{heal}"
@@ -143,7 +147,7 @@ class Chaos(RunObserver):
     def _due(self, run_dir: Path) -> bool:
         if self.kind == "epoch":
             return len(self._events(self.target, "epoch")) >= self.at
-        ready = self._events(self.target, "start" if self.settings.script else "cluster_ready")
+        ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
         return bool(ready) and time.time() >= ready[0]["time"] + self.at
 
     def inject(self, backend) -> None:
@@ -216,15 +220,17 @@ class Chaos(RunObserver):
                  "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
                  "restarts": len(summary.restarts), "outcome": outcome_of(summary),
                  **({"preemptions": [self.preemption.result()]} if self.preemption else {})}
-        if self.settings.script:
-            found["unchecked"] = self.unchecked(run_dir)
+        if self.their_own:
+            found["unchecked"] = self.unchecked(run_dir, summary)
         return found
 
-    def unchecked(self, run_dir: Path) -> list[str]:
-        """What the lab checks of its own trainer and cannot of a script, said rather than failed."""
+    def unchecked(self, run_dir: Path, summary: Summary | None = None) -> list[str]:
+        """What the lab checks of its own trainer and cannot of a script, said rather than failed (a
+        replay of the lab's own image reports its weights from its claim: those are checked)."""
         self.run_dir = run_dir
-        notes = ["weights: a script logs no digest of its weights, so whether every task ended with the same "
-                 "weights is not checked"]
+        known = summary is not None and summary.tasks and all(row.weights_sha256 for row in summary.tasks)
+        notes = [] if known else ["weights: a script logs no digest of its weights, so whether every task ended "
+                                  "with the same weights is not checked"]
         if self.injected_at is None and self.kind == "epoch":
             done = len(self._events(self.target, "epoch"))
             notes.append(f"the fault: not injected, as {self.target} logged {done} epoch{'s' * (done != 1)}, not "
@@ -262,8 +268,15 @@ def outcome_of(summary: Summary | dict) -> str:
     return "ended cleanly" if said else "hung"
 
 
-def chaos(settings: Settings) -> int:
+def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
+    if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
+        from tflab.backends import replay  # PyYAML is needed only here
+
+        return replay.up(settings, given, observer=lambda the_cluster: Chaos(settings, the_cluster))
     return runner.up(settings, observer=Chaos(settings))
+
+
+REPLAY_SCENARIOS = ("kill", "stop", "pause", "partition", "slow-node", "preempt")  # no delay proxy in a replay
 
 
 PREEMPT_ONLY = ("NOTICE", "GRACE")  # what SCENARIO=preempt alone reads: the notice, and the seconds to the kill

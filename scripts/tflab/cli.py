@@ -129,10 +129,11 @@ def command_bench(settings: Settings) -> int:
     return bench.bench(settings)
 
 
-def command_chaos(settings: Settings) -> int:
+def command_chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
+    """given: as command_up's, for a replayed job's (TFJOB=, TRAINJOB=) refusals."""
     from tflab import chaos
 
-    return chaos.chaos(settings)
+    return chaos.chaos(settings, given)
 
 
 def command_soak(settings: Settings) -> int:
@@ -654,6 +655,8 @@ def main(argv: list[str] | None = None) -> int:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":
             return command_up(settings, given)
+        if args.command == "chaos":
+            return command_chaos(settings, given)
         if args.command == "matrix":
             return command_matrix(settings, given)
         if args.command == "images":

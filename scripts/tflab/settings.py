@@ -856,11 +856,12 @@ SCRIPT_REFUSED = {
            "name it in K8S_IMAGE)",
 }
 # TFJOB, where the TFJob would be taken to shape what a command other than `up` runs or writes.
-TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TFJob, and make k8s turns one "
-                          "into a TrainJob; leave TFJOB out"
-                 for command in RUNS if command not in ("up", "k8s")}
-TRAINJOB_REFUSED = {command: f"make {command}: only make up (tflab up) replays a TrainJob; leave TRAINJOB out"
-                    for command in RUNS if command != "up"}
+TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) and make chaos replay a TFJob, and make k8s "
+                          "turns one into a TrainJob; leave TFJOB out"
+                 for command in RUNS if command not in ("up", "k8s", "chaos")}
+TRAINJOB_REFUSED = {command: f"make {command}: only make up (tflab up) and make chaos replay a TrainJob; leave "
+                             "TRAINJOB out"
+                    for command in RUNS if command not in ("up", "chaos")}
 K8S_RUNTIMES = ("cluster", "namespaced")  # make k8s: a ClusterTrainingRuntime, or a TrainingRuntime in K8S_NAMESPACE
 # `tflab up TFJOB=` runs what the TFJob says, so a setting that shapes the cluster or the training
 # would be dropped without a word: it is refused, naming what decides it instead (Setting.tfjob).
@@ -1074,23 +1075,23 @@ SETTINGS: tuple[Setting, ...] = (
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
             "Trainer v2 TrainJob and runtime", on_host=_tfjob_on_host,
-            commands=("up", "k8s"),
+            commands=("up", "k8s", "chaos"),
             tfjob=REPLAYED, refused=TFJOB_REFUSED),
     Setting("TRAINJOB", "", _manifest("a TrainJob manifest"), "empty | path/to/trainjob.yaml",
             "tflab up: replay a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), its TensorFlow "
             "runtime and the ConfigMaps in its file, each node a task on Compose that builds its TF_CONFIG as "
             "its pod would", on_host=_manifest_on_host("TrainJob manifest"),
-            commands=("up",), refused=TRAINJOB_REFUSED),
+            commands=("up", "chaos"), refused=TRAINJOB_REFUSED),
     Setting("RUNTIME", "", _manifest("a TrainingRuntime or ClusterTrainingRuntime manifest"),
             "empty | path/to/runtime.yaml",
             "tflab up TRAINJOB=: the file holding the runtime the TrainJob names, where it is not in the "
             "TrainJob's own file", on_host=_manifest_on_host("runtime manifest"),
-            commands=("up",)),
+            commands=("up", "chaos")),
     Setting("CLAIMS", "", _claims, "empty | claim=/host/folder[:ro|:rw],...",
             "tflab up TFJOB=: a folder of this host for each PersistentVolumeClaim named, mounted where the "
             "manifest mounts the claim (ro: read-only; rw, the default: writable, kept after the run); "
             "empty: each claim a fresh folder of the run's (volumes/<claim>/)", on_host=_claims_on_host,
-            commands=("up",), tfjob=REPLAYED),
+            commands=("up", "chaos"), tfjob=REPLAYED),
     Setting("TENSORBOARD_PORT", 6006, _integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",)),

@@ -359,12 +359,12 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
         return
     tfjob = f"TFJOB={given['TFJOB']}"
     refuse_unhonoured(command, {"TFJOB": given["TFJOB"]})
-    if command not in ("up", "k8s"):  # k8s: the TFJob turned into a TrainJob, as the TFJob says
+    if command not in ("up", "k8s", "chaos"):  # k8s: the TFJob turned into a TrainJob, as the TFJob says
         return
     for name, value in given.items():
         if name in DECIDED_BY_THE_TFJOB:
             raise LabError(f"{name}={value} does not apply with {tfjob}: {DECIDED_BY_THE_TFJOB[name]}")
-    if command == "up" and given.get("BACKEND", "compose").strip() != "compose":
+    if command in ("up", "chaos") and given.get("BACKEND", "compose").strip() != "compose":
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
                        "as a container on Compose; expected BACKEND=compose, or leave it out")
 

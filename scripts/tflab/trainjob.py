@@ -340,7 +340,7 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
     if "TFJOB" in given:
         raise LabError(f"TFJOB={given['TFJOB']} and {trainjob} together: expected one manifest to replay")
     refuse_unhonoured(command, {"TRAINJOB": given["TRAINJOB"]})
-    if command != "up":
+    if command not in ("up", "chaos"):
         return
     for spec in SETTINGS:
         if spec.name in given and spec.tfjob not in NOT_DECIDED and spec.name not in ("TRAINJOB", "RUNTIME"):

@@ -129,6 +129,29 @@ def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_imag
         assert [r["epoch"] for r in records if r["event"] == "epoch"][-1] == 6
 
 
+def test_make_chaos_kills_a_replica_of_a_replayed_job_and_it_restarts_as_its_policy_says(lab, trainer_image):
+    """Issue 35: a replay is one kind of run, chaos included. `make chaos TFJOB=` kills worker-1 a
+    few seconds after its container started (a replica's epochs are its own: AT=seconds:S); under
+    OnFailure with backoffLimit 3 the operator restarts it (2 counted: the killed worker and its
+    aborting peer), and the job resumes from the shared backup and ends ok."""
+    settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="20", BACKUP="epoch", RESTARTS="3",
+                    RESTART_POLICY="OnFailure")
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="chaos-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image, **settings)
+    assert run_lab("k8s", env=env).returncode == 0
+    run_dir = lab.runs_dir / "chaos-replay"
+    result = run_lab("chaos", env=lab_env(RUNS_DIR=str(lab.runs_dir), RUN=run_dir.name, SCENARIO="kill",
+                                          TARGET="worker-1", AT="seconds:15",
+                                          TFJOB=str(lab.runs_dir / "chaos-k8s" / "tfjob.yaml")))
+    assert result.returncode == 0, result.output[-4000:]
+    assert "chaos: kill on worker-1 15 s after its script started" in result.output, result.output[-4000:]
+    assert "restarting every replica (restart 1; " in result.output, result.output[-4000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["ok"] and len(summary["restarts"]) == 1 and summary["strategy"] == "tfjob"
+    chaos = summary["chaos"]
+    assert chaos["injected"] and chaos["scenario"] == "kill" and chaos["detection_seconds"] is not None, chaos
+    assert (run_dir / "chaos.jsonl").is_file()
+
+
 USER_SCRIPT = """
 import json, os, pathlib, socket, time
 config = json.loads(os.environ["TF_CONFIG"])

@@ -333,12 +333,23 @@ def test_the_applied_settings_reach_the_engine_check(tmp_path):
     assert not (tmp_path / "runs" / "never").exists()
 
 
-@pytest.mark.parametrize("command", ["stack-up", "chaos", "soak", "compare", "bench", "config"])
+@pytest.mark.parametrize("command", ["stack-up", "soak", "compare", "bench", "config"])
 def test_tfjob_is_refused_by_the_commands_that_would_ignore_it(command, job_file, tmp_path):
     runs = tmp_path / "runs"
     assert_refused(run_lab(command, f"TFJOB={job_file}", f"RUNS_DIR={runs}"),
-                   f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up) replays a "
-                   "TFJob, and make k8s turns one into a TrainJob; leave TFJOB out", runs)
+                   f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up) and make chaos "
+                   "replay a TFJob, and make k8s turns one into a TrainJob; leave TFJOB out", runs)
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("SCENARIO=slow-link", "SCENARIO=slow-link is not allowed with TFJOB: a replayed job's replicas have no delay"),
+    ("NOTICE=gce", "NOTICE=gce is not allowed with TFJOB: a replay has no GCE metadata stand-in"),
+    ("WORKERS=3", "WORKERS=3 does not apply with TFJOB="),
+])
+def test_chaos_on_a_replay_refuses_what_it_cannot_do_before_anything_starts(setting, expected, job_file, tmp_path):
+    runs = tmp_path / "runs"
+    extra = ["SCENARIO=preempt"] if setting.startswith("NOTICE") else []
+    assert_refused(run_lab("chaos", f"TFJOB={job_file}", f"RUNS_DIR={runs}", *extra, setting), expected, runs)
 
 
 def test_a_replays_settings_are_the_tfjobs_not_the_labs_defaults(tmp_path):

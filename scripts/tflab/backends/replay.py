@@ -516,7 +516,7 @@ def _unix(stamp: str) -> float:
     return datetime.fromisoformat(main + "+00:00").timestamp() + fraction
 
 
-def up(settings: Settings, given: dict[str, str] | None = None) -> int:
+def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -> int:
     """`tflab up TFJOB=...`: checks everything, then runs the job (runner.run, as ReplayRun says)
     until its chief (or every worker) is done, restarting the whole job as its restart policy says;
     0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
@@ -528,6 +528,11 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     else:
         plan = load(settings)
     refuse_decided(plan, given or {})
+    watching = None
+    if observer is not None:  # make chaos: its fault on the replicas, checked before anything else
+        check_chaos(settings, plan)
+        watching = observer(ReplayCluster(plan))
+        watching.check(settings)
     run_dir = runfolder.planned(settings)
     docker.check()
     cli = compose.find_compose(settings.compose)
@@ -537,7 +542,23 @@ def up(settings: Settings, given: dict[str, str] | None = None) -> int:
     for line in ways_in(plan, settings):
         console.say(line)
     images = image_configs(plan)
-    return runner.run(ReplayRun(plan, settings, ReplayStack(cli, run_dir, plan, settings, images), run_dir))
+    stack = ReplayStack(cli, run_dir, plan, settings, images)
+    if watching is None:
+        return runner.run(ReplayRun(plan, settings, stack, run_dir))
+    return runner.run(ReplayRun(plan, settings, stack, run_dir), observer=watching)
+
+
+def check_chaos(settings: Settings, plan: Plan) -> None:
+    """What make chaos cannot do to a replayed job, in one line before anything starts: a replica
+    has no delay proxy in front of it, and no GCE metadata stand-in beside it."""
+    from tflab.chaos import REPLAY_SCENARIOS
+
+    if settings.scenario not in REPLAY_SCENARIOS:
+        raise LabError(f"SCENARIO={settings.scenario} is not allowed with {plan.setting}: a replayed job's replicas "
+                       f"have no delay proxy in front of them; expected one of {', '.join(REPLAY_SCENARIOS)}")
+    if settings.scenario == "preempt" and settings.notice == "gce":
+        raise LabError(f"NOTICE=gce is not allowed with {plan.setting}: a replay has no GCE metadata stand-in beside "
+                       "its replicas; expected NOTICE=sigterm (the kubelet's notice) or none")
 
 
 def check_ways_in(plan: Plan, settings: Settings) -> None:
