@@ -113,6 +113,6 @@ def test_a_loss_that_went_nan_is_logged_and_a_finding_that_fails_a_strict_run(na
     assert all(str(loss) == "nan" for loss in nan_loss.losses("worker-0"))
     from tflab import runfolder
 
-    for line in runfolder.log_path(nan_loss.run_dir, "worker-0").read_text().splitlines():
+    for line in runfolder.log_path(nan_loss.tasks_dir, "worker-0").read_text().splitlines():
         json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in worker-0.jsonl is no JSON"))
     assert "finding (non-finite): worker-0 and worker-1: the loss was nan from epoch 1 on" in nan_loss.output

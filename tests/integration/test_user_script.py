@@ -86,7 +86,7 @@ def test_dollars_in_args_reach_the_script_as_written_on_every_backend(lab, backe
     run = lab.run(f"dollars-{backend}", STRATEGY="single", SCRIPT=str(folder / "argv.py"), ARGS=DOLLAR_ARGS,
                   BACKEND=backend, RESTARTS=0)
     assert run.finished.returncode == 0, run.why()
-    assert json.loads((run.run_dir / "argv.json").read_text()) == shlex.split(DOLLAR_ARGS)
+    assert json.loads((run.tasks_dir / "argv.json").read_text()) == shlex.split(DOLLAR_ARGS)
 
 
 DATA_SCRIPT = """import json, os
@@ -107,7 +107,7 @@ def test_a_script_in_a_folder_only_its_owner_can_read_runs(tflab_cluster, tmp_pa
     tmp_path.chmod(0o700)
     lab = tflab_cluster(strategy="single", script=tmp_path / "train.py", restarts=0)
     assert lab.ok, lab.why()
-    assert json.loads((lab.run_dir / "seen.json").read_text()) == {"answer": 42}
+    assert json.loads((lab.tasks_dir / "seen.json").read_text()) == {"answer": 42}
     copy = lab.run_dir / "script"
     if os.getuid() == 0:
         assert f"tflab: SCRIPT's folder {tmp_path} is not readable by uid 1000, as whom the tasks run: mounting " \
