@@ -15,13 +15,22 @@ HOSTILE = REPO / "tests/integration/scripts/hostile_task.py"
 SECRET = "root-only-host-secret-7c2e41"
 
 
-@pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory, trainer_image, compose_env):
-    root = tmp_path_factory.mktemp("hostile")
+def host_secret(root):
+    """A root-only host file (0600) an attacker would aim at, and what must not change of it."""
     target = root / "host-secret"
     target.write_text(SECRET)
     target.chmod(0o600)
-    before = (target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns)
+    return target, state(target)
+
+
+def state(target):
+    return target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory, trainer_image, compose_env):
+    root = tmp_path_factory.mktemp("hostile")
+    target, before = host_secret(root)
     runs = root / "runs"
     env = lab_env(**compose_env["v2"], RUNS_DIR=str(runs), RUN="hostile", STRATEGY="multiworker", WORKERS="2",
                   SCRIPT=str(HOSTILE), SCRIPT_ENV=f"HOSTILE_TARGET={target}", RESTARTS="0", TIMEOUT="300")
@@ -35,7 +44,7 @@ def hostile_run(tmp_path_factory, trainer_image, compose_env):
 
 def test_no_host_file_changed_and_none_printed(hostile_run):
     target = hostile_run["target"]
-    assert (target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns) == hostile_run["before"]
+    assert state(target) == hostile_run["before"]
     for command, result in hostile_run["said"].items():
         assert SECRET not in result.output, f"`tflab {command}` printed the host file"
         assert "Traceback" not in result.output, (command, result.output[-3000:])
@@ -69,10 +78,7 @@ def hostile_chaos(tmp_path_factory, trainer_image, compose_env):
     its metadata/ (read-only in the stand-in alone), appends chaos.jsonl and restarts every task,
     while the tasks keep planting links (HOSTILE_SECONDS) where those files once were."""
     root = tmp_path_factory.mktemp("hostile-chaos")
-    target = root / "host-secret"
-    target.write_text(SECRET)
-    target.chmod(0o600)
-    before = (target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns)
+    target, before = host_secret(root)
     runs = root / "runs"
     env = lab_env(**compose_env["v2"], RUNS_DIR=str(runs), RUN="hostile-chaos", STRATEGY="multiworker", WORKERS="2",
                   SCRIPT=str(HOSTILE), SCRIPT_ENV=f"HOSTILE_TARGET={target} HOSTILE_SECONDS=20",
@@ -85,7 +91,7 @@ def hostile_chaos(tmp_path_factory, trainer_image, compose_env):
 
 def test_chaos_on_a_hostile_task_writes_only_the_labs_own_files(hostile_chaos):
     target = hostile_chaos["target"]
-    assert (target.read_text(), target.stat().st_mode, target.stat().st_mtime_ns) == hostile_chaos["before"]
+    assert state(target) == hostile_chaos["before"]
     for command, result in hostile_chaos["said"].items():
         assert SECRET not in result.output and "Traceback" not in result.output, (command, result.output[-3000:])
     run_dir = hostile_chaos["run_dir"]
