@@ -314,7 +314,9 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
                 backend.stop(running)
             printer.print_new()
             return "failed", running
-        if running and set(running) <= set(servers) | set(evaluators):
+        # A SCRIPT's servers owe no clean exit (clean_exits): training is over once its chief succeeded.
+        done = what.clean_exits or (not failed and all(codes[task] == 0 for task in backend.cluster.chiefs))
+        if running and done and set(running) <= set(servers) | set(evaluators):
             # Training is over. The evaluator stops by itself after the last checkpoint (it gets
             # EVALUATOR_END_SECONDS for it, unless a trainer failed); servers would serve forever.
             trained_at = trained_at or time.monotonic()
@@ -325,6 +327,8 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
             say(what.done_line.format(running=", ".join(running)))
             codes, stopped = end_servers(backend, running)
             printer.print_new()
+            if not what.clean_exits:  # ended by SIGTERM, whatever their code: the chief's success is the run's
+                return "ok", stopped
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
         if not running:
             printer.print_new()

@@ -98,4 +98,5 @@ def test_outputs_outlive_a_killed_lab(running):
         time.sleep(0.2)
     assert not [c for c in lab_containers() if c.startswith("tflab-hard")], "the killed lab's containers stayed"
     assert run_lab("down", env=lab_env(RUNS_DIR=str(runs))).returncode == 0
-    assert {p.name for p in folder.iterdir()} >= written  # neither the reaper nor down touched an output
+    after = {p.name for p in folder.iterdir()} | {p.name for p in (folder / "tasks").iterdir()}
+    assert after >= written  # neither the reaper nor down touched an output
