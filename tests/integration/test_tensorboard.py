@@ -33,18 +33,18 @@ def test_it_says_where_it_serves(served):
 def test_it_lists_the_run(served):
     run, url, _ = served
     runs = requests.get(f"{url}/data/runs", timeout=10).json()
-    assert f"{run.run_dir.name}/tensorboard" in runs
+    assert f"{run.run_dir.name}/tasks/tensorboard" in runs
 
 
 def test_it_serves_the_chiefs_loss_per_epoch(served):
     run, url, _ = served
     answer = requests.get(f"{url}/data/plugin/scalars/scalars", timeout=10,
-                          params={"run": f"{run.run_dir.name}/tensorboard", "tag": "loss"})
+                          params={"run": f"{run.run_dir.name}/tasks/tensorboard", "tag": "loss"})
     assert answer.status_code == 200, answer.text
     points = answer.json()  # [wall_time, step, value] per epoch
     assert [step for _, step, _ in points] == list(range(1, EPOCHS + 1))
     assert [value for _, _, value in points] == pytest.approx(run.losses("worker-0"), rel=1e-6)
-    tags = requests.get(f"{url}/data/plugin/scalars/tags", timeout=10).json()[f"{run.run_dir.name}/tensorboard"]
+    tags = requests.get(f"{url}/data/plugin/scalars/tags", timeout=10).json()[f"{run.run_dir.name}/tasks/tensorboard"]
     assert {"loss", "examples_per_second", "seconds"} <= set(tags)
 
 
