@@ -180,14 +180,10 @@ def lab_space(run_dir: Path) -> beneath.Beneath:
     owner = os.fstat(folder.fd).st_uid
     if owner != os.geteuid():
         folder.close()
-        raise LabError(f"{display(run_dir)} belongs to uid {owner}, not to the lab's user (uid {os.geteuid()}): "
+        raise LabError(f"{foreign.named(run_dir)} belongs to uid {owner}, not to the lab's user (uid {os.geteuid()}): "
                        "a run folder from before the lab kept its records apart from its tasks' files, which "
                        "its tasks could write; the lab reads it but writes nothing into it")
     return folder
-
-
-def display(path: Path) -> str:
-    return foreign.named(path)
 
 
 def write_json(path: Path, data) -> None:
@@ -389,7 +385,7 @@ def owner_of(run_dir: Path) -> Owner:
     pull request's code, and `down` may run as root: a signal goes only to the process that
     owner.json (in the lab's space, which no task can write) names, whose start time the record
     holds and matches, and whose command line is the one recorded when it claimed the run."""
-    name = display(run_dir / OWNER)
+    name = foreign.named(run_dir / OWNER)
     try:
         with beneath.Beneath(run_dir) as folder:
             status = folder.lstat(OWNER)

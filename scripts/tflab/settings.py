@@ -722,14 +722,19 @@ def _script_env(name: str, raw: str) -> str:
     return raw
 
 
-def _data_on_host(name: str, value: str) -> str:
-    """An existing folder the tasks can read, resolved; mounted read-only at DATA_DIR."""
+def existing_folder(value: str) -> Path | None:
+    """A host folder a setting names, resolved; None where it is no existing folder (or cannot be resolved)."""
     try:
         path = Path(value).expanduser().resolve()
-        found = path.is_dir()
+        return path if path.is_dir() else None
     except (OSError, RuntimeError):
-        found = False
-    if not found:
+        return None
+
+
+def _data_on_host(name: str, value: str) -> str:
+    """An existing folder the tasks can read, resolved; mounted read-only at DATA_DIR."""
+    path = existing_folder(value)
+    if path is None:
         raise SettingsError(f"{name}={value} is not allowed: expected an existing folder (mounted read-only at "
                             f"{DATA_DIR} in every task)")
     if ":" in str(path):
@@ -780,12 +785,8 @@ def _claims_on_host(name: str, raw: str) -> str:
     """Each folder exists and is one, resolved: the replay binds it where the manifest mounts its claim."""
     resolved = []
     for claim, (folder, read_only) in claim_folders(raw).items():
-        try:
-            path = Path(folder).expanduser().resolve()
-            found = path.is_dir()
-        except (OSError, RuntimeError):
-            found = False
-        if not found:
+        path = existing_folder(folder)
+        if path is None:
             raise SettingsError(f"{name}={raw} is not allowed: {folder}, given to the claim {claim}, is not an "
                                 "existing folder; expected a folder of this host (make it first)")
         if ":" in str(path) or "," in str(path):

@@ -239,13 +239,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     claim_documents: list[str] = []
     for document, (kind, name) in zip(documents, checked):
         if kind == "ConfigMap":
-            data = document.get("data") or {}
-            if not all(isinstance(v, str) for v in data.values()):
-                raise ManifestError(f"ConfigMap {name}: every data value must be a string")
-            if name in config_maps:
-                raise ManifestError(f"ConfigMap {name} is in the file twice")
-            config_maps[name] = data
-            not_applied += _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
+            not_applied += take_config_map(document, name, config_maps, "the file")
         elif kind == "PersistentVolumeClaim":
             claim_documents.append(name)  # applied where a replica mounts it: below
         elif kind != "TFJob":
@@ -543,6 +537,18 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     if tmpfs:
         service["tmpfs"] = tmpfs
     return service, volumes, extra
+
+
+def take_config_map(document: dict, name: str, config_maps: dict[str, dict[str, str]], where: str) -> list[str]:
+    """A ConfigMap of the replayed file(s) into `config_maps` (its data: strings only, one map a
+    name); returns its fields the replay does not apply."""
+    data = document.get("data") or {}
+    if not all(isinstance(v, str) for v in data.values()):
+        raise ManifestError(f"ConfigMap {name}: every data value must be a string")
+    if name in config_maps:
+        raise ManifestError(f"ConfigMap {name} is in {where} twice")
+    config_maps[name] = data
+    return _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
 
 
 def claim_folder(volumes: dict, folder: str, volume: dict, where: str) -> None:

@@ -36,7 +36,7 @@ from tflab import cluster, manifest
 from tflab.errors import LabError
 from tflab.manifest import ManifestError, shown
 from tflab.settings import MAX_TASKS, SETTINGS, Settings, refuse_unhonoured
-from tflab.tfjob import Plan, Task, _extra, _get, checked_object, claim_folder, port_of, service_of
+from tflab.tfjob import Plan, Task, _extra, _get, checked_object, claim_folder, port_of, service_of, take_config_map
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 API_GROUP = "trainer.kubeflow.org"
@@ -110,13 +110,7 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
     config_maps: dict[str, dict[str, str]] = {}
     for document, (kind, object_name) in every:
         if kind == "ConfigMap":
-            data = document.get("data") or {}
-            if not all(isinstance(v, str) for v in data.values()):
-                raise ManifestError(f"ConfigMap {object_name}: every data value must be a string")
-            if object_name in config_maps:
-                raise ManifestError(f"ConfigMap {object_name} is in the files twice")
-            config_maps[object_name] = data
-            not_applied += _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {object_name}")
+            not_applied += take_config_map(document, object_name, config_maps, "the files")
         elif kind not in ("TrainJob", *RUNTIME_KINDS):
             not_applied.append(f"{kind} {object_name}")
 
