@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from tflab.foreign import ForeignFile
@@ -187,13 +188,6 @@ class Beneath:
                           "lab writes there is")
         return data
 
-    def size(self, relative: str) -> int:
-        fd = self.open_fd(relative)
-        try:
-            return os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-
     def write_whole(self, relative: str, data: bytes | str, mode: int = 0o644) -> None:
         """Whole or not at all, and never through a link: an exclusive temporary beside it, synced,
         then renamed over the name relative to the same handle (a link there is replaced)."""
@@ -317,6 +311,28 @@ class Beneath:
                 elif kind == "file" and name.endswith(suffix):
                     found.append(path)
         return sorted(found)
+
+
+def chunks(root: Path, relative: str, size: int = 1 << 20) -> Iterator[bytes]:
+    """A regular file under `root`, opened once now (FileNotFoundError, Refused as Beneath.open_fd)
+    and read `size` bytes at a time up to the length it had when opened: a file of gigabytes read
+    with flat memory, never reopened by name between chunks."""
+    with Beneath(root) as folder:
+        fd = folder.open_fd(relative)
+
+    def read_all() -> Iterator[bytes]:
+        try:
+            left = os.fstat(fd).st_size
+            while left > 0:
+                chunk = os.read(fd, min(size, left))
+                if not chunk:
+                    return
+                left -= len(chunk)
+                yield chunk
+        finally:
+            os.close(fd)
+
+    return read_all()
 
 
 def read(root: Path, relative: str, limit: int, offset: int = 0, whole: bool = True) -> bytes:

@@ -194,8 +194,7 @@ def command_why(settings: Settings) -> int:
 def command_logs(settings: Settings) -> int:
     run_dir = runfolder.existing(settings)
     try:
-        folder = beneath.Beneath(run_dir)
-        size = folder.size(runfolder.OUTPUT)  # a regular file, opened with no link followed
+        chunks = beneath.chunks(run_dir, runfolder.OUTPUT)  # a regular file, opened with no link followed
     except FileNotFoundError:
         raise LabError(f"run {run_dir.name} has no output.log yet: it is still running, "
                        f"follow it in its <task>.jsonl files in {runfolder.task_space(run_dir)}") from None
@@ -203,13 +202,10 @@ def command_logs(settings: Settings) -> int:
     # replacement, every control character but line breaks and tabs escaped, never raw.
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     try:
-        with folder:
-            offset = 0
-            while offset < size and (chunk := folder.read(runfolder.OUTPUT, 1024 * 1024, offset, whole=False)):
-                offset += len(chunk)
-                sys.stdout.write(foreign.shown(decoder.decode(chunk), limit=0, keep="\n\t"))
-            sys.stdout.write(foreign.shown(decoder.decode(b"", final=True), limit=0, keep="\n\t"))
-            sys.stdout.flush()
+        for chunk in chunks:
+            sys.stdout.write(foreign.shown(decoder.decode(chunk), limit=0, keep="\n\t"))
+        sys.stdout.write(foreign.shown(decoder.decode(b"", final=True), limit=0, keep="\n\t"))
+        sys.stdout.flush()
     except BrokenPipeError:  # `tflab logs | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet too
     return 0

@@ -277,22 +277,17 @@ def output_tails(run_dir: Path, tasks: list[str]) -> dict[str, str]:
                 return
 
     try:
-        with beneath.Beneath(run_dir) as folder:
-            size, offset, rest = folder.size(OUTPUT), 0, b""
-            while offset < size:
-                chunk = folder.read(OUTPUT, READ_CHUNK, offset=offset, whole=False)
-                if not chunk:
-                    break
-                offset += len(chunk)
-                lines = (rest + chunk).split(b"\n")
-                rest = lines.pop()
-                if len(rest) > foreign.MAX_LINE_BYTES:  # a line with no end in sight is cut where it stands
-                    lines.append(rest)
-                    rest = b""
-                for line in lines:
-                    take(line)
-            if rest:
-                take(rest)
+        rest = b""
+        for chunk in beneath.chunks(run_dir, OUTPUT, READ_CHUNK):
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if len(rest) > foreign.MAX_LINE_BYTES:  # a line with no end in sight is cut where it stands
+                lines.append(rest)
+                rest = b""
+            for line in lines:
+                take(line)
+        if rest:
+            take(rest)
     except FileNotFoundError:
         pass
     except (OSError, ForeignFile) as error:
