@@ -44,8 +44,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import platform as py_platform
 import re
 import shutil
@@ -407,34 +409,48 @@ def foreign_platform(image: Variant, native: str) -> str:
 def built_images(key: str = "images") -> list[str]:
     """The images this checkout built and has not removed, oldest first: trainer and packages
     images, or with key="bases" the local base images it bootstrapped."""
-    try:
-        recorded = json.loads(BUILT.read_text()).get(key, [])
-    except (FileNotFoundError, json.JSONDecodeError, AttributeError):
+    recorded = _built_record().get(key, [])
+    if not isinstance(recorded, list):
         return []
     names = {"images": (f"{REPOSITORY}:", f"{PACKAGES_REPOSITORY}:"), "scripts": (f"{SCRIPT_IMAGE}:",),
              "bases": tuple(LOCAL_BASES.values())}[key]
     return [tag for tag in recorded if isinstance(tag, str) and tag.startswith(names)]
 
 
-def record_built(tag: str, key: str = "images") -> None:
+def _built_record() -> dict:
     try:
         record = json.loads(BUILT.read_text())
-        record = record if isinstance(record, dict) else {}
     except (FileNotFoundError, json.JSONDecodeError):
-        record = {}
-    record[key] = [*[old for old in built_images(key) if old != tag], tag]
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+@contextmanager
+def _built_record_changed() -> Iterator[dict]:
+    """The record, to change in place, under a lock and replaced whole: builds run side by side (a
+    test suite's workers, two makes), and a read-modify-write without both lost a tag (the TF=2.15
+    packages image went unrecorded, so `make clean` would have left it on the engine)."""
     BUILT.parent.mkdir(parents=True, exist_ok=True)
-    BUILT.write_text(json.dumps(record) + "\n")
+    with open(BUILT.with_name(".built.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = _built_record()
+        yield record
+        with tempfile.NamedTemporaryFile("w", dir=BUILT.parent, prefix=".built.", delete=False) as new:
+            new.write(json.dumps(record) + "\n")
+        os.replace(new.name, BUILT)
+
+
+def record_built(tag: str, key: str = "images") -> None:
+    with _built_record_changed() as record:
+        recorded = record.get(key) if isinstance(record.get(key), list) else []
+        record[key] = [*[old for old in recorded if old != tag], tag]
 
 
 def forget_built(names: set[str]) -> None:
-    try:
-        record = json.loads(BUILT.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return
-    if isinstance(record, dict):
-        BUILT.write_text(json.dumps({key: [name for name in value if name not in names] if isinstance(value, list)
-                                     else value for key, value in record.items()}) + "\n")
+    with _built_record_changed() as record:
+        for key, value in record.items():
+            if isinstance(value, list):
+                record[key] = [name for name in value if name not in names]
 
 
 def remove_replaced(repository: str, image: Variant, keep: str) -> None:

@@ -2,6 +2,7 @@
 its own output), and the per-build context. No engine is needed."""
 
 import json
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -115,6 +116,16 @@ def test_a_context_holds_only_what_it_is_given_as_hard_links(tmp_path):
         assert builder.context_bytes(root) == 2
     assert not root.exists()
 
+
+def test_builds_recorded_side_by_side_are_all_recorded(monkeypatch, tmp_path):
+    """Eight processes record sixteen images at once (a suite's workers building side by side):
+    without the record's lock a read-modify-write lost tags, and `make clean` left their images."""
+    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    context = multiprocessing.get_context("fork")  # the children see the patched BUILT
+    tags = [f"tflab-trainer:cpu-{n:012x}" for n in range(16)]
+    with context.Pool(8) as pool:
+        pool.map(images.record_built, tags)
+    assert sorted(images.built_images()) == tags
 
 def test_clean_removes_what_is_built_on_an_image_before_it_and_only_this_checkouts_base(monkeypatch, tmp_path):
     monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
