@@ -4,7 +4,7 @@
 #   make test                                 # every test, real Compose included
 #
 # The lab's settings (STRATEGY, WORKERS, EPOCHS, ...) are not Makefile variables: make hands
-# command-line variables to its recipes as environment variables, and scripts/tflab/settings.py,
+# command-line variables to its recipes as environment variables, and scripts/tflab/core/settings.py,
 # the one place they are defined, reads and checks them. `make help` lists them with defaults.
 
 .DEFAULT_GOAL := help

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from tflab.schema import by_event, read_events
+from tflab.core.schema import by_event, read_events
 
 run = Path(sys.argv[1])
 try:

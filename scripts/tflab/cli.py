@@ -28,30 +28,12 @@ import threading
 import time
 from pathlib import Path
 
-from tflab import (
-    backends,
-    beneath,
-    compare,
-    console,
-    docker,
-    foreign,
-    home,
-    images,
-    k8s,
-    labels,
-    leftovers,
-    report,
-    runfolder,
-    runner,
-    summary,
-    tensorboard,
-    versions,
-)
+from tflab import backends, console, home, images
 from tflab.backends import compose
-from tflab.errors import LabError
-from tflab.home import LAB_HOME
-from tflab.runfolder import Summary
-from tflab.settings import (
+from tflab.core import beneath, foreign, runfolder, versions
+from tflab.core.errors import LabError
+from tflab.core.runfolder import Summary
+from tflab.core.settings import (
     RUNS,
     SETTINGS,
     SPECS,
@@ -64,6 +46,11 @@ from tflab.settings import (
     settings_of,
     settings_table,
 )
+from tflab.engine import docker, labels, leftovers
+from tflab.home import LAB_HOME
+from tflab.k8s import writer as k8s
+from tflab.reports import compare, report, tensorboard
+from tflab.supervisor import runner, summary
 
 USAGE_ERROR = 2
 
@@ -103,7 +90,7 @@ def malformed(path, error: Exception) -> LabError:
 
 
 def command_matrix(settings: Settings, given: dict[str, str] | None = None) -> int:
-    from tflab import matrix
+    from tflab.reports import matrix
 
     return matrix.matrix(settings, given or {})
 
@@ -124,20 +111,20 @@ def command_report(settings: Settings) -> int:
 
 
 def command_bench(settings: Settings) -> int:
-    from tflab import bench
+    from tflab.reports import bench
 
     return bench.bench(settings)
 
 
 def command_chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: as command_up's, for a replayed job's (TFJOB=, TRAINJOB=) refusals."""
-    from tflab import chaos
+    from tflab import faults as chaos
 
     return chaos.chaos(settings, given)
 
 
 def command_soak(settings: Settings) -> int:
-    from tflab import chaos
+    from tflab import faults as chaos
 
     return chaos.soak(settings)
 
@@ -154,7 +141,7 @@ def command_config(settings: Settings) -> int:
 
 def command_k8s(settings: Settings) -> int:
     if settings.tfjob:  # a TFJob as the equivalent TrainJob
-        from tflab import trainjob  # PyYAML is needed only here
+        from tflab.k8s import trainjob  # PyYAML is needed only here
 
         return trainjob.from_tfjob(settings)
     return k8s.write(settings)
@@ -370,7 +357,7 @@ def command_check(settings: Settings) -> int:
     if command in ("up", "compare", "matrix", "bench"):
         runfolder.planned(settings)
     if command == "matrix":
-        from tflab import matrix
+        from tflab.reports import matrix
 
         matrix.plan(settings, runfolder.planned(settings))
     if command == "compare":
@@ -378,7 +365,7 @@ def command_check(settings: Settings) -> int:
     elif command == "report":
         check_report(runfolder.existing(settings))
     elif command == "bench":
-        from tflab import bench
+        from tflab.reports import bench
 
         bench.plan(settings)
     return 0
@@ -631,11 +618,11 @@ def main(argv: list[str] | None = None) -> int:
         # command TFLAB_CHECK names (command_check refuses any other).
         command = os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command
         if "TRAINJOB" in given or "RUNTIME" in given:  # as TFJOB's, in the TrainJob's words
-            from tflab import trainjob
+            from tflab.k8s import trainjob
 
             trainjob.refuse_given(command, given)
         if "TFJOB" in given:  # first: what the TFJob decides is named so, K8S_NAME too, which `up` reads not
-            from tflab import tfjob
+            from tflab.k8s import tfjob
 
             tfjob.refuse_given(command, given)
         if command in COMMANDS:
@@ -644,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "down":
             refuse_an_empty_run(os.environ, assignments)
         if args.command == "chaos":
-            from tflab import chaos
+            from tflab import faults as chaos
 
             chaos.refuse_unread(settings, given)
         if args.command not in READ_NO_LAB_FILES:

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for the annotations: the console imports nothing of the lab's
-    from tflab.cluster import Cluster
-    from tflab.settings import Settings
+    from tflab.core.cluster import Cluster
+    from tflab.core.settings import Settings
 
 
 def say(message: str) -> None:

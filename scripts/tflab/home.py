@@ -22,8 +22,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from tflab import versions
-from tflab.errors import LabError
+from tflab.core import versions
+from tflab.core.errors import LabError
 
 PACKAGE = Path(__file__).resolve().parent
 CODE_ROOT = PACKAGE.parent  # what goes on PYTHONPATH for `python -m tflab...`

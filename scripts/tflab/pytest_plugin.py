@@ -37,13 +37,13 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from tflab import runfolder
-from tflab.errors import LabError
-from tflab.foreign import shown
-from tflab.runfolder import Summary, TaskRow
-from tflab.schema import complete, loss_value
-from tflab.settings import SPECS
-from tflab.summary import why_lines
+from tflab.core import runfolder
+from tflab.core.errors import LabError
+from tflab.core.foreign import shown
+from tflab.core.runfolder import Summary, TaskRow
+from tflab.core.schema import complete, loss_value
+from tflab.core.settings import SPECS
+from tflab.supervisor.summary import why_lines
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting

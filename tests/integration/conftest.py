@@ -18,9 +18,9 @@ import pytest
 from labtest import arm64, parallel
 from labtest.cli import REPO, lab_env, run_lab
 from labtest.runs import LabRun, lab_containers
-from tflab import docker
 from tflab.backends import compose
-from tflab.errors import LabError
+from tflab.core.errors import LabError
+from tflab.engine import docker
 from tflab.pytest_plugin import tflab_cluster  # noqa: F401  - the fixture users import, tested on itself
 
 log = logging.getLogger("tflab.tests")

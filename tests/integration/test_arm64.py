@@ -18,7 +18,8 @@ import time
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab import docker, images
+from tflab import images
+from tflab.engine import docker
 
 log = logging.getLogger("tflab.tests")
 pytestmark = pytest.mark.arm64

@@ -111,7 +111,7 @@ def test_a_loss_that_went_nan_is_logged_and_a_finding_that_fails_a_strict_run(na
     epochs = nan_loss.tasks["worker-0"].of("epoch")
     assert [(e["epoch"], e["loss"]) for e in epochs] == [(1, "nan"), (2, "nan"), (3, "nan")]
     assert all(str(loss) == "nan" for loss in nan_loss.losses("worker-0"))
-    from tflab import runfolder
+    from tflab.core import runfolder
 
     for line in runfolder.log_path(nan_loss.tasks_dir, "worker-0").read_text().splitlines():
         json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in worker-0.jsonl is no JSON"))

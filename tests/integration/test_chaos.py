@@ -5,7 +5,7 @@ are stated where they are used; times are generous because the machine is shared
 asserted is the outcome and its order of magnitude, not a speed."""
 
 import pytest
-from tflab.schema import attempts, by_event, completeness, read_events
+from tflab.core.schema import attempts, by_event, completeness, read_events
 
 SIZE = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=5, EXAMPLES=2048, GLOBAL_BATCH=64, SEED=0)
 STEPS = 2048 // 64

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import labels
+from tflab.core.runfolder import task_space
+from tflab.core.schema import read_events
+from tflab.engine import labels
 from tflab.pytest_plugin import run_lab as fixture_run
-from tflab.runfolder import task_space
-from tflab.schema import read_events
 
 # A run long enough to be caught in the middle: about 30 s of epochs after a ready of 5-10 s.
 LONG = {"EPOCHS": "200", "EXAMPLES": "1024", "RESTARTS": "0"}
@@ -253,7 +253,8 @@ def test_a_run_that_ends_by_itself_releases_its_reaper(engine, trainer_image, tm
     lab = start_lab(tmp_path, "calm", EPOCHS="2")
     output = finish(lab, 300)
     assert lab.returncode == 0, output
-    reapers = subprocess.run(["pgrep", "-f", f"tflab.reaper {tmp_path / 'calm'}$"], capture_output=True, text=True)
+    reapers = subprocess.run(["pgrep", "-f", f"tflab.engine.reaper {tmp_path / 'calm'}$"], capture_output=True,
+                             text=True)
     assert reapers.stdout == "", "the reaper outlived a run that ended by itself"
 
 

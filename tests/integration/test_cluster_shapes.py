@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from labtest.swarm import active_swarm, stack_leftovers
 from tflab.backends import swarm
-from tflab.schema import completeness
+from tflab.core.schema import completeness
 
 EPOCHS = 3
 SAME = dict(SEED=0, GLOBAL_BATCH=96, EXAMPLES=4096, EPOCHS=EPOCHS)  # 96 splits over 3 replicas

@@ -6,7 +6,7 @@ import io
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab.settings import DEFAULT_COMPARE
+from tflab.core.settings import DEFAULT_COMPARE
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,11 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from labtest.runs import engine_objects, lab_containers
-from tflab import cluster, docker, gpus, runfolder, user_script
 from tflab.backends import compose, swarm
-from tflab.settings import Settings
+from tflab.core import cluster, runfolder
+from tflab.core.settings import Settings
+from tflab.engine import docker, gpus
+from tflab.supervisor import user_script
 
 
 @pytest.fixture(params=["v1", "v2"])

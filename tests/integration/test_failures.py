@@ -9,11 +9,12 @@ import time
 from labtest.cli import lab_env
 from labtest.runs import lab_containers
 from labtest.trainers import local_cluster, start_trainer, write_config
-from tflab import cluster, runfolder, runner
 from tflab.backends import compose
-from tflab.runfolder import task_space
-from tflab.schema import read_events
-from tflab.settings import Settings
+from tflab.core import cluster, runfolder
+from tflab.core.runfolder import task_space
+from tflab.core.schema import read_events
+from tflab.core.settings import Settings
+from tflab.supervisor import runner
 
 PEER_TIMEOUT = 3
 # TensorFlow's import (2-4 s, more on a busy 2-core machine) comes before the wait starts.

@@ -5,7 +5,7 @@ Keras 3 in a custom loop with Adam (keras#23085) and under ParameterServerStrate
 
 import pytest
 from labtest.cli import REPO
-from tflab import explain
+from tflab.core import explain
 
 SCRIPTS = REPO / "tests/integration/scripts"
 KERAS_3 = SCRIPTS / "train_keras3.py"

@@ -13,8 +13,8 @@ import time
 import pytest
 from labtest.cli import lab_env, run_lab
 from labtest.runs import lab_containers
-from tflab import labels
-from tflab.schema import read_events
+from tflab.core.schema import read_events
+from tflab.engine import labels
 
 
 def docker_json(*args):

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import images, labels
+from tflab import images
+from tflab.engine import labels
 
 
 def listed(*command: str) -> set[str]:

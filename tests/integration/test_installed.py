@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import REPO
-from tflab.settings import SPECS
+from tflab.core.settings import SPECS
 
 log = logging.getLogger("tflab.tests")
 EXAMPLE = REPO / "examples/multiworker-tutorial"

@@ -7,7 +7,8 @@ import subprocess
 import uuid
 
 import pytest
-from tflab import builder, docker
+from tflab.engine import docker
+from tflab.images import builder
 
 BASE = "tflab-base:bookworm"  # the lab's own base, made by `make images`; only built on, never removed
 

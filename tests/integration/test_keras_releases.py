@@ -3,7 +3,7 @@ own 2.21 image, which itself has 3.15.1), and a 1 TF x 3 Keras matrix of a custo
 under MirroredStrategy (keras#23085's shape): 3.10 is not installable with TF 2.21 (pip's reason),
 3.15 fails, nightly passes, and the verdict says it is fixed in nightly. Each cell says the Keras its
 process imported. The 4-release matrix and the cold build of each layer are `python -m
-tflab.matrixbench --keras`."""
+tflab.reports.matrixbench --keras`."""
 
 import contextlib
 import subprocess
@@ -12,8 +12,8 @@ import time
 import pytest
 from labtest import parallel
 from labtest.cli import REPO, lab_env, run_lab
-from tflab import versions
-from tflab.matrix import Matrix
+from tflab.core import versions
+from tflab.reports.matrix import Matrix
 
 SCRIPT = REPO / "tests/integration/scripts/custom_loop_adam_mirrored.py"
 NIGHTLY = versions.KERAS_RELEASES["nightly"]

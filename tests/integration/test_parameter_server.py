@@ -5,7 +5,7 @@ with a user's SCRIPT shaped as TF's parameter-server tutorial, run by every task
 from pathlib import Path
 
 import pytest
-from tflab.schema import completeness
+from tflab.core.schema import completeness
 
 EPOCHS = 10
 SCRIPTS = Path(__file__).parent / "scripts"

@@ -10,7 +10,7 @@ killed at GRACE: said so, resumed from its last checkpoint at or before the kill
 import logging
 
 import pytest
-from tflab.schema import attempts, by_event
+from tflab.core.schema import attempts, by_event
 
 log = logging.getLogger("tflab.tests")
 

@@ -5,7 +5,7 @@ lab says, measured from the script's own events, whether each task resumed or st
 Two small runs (2 workers, 8 epochs of 64 steps), each asserted once per test below."""
 
 import pytest
-from tflab.schema import attempts, by_event
+from tflab.core.schema import attempts, by_event
 
 SCRIPT = __import__("pathlib").Path(__file__).parent / "scripts/train_backup.py"
 SIZE = dict(STRATEGY="multiworker", WORKERS=2, RESTARTS=1, SCRIPT=SCRIPT, SCENARIO="kill", TARGET="worker-1",

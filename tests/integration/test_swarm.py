@@ -7,10 +7,10 @@ import json
 
 import pytest
 from labtest.swarm import active_swarm, stack_leftovers
-from tflab import cluster
 from tflab.backends import swarm
-from tflab.schema import completeness
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.schema import completeness
+from tflab.core.settings import Settings
 
 # Every test that changes the engine's swarm state is in one xdist group: they run one after another.
 pytestmark = pytest.mark.xdist_group("swarm")

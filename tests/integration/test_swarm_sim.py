@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab.schema import completeness
+from tflab.core.schema import completeness
 from tflab.tools import swarmsim
 
 pytestmark = pytest.mark.xdist_group("swarm")  # one swarm change at a time (test_swarm.py)

@@ -4,8 +4,8 @@ HTTP with requests, as a person's browser would."""
 import pytest
 import requests
 from labtest.cli import lab_env, run_lab
-from tflab import docker, labels
 from tflab.backends.local import free_ports
+from tflab.engine import docker, labels
 
 EPOCHS = 3
 

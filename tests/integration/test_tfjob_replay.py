@@ -11,7 +11,7 @@ import time
 
 import pytest
 from labtest.cli import REPO, lab_env, run_lab
-from tflab import labels
+from tflab.engine import labels
 
 SAME = dict(STRATEGY="multiworker", CHIEF=1, WORKERS=2, SEED=0, GLOBAL_BATCH=96, EXAMPLES=4096, EPOCHS=3)
 # The same program on the same cluster shape, seed and data: only the hostnames differ, so the

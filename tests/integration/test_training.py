@@ -9,7 +9,7 @@ import math
 import statistics
 
 import pytest
-from tflab.schema import completeness
+from tflab.core.schema import completeness
 
 SAME = dict(SEED=0, GLOBAL_BATCH=96, EXAMPLES=4096, EPOCHS=10)
 RUNS = {  # name -> (Compose CLI, settings); None: the CLI the lab picks by itself

@@ -9,7 +9,7 @@ import math
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab import cluster
+from tflab.core import cluster
 
 SAME = dict(STRATEGY="multiworker", WORKERS=3, SEED=0, GLOBAL_BATCH=96, EXAMPLES=4096, EPOCHS=3)
 # The same program on the same cluster shape, seed and data: only the hostnames differ, so the

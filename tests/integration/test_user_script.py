@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 from labtest.cli import REPO
-from tflab.schema import completeness
+from tflab.core.schema import completeness
 
 TUTORIAL = REPO / "examples/multiworker-tutorial/train.py"
 EPOCHS = 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from tflab import images
-from tflab.errors import LabError
+from tflab.core.errors import LabError
 
 RUN, SKIP, FAIL = "run", "skip", "fail"
 HOW = "run scripts/enable-arm64-emulation.sh as root (make test does so itself when run as root)"

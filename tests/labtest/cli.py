@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab.settings import SPECS
+from tflab.core.settings import SPECS
 
 REPO = Path(__file__).resolve().parents[2]
 

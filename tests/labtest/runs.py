@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tflab.pytest_plugin
-from tflab import labels
+from tflab.engine import labels
 
 from labtest.cli import Finished
 

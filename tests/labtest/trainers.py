@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tflab import cluster
 from tflab.backends import local
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.settings import Settings
 
 from labtest.cli import REPO
 

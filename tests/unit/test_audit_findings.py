@@ -1,10 +1,10 @@
-"""tflab/audit.py: the host's judgement of the tasks' audit events (AUDIT, issue 25), on records
+"""tflab/supervisor/audit.py: the host's judgement of the tasks' audit events (AUDIT, issue 25), on records
 as the trainer's instruments write them."""
 
 import pytest
-from tflab import audit
-from tflab.runfolder import Summary
-from tflab.summary import table
+from tflab.core.runfolder import Summary
+from tflab.supervisor import audit
+from tflab.supervisor.summary import table
 
 pytestmark = pytest.mark.unit
 ROLES = {"worker-0": "trainer", "worker-1": "trainer", "ps-0": "server", "evaluator-0": "evaluator"}

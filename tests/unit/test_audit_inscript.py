@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 from labtest.cli import lab_env
-from tflab.schema import problems, read_events
-from tflab.settings import Settings
+from tflab.core.schema import problems, read_events
+from tflab.core.settings import Settings
 
 
 def run_script(tmp_path, audit: str, script: str):

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tflab import bench
+from tflab.reports import bench
 
 
 def test_the_time_to_the_first_step_is_split_into_its_phases(tmp_path):

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from tflab import builder, images, progress
+from tflab import images
+from tflab.images import builder, progress
 
 # The legacy builder's output for the packages image: a fresh install stage, then a final stage
 # whose first steps came from an earlier build's cache. Recorded from Docker 20.10 (ids shortened).

@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
-from tflab import docker
 from tflab.backends import compose
-from tflab.cluster import build
-from tflab.settings import Settings
+from tflab.core.cluster import build
+from tflab.core.settings import Settings
+from tflab.engine import docker
 
 # Appends its arguments to argv, a line per call, then prints one action for each numbered file
 # the test creates: 1, 2, ... and ends at its --until, as docker does, or when it finds a file

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
-from tflab import cluster, runfolder
-from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.core import cluster, runfolder
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings
 
 
 @pytest.mark.parametrize("arguments, expected", [

@@ -2,8 +2,8 @@ import json
 import os
 
 import pytest
-from tflab import cluster
-from tflab.settings import MAX_TASKS, Settings
+from tflab.core import cluster
+from tflab.core.settings import MAX_TASKS, Settings
 
 
 def multiworker(workers: int) -> Settings:
@@ -124,7 +124,7 @@ def test_the_evaluator_is_outside_the_training_cluster(strategy, chief, monkeypa
     ({"chief": 1}, "WORKERS+CHIEF"),  # 3 replicas and GLOBAL_BATCH=64
 ])
 def test_chief_and_evaluator_are_refused_where_they_do_not_fit(changes, named):
-    from tflab.settings import SettingsError
+    from tflab.core.settings import SettingsError
 
     with pytest.raises(SettingsError, match=named.replace("+", r"\+")):
         Settings().replace(**changes)
@@ -154,8 +154,10 @@ def test_the_trainer_takes_the_recorded_cluster_as_written():
 def test_each_command_builds_its_cluster_once(strategy, tmp_path, monkeypatch, capsys):
     """`make up` builds the cluster once and hands it along (the backend readdresses it), and so do
     `make k8s` and `make config`: a second build somewhere would be a second truth to drift."""
-    from tflab import backends, cli, k8s, runner
-    from tflab.errors import LabError
+    from tflab import backends, cli
+    from tflab.core.errors import LabError
+    from tflab.k8s import writer as k8s
+    from tflab.supervisor import runner
 
     real_build, built = cluster.build, []
     monkeypatch.setattr(cluster, "build", lambda *args, **kwargs: built.append(1) or real_build(*args, **kwargs))

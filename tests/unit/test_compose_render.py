@@ -5,9 +5,11 @@ import re
 
 import pytest
 import yaml
-from tflab import cluster, labels, user_script
 from tflab.backends import compose
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.settings import Settings
+from tflab.engine import labels
+from tflab.supervisor import user_script
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ verbs existed (the argv, the timeout, the engine), so moving them changed nothin
 import subprocess
 
 import pytest
-from tflab import docker
+from tflab.engine import docker
 
 OTHER = ["docker", "-H", "unix:///sim/n1/docker.sock"]
 

@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 
 import pytest
-from tflab import cluster, explain, runner, summary
-from tflab.explain import Evidence, exception_head, restart_verdict, script_warnings
-from tflab.settings import Settings, SettingsError
+from tflab.core import cluster, explain
+from tflab.core.explain import Evidence, exception_head, restart_verdict, script_warnings
+from tflab.core.settings import Settings, SettingsError
+from tflab.supervisor import runner, summary
 
 pytestmark = pytest.mark.unit
 LOGS = Path(__file__).parent / "logs"

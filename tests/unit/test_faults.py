@@ -10,10 +10,12 @@ import time
 
 import pytest
 from labtest.cli import assert_refused, lab_env, run_lab
-from tflab import chaos, cluster, runfolder, runner, schema
+from tflab import faults as chaos
 from tflab.backends import compose
-from tflab.errors import LabError
-from tflab.settings import Settings, SettingsError
+from tflab.core import cluster, runfolder, schema
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings, SettingsError
+from tflab.supervisor import runner
 from tflab.trainer import linkproxy
 
 

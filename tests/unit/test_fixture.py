@@ -6,7 +6,7 @@ import json
 
 import pytest
 from tflab import pytest_plugin
-from tflab.errors import LabError
+from tflab.core.errors import LabError
 
 
 class StandIn:

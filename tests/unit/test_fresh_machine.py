@@ -189,7 +189,8 @@ def test_the_check_passes_a_run_the_report_can_read(files, tmp_path):
 def test_images_tag_prints_the_bare_tag_alone_on_stdout(tag_only, monkeypatch, capfd):
     """For a Dockerfile's FROM or a script: $(tflab images --tag). The build's progress, the lab's own
     lines and its subprocesses' (docker build, debootstrap), goes to stderr meanwhile."""
-    from tflab import cli, docker, images
+    from tflab import cli, images
+    from tflab.engine import docker
 
     def build(*args):
         print("tflab: building tflab-trainer:cpu-0123456789ab: step 3/3")

@@ -9,10 +9,14 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
-from tflab import cluster, compare, console, docker, gpus, images, runner
+from tflab import console, images
 from tflab.backends import compose
-from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings
+from tflab.engine import docker, gpus
+from tflab.reports import compare
+from tflab.supervisor import runner
 
 ENGINE_WITHOUT_NVIDIA = {"ServerVersion": "20.10.24",
                          "Runtimes": {"io.containerd.runc.v2": {"path": "runc"}, "runc": {"path": "runc"}}}
@@ -418,7 +422,7 @@ def test_the_gpu_check_fails_a_run_without_a_summary(tmp_path):
 def test_a_trainer_given_gpus_that_sees_none_fails_saying_so(tmp_path):
     """This machine has no GPU, so TensorFlow sees none: exactly what a run whose GPUs did not reach
     its container looks like from inside."""
-    from tflab.schema import EventLog
+    from tflab.core.schema import EventLog
     from tflab.trainer import train  # TensorFlow: imported here, so only this test pays for it
 
     log = EventLog(tmp_path / "mirrored.jsonl", "mirrored")
@@ -441,7 +445,7 @@ def test_the_docs_show_the_override_as_rendered():
 
 
 def test_bench_refuses_gpus_before_anything(tmp_path):
-    from tflab import bench
+    from tflab.reports import bench
 
     runs = tmp_path / "runs"
     with pytest.raises(LabError, match=r"^make bench does not take GPUS=0: it measures the lab against BACKEND=local"):

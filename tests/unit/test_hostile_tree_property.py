@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import cli, cluster, pytest_plugin, runfolder, summary
+from tflab import cli, pytest_plugin
 from tflab.backends.compose import TaskOutput
-from tflab.errors import LabError
-from tflab.foreign import ForeignFile
-from tflab.settings import Settings
+from tflab.core import cluster, runfolder
+from tflab.core.errors import LabError
+from tflab.core.foreign import ForeignFile
+from tflab.core.settings import Settings
+from tflab.supervisor import summary
 
 SECRET = "root-only-secret-5f1c9e"  # the host file's content: it must never be printed
 TASKS = ["worker-0", "worker-1"]

@@ -90,7 +90,7 @@ def test_the_epoch_observer_is_a_hook_and_its_watch_is_installed_once_and_chaine
     """trainer/observe.py on a stand-in for Keras's CallbackList (the real ones: test_observe.py):
     a second install wraps nothing twice, a later patch by another hook still reaches the original,
     and what it logs comes from the calls fit makes."""
-    from tflab.schema import read_events
+    from tflab.core.schema import read_events
     from tflab.trainer import inscript, observe
 
     assert "tflab.trainer.observe" in inscript.HOOKS

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import tomllib
 from labtest.cli import REPO
-from tflab import cli, home, labels
-from tflab.settings import SPECS
+from tflab import cli, home
+from tflab.core.settings import SPECS
+from tflab.engine import labels
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
@@ -20,7 +21,7 @@ def test_the_wheel_carries_every_file_the_lab_lays_out_and_no_other():
     assert included == {name: f"tflab/_lab/{name}" for name in home.LAB_FILES}
     assert PYPROJECT["project"]["scripts"] == {"tflab": "tflab.cli:main"}
     assert PYPROJECT["project"]["entry-points"]["pytest11"] == {"tflab": "tflab.pytest_plugin"}
-    # The host side is the standard library, plus PyYAML for TFJOB's manifests (tflab/tfjob.py alone).
+    # The host side is the standard library, plus PyYAML for TFJOB's manifests (tflab/k8s/tfjob.py alone).
     assert PYPROJECT["project"]["dependencies"] == ["PyYAML>=5.4"]
 
 

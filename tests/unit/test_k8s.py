@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
-from tflab import cluster, k8s, trainjob
-from tflab.settings import MAX_TASKS, Settings, SettingsError
+from tflab.core import cluster
+from tflab.core.settings import MAX_TASKS, Settings, SettingsError
+from tflab.k8s import trainjob
+from tflab.k8s import writer as k8s
 
 # A cluster's image, as a user names it: K8S_IMAGE left empty is the image `make images` builds,
 # which would take the engine (and on a fresh machine, a build) into these tests.
@@ -403,8 +405,8 @@ def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, mon
     each file is a temporary renamed over when whole, and the files go together or not at all."""
     import errno
 
-    from tflab import runfolder
-    from tflab.errors import LabError
+    from tflab.core import runfolder
+    from tflab.core.errors import LabError
 
     real_fsync, calls = os.fsync, []
 
@@ -426,8 +428,8 @@ def test_a_file_that_cannot_be_written_whole_is_not_written_at_all(tmp_path, mon
 def test_the_folder_is_claimed_exclusively(tmp_path, monkeypatch):
     """Another command that made the same RUN between the check and the write: refused in one line,
     and its folder left as it was."""
-    from tflab import runfolder
-    from tflab.errors import LabError
+    from tflab.core import runfolder
+    from tflab.core.errors import LabError
 
     runs = tmp_path / "runs"
     (runs / "taken").mkdir(parents=True)

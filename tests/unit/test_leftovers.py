@@ -3,9 +3,11 @@
 
 from pathlib import Path
 
-from tflab import cli, docker, leftovers, runfolder
+from tflab import cli
 from tflab.backends import swarm
-from tflab.settings import Settings
+from tflab.core import runfolder
+from tflab.core.settings import Settings
+from tflab.engine import docker, leftovers
 
 
 def fake_engine(monkeypatch, runs: Path, stack_removed: bool):

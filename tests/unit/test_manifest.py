@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes_validate.utils import schema_contents
-from tflab import manifest, tfjob
 from tflab.backends import replay
-from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings
+from tflab.k8s import manifest, tfjob
 
 SCHEMAS = Path(__file__).parent / "schemas"
 KUBERNETES_OBJECTS = {"ConfigMap": "io.k8s.api.core.v1.ConfigMap",
@@ -44,7 +44,7 @@ def inlined(schema, definitions):
 
 
 def derived_schemas() -> dict[str, str]:
-    """tflab/schemas/'s files as derived from their sources (schemas/README.md there)."""
+    """tflab/k8s/schemas/'s files as derived from their sources (schemas/README.md there)."""
     crd = yaml.load((SCHEMAS / "kubeflow.org_tfjobs.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader",
                                                                                         yaml.SafeLoader))
     (v1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1"]
@@ -409,7 +409,7 @@ def test_two_volumes_that_would_share_a_folder_are_refused(tmp_path):
 
 def test_the_schemas_ship_in_the_package():
     """hatch's wheel takes every file of the package folder git tracks: the schemas go with
-    manifest.py (a wheel built here lists tflab/schemas/tfjob.json and kubernetes.json)."""
+    manifest.py (a wheel built here lists tflab/k8s/schemas/tfjob.json and kubernetes.json)."""
     import subprocess
 
     import tomllib
@@ -417,9 +417,9 @@ def test_the_schemas_ship_in_the_package():
 
     wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]
     assert wheel["packages"] == ["scripts/tflab"] and "exclude" not in wheel
-    tracked = subprocess.run(["git", "ls-files", "scripts/tflab/schemas"], cwd=REPO, capture_output=True, text=True,
+    tracked = subprocess.run(["git", "ls-files", "scripts/tflab/k8s/schemas"], cwd=REPO, capture_output=True, text=True,
                              check=True).stdout.split()
-    assert {f"scripts/tflab/schemas/{name}" for name in ("tfjob.json", "kubernetes.json",
+    assert {f"scripts/tflab/k8s/schemas/{name}" for name in ("tfjob.json", "kubernetes.json",
                                                           "LICENSE.training-operator")} <= set(tracked)
     assert manifest.SCHEMAS == Path(manifest.__file__).parent / "schemas"
 
@@ -514,7 +514,8 @@ def test_a_claim_the_file_declares_and_a_replica_mounts_is_not_listed_as_not_app
 def test_a_replicas_output_is_folded_as_a_scripts_each_line_once(tmp_path):
     """A replica runs no launcher of the lab's: the host folds its streams (a Keras bar came
     through a replay as one line of 19,973 characters), into output.log and <task>.out."""
-    from tflab import runfolder, summary
+    from tflab.core import runfolder
+    from tflab.supervisor import summary
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

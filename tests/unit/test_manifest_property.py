@@ -19,10 +19,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as conjecture_utils
-from tflab import manifest, tfjob
 from tflab.backends import replay
-from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings
+from tflab.k8s import manifest, tfjob
 
 
 class _Many:

@@ -5,10 +5,12 @@ interrupt, with the runs themselves stood in for (tests/integration/test_tf_matr
 import json
 
 import pytest
-from tflab import backends, matrix, runner
-from tflab.foreign import ForeignFile
-from tflab.matrix import Cell, Matrix
-from tflab.settings import Settings, SettingsError
+from tflab import backends
+from tflab.core.foreign import ForeignFile
+from tflab.core.settings import Settings, SettingsError
+from tflab.reports import matrix
+from tflab.reports.matrix import Cell, Matrix
+from tflab.supervisor import runner
 
 pytestmark = pytest.mark.unit
 
@@ -212,7 +214,7 @@ def test_a_keras_release_pip_cannot_install_is_a_cell_marked_so_with_pips_reason
 
 
 def test_each_cell_says_the_keras_its_chief_imported(tmp_path):
-    from tflab import runfolder
+    from tflab.core import runfolder
 
     run = tmp_path / "r"
     run.mkdir()
@@ -251,8 +253,8 @@ def test_a_synchronous_cell_whose_losses_part_from_the_single_runs_is_wrong():
 
 def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
     """Every task exited 0: the cell ran, and learned nothing."""
-    from tflab import runfolder
-    from tflab.runfolder import Summary, TaskRow
+    from tflab.core import runfolder
+    from tflab.core.runfolder import Summary, TaskRow
 
     row = {"final_loss": float("nan"), "steady_step_seconds": 0.01, "peak_rss_per_process_bytes": 1,
            "wall_seconds": 9.0, "losses": [float("nan")] * 3}

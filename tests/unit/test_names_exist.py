@@ -12,7 +12,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from tflab import images, labels
+from tflab import images
+from tflab.engine import labels
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "scripts" / "tflab"
@@ -90,8 +91,8 @@ def test_every_name_in_the_text_exists(path):
 
 @pytest.mark.parametrize("text, missing", [
     ("see backend.py's interface", ["backend.py"]),
-    ("runfolder.py and tflab.runfolder.Summary", []),
-    ("tflab.runfolder.NoSuchThing", ["tflab.runfolder.NoSuchThing"]),
+    ("runfolder.py and tflab.core.runfolder.Summary", []),
+    ("tflab.core.runfolder.NoSuchThing", ["tflab.core.runfolder.NoSuchThing"]),
     ("tflab.run, the label", []),
 ])
 def test_the_check_finds_what_it_should(text, missing):

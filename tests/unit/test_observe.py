@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 from labtest.cli import lab_env
-from tflab.schema import problems, read_events
+from tflab.core.schema import problems, read_events
 
 pytestmark = pytest.mark.tensorflow
 

@@ -3,11 +3,14 @@ prints what the tasks' logs say, and only that."""
 
 import json
 
-from tflab import cli, cluster, docker, images, summary
+from tflab import cli, images
 from tflab.backends import swarm
-from tflab.runfolder import Summary
-from tflab.settings import Settings
-from tflab.summary import ProgressPrinter, table
+from tflab.core import cluster
+from tflab.core.runfolder import Summary
+from tflab.core.settings import Settings
+from tflab.engine import docker
+from tflab.supervisor import summary
+from tflab.supervisor.summary import ProgressPrinter, table
 
 
 def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):

@@ -7,9 +7,10 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
-from tflab import docker, images
-from tflab.errors import LabError
-from tflab.settings import Settings, SettingsError
+from tflab import images
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings, SettingsError
+from tflab.engine import docker
 
 
 def pins(path) -> dict[str, str]:

@@ -8,10 +8,12 @@ import urllib.request
 from http.server import ThreadingHTTPServer
 
 import pytest
-from tflab import chaos, cluster, preemption, runfolder
+from tflab import faults as chaos
 from tflab.backends import compose
-from tflab.errors import LabError
-from tflab.settings import Settings, SettingsError
+from tflab.core import cluster, runfolder
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings, SettingsError
+from tflab.supervisor import preemption
 from tflab.trainer import metadata
 
 STEPS = 32  # steps per epoch

@@ -2,7 +2,7 @@
 
 import sys
 
-from tflab import progress
+from tflab.images import progress
 
 
 def test_build_steps_of_either_builder_become_lines():

@@ -1,6 +1,6 @@
 """A TFJob replay followed by the runner's one loop (runner.run with replay.ReplayRun), against a
 stand-in for its Compose project whose exit codes change from one poll to the next. Each rule is
-the training operator's, from its code (release-1.9, v1.9.4; tflab/tfoperator.py), and each test
+the training operator's, from its code (release-1.9, v1.9.4; tflab/k8s/tfoperator.py), and each test
 names the upstream file and function it pins: success (UpdateJobStatus, IsWorker0Completed), a
 failure's restart (ReconcilePods, IsRetryableExitCode), backoffLimit (PastBackoffLimit and
 ReconcileJobs), cleanPodPolicy (DeletePodsAndServices), the deadline (PastActiveDeadline)."""
@@ -12,11 +12,13 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import explain, runfolder, runner, tfjob
 from tflab.backends import replay
-from tflab.runfolder import Summary
-from tflab.schema import by_event, read_events
-from tflab.settings import Settings
+from tflab.core import explain, runfolder
+from tflab.core.runfolder import Summary
+from tflab.core.schema import by_event, read_events
+from tflab.core.settings import Settings
+from tflab.k8s import tfjob
+from tflab.supervisor import runner
 
 PS_JOB = """
 apiVersion: kubeflow.org/v1
@@ -270,7 +272,7 @@ def test_a_replica_removed_from_outside_ends_the_job_without_a_restart(tmp_path,
     (137, True, True, True, "stopped"),
 ])
 def test_one_status_rule_for_the_lab_and_the_replay(code, stopped, clean, when_done, expected):
-    from tflab import summary
+    from tflab.supervisor import summary
 
     assert summary.status_of(code, stopped, clean, when_done) == expected
 
@@ -471,7 +473,8 @@ def test_an_evaluator_left_running_after_success_ends_by_itself(tmp_path, capsys
 def run_trainjob(tmp_path, attempts, restarts: int) -> tuple[int, Summary]:
     """A TrainJob as make k8s writes it (2 nodes, failurePolicy.maxRestarts = RESTARTS), replayed
     on the stand-in project: JobSet's rules, not the training operator's (replay.jobset_condition)."""
-    from tflab import k8s, trainjob
+    from tflab.k8s import trainjob
+    from tflab.k8s import writer as k8s
 
     settings = Settings(workers=2, restarts=restarts, k8s_image="registry.example/tflab:test")
     rendered, _ = k8s.render(settings, "tj", k8s.manifests_cluster(settings))
@@ -639,7 +642,7 @@ def test_why_on_a_clean_replay_the_hooks_did_not_reach_says_not_audited(tmp_path
 def test_a_restarted_replica_the_hooks_saw_says_where_it_resumed(tmp_path):
     """The hooks' `fit` events (observe.py) in a replica's log: the summary says where it resumed, as
     for a SCRIPT; a replica they did not reach says nothing of it."""
-    from tflab import summary
+    from tflab.supervisor import summary
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -662,8 +665,8 @@ def test_a_restarted_replica_the_hooks_saw_says_where_it_resumed(tmp_path):
 def test_the_lab_trainers_own_end_is_found_on_its_claim_by_its_exact_name(tmp_path):
     """make k8s K8S_PVC=... replayed: the chief's final loss from volumes/<claim>/tflab/chief-0.jsonl
     (beneath's walk matches a name's end: the name itself, never another task's or a longer one)."""
-    from tflab import summary
-    from tflab.schema import EventLog
+    from tflab.core.schema import EventLog
+    from tflab.supervisor import summary
 
     end = dict(role="trainer", total_seconds=1.0, peak_rss_bytes=1, first_step_seconds=0.1, first_step_at=1.0,
                steady_step_seconds=0.01, weights_sha256="ab" * 32, parameters=3)

@@ -6,9 +6,9 @@ import io
 import json
 
 import pytest
-from tflab import report
-from tflab.foreign import ForeignFile
-from tflab.schema import EventLog
+from tflab.core.foreign import ForeignFile
+from tflab.core.schema import EventLog
+from tflab.reports import report
 
 GB = 64
 

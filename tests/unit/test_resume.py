@@ -4,9 +4,10 @@ own `fit` and `checkpoint` events, never claimed before (issue 29, point 1)."""
 import json
 
 import pytest
-from tflab import cluster, runner, summary
-from tflab.resume import UNSEEN, resumes
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.settings import Settings
+from tflab.supervisor import runner, summary
+from tflab.supervisor.resume import UNSEEN, resumes
 
 pytestmark = pytest.mark.unit
 

@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import backends, cli, cluster, reaper, runfolder, runner
+from tflab import backends, cli
 from tflab.backends import compose
-from tflab.errors import LabError
-from tflab.settings import BACKENDS, MAX_TASKS, Settings
+from tflab.core import cluster, runfolder
+from tflab.core.errors import LabError
+from tflab.core.settings import BACKENDS, MAX_TASKS, Settings
+from tflab.engine import reaper
+from tflab.supervisor import runner
 
 
 def test_a_run_id_is_claimed_once_however_many_ask_at_once(tmp_path):
@@ -200,8 +203,8 @@ def test_the_reaper_removes_only_when_the_lab_did_not_release_it(tmp_path, monke
     assert not record.exists(), "a released reaper touched the engine"
     dying = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
-sys.path.insert(0, {str(Path(reaper.__file__).parent.parent)!r})
-from tflab import reaper
+sys.path.insert(0, {str(Path(reaper.__file__).parents[2])!r})
+from tflab.engine import reaper
 guard = reaper.watch(__import__("pathlib").Path({str(tmp_path / "killed")!r}))
 print(guard.process.pid, flush=True)
 time.sleep(60)
@@ -327,8 +330,8 @@ def test_the_reaper_kills_local_tasks_when_their_lab_is_killed(tmp_path, monkeyp
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     lab = subprocess.Popen([sys.executable, "-c", f"""
 import subprocess, sys, time
-sys.path.insert(0, {str(Path(reaper.__file__).parent.parent)!r})
-from tflab import reaper
+sys.path.insert(0, {str(Path(reaper.__file__).parents[2])!r})
+from tflab.engine import reaper
 guard = reaper.watch(__import__("pathlib").Path({str(tmp_path / "local")!r}))
 task = subprocess.Popen(["sleep", "120"], start_new_session=True)
 guard.watch_group(task.pid)

@@ -25,23 +25,23 @@ METHODS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "unli
 DOOR_CALLS = ("folder.", "self.folder", "beneath", "runfolder.", "foreign.")  # calls through the door
 # Modules that use them, each on paths that are never a run folder's.
 ALLOWED = {
-    "builder.py": "build contexts under images/, made and removed by the lab itself",
+    "images/builder.py": "build contexts under images/, made and removed by the lab itself",
     "cli.py": "/proc of make's processes (signal forwarding), /dev/null, and RUNS_DIR itself (count, make)",
-    "explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
+    "core/explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
     "home.py": "the installed copy of the lab's own files",
-    "imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
-    "images.py": "wheels, stamps and .built.json under images/, binfmt_misc under /proc",
-    "manifest.py": "the user's manifest and the lab's vendored schemas",
-    "matrix.py": "matrix.json of a matrix folder (the lab's own, beside its runs)",
+    "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
+    "images/__init__.py": "wheels, stamps and .built.json under images/, binfmt_misc under /proc",
+    "k8s/manifest.py": "the user's manifest and the lab's vendored schemas",
+    "reports/matrix.py": "matrix.json of a matrix folder (the lab's own, beside its runs)",
     "backends/swarm/nodes.py": "the simulated swarm's state file under the lab's own folder",
     "tools/swarmsim.py": "provisioning: network namespaces and engine folders of its own",
     "tools/lock.py": "requirements/ lock files, written by a maintainer",
-    "user_script.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
+    "supervisor/user_script.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
     "backends/replay.py": "a replay's volumes, made before any replica starts (no link followed)",
-    "k8s.py": "removes its own manifests when writing them failed",
-    "keraslock.py": "the Keras lock files under requirements/keras",
-    "report.py": "matplotlib and the text writers write into a private temporary folder (runfolder.replace_whole)",
-    "schema.py": "EventLog: a task appends to its own log (a replay's watcher: the lab's tasks/ folder, O_NOFOLLOW)",
+    "k8s/writer.py": "removes its own manifests when writing them failed",
+    "images/keraslock.py": "the Keras lock files under requirements/keras",
+    "reports/report.py": "matplotlib and the text writers write into a private temporary folder (replace_whole)",
+    "core/schema.py": "EventLog: a task appends to its own log (a replay watcher: the tasks/ folder, O_NOFOLLOW)",
 }
 
 

@@ -25,11 +25,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labtest.cli import lab_env
-from tflab import cli, cluster, pytest_plugin, report
-from tflab.errors import LabError
-from tflab.foreign import BIDI
-from tflab.settings import Settings
-from tflab.summary import ProgressPrinter
+from tflab import cli, pytest_plugin
+from tflab.core import cluster
+from tflab.core.errors import LabError
+from tflab.core.foreign import BIDI
+from tflab.core.settings import Settings
+from tflab.reports import report
+from tflab.supervisor.summary import ProgressPrinter
 
 EXAMPLES = 150
 SUBPROCESS_EXAMPLES = 5

@@ -2,9 +2,9 @@ import json
 import os
 
 import pytest
-from tflab import runfolder, schema
-from tflab.foreign import ForeignFile
-from tflab.schema import EVENTS, EventLog, SchemaError, completeness, problems, read_events
+from tflab.core import runfolder, schema
+from tflab.core.foreign import ForeignFile
+from tflab.core.schema import EVENTS, EventLog, SchemaError, completeness, problems, read_events
 
 GOOD = {
     "start": {"role": "trainer", "strategy": "single", "cluster": {}, "versions": {"tensorflow": "2.21.0"},

@@ -10,11 +10,12 @@ import time
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import cluster, user_script
 from tflab.backends import compose, swarm
-from tflab.errors import LabError
-from tflab.schema import completeness, read_events
-from tflab.settings import Settings, SettingsError
+from tflab.core import cluster
+from tflab.core.errors import LabError
+from tflab.core.schema import completeness, read_events
+from tflab.core.settings import Settings, SettingsError
+from tflab.supervisor import user_script
 
 TUTORIAL = REPO / "examples/multiworker-tutorial/train.py"
 
@@ -119,7 +120,7 @@ def test_the_script_packages_are_constrained_by_either_trainers_pins_without_ext
 def test_args_need_a_script_and_chaos_takes_one():
     with pytest.raises(SettingsError, match=r"^ARGS='--epochs 3' is not allowed without SCRIPT"):
         Settings.from_env({}, {"ARGS": "--epochs 3"})
-    from tflab import chaos
+    from tflab import faults as chaos
 
     chaos.check_backend(Settings(script=str(TUTORIAL)))
 

@@ -1,5 +1,5 @@
 import pytest
-from tflab.settings import SPECS, Settings, SettingsError, settings_table
+from tflab.core.settings import SPECS, Settings, SettingsError, settings_table
 
 
 def parse(**values):

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
-from tflab import chaos, cli, k8s
-from tflab.settings import (
+from tflab import cli
+from tflab import faults as chaos
+from tflab.core.settings import (
     MAKE_VARIABLES_ENV,
     RUNS,
     SETTINGS,
@@ -25,6 +26,7 @@ from tflab.settings import (
     refuse_unhonoured,
     settings_of,
 )
+from tflab.k8s import writer as k8s
 
 HELP_WIDTH = 96
 COMMANDS = [command for command in cli.COMMANDS if command != "check"]  # check takes TFLAB_CHECK's command's
@@ -38,7 +40,7 @@ def test_the_settings_dataclass_is_made_from_the_one_declaration():
     assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 66
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().workers = 3
-    assert Settings.__module__ == "tflab.settings"  # what pickle and a reader's repr look it up by
+    assert Settings.__module__ == "tflab.core.settings"  # what pickle and a reader's repr look it up by
 
 
 def test_every_setting_names_commands_that_exist():

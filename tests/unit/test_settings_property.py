@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labtest.cli import REPO, lab_env
-from tflab import settings as lab
-from tflab.settings import SPECS, Settings, SettingsError, default_of
+from tflab.core import settings as lab
+from tflab.core.settings import SPECS, Settings, SettingsError, default_of
 
 EXAMPLES_PER_SETTING = 100
 # Digits of other scripts, blanks and the characters that have meant trouble: Docker's volume

@@ -9,10 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tflab import cluster
 from tflab.backends import swarm
-from tflab.errors import LabError
-from tflab.settings import Settings, SettingsError
+from tflab.core import cluster
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings, SettingsError
 from tflab.tools import swarmsim
 
 pytestmark = pytest.mark.unit

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tflab import cluster, labels, runfolder, user_script
-from tflab import task as task_contract
 from tflab.backends import compose, swarm
-from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.core import cluster, runfolder
+from tflab.core import task as task_contract
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings
+from tflab.engine import labels
+from tflab.supervisor import user_script
 
 NODE = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
 RUN_DIR = Path("/runs/r1")

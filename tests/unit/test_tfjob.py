@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
-from tflab import k8s, tfjob
-from tflab.errors import LabError
-from tflab.settings import SPECS, Settings
+from tflab.core.errors import LabError
+from tflab.core.settings import SPECS, Settings
+from tflab.k8s import tfjob
+from tflab.k8s import writer as k8s
 
 
 def plan_of(tmp_path, text: str, **settings):

@@ -1,10 +1,10 @@
-"""The training operator's rules for a TFJob, as tflab/tfoperator.py mirrors them from its code
+"""The training operator's rules for a TFJob, as tflab/k8s/tfoperator.py mirrors them from its code
 (training-operator release-1.9, tag v1.9.4). Each test names the upstream file and function: when
 a release changes one, the test to change is the one that names it."""
 
 import pytest
-from tflab import tfoperator
-from tflab.tfoperator import FAILS_THE_JOB, IN_PLACE, RECREATED, Replica
+from tflab.k8s import tfoperator
+from tflab.k8s.tfoperator import FAILS_THE_JOB, IN_PLACE, RECREATED, Replica
 
 
 def test_set_defaults_tfjob():

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 from labtest.cli import lab_env
-from tflab import cluster
-from tflab.schema import read_events
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.schema import read_events
+from tflab.core.settings import Settings
 
 GOOD = Settings().to_dict()
 BAD_CONFIGS = [
@@ -79,8 +79,8 @@ print(json.dumps([train.main(["--config", path, "--task", "worker-0"]) for path 
 def test_the_trainer_takes_config_jsons_cluster_and_builds_none(tmp_path, monkeypatch):
     """The host builds the cluster once and config.json records it; the trainer reads it back
     (at the addresses written there, here the local backend's ports) and builds none itself."""
-    from tflab import runfolder
-    from tflab.schema import EventLog
+    from tflab.core import runfolder
+    from tflab.core.schema import EventLog
     from tflab.trainer import train
 
     run_dir = tmp_path / "r1"

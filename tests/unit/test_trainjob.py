@@ -11,8 +11,10 @@ import socket
 import pytest
 import yaml
 from labtest.cli import assert_refused, lab_env, run_lab
-from tflab import cluster, k8s, manifest, trainjob
-from tflab.settings import Settings
+from tflab.core import cluster
+from tflab.core.settings import Settings
+from tflab.k8s import manifest, trainjob
+from tflab.k8s import writer as k8s
 from tflab.trainer import tfconfig
 
 IMAGE = "registry.example/tflab:test"

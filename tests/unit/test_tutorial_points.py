@@ -10,14 +10,15 @@ import textwrap
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab import cluster, explain, summary
-from tflab import settings as settings_module
 from tflab.backends import compose, swarm
-from tflab.explain import Evidence
-from tflab.schema import read_events
-from tflab.settings import Settings, SettingsError, lab_command
+from tflab.core import cluster, explain
+from tflab.core import settings as settings_module
+from tflab.core.explain import Evidence
+from tflab.core.schema import read_events
+from tflab.core.settings import Settings, SettingsError, lab_command
+from tflab.supervisor import summary
+from tflab.supervisor.user_script import script_environment
 from tflab.trainer.launch import TerminalLines
-from tflab.user_script import script_environment
 
 pytestmark = pytest.mark.unit
 TUTORIAL = REPO / "examples/multiworker-tutorial/train.py"
@@ -244,7 +245,7 @@ def test_a_variable_meant_for_the_script_is_pointed_to_script_env():
 
 
 def test_a_replays_env_names_are_checked_by_the_same_pattern():
-    from tflab import manifest
+    from tflab.k8s import manifest
 
     assert manifest.ENV_VAR_NAME is settings_module.ENV_VAR_NAME
 

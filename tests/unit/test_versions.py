@@ -4,10 +4,11 @@ every version (tested like requirements/trainer.txt's pins), and the image each 
 import re
 
 import pytest
-from tflab import images, versions
+from tflab import images
 from tflab.backends.compose import render_run
-from tflab.cluster import build
-from tflab.settings import Settings, SettingsError
+from tflab.core import versions
+from tflab.core.cluster import build
+from tflab.core.settings import Settings, SettingsError
 from tflab.tools import lock
 
 pytestmark = pytest.mark.unit
@@ -158,7 +159,7 @@ def test_make_clean_takes_every_versions_images_and_wheelhouse_and_no_other(monk
 
 
 # KERAS=<release>: the grammar, one lock per TF x release (tools/lock.py --keras), the thin layer.
-from tflab import keraslock  # noqa: E402
+from tflab.images import keraslock  # noqa: E402
 
 KERAS_LINES = [tf for tf in versions.RELEASES if "keras3" in versions.kerases(tf)]  # 2.16 .. 2.22
 

@@ -5,9 +5,9 @@ import json
 
 import pytest
 from labtest.cli import lab_env, run_lab
-from tflab.explain import Explanation
-from tflab.runfolder import Summary, SummaryError, TaskRow
-from tflab.settings import Settings
+from tflab.core.explain import Explanation
+from tflab.core.runfolder import Summary, SummaryError, TaskRow
+from tflab.core.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +62,7 @@ def test_why_on_a_run_without_a_summary_is_one_line(tmp_path):
 
 def preemption_record() -> dict:
     """A preemption as the lab records it (preemption.Preemption.result), killed at its grace's end."""
-    from tflab import preemption
+    from tflab.supervisor import preemption
 
     found = preemption.Preemption(Settings(scenario="preempt", notice="gce", grace=3), "worker-1", print)
     found.noticed_at, found.exited_at, found.training_again_at = 100.0, 103.2, 110.0

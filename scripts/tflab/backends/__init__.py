@@ -10,12 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import cluster, docker, gpus, images, user_script
+from tflab import images
 from tflab.backends import compose, local, swarm
 from tflab.backends.base import Backend
-from tflab.cluster import Cluster
-from tflab.errors import LabError
-from tflab.settings import MEMORY_FACTORS, Settings
+from tflab.core import cluster
+from tflab.core.cluster import Cluster
+from tflab.core.errors import LabError
+from tflab.core.settings import MEMORY_FACTORS, Settings
+from tflab.engine import docker, gpus
+from tflab.supervisor import user_script
 
 
 @dataclass(frozen=True)

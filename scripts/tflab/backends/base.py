@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Protocol
 
-from tflab.cluster import Cluster
+from tflab.core.cluster import Cluster
 
 
 class Backend(Protocol):

@@ -20,17 +20,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from tflab import cluster, docker, labels, runfolder, user_script, versions
-from tflab import task as task_contract
-from tflab.cluster import Cluster
-from tflab.errors import LabError
-from tflab.explain import VANISHED
-from tflab.gpus import gpu_requests, gpu_service_keys
+from tflab.core import cluster, runfolder, versions
+from tflab.core import task as task_contract
+from tflab.core.cluster import Cluster
+from tflab.core.errors import LabError
+from tflab.core.explain import VANISHED
+from tflab.core.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
+from tflab.core.settings import Settings
+from tflab.engine import docker, labels
+from tflab.engine.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
-from tflab.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
-from tflab.settings import Settings
+from tflab.supervisor import user_script
+from tflab.supervisor.user_script import script_service
 from tflab.trainer import metadata
-from tflab.user_script import script_service
 
 COMPOSE_FILE = LAB_HOME / "docker-compose.yml"
 RUN_FILE = "compose.run.json"  # the run's generated services and overrides, in its folder

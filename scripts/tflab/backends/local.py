@@ -17,14 +17,14 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import cluster, runfolder
-from tflab import task as task_contract
-from tflab.cluster import Cluster
-from tflab.errors import LabError
+from tflab.core import cluster, runfolder
+from tflab.core import task as task_contract
+from tflab.core.cluster import Cluster
+from tflab.core.errors import LabError
+from tflab.core.runfolder import CONFIG, OUTPUT
+from tflab.core.settings import Settings
 from tflab.home import CODE_ROOT, LAB_HOME
-from tflab.runfolder import CONFIG, OUTPUT
-from tflab.settings import Settings
-from tflab.user_script import script_command, script_environment
+from tflab.supervisor.user_script import script_command, script_environment
 
 
 def find_python() -> str:

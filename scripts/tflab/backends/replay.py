@@ -17,17 +17,21 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tflab import beneath, console, docker, foreign, home, labels, manifest, runfolder, runner, summary, tfoperator
+from tflab import console, home
 from tflab.backends import compose
-from tflab.errors import LabError
-from tflab.explain import VANISHED
-from tflab.foreign import ForeignFile
-from tflab.manifest import ManifestError, shown
-from tflab.runfolder import Summary
-from tflab.schema import EventLog, SchemaError, problems
-from tflab.settings import DATA_DIR, Settings, claim_folders, lab_command
-from tflab.terminal import TerminalLines
-from tflab.tfjob import HOOKS, Plan, describe, load, refuse_decided, replay_settings
+from tflab.core import beneath, foreign, runfolder
+from tflab.core.errors import LabError
+from tflab.core.explain import VANISHED
+from tflab.core.foreign import ForeignFile
+from tflab.core.runfolder import Summary
+from tflab.core.schema import EventLog, SchemaError, problems
+from tflab.core.settings import DATA_DIR, Settings, claim_folders, lab_command
+from tflab.core.terminal import TerminalLines
+from tflab.engine import docker, labels
+from tflab.k8s import manifest, tfoperator
+from tflab.k8s.manifest import ManifestError, shown
+from tflab.k8s.tfjob import HOOKS, Plan, describe, load, refuse_decided, replay_settings
+from tflab.supervisor import runner, summary
 from tflab.trainer import replayhooks
 
 COMPOSE_FILE = "compose.tfjob.json"
@@ -522,7 +526,7 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -
     0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
     TFJob decides them."""
     if settings.trainjob:
-        from tflab import trainjob  # a TrainJob is translated into the same plan
+        from tflab.k8s import trainjob  # a TrainJob is translated into the same plan
 
         plan = trainjob.load(settings)
     else:
@@ -551,7 +555,7 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -
 def check_chaos(settings: Settings, plan: Plan) -> None:
     """What make chaos cannot do to a replayed job, in one line before anything starts: a replica
     has no delay proxy in front of it, and no GCE metadata stand-in beside it."""
-    from tflab.chaos import REPLAY_SCENARIOS
+    from tflab.faults import REPLAY_SCENARIOS
 
     if settings.scenario not in REPLAY_SCENARIOS:
         raise LabError(f"SCENARIO={settings.scenario} is not allowed with {plan.setting}: a replayed job's replicas "

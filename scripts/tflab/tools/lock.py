@@ -27,8 +27,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tflab import keraslock, versions
+from tflab.core import versions
 from tflab.home import LAB_HOME
+from tflab.images import keraslock
 
 LOCK_DIR = LAB_HOME / "requirements/tf"
 TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",

@@ -35,13 +35,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab import docker
 from tflab.backends.swarm.nodes import SIM_STATE
 from tflab.console import say
-from tflab.docker import run_quiet
-from tflab.errors import LabError
-from tflab.runfolder import write_json
-from tflab.settings import Settings
+from tflab.core.errors import LabError
+from tflab.core.runfolder import write_json
+from tflab.core.settings import Settings
+from tflab.engine import docker
+from tflab.engine.docker import run_quiet
 
 STATE = SIM_STATE  # the lab reads the nodes' engines from it (swarm_nodes.sim_node_engines)
 SIM_ROOT = STATE.parent

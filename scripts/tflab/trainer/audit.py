@@ -1,5 +1,5 @@
 """The audit's eyes inside a task (AUDIT=on or strict): what each worker trained on, what it wrote
-and which weights it held, logged as `audit_*` events for the host to compare (tflab/audit.py).
+and which weights it held, logged as `audit_*` events for the host to compare (tflab/supervisor/audit.py).
 
 A hook of inscript.py for a user's script (installed once `tensorflow` is imported), and called
 directly by the lab's own trainer (`start`). Nothing here changes what the script computes:

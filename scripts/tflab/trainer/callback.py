@@ -17,7 +17,7 @@ import time
 
 import tensorflow as tf
 
-from tflab.schema import EventLog, SchemaError, loss_field
+from tflab.core.schema import EventLog, SchemaError, loss_field
 
 
 class LabCallback(tf.keras.callbacks.Callback):

@@ -44,7 +44,7 @@ def task_log():
     path, task = os.environ.get("TFLAB_LOG"), os.environ.get("TFLAB_TASK")
     if not (path and task):
         return None
-    from tflab.schema import EventLog
+    from tflab.core.schema import EventLog
 
     return EventLog(path, task)
 
@@ -56,7 +56,7 @@ def run_settings():
     path = os.environ.get("TFLAB_CONFIG")
     if not path:
         return None
-    from tflab.runfolder import read_run_config
+    from tflab.core.runfolder import read_run_config
 
     return read_run_config(path)[1]
 

@@ -31,12 +31,12 @@ import threading
 import time
 from pathlib import Path
 
-from tflab import runfolder
-from tflab.explain import exception_head
-from tflab.runfolder import read_run_config
-from tflab.schema import EventLog
-from tflab.settings import SettingsError
-from tflab.terminal import TerminalLines
+from tflab.core import runfolder
+from tflab.core.explain import exception_head
+from tflab.core.runfolder import read_run_config
+from tflab.core.schema import EventLog
+from tflab.core.settings import SettingsError
+from tflab.core.terminal import TerminalLines
 
 # The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
 # TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).

@@ -22,27 +22,13 @@ import asyncio
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+from tflab.core.task import LinkProfile as Profile
 
 LISTEN_PORT = 2222
 POLL_SECONDS = 0.2
 CHUNK = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Profile:
-    latency_ms: float = 0.0
-    mbit: float = 0.0  # 0: no rate limit
-
-    @classmethod
-    def parse(cls, text: str) -> "Profile":
-        """From the LINK form, '20ms,10mbit'."""
-        latency, rate = text.split(",")
-        return cls(float(latency.removesuffix("ms")), float(rate.removesuffix("mbit")))
-
-    def to_dict(self) -> dict:
-        return {"latency_ms": self.latency_ms, "mbit": self.mbit}
 
 
 class Link:

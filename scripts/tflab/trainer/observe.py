@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from tflab.schema import loss_field
+from tflab.core.schema import loss_field
 from tflab.trainer import inscript
 
 MARK = "_tflab_observed"  # set on a class (or function) once it is watched

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tflab.schema import EventLog
+from tflab.core.schema import EventLog
 
 
 class PeerWait:

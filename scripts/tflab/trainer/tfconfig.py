@@ -10,7 +10,7 @@ the TrainJob says it beside numNodes (TFLAB_NUM_NODES in spec.trainer.env; `make
 
 This sets TF_CONFIG and TFLAB_TASK from those with cluster.trainjob_tf_config_env, the function the
 replay (`tflab up TRAINJOB=`) uses for the same node, and replaces itself with the command it was
-given (os.execvp): the command is the user's, whatever it is. Standard library and tflab.cluster
+given (os.execvp): the command is the user's, whatever it is. Standard library and tflab.core.cluster
 only; a wrong environment is one line on stderr and exit code 2, before the command runs.
 """
 
@@ -18,7 +18,7 @@ import os
 import socket
 import sys
 
-from tflab import cluster
+from tflab.core import cluster
 
 USAGE = 2
 NOT_FOUND = 127  # what a shell says for a command it cannot find

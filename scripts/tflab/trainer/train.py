@@ -6,7 +6,7 @@ The settings and the cluster come from config.json (written by the host side fro
 WORKERS, ...; the trainer builds no cluster of its own), the task name from --task (or TFLAB_TASK,
 else TF_CONFIG's task). TensorFlow reads TF_CONFIG itself, exactly as its own multi-worker
 tutorial has it; the trainer checks that it names config.json's cluster. Every event goes to
-<run>/<task>.jsonl as one JSON line (see tflab/schema.py); the run folder is config.json's, or --output
+<run>/<task>.jsonl as one JSON line (see tflab/core/schema.py); the run folder is config.json's, or --output
 (TFLAB_OUTPUT) where config.json is read-only, as in a Kubernetes ConfigMap.
 
 MODEL=mlp (the default) is the source article's model, Dense(10, relu) on 32 features -> Dense(1)
@@ -50,11 +50,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tflab import cluster, runfolder
-from tflab.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
-from tflab.runfolder import read_run_config
-from tflab.schema import EventLog, loss_field
-from tflab.settings import Settings, SettingsError
+from tflab.core import cluster, runfolder
+from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
+from tflab.core.runfolder import read_run_config
+from tflab.core.schema import EventLog, loss_field
+from tflab.core.settings import Settings, SettingsError
 from tflab.trainer import audit
 from tflab.trainer.peerwait import PeerWait
 

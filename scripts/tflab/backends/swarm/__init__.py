@@ -49,7 +49,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab import docker, labels, user_script
 from tflab.backends.swarm.link import LINK_SCRIPT, set_link  # noqa: F401 (swarm.LINK_SCRIPT, as before)
 from tflab.backends.swarm.nodes import (  # noqa: F401 (swarm.check_swarm ... as before)
     Placement,
@@ -78,11 +77,13 @@ from tflab.backends.swarm.teardown import (  # noqa: F401 (as before)
     remove_stack,
     stack_run_dirs,
 )
-from tflab.cluster import Cluster
-from tflab.errors import LabError
-from tflab.explain import VANISHED
-from tflab.runfolder import OUTPUT, write_json, write_whole
-from tflab.settings import Settings, lab_command
+from tflab.core.cluster import Cluster
+from tflab.core.errors import LabError
+from tflab.core.explain import VANISHED
+from tflab.core.runfolder import OUTPUT, write_json, write_whole
+from tflab.core.settings import Settings, lab_command
+from tflab.engine import docker, labels
+from tflab.supervisor import user_script
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
 RESTART_SECONDS = 60

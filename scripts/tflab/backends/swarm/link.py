@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tflab import docker
+from tflab.engine import docker
 
 # make chaos's partition on a swarm. The engine refuses `docker network disconnect` on a
 # swarm-scoped network (moby#24988), so the lab cuts a task off inside its own network namespace:

@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import docker
 from tflab.backends.swarm.render import SwarmNode
-from tflab.cluster import Cluster
-from tflab.docker import run_quiet
-from tflab.errors import LabError
-from tflab.settings import Settings
+from tflab.core.cluster import Cluster
+from tflab.core.errors import LabError
+from tflab.core.settings import Settings
+from tflab.engine import docker
+from tflab.engine.docker import run_quiet
 
 SIM_STATE = Path("/var/lib/tflab-swarm-sim/state.json")  # make swarm-sim's record of what it made
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab import labels, runfolder
-from tflab import task as task_contract
 from tflab.backends.compose import literal
-from tflab.cluster import Cluster
-from tflab.errors import LabError
-from tflab.runfolder import container_user
-from tflab.settings import Settings
-from tflab.user_script import script_service
+from tflab.core import runfolder
+from tflab.core import task as task_contract
+from tflab.core.cluster import Cluster
+from tflab.core.errors import LabError
+from tflab.core.runfolder import container_user
+from tflab.core.settings import Settings
+from tflab.engine import labels
+from tflab.supervisor.user_script import script_service
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
 STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7

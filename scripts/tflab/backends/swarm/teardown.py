@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tflab import docker, labels
+from tflab.engine import docker, labels
 
 REMOVAL_SECONDS = 60
 

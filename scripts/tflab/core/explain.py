@@ -1,0 +1,445 @@
+"""Why a task failed, in words a user can act on: the known failure signatures in one table, and
+pure functions from a task's evidence (exit code, the engine's state, its `error` event, its
+output) to an explanation: what happened, what to do, where to read more.
+
+    explanation = explain(Evidence(task="worker-0", exit_code=1, error=..., output=...))
+    explanation.what, explanation.fix, explanation.link
+
+Adding a signature is one row in SIGNATURES and one recorded log in tests/unit/logs/<name>.log.
+Each row also says whether a restart can help (RESTART_POLICY=ExitCode reads it): True for a lost
+peer or a preemption, False for a bug that will fail the same way again, None to let the exit
+code decide.
+
+Shared by the host side and the launcher inside the image: imports neither TensorFlow nor Docker.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tflab.core.settings import lab_command
+
+PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
+# TensorFlow's PreemptionCheckpointHandler exits with this on Google Cloud after its checkpoint
+# (failure_handling_util._RESTARTABLE_EXIT_CODE); 128 + SIGTERM, so ExitCode retries it as a signal's.
+GCE_PREEMPTED = 143
+FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container say it
+# A task whose container or process disappeared while the run went on (removed from outside the
+# lab): not an exit code any process gives, so the summary cannot mistake it for one. The
+# backends report it; the explanation below names it.
+VANISHED = -1
+KERAS_ISSUE = "https://github.com/keras-team/keras/issues/20585"
+KERAS_OPTIMIZER_ISSUE = "https://github.com/keras-team/keras/issues/23085"
+PS_TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
+TF_KERAS_FIX = ("`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERAS=1 set before TensorFlow is imported "
+                "(or `import tf_keras as keras`)")
+TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
+INPUT_GUIDE = "https://www.tensorflow.org/tutorials/distribute/input"
+MEMORY_LINK = "https://docs.docker.com/engine/containers/resource_constraints/#memory"
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    pattern: str  # a regular expression searched in the task's error, then in its output
+    what: str  # what happened to the task; {code}, {memory}, {last_memory} are filled in
+    fix: str  # {down}, {config}: the lab's command as the user runs it (console.lab_command)
+    link: str
+    retry: bool | None  # can a restart help? None: the exit code decides
+
+
+# Most specific first: the first row that matches explains the failure.
+SIGNATURES = [
+    Signature("vanished", r"^engine: vanished$",
+              "vanished: its container or service was removed from outside the lab (docker rm, docker service rm, "
+              "an engine restart) while it ran",
+              "start the run again, and leave its containers to the lab (`{down}` ends a run cleanly); "
+              "the lab does not recreate what it did not remove",
+              "https://docs.docker.com/reference/cli/docker/container/rm/", False),
+    Signature("oom-killed", r"^engine: OOMKilled",
+              "killed by the kernel for memory (the engine says OOMKilled): it reached its limit MEMORY={memory} "
+              "(last measured: {last_memory})",
+              "raise MEMORY (MEMORY=2g, say), or make the task need less: a smaller batch, model or "
+              "data set held in memory", MEMORY_LINK, False),
+    Signature("killed-at-memory-limit", r"^engine: exit 137 under MEMORY=",
+              "killed (SIGKILL, code 137) while it ran under MEMORY={memory} (last measured: {last_memory}); "
+              "this backend cannot say whether for memory, but that is the usual cause",
+              "raise MEMORY, or run with BACKEND=compose, where the engine's OOMKilled state is read",
+              MEMORY_LINK, None),
+    Signature("keras3-multiworker",
+              r"unsupported type \(<class 'tensorflow\.python\.distribute\.values\.PerReplica'>\)",
+              "Keras 3's model.fit does not work under MultiWorkerMirroredStrategy in TensorFlow 2.x: it "
+              "gets a PerReplica value it cannot convert (keras-team/keras#20585, tensorflow/tensorflow#72388)",
+              "`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERAS=1 set before TensorFlow is "
+              "imported (or `import tf_keras as keras`); `import keras` is Keras 3 whatever that variable says",
+              KERAS_ISSUE, False),
+    # Recorded under Keras 3.15.1 and TF 2.21 (2 logical CPUs), with the custom loop of TF's guide:
+    # the same loop trains under tf-keras, and under Keras 3.15.1 with the slots built first.
+    Signature("keras3-custom-loop-optimizer",
+              r"You must feed a value for placeholder tensor 'cond/else/_\d+/cond/Placeholder(?:_\d+)?'",
+              "Keras 3 (3.15.1 and before) under MirroredStrategy makes a stateful optimizer's slots (Adam's "
+              "moments) on the first apply_gradients inside strategy.run, and that graph asks for a placeholder "
+              "nothing feeds (keras-team/keras#23085; its fix, keras#23087, is in keras-nightly 3.16, not in 3.15.1)",
+              "build the slots before the loop, in the strategy's scope: `optimizer.build(model.trainable_variables)` "
+              "right after the model and optimizer are made (measured to train under Keras 3.15.1); or "
+              + TF_KERAS_FIX + ", where the same loop trains; or keras-nightly 3.16",
+              KERAS_OPTIMIZER_ISSUE, False),
+    Signature("keras3-parameter-server",
+              r"To use this dataset, you need to pass this dataset to ClusterCoordinator\.create_per_worker_dataset",
+              "Keras 3 has no ParameterServerStrategy support: its fit never hands the data to a ClusterCoordinator "
+              "(keras/src has none), so the chief's fit fails on its first step; tf-keras's fit schedules each step "
+              "on the workers",
+              "run the chief's fit with tf-keras: " + TF_KERAS_FIX + ", and give fit a "
+              "tf.keras.utils.experimental.DatasetCreator and steps_per_epoch, as TensorFlow's parameter-server "
+              "tutorial does; or write the loop yourself with tf.distribute.coordinator.ClusterCoordinator "
+              "(create_per_worker_dataset, schedule)", PS_TUTORIAL, False),
+    # What a TensorFlow version change brings (make matrix, TF=): an old build against numpy 2, an
+    # API a release removed, a package that has no release for that TensorFlow.
+    Signature("numpy2-old-tensorflow",
+              r"compiled using NumPy 1\.x cannot be run in\s+NumPy 2|_ARRAY_API not found|"
+              r"numpy\.core\.(?:umath|multiarray) failed to import",
+              "numpy 2 met a TensorFlow built against numpy 1 (TensorFlow 2.17 and older): its compiled "
+              "modules cannot load",
+              "keep numpy below 2 for that TensorFlow (the lock files of TF 2.12 to 2.17 pin numpy 1.x: a "
+              "requirements.txt or an install step must not upgrade it), or move to TensorFlow 2.18 or later",
+              "https://numpy.org/devdocs/numpy_2_0_migration_guide.html", False),
+    Signature("module-not-found", r"ModuleNotFoundError: No module named '(?P<module>[\w.]+)'",
+              "it imports {module}, which is not installed where it ran",
+              "{install}",
+              "https://pip.pypa.io/en/stable/reference/requirements-file-format/", False),
+    Signature("removed-api",
+              r"AttributeError: module '(?:tensorflow|keras|tf_keras)(?:\.[\w.]+)?' has no attribute '\w+'",
+              "it uses an attribute this TensorFlow or Keras no longer has: TensorFlow 2.16 removed "
+              "tf.estimator, and Keras 3 (tf.keras from 2.16 on) dropped much of Keras 2's API",
+              "run the TensorFlow the script was written for (TF=2.15, KERAS=tf-keras keeps Keras 2 on later "
+              "versions), or port the script: tf.estimator to tf.keras with a tf.distribute strategy",
+              "https://github.com/tensorflow/tensorflow/releases/tag/v2.16.1", False),
+    Signature("not-installable",
+              r"No matching distribution found for|Could not find a version that satisfies the requirement|"
+              r"ResolutionImpossible|conflicting dependencies",
+              "a package the script's requirements.txt asks for cannot be installed beside this TensorFlow "
+              "version's pins: PyPI has no release of it for CPython 3.11 on manylinux that fits, or what it "
+              "needs conflicts with the pins",
+              "ask for a release made for this TensorFlow (`pip index versions NAME` lists them; the pins are "
+              "requirements/tf/<version>.txt), or leave this TF out",
+              "https://pip.pypa.io/en/stable/topics/dependency-resolution/", False),
+    Signature("collectives-after-startup",
+              r"Collective ops must be configured at program startup|Enabling collective ops after program startup",
+              "MultiWorkerMirroredStrategy was built after TensorFlow had already started (a tensor, a "
+              "model, a device list came first), or a second strategy was built after TF_CONFIG changed",
+              "set TF_CONFIG before anything, and build the strategy once, right after `import tensorflow`, "
+              "before any other TensorFlow work", TUTORIAL, False),
+    Signature("batch-not-divisible",
+              r"not divisible by the \d+ replicas|(?:global )?batch[ _]size[^\n]{0,80}(?:not divisible|must be "
+              r"divisible|divisible by the number of replicas)",
+              "the global batch does not divide evenly among the replicas in sync",
+              "make the global batch a multiple of the replicas (per-replica batch x replicas)",
+              "https://www.tensorflow.org/guide/distributed_training", False),
+    Signature("unshardable-dataset",
+              r"Found an unshardable source dataset|failed to apply FILE sharding policy|AutoShardPolicy",
+              "TensorFlow could not shard the dataset across the workers as asked (AutoShardPolicy): it "
+              "is not read from files, so FILE sharding cannot apply",
+              "set options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy"
+              ".DATA (or OFF and shard it yourself with dataset.shard(num_workers, index))", INPUT_GUIDE, False),
+    Signature("same-path-as-chief",
+              r"unable to lock file|FileExistsError|AlreadyExistsError|Failed to rename|Directory not empty",
+              "more than one worker wrote the same file or folder: under MultiWorkerMirroredStrategy every "
+              "worker must call save, and each needs a path of its own",
+              "let the chief write to the real path and every other worker to a temporary folder of its own "
+              "(the tutorial's write_filepath), deleted after the save", TUTORIAL + "#model_saving_and_loading",
+              False),
+    Signature("port-in-use", r"Address already in use|Failed to add port|could not bind|Failed to bind",
+              "its gRPC server could not listen: its port is already taken by another process",
+              "end whatever holds the port, or give the task another one in TF_CONFIG",
+              "https://www.tensorflow.org/api_docs/python/tf/distribute/Server", None),
+    Signature("read-only-file", r"\[Errno 30\] Read-only file system|Read-only file system",
+              "it wrote to a read-only path: the script's own folder (/lab/script, and the links to its entries in "
+              "the working directory) or DATA's (/lab/data) are mounted read-only in a task",
+              "write to a new name in the working directory (runs/<RUN>/work/<task>/, writable and kept with the "
+              "run) or in $TFLAB_OUTPUT, not over a file beside the script",
+              "https://docs.docker.com/engine/storage/bind-mounts/#use-a-read-only-bind-mount", False),
+    # Before peer-name-unresolved: a name outside the cluster (a download's host) is no peer's.
+    Signature("no-route-out",
+              r"URL fetch failure on https?://|<urlopen error|HTTPS?ConnectionPool\(host=|Failed to establish a new "
+              r"connection|Could not resolve host",
+              "it tried to reach the internet (a download: keras.datasets, a pretrained model, pip) and {route}",
+              "{bring_in}{or_bridge}",
+              "https://docs.docker.com/engine/network/drivers/bridge/", False),
+    Signature("peer-name-unresolved",
+              r"could not reach [^\n]*name does not resolve|DNS resolution failed|"
+              r"^(?![^\n]*(?:https?://|urlopen|ConnectionPool))[^\n]*Name or service not known",
+              "a peer's host name does not resolve: its container or node is not there, or TF_CONFIG names "
+              "it wrongly", "check that every task in TF_CONFIG was started and is on the same network "
+                            "({config} shows the cluster spec)", TUTORIAL, None),
+    Signature("peer-never-came", r"gave up after \S+ s waiting for the cluster",
+              "the cluster never formed: a peer did not register within PEER_TIMEOUT",
+              "check the peer named above is running and reachable, or raise PEER_TIMEOUT if it starts slowly",
+              TUTORIAL, None),
+    Signature("preempted", r"^preempted \((?:SIGTERM|GCE notice)\)",
+              "preempted: it heard the notice and saved its backup before it exited",
+              "nothing: the lab restarts it from the backup (RESTARTS)", TUTORIAL + "#fault_tolerance", True),
+    Signature("lost-peer",
+              r"\b(?:Unavailable|DeadlineExceeded|Aborted)Error\b|UNAVAILABLE|DEADLINE_EXCEEDED|"
+              r"Connection reset by peer|stopped sending heartbeats|Socket closed|is aborted by",
+              "lost a peer mid-run (it went away, froze or was cut off), so the collectives could not go on",
+              "nothing if the peer was killed or preempted: the lab restarts every task from the backup; "
+              "else read the peer's own error above", TUTORIAL + "#fault_tolerance", True),
+]
+BY_NAME = {signature.name: signature for signature in SIGNATURES}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the lab knows about one task that ended."""
+
+    task: str
+    exit_code: int | None
+    error: str = ""  # its last attempt's `error` event, if any
+    output: str = ""  # what it printed (output.log's lines of this task)
+    oom_killed: bool | None = None  # the engine's State.OOMKilled; None where the backend cannot say
+    memory: str = "0"  # MEMORY, the task's limit
+    last_memory_bytes: int | None = None  # its largest measured memory in its log
+    network: str = "internal"  # NETWORK: whether the tasks had a route out
+    replay: bool = False  # a TFJob's replica: it runs its own image, and the replay's ways in and out apply
+
+    def header(self) -> str:
+        """The engine's state as lines the table's patterns read."""
+        if self.exit_code == VANISHED:
+            return "engine: vanished"
+        if self.oom_killed:
+            return "engine: OOMKilled"
+        if self.oom_killed is None and self.exit_code == 137 and self.memory != "0":
+            return f"engine: exit 137 under MEMORY={self.memory}"
+        return ""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    task: str
+    signature: str  # a SIGNATURES name; "exception" or "exit code" where none matched
+    what: str
+    fix: str
+    link: str
+    retry: bool | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def explain(evidence: Evidence) -> Explanation | None:
+    """The explanation of a failed task; None for one that exited 0 or has not ended."""
+    if not evidence.exit_code:
+        return None
+    found = find(evidence)
+    if found:
+        signature, matched = found
+        internal = evidence.network == "internal"
+        who = "replicas" if evidence.replay else "tasks"
+        fields = {"code": evidence.exit_code, "memory": evidence.memory,
+                  "last_memory": _megabytes(evidence.last_memory_bytes),
+                  "route": f"the lab's network has no route out, by design (NETWORK=internal: the {who} reach each "
+                           "other only, as on many clusters)" if internal else
+                           f"could not, though NETWORK=bridge lets the {who} out: this host's own network failed it "
+                           "(offline, a proxy, or its DNS)",
+                  **{key: value or "?" for key, value in matched.groupdict().items()}}
+        commands = {verb: lab_command(verb) for verb in ("down", "config")}
+        commands["or_bridge"] = (f", or let the {who} out with NETWORK=bridge"
+                                 + (", as a cluster's pods are" if evidence.replay else "")) if internal else ""
+        commands["bring_in"] = REPLAY_BRING_IN if evidence.replay else SCRIPT_BRING_IN
+        commands["install"] = (REPLAY_INSTALL if evidence.replay else SCRIPT_INSTALL).format(**fields)
+        return Explanation(evidence.task, signature.name, signature.what.format(**fields),
+                           signature.fix.format(**commands), signature.link, signature.retry)
+    exception = exception_head(evidence.error) or exception_head(evidence.output)
+    code = describe_code(evidence.exit_code)
+    if exception:
+        return Explanation(evidence.task, "exception", f"{code} after {exception}",
+                           f"read the traceback in `{lab_command('logs')}`; the lab knows no fix for this one", "",
+                           None)
+    return Explanation(evidence.task, "exit code", code, f"read its output in `{lab_command('logs')}`", "", None)
+
+
+# The ways data gets into a task that may not download it (no-route-out), and a missing module's fix:
+# a SCRIPT's (the lab builds its image) and a TFJob replica's (it runs its own image, as it is).
+SCRIPT_BRING_IN = ("bring the data in: keep it beside the script (linked into its working directory) or in DATA=path "
+                   "(read-only at $TFLAB_DATA) and load it from there (Keras 3's keras.datasets finds datasets/<file> "
+                   "beside the script with SCRIPT_ENV=KERAS_HOME=.)")
+REPLAY_BRING_IN = ("bring the data in: DATA=path mounts a folder read-only at $TFLAB_DATA (/lab/data) in every "
+                   "replica, and CLAIMS=<claim>=/host/folder:ro gives a claim the manifest mounts a folder of yours "
+                   "(:rw to keep what the job writes there), as a cluster's volume holds its data; load it from there "
+                   "(keras.datasets.mnist.load_data(path=...) takes a file)")
+SCRIPT_INSTALL = ("list its package in a requirements.txt beside the script (often named as the module; `yaml` is "
+                  "PyYAML): the lab installs it into the tasks' image before the run, beside this TensorFlow's pins")
+REPLAY_INSTALL = ("install its package into the replica's image (a `RUN pip install ...` or a requirements.txt its "
+                  "Dockerfile installs; often named as the module) and build the image again: the lab runs a "
+                  "TFJob's image as it is; as a SCRIPT run instead, a requirements.txt beside the script does it")
+
+
+def match(evidence: Evidence) -> Signature | None:
+    found = find(evidence)
+    return found[0] if found else None
+
+
+def find(evidence: Evidence) -> tuple[Signature, re.Match] | None:
+    """The signature that explains the failure, and its match: the engine's state first; then, in
+    the error event and then the output, each link of the last chained exception from its root cause
+    on (a download that failed, then the read-only folder its clean-up hit: the download explains
+    it); then the first signature anywhere in the error, then the output: the exception a task died
+    of outranks a warning it printed earlier."""
+    header = evidence.header()
+    texts = [header] if header else []
+    for text in (evidence.error, evidence.output):
+        texts += chain_links(text)
+    texts += ["\n".join(filter(None, [header, evidence.error])), evidence.output]
+    for text in texts:
+        for signature in SIGNATURES:
+            matched = re.search(signature.pattern, text, re.M) if text else None
+            if matched:
+                return signature, matched
+    return None
+
+
+def describe_code(code: int) -> str:
+    if code >= FIRST_SIGNAL_CODE:
+        names = {9: "SIGKILL", 15: "SIGTERM", 6: "SIGABRT", 11: "SIGSEGV", 2: "SIGINT"}
+        number = code - FIRST_SIGNAL_CODE
+        return f"was ended by {names.get(number, f'signal {number}')} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def _megabytes(value: int | None) -> str:
+    return f"{value / 1e6:.0f} MB" if value else "nothing measured before the kill"
+
+
+# -- tracebacks ---------------------------------------------------------------------------------
+
+TRACEBACK = "Traceback (most recent call last):"
+# Where an exception's message ends: a blank line, a chained exception, or a log line.
+MESSAGE_END = re.compile(r"^\s*$|^Traceback \(most recent|^During handling of|^The above exception|"
+                         r"^[IWEF]\d{4} \d\d:\d\d|^\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure)\b[^\n]*$|"
+                            r"^[A-Za-z_][\w.]*: ")
+HEAD_LINES = 4  # a longer message keeps these first lines and its last two
+LINE_CHARS = 300
+
+
+def exception_head(text: str) -> str:
+    """The exception of the last traceback in `text` that caused the rest: where exceptions are
+    chained ("During handling of the above exception", "The above exception was the direct cause"),
+    the root cause's type, message and the message's continuation lines, trimmed (a TensorFlow
+    message can print whole tensors, and the point is often its last line), then the last link's
+    first line; '' if there is none."""
+    links = chain_links(text)
+    if not links:
+        return ""
+    root = _head(links[0])
+    last = _head(links[-1]).splitlines()[:1] if len(links) > 1 else []
+    if not root:
+        return _head(links[-1])
+    return root + (f"\n  which led to {last[0]}" if last else "")
+
+
+def chain_links(text: str) -> list[str]:
+    """The tracebacks of the last chain of exceptions in `text`, its root cause first; [] if none.
+    Python prints a chain cause first, each later link after one of CHAINED's lines."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == TRACEBACK]
+    if not starts:
+        return []
+    chain = [starts[-1]]
+    for earlier in reversed(starts[:-1]):
+        between = lines[earlier + 1:chain[0]]
+        if not any(CHAINED.match(line) for line in between[-4:]):
+            break
+        chain.insert(0, earlier)
+    ends = chain[1:] + [len(lines)]
+    return ["\n".join(lines[start:end]) for start, end in zip(chain, ends)]
+
+
+CHAINED = re.compile(r"^(?:During handling of the above exception, another exception occurred:|"
+                     r"The above exception was the direct cause of the following exception:)\s*$")
+
+
+def _head(traceback: str) -> str:
+    """One traceback's final exception: its type, message and continuation lines, trimmed."""
+    rest = traceback.splitlines()[1:]
+    for i, line in enumerate(rest):
+        if line[:1].isspace() or not line.strip():
+            continue  # a frame, its source line, its ^^^^ markers
+        if not EXCEPTION_LINE.match(line):
+            return ""
+        message = [line]
+        for more in rest[i + 1:]:
+            if MESSAGE_END.match(more):
+                break
+            message.append(more)
+        if len(message) > HEAD_LINES + 2:
+            message = message[:HEAD_LINES] + [f"  ... ({len(message) - HEAD_LINES - 2} lines)"] + message[-2:]
+        return "\n".join(_trim(line.rstrip()) for line in message)
+    return ""
+
+
+def _trim(line: str) -> str:
+    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
+
+
+# -- the restart decision -----------------------------------------------------------------------
+
+
+def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
+    """Whether RESTART_POLICY restarts after these failures (the tasks that ended non-zero by
+    themselves, not those the lab stopped), and why not. ExitCode does as Kubeflow's: 128 and up
+    (ended by a signal) and the preemption code are retryable, 1-127 permanent. The lab's evidence
+    refines it: a memory kill or a known bug is never retried (it would come back), and a task that
+    only lost a peer is retried unless another task failed for good (then that one is the cause)."""
+    if policy == "Never":
+        return False, "RESTART_POLICY=Never"
+    if policy == "OnFailure" or not failed:
+        return True, ""
+    killed, lost_peer, permanent = [], [], []
+    for evidence in failed:
+        signature = match(evidence)
+        if signature and signature.retry is False:
+            return False, (f"{evidence.task} failed in a way a restart repeats ({signature.name}), "
+                           "RESTART_POLICY=ExitCode")
+        if evidence.exit_code >= FIRST_SIGNAL_CODE or evidence.exit_code == PREEMPTED:
+            killed.append(evidence)
+        elif signature and signature.retry:
+            lost_peer.append(evidence)
+        else:
+            permanent.append(evidence)
+    if killed or (lost_peer and not permanent):
+        return True, ""
+    codes = ", ".join(f"{e.task} exited with code {e.exit_code}" for e in permanent)
+    return False, f"{codes}: 1-127 is permanent under RESTART_POLICY=ExitCode"
+
+
+# -- before the run: a script's imports --------------------------------------------------------
+
+
+def script_warnings(path: Path, strategy: str) -> list[str]:
+    """Known traps a SCRIPT's own source shows, read with ast (never imported): Keras 3 under
+    MultiWorkerMirroredStrategy or ParameterServerStrategy. [] where the file does not parse (Python will say why)."""
+    try:
+        tree = ast.parse(Path(path).read_text(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    keras_3 = [node.lineno for node in ast.walk(tree) if _imports_keras_3(node)]
+    if keras_3 and strategy == "multiworker":
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
+                     f"MultiWorkerMirroredStrategy ({KERAS_ISSUE}); fix: {BY_NAME['keras3-multiworker'].fix}")
+    if keras_3 and strategy == "parameter_server":
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), which has no ParameterServerStrategy "
+                     f"support ({PS_TUTORIAL}); fix: {BY_NAME['keras3-parameter-server'].fix}")
+    return found
+
+
+def _imports_keras_3(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name == "keras" or alias.name.startswith("keras.") for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module == "keras" or (node.module or "").startswith("keras."))
+    return False

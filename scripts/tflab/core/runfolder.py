@@ -1,0 +1,733 @@
+"""The run folder, `runs/<RUN>/`: its file names, config.json, and summary.json as a typed record.
+
+    run_dir = planned(settings)            # runs/<RUN>, refused if it exists
+    make(run_dir, link_latest=True, owner=True)  # claimed (os.mkdir), owner.json; runs/latest -> it
+    write_config(run_dir, settings, the_cluster)
+    events(run_dir, "worker-0")            # the task's JSONL log, parsed
+    Summary.read(run_dir).tasks[0].losses  # what the run ended with
+
+Every module that names a file of a run goes through here, so a reader finds the folder's whole
+layout in one place (docs/run-folder.md describes it for users). summary.json has one writer,
+`Summary.write`, and every reader (the CLI's summary, the report, bench, soak, the pytest fixture)
+reads it through `Summary.read`, which refuses a file the lab did not write in one line.
+
+Shared by the host side and the trainer: imports neither TensorFlow nor any Docker code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import re
+import secrets
+import socket
+import stat
+import tempfile
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from tflab.core import beneath, foreign
+from tflab.core import task as task_contract
+from tflab.core.errors import LabError
+from tflab.core.foreign import ForeignFile
+from tflab.core.schema import NONFINITE, Events, loss_field, parse_events, problems
+from tflab.core.settings import Settings, SettingsError, lab_command
+
+CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
+SUMMARY = "summary.json"  # the run's result (Summary), written once when the run ends
+OUTPUT = "output.log"  # every task's merged, timestamped output
+COMPARE = "compare.json"  # a compare folder's list of runs
+CHAOS_LOG = "chaos.jsonl"  # what make chaos did, and when
+LINKS = "links"  # LINK and slow-link: one delay profile per proxied task, polled by its proxy
+METADATA = "metadata"  # SCENARIO=preempt NOTICE=gce: each task's notice, read by the metadata stand-in
+BACKUP = "backup"  # BackupAndRestore's folder, shared by every task (in the tasks' space)
+LATEST = "latest"  # the link to the newest run
+OWNER = "owner.json"  # who claimed the run: pid, host, command, and the process's start, for `down`
+ENDED = "ended-by-down"  # `down FORCE=1` was asked to end the run while it ran: its outcome is interrupted
+WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/launch.py), in the tasks' space
+# The tasks' space: the one folder of a run that its containers may write (mounted at
+# task.RUN_MOUNT, $TFLAB_OUTPUT): their logs, output, backups, model and working folders. Everything
+# else in runs/<RUN>/ is the lab's, mounted into no task (config.json read-only, as one file), so a
+# task's code can neither change nor see the lab's records, and the host reads this folder only as
+# foreign input (beneath.py: from a handle, no link followed, regular files, bounded).
+TASKS = "tasks"
+LAYOUT = 2  # config.json's `layout`: 2, the lab's records apart from the tasks' space; none: one folder for both
+
+
+# A task's name as a file name may hold it: the lab's (worker-0, chief-0, a TFJob's replicas) all
+# are; a name read from a foreign config.json could otherwise climb out of the run folder.
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def checked_task(task) -> str:
+    if not isinstance(task, str) or not TASK_NAME.fullmatch(task):
+        raise ForeignFile(f"task name {foreign.shown(repr(task), 100)} is not one the lab gives: expected letters, "
+                          "digits and . _ - (a config.json or summary.json the lab did not write?)")
+    return task
+
+
+def log_name(task: str) -> str:
+    """A task's JSONL log (schema.py), `<task>.jsonl`, in the tasks' space."""
+    return f"{checked_task(task)}.jsonl"
+
+
+def output_name(task: str) -> str:
+    """A SCRIPT task's output as a terminal would show it, line by line (`<task>.out`), which the
+    launcher writes and the lab prints as it comes."""
+    return f"{checked_task(task)}.out"
+
+
+def log_path(space: Path, task: str) -> Path:
+    """A task's log in a tasks' space: what a task opens ($TFLAB_OUTPUT's), and what a message names
+    (task_space(run_dir)'s). The host never opens it by this path: read_task_file, events."""
+    return Path(space) / log_name(task)
+
+
+def work_path(space: Path, task: str) -> Path:
+    """A SCRIPT task's working directory in its tasks' space, `work/<task>/`: writable, kept with the run."""
+    return Path(space) / WORK / checked_task(task)
+
+
+def script_output_path(space: Path, task: str) -> Path:
+    return Path(space) / output_name(task)
+
+
+def two_spaces(run_dir: Path) -> bool:
+    """Whether a run folder keeps its tasks apart (`tasks/`); a run from before LAYOUT 2 has one folder."""
+    try:
+        return stat.S_ISDIR(os.lstat(Path(run_dir) / TASKS).st_mode)
+    except OSError:
+        return False
+
+
+def task_space(run_dir: Path) -> Path:
+    """Where a run's tasks wrote: `tasks/`, or the run folder itself for a run from before the two spaces."""
+    return Path(run_dir) / TASKS if two_spaces(run_dir) else Path(run_dir)
+
+
+def in_tasks(run_dir: Path, name: str) -> str:
+    """A name of the tasks' space as a path relative to the run folder (for beneath.Beneath)."""
+    return f"{TASKS}/{name}" if two_spaces(run_dir) else name
+
+
+def read_task_file(run_dir: Path, name: str, limit: int, offset: int = 0, whole: bool = True) -> bytes:
+    """A file of the tasks' space, read as foreign input: from the run folder's handle, no link
+    followed at any step, a regular file only, at most `limit` bytes (beneath.Beneath.read)."""
+    return beneath.read(run_dir, in_tasks(run_dir, name), limit, offset, whole)
+
+
+def read_lab_file(run_dir: Path, name: str, limit: int, offset: int = 0, whole: bool = True) -> bytes:
+    """A file of the lab's own space, read the same careful way (a run folder from before the two
+    spaces, or one a host user changed, may hold anything)."""
+    return beneath.read(run_dir, name, limit, offset, whole)
+
+
+def events(run_dir: Path, task: str) -> Events:
+    """A task's log, read as foreign: only records of the lab's events whose fields are of their
+    types (schema.problems, partial), the others counted in `skipped`. A reader that indexes a
+    field an event must have takes only the complete ones (schema.complete)."""
+    try:
+        data = read_task_file(run_dir, log_name(task), foreign.MAX_LOG_BYTES)
+    except FileNotFoundError:
+        data = b""
+    records = parse_events(data)
+    valid = Events(skipped=records.skipped)
+    for record in records:
+        found = problems(record, partial=True)
+        if found:
+            valid.skipped.append(f"a record that is not the lab's event ({found[0]})")
+        else:
+            valid.append(record)
+    return valid
+
+
+def link_path(run_dir: Path, task: str) -> Path:
+    return run_dir / LINKS / f"{checked_task(task)}.json"
+
+
+def set_link(run_dir: Path, task: str, link: str) -> None:
+    """A task's link profile (LINK, make chaos's slow-link), whole, where its delay proxy polls for
+    it: the lab's space, mounted read-only into the proxies alone."""
+    with lab_space(run_dir) as folder:
+        folder.mkdir(LINKS)
+        profile = task_contract.LinkProfile.parse(link)
+        folder.write_whole(f"{LINKS}/{checked_task(task)}.json", json.dumps(profile.to_dict()))
+
+
+def set_notice(run_dir: Path, task: str, preempted: bool) -> None:
+    """A task's GCE notice (SCENARIO=preempt NOTICE=gce), whole, where the metadata stand-in
+    (trainer/metadata.py) reads it at every request (the lab's space, mounted read-only into the
+    stand-in alone); False removes it: the VM that replaces a preempted one is told nothing."""
+    name = f"{METADATA}/{checked_task(task)}.json"
+    with lab_space(run_dir) as folder:
+        if not preempted:
+            folder.unlink(name)
+            return
+        folder.mkdir(METADATA)
+        folder.write_whole(name, json.dumps({"preempted": True}))
+
+
+def lab_space(run_dir: Path) -> beneath.Beneath:
+    """The run folder opened for the lab to write its own records (each write whole, through the
+    folder's handle, never through a link); LabError where the folder is not the lab's user's: a
+    run from before the two spaces, which a root lab handed to the trainers' user, whose tasks could
+    write every file in it."""
+    folder = beneath.Beneath(run_dir)
+    owner = os.fstat(folder.fd).st_uid
+    if owner != os.geteuid():
+        folder.close()
+        raise LabError(f"{foreign.named(run_dir)} belongs to uid {owner}, not to the lab's user (uid {os.geteuid()}): "
+                       "a run folder from before the lab kept its records apart from its tasks' files, which "
+                       "its tasks could write; the lab reads it but writes nothing into it")
+    return folder
+
+
+def write_json(path: Path, data) -> None:
+    """Whole or not at all: a reader (or a full disk) never sees half a file, only the old one or
+    the new one; and never through a link left at the name (beneath.Beneath.write_whole)."""
+    write_whole(path, strict_json(data))
+
+
+def write_whole(path: Path, text: str | bytes) -> None:
+    path = Path(path)
+    with beneath.Beneath(path.parent) as folder:
+        folder.write_whole(path.name, text)
+
+
+def replace_whole(path: Path, write) -> bool:
+    """`write(temporary)` beside `path`, then renamed onto it: never half a file, and never through
+    a link someone left at `path` (it is replaced, not written into). For writers that take a file
+    name (matplotlib): the temporary is made first, exclusively and with no link followed, in the
+    lab's own folder; it keeps `path`'s suffix, for writers that choose a format by it. Returns
+    whether `write` wrote (False: it chose not to, and nothing is renamed); an OSError names `path`."""
+    path = Path(path)
+    # The writer opens its file by name, so it writes in a private folder of the lab's (0700, made
+    # fresh), never in the run folder; the bytes then go in whole, through the folder's handle.
+    with tempfile.TemporaryDirectory(prefix="tflab-") as private:
+        temporary = Path(private) / f"{path.stem}{path.suffix}"
+        try:
+            if write(temporary) is False:
+                return False
+            with open(temporary, "rb") as file:
+                data = file.read()
+            write_whole(path, data)
+        except OSError as error:
+            raise OSError(error.errno, error.strerror, str(path)) from None
+    return True
+
+
+def container_user() -> tuple[int, int]:
+    """The uid:gid trainers run as: the host user's, so the run folder stays theirs; never root."""
+    uid, gid = os.getuid(), os.getgid()
+    return (uid, gid) if uid != 0 else (1000, 1000)
+
+
+def runs_dir(settings: Settings) -> Path:
+    """RUNS_DIR, relative to the folder the lab was started from (the checkout, under make)."""
+    return Path(settings.runs_dir).absolute()
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def planned(settings: Settings) -> Path:
+    """The folder a new run will write: RUN, or a fresh id; refused if it exists, or where RUNS_DIR
+    cannot take it (writable), before anything starts."""
+    run_dir = runs_dir(settings) / (settings.run or new_run_id())
+    if run_dir.exists() or run_dir.is_symlink():
+        raise LabError(f"RUN={run_dir.name} already exists ({run_dir}); a run's outputs are never "
+                       "overwritten: choose another RUN, or leave it empty for a fresh id")
+    writable(run_dir.parent)
+    return run_dir
+
+
+RUNS_DIR_ALLOWED = "expected a folder the lab can write, whose latest (if any) is the lab's link to the newest run"
+
+
+def writable(runs: Path) -> None:
+    """LabError, one line, where a run cannot be made in `runs` (RUNS_DIR): `latest` is not the
+    lab's link (a folder or file there would stop the link's update, after the run folder and
+    owner.json were written), or the nearest folder that exists cannot hold a folder (read-only,
+    another user's, /proc), found by making one there and removing it at once."""
+    latest = runs / LATEST
+    if latest.exists() or latest.is_symlink():
+        if not latest.is_symlink():
+            kind = "a folder" if latest.is_dir() else "a file"
+            raise LabError(f"RUNS_DIR={runs} is not allowed: its {LATEST} is {kind}, not the lab's link to the newest "
+                           f"run; {RUNS_DIR_ALLOWED} (move {latest} away)")
+    existing = next((folder for folder in (runs, *runs.parents) if folder.exists()), Path("/"))
+    if not existing.is_dir():
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} is a file; {RUNS_DIR_ALLOWED}")
+    try:  # only trying tells: root passes every permission check, yet /proc and /sys refuse a folder
+        os.rmdir(tempfile.mkdtemp(prefix=".tflab-probe-", dir=existing))
+    except OSError as error:
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} cannot hold a folder ({error.strerror or error}); "
+                       f"{RUNS_DIR_ALLOWED}") from None
+
+
+def existing(settings: Settings) -> Path:
+    """The run a command refers to: RUN, else the newest (runs/latest)."""
+    run_dir = runs_dir(settings) / (settings.run or LATEST)
+    if not (run_dir / CONFIG).exists() and not (run_dir / COMPARE).exists():
+        if settings.run:
+            raise LabError(f"RUN={settings.run} does not exist in {runs_dir(settings)}")
+        raise LabError(f"no runs yet in {runs_dir(settings)}; start one with `{lab_command('up')}`")
+    return run_dir.resolve()
+
+
+def make(path: Path, link_latest: bool, owner: bool = False) -> None:
+    """Claims the run id: the folder is made with os.mkdir, which fails if it exists, so of two
+    `up RUN=same` started together exactly one gets it, and the other is refused here before it
+    has written or started anything (and so has nothing of the first run's to clean up). The
+    folder is the lab's (its user's, 0755) and holds the tasks' space, `tasks/`, the one folder the
+    trainers' user may write. With `owner` (a run, not a compare's or k8s's folder) the claimant
+    writes owner.json, which `down` reads to tell a live run from one left behind, and makes the
+    tasks' space."""
+    writable(path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a dangling link where RUNS_DIR is, a disk full meanwhile
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: it cannot be made ({error.strerror or error}); "
+                       f"{RUNS_DIR_ALLOWED}") from None
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        raise LabError(f"RUN={path.name} already exists ({path}): another run claimed it first; a run's "
+                       "outputs are never overwritten: choose another RUN, or leave it empty for a fresh id") from None
+    except OSError as error:  # a disk full or gone read-only since writable() looked
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: {path} cannot be made "
+                       f"({error.strerror or error}); {RUNS_DIR_ALLOWED}") from None
+    temporary = path.parent / f".{LATEST}-{path.name}-{os.getpid()}-{secrets.token_hex(3)}"
+    try:
+        if owner:  # a run: its tasks' space, and who claimed it
+            with beneath.Beneath(path) as folder:
+                folder.mkdir(TASKS)
+                uid, gid = container_user()
+                if os.getuid() == 0:
+                    folder.chown(TASKS, uid, gid)  # the trainers run as a non-root user and write there, only there
+                folder.write_whole(OWNER, json.dumps(owner_record(os.getpid(), path.name), indent=2) + "\n")
+        if link_latest:
+            # A name no other lab uses at the same moment, then one rename over the old link: two labs
+            # updating `latest` together each leave a whole link, never none.
+            temporary.symlink_to(path.name)
+            os.replace(temporary, path.parent / LATEST)
+    except OSError as error:  # latest made a folder since writable() looked, a full disk: the claim is undone
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+            with beneath.Beneath(path) as folder:
+                folder.unlink(OWNER)
+            os.rmdir(path / TASKS)
+            os.rmdir(path)
+        raise LabError(f"RUNS_DIR={path.parent} is not allowed: the run {path.name} could not be set up there "
+                       f"({error.strerror or error}); {RUNS_DIR_ALLOWED}") from None
+
+
+def ended_by_down(run_dir: Path) -> bool:
+    try:
+        return beneath.Beneath(run_dir).kind(ENDED) is not None
+    except OSError:
+        return False
+
+
+def mark_ended_by_down(run_dir: Path) -> None:
+    """`down FORCE=1`'s mark in the lab's space, made only where nothing is at the name (never written through)."""
+    with lab_space(run_dir) as folder:
+        folder.create(ENDED, f"{os.getpid()}\n")
+
+
+def process_start(pid: int) -> str | None:
+    """When a process started, as the kernel counts it (/proc/<pid>/stat's starttime), so a pid
+    reused by another process does not pass for the owner; None where there is no /proc, and
+    "ended" for a process that has exited and is not yet reaped (a zombie)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as file:
+            stat_line = file.read(4096).decode(errors="replace")
+    except OSError:
+        return None
+    fields = stat_line.rpartition(")")[2].split()  # the command name before it may hold spaces
+    return "ended" if fields[0] in ("Z", "X") else fields[19]  # state, and starttime (field 22)
+
+
+def process_command(pid: int) -> list[str] | None:
+    """A process's command line, argument by argument (/proc/<pid>/cmdline); None where it cannot be read."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as file:
+            data = file.read(65536)
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in data.split(b"\0")[:-1]]
+
+
+def owner_record(pid: int, run: str = "") -> dict:
+    return {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid),
+            "command": process_command(pid), "run": run,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """What `down` may do with a run's lab. `pid` is set only where it is proven to be the run's own
+    lab (its start time and command line match the record), or on another host (not asked, left
+    alone); `doubt` says why a record that was found is not trusted, and then nothing is sent."""
+
+    pid: int | None = None
+    here: bool = True
+    doubt: str = ""
+
+
+def owner_of(run_dir: Path) -> Owner:
+    """The lab that claimed this run, while it still runs and can be proven to be it. A task runs a
+    pull request's code, and `down` may run as root: a signal goes only to the process that
+    owner.json (in the lab's space, which no task can write) names, whose start time the record
+    holds and matches, and whose command line is the one recorded when it claimed the run."""
+    name = foreign.named(run_dir / OWNER)
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            status = folder.lstat(OWNER)
+            record = foreign.parse_json(folder.read(OWNER, 64 * 1024))
+            folder_status = os.fstat(folder.fd)
+    except FileNotFoundError:
+        return Owner()  # a run from before owner.json, or a claim that wrote none
+    except (OSError, ValueError) as error:
+        return Owner(doubt=f"{name} cannot be read as the lab's ({foreign.shown(error, 200)})")
+    if not two_spaces(run_dir):
+        return Owner(doubt=f"{name} is in a run folder from before the lab kept its records apart from its tasks, "
+                           "where a task could have written it")
+    me = os.geteuid()
+    for what, found in (("owner.json", status), ("the run folder", folder_status)):
+        if found.st_uid not in (me, 0) or found.st_mode & 0o022:
+            return Owner(doubt=f"{name}: {what} is owned by uid {found.st_uid} or writable by others, so it may "
+                               "not be the lab's record")
+    if not isinstance(record, dict):
+        return Owner(doubt=f"{name} is not an object the lab writes")
+    pid, started, command = record.get("pid"), record.get("process_start"), record.get("command")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return Owner(doubt=f"{name} names no process id the lab writes ({foreign.shown(json.dumps(pid), 40)})")
+    if record.get("host") != socket.gethostname():
+        return Owner(pid=pid, here=False)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return Owner()
+    except PermissionError:
+        pass  # alive, another user's
+    except OSError:
+        return Owner()
+    now = process_start(pid)
+    if now == "ended":
+        return Owner()
+    if not isinstance(started, str) or not started.isdigit() or now is None:
+        return Owner(doubt=f"{name} names pid {pid} with no start time to check it by, so it cannot be proven "
+                           "to be this run's lab")
+    if now != started:
+        return Owner()  # the lab ended; its pid is another process's now
+    if not (isinstance(command, list) and all(isinstance(part, str) for part in command)
+            and process_command(pid) == command):
+        return Owner(doubt=f"{name} names pid {pid}, but that process's command line is not the one its lab "
+                           "recorded when it claimed the run")
+    return Owner(pid=pid)
+
+
+def live_owner(run_dir: Path) -> int | None:
+    """The pid of the lab that claimed this run, while it still runs and is proven to be it (owner_of)."""
+    return owner_of(run_dir).pid
+
+
+def run_config(settings: Settings, run: str, cluster) -> dict:
+    """config.json: the settings, the cluster spec, every task and its TF_CONFIG (cluster.Cluster)."""
+    return {
+        "run": run,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": settings.replace(run=run).to_dict(),
+        "cluster": cluster.spec,
+        "tasks": list(cluster.tasks),
+        "tf_config": {task: cluster.tf_config(task) if cluster.spec else None for task in cluster.tasks},
+        "layout": LAYOUT,
+    }
+
+
+def write_config(run_dir: Path, settings: Settings, cluster) -> None:
+    write_lab_json(run_dir, CONFIG, run_config(settings, run_dir.name, cluster))
+
+
+def write_lab_json(run_dir: Path, name: str, data) -> None:
+    """One of the lab's records, whole, in the run folder's own space (never into a tasks' space)."""
+    with lab_space(run_dir) as folder:
+        folder.write_whole(name, strict_json(data))
+
+
+def strict_json(data) -> str:
+    """JSON that every reader takes (jq included): JSON has no NaN or infinity, so a loss that went
+    NaN is written as the word the task logs use for it (schema.loss_field: "nan", "inf", "-inf"),
+    and read back as the float (Summary.from_dict)."""
+    def words(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return loss_field(value)
+        if isinstance(value, dict):
+            return {key: words(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [words(item) for item in value]
+        return value
+
+    return json.dumps(words(data), indent=2, allow_nan=False) + "\n"
+
+
+def read_lab_json(run_dir: Path, name: str) -> Any:
+    """A JSON record of the run folder, read as foreign: FileNotFoundError where there is none,
+    ForeignFile (one line) for anything else the lab did not write."""
+    data = read_lab_file(run_dir, name, foreign.MAX_JSON_BYTES)
+    try:
+        return foreign.parse_json(data)
+    except ValueError as error:
+        raise ForeignFile(f"{foreign.named(run_dir / name)} {error}") from None
+
+
+def read_config(run_dir: Path) -> dict:
+    """config.json, read as foreign: ForeignFile unless it is an object (FileNotFoundError if none)."""
+    data = read_lab_json(run_dir, CONFIG)
+    if not isinstance(data, dict):
+        raise ForeignFile(f"{foreign.named(run_dir / CONFIG)} is a JSON {type(data).__name__}, not the object the "
+                          "lab writes")
+    return data
+
+
+SUMMARY_VERSION = 1  # 1: the first versioned summary (2026-12); a file without `version` is older
+
+
+class Record(Mapping):
+    """A typed record that also reads as the dict its JSON is: `summary.ok` and `summary["ok"]`
+    both work, so tests written against the JSON (the fixture's users' among them) keep working."""
+
+    def __getitem__(self, key: str):
+        if key not in self._keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def _keys(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self) if not (f.name in OPTIONAL and getattr(self, f.name) is None)]
+
+    def to_dict(self) -> dict:
+        return {key: value.to_dict() if isinstance(value, Record) else
+                [item.to_dict() if isinstance(item, Record) else item for item in value] if isinstance(value, list)
+                else value for key, value in self.items()}
+
+
+OPTIONAL = {"evals", "host", "image", "chaos", "tfjob", "not_applied"}  # left out of the JSON when None
+
+
+@dataclasses.dataclass(eq=False)
+class TaskRow(Record):
+    """One task's line of the summary: from its log, its exit code and the engine's word on it."""
+
+    task: str
+    status: str  # ok, failed, stopped (still running when the lab ended the run), missing
+    role: str = "trainer"  # schema.ROLES
+    exit_code: int | None = None
+    epochs_done: int = 0
+    losses: list = dataclasses.field(default_factory=list)
+    attempts: int = 0
+    restored: list = dataclasses.field(default_factory=list)  # {"epoch", "step"} after each restart
+    # A script's: {"attempt", "resumed" (true, false, null: unseen), "words"} per restarted attempt (resume.py)
+    resumes: list = dataclasses.field(default_factory=list)
+    earlier_errors: list = dataclasses.field(default_factory=list)  # the errors of attempts before the last
+    final_loss: float | None = None
+    cluster_ready_seconds: float | None = None
+    first_step_seconds: float | None = None
+    steady_step_seconds: float | None = None
+    examples_per_second: float | None = None
+    total_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+    weights_sha256: str | None = None
+    parameters: int | None = None
+    first_step_at: float | None = None
+    error: str | None = None
+    explanation: dict | None = None  # explain.Explanation's dict, for a task that failed by itself
+    evals: list | None = None  # the evaluator's: {"epoch", "step", "loss"} per checkpoint
+    host: str | None = None  # a TFJob replay's: the replica's hostname
+    image: str | None = None  # a TFJob replay's: the replica's image
+
+
+@dataclasses.dataclass(eq=False)
+class Summary(Record):
+    """summary.json: the run's outcome and one TaskRow per task."""
+
+    run: str
+    strategy: str  # or "tfjob" for a replay
+    backend: str
+    outcome: str  # ok, failed, timed out, interrupted
+    ok: bool
+    launched_at: float  # unix time the tasks were started
+    wall_seconds: float
+    settings: dict
+    weights_agree: bool
+    tasks: list[TaskRow]
+    restarts: list = dataclasses.field(default_factory=list)  # unix time of each restart
+    chaos: dict | None = None  # make chaos: what was done, when it was noticed and recovered
+    tfjob: str | None = None  # a replay's manifest
+    not_applied: list | None = None  # a replay's fields the lab does not apply
+    reason: str | None = None  # a replay that failed as its operator words it (TFJobFailed: ...)
+    # AUDIT (tflab/supervisor/audit.py): each finding's kind, tasks, message and fix; notes on cost, one line each.
+    findings: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
+    version: int = SUMMARY_VERSION
+
+    def write(self, run_dir: Path) -> None:
+        write_lab_json(run_dir, SUMMARY, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Summary":
+        """A summary from its JSON; ValueError (TypeError's subclass SummaryError included, whose
+        message names the field) for anything the lab did not write: every field is checked
+        against its annotation here, so no reader meets a string where a number is."""
+        if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+            raise SummaryError("not a summary: no list of tasks")
+        data = {**data, "tasks": [numbers(row) for row in data["tasks"]]}
+        rows = [_record(TaskRow, row, f"tasks[{index}].") for index, row in enumerate(data["tasks"])]
+        return _record(cls, {**data, "tasks": rows}, "")
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "Summary":
+        """FileNotFoundError where the run has none yet; ForeignFile (one line naming the file and
+        what is wrong) for a file the lab did not write."""
+        path = run_dir / SUMMARY
+        try:
+            return cls.from_dict(read_lab_json(run_dir, SUMMARY))
+        except SummaryError as error:
+            raise ForeignFile(f"{foreign.named(path)} is not a summary the lab wrote: {error}") from None
+
+
+def numbers(row):
+    """A row's losses as floats again where strict_json wrote a non-finite one as its word."""
+    if not isinstance(row, dict):
+        return row
+    row = dict(row)
+    if row.get("final_loss") in NONFINITE:
+        row["final_loss"] = float(row["final_loss"])
+    if isinstance(row.get("losses"), list):
+        row["losses"] = [float(loss) if loss in NONFINITE else loss for loss in row["losses"]]
+    return row
+
+
+class SummaryError(TypeError, ValueError):
+    """A summary's field of the wrong type; str() names the field."""
+
+
+# Annotation -> the JSON types it takes (bool is no number: JSON's true is not 1 here).
+KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,),
+         "list[TaskRow]": (list,)}
+# What readers index inside a summary's containers (summary.table, report, chaos.soak): checked too.
+CONTAINED = {
+    "losses": (int, float), "restarts": (int, float), "earlier_errors": (str,), "not_applied": (str,),
+    "restored": (dict,), "evals": (dict,), "resumes": (dict,), "findings": (dict,), "notes": (str,),
+}
+FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
+EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
+CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
+# The fields of the objects inside those containers that readers use: a list where a number or a
+# string is would crash them (an unhashable key in summary.resume_lines, sorted() of mixed types in
+# preemption.result_line), so each is checked as the lab writes it.
+NONE = type(None)
+NUMBER = (int, float)
+INSIDE = {
+    "restored": {"epoch": (int,), "step": (int,)},  # summary.py
+    "evals": {"epoch": (int,), "step": (int,), "loss": NUMBER},  # summary.py
+    "resumes": {"attempt": (int,), "resumed": (bool, NONE), "words": (str,)},  # resume.resumes
+}
+PREEMPTION = {  # preemption.Preemption.result
+    "target": (str,), "notice": (str,), "grace": NUMBER, "noticed_at": (*NUMBER, NONE),
+    "step_at_notice": (int, NONE), "exit_code": (int, NONE), "killed": (bool,), "exit_seconds": (*NUMBER, NONE),
+    "step_reached": (int, NONE), "last_checkpoint_step": (int, NONE), "resumed_steps": (dict,),
+    "steps_lost": (int, NONE), "training_again_seconds": (*NUMBER, NONE),
+}
+
+
+def _checked_value(where: str, value: Any, allowed: tuple) -> None:
+    if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+        names = " or ".join(sorted({"an integer" if kind is int and float not in allowed else
+                                    "a number" if kind in (int, float) else "null" if kind is type(None)
+                                    else f"a {kind.__name__}" for kind in allowed}))
+        raise SummaryError(f"{where} is {foreign.shown(json.dumps(value)[:60], 60)}, not {names}")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
+        raise SummaryError(f"{where} is an integer of {len(str(abs(value)))} digits, out of range")
+
+
+def _record(kind, data: Any, where: str):
+    if not isinstance(data, dict):
+        raise SummaryError(f"{where.rstrip('.') or 'the summary'} is a JSON {type(data).__name__}, not an object")
+    known = {f.name: f for f in dataclasses.fields(kind)}
+    for name, field in known.items():
+        value = data.get(name)
+        if name not in data:
+            if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+                raise SummaryError(f"{where}{name} is missing")
+            continue
+        if name == "tasks" and kind is Summary:
+            continue  # rows, checked one by one already
+        parts = [part.strip() for part in str(field.type).split("|")]
+        if value is None and "None" in parts:
+            continue
+        _checked_value(f"{where}{name}", value, tuple(t for part in parts if part != "None" for t in KINDS[part]))
+        for index, item in enumerate(value if name in CONTAINED else []):
+            _checked_value(f"{where}{name}[{index}]", item, CONTAINED[name])
+            for key, allowed in INSIDE.get(name, {}).items():
+                _checked_value(f"{where}{name}[{index}].{key}", item.get(key), allowed)
+        if name == "explanation":
+            for key, allowed in EXPLANATION.items():
+                _checked_value(f"{where}explanation.{key}", value.get(key), allowed)
+        for index, finding in enumerate(value if name == "findings" else []):
+            for key, allowed in FINDING.items():
+                _checked_value(f"{where}findings[{index}].{key}", finding.get(key), allowed)
+            for number, task in enumerate(finding["tasks"]):
+                _checked_value(f"{where}findings[{index}].tasks[{number}]", task, (str,))
+        if name == "chaos":
+            for key in CHAOS_NUMBERS:
+                _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))
+            _checked_preemptions(f"{where}chaos.preemptions", value.get("preemptions"))
+    return kind(**{key: value for key, value in data.items() if key in known})
+
+
+def _checked_preemptions(where: str, value: Any) -> None:
+    """chaos.preemptions (SCENARIO=preempt only): a list of Preemption.result's records, each
+    resumed_steps a task -> step object."""
+    if value is None:
+        return
+    _checked_value(where, value, (list,))
+    for index, record in enumerate(value):
+        _checked_value(f"{where}[{index}]", record, (dict,))
+        for key, allowed in PREEMPTION.items():
+            _checked_value(f"{where}[{index}].{key}", record.get(key), allowed)
+        for task, step in record["resumed_steps"].items():
+            _checked_value(f"{where}[{index}].resumed_steps.{foreign.shown(task, 60)}", step, (int,))
+
+
+def read_run_config(path: Path) -> tuple[dict, Settings]:
+    """A run's config.json and its settings, checked as the host checks them (from_dict), for
+    the trainer and the script launcher; SettingsError (one line naming the file and the field)
+    for anything else."""
+    try:
+        config = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise SettingsError(f"{path} cannot be read: {error.strerror or error}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SettingsError(f"{path} is not JSON: {error}") from None
+    if not isinstance(config, dict):
+        raise SettingsError(f"{path} holds {type(config).__name__}, not the object the lab writes")
+    for key, kind in (("settings", dict), ("cluster", dict)):
+        if not isinstance(config.get(key), kind):
+            raise SettingsError(f"{path}: {key} is {json.dumps(config.get(key))}, not an object")  # json.loads made it
+    try:
+        return config, Settings.from_dict(config["settings"])
+    except SettingsError as error:
+        raise SettingsError(f"{path}: {error}") from None

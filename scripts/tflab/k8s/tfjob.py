@@ -1,0 +1,635 @@
+"""`tflab up TFJOB=path/to/tfjob.yaml`: a Kubeflow TFJob's replicas as local containers.
+
+    python3 -m tflab up TFJOB=runs/k8s-<id>/tfjob.yaml     # what `make k8s` wrote, or your own
+
+The file holds one TFJob (kubeflow.org/v1, what training-operator v1.9 runs) and, optionally, the
+ConfigMaps it reads. Every replica (Chief/Master, Worker, PS, Evaluator, times `replicas`) becomes
+one task on Compose, named `<type>-<i>` as in the lab (its log, its row), with the pod's hostname
+`<job>-<type>-<i>` and the Service's name `<job>-<type>-<i>.<namespace>.svc`, and the TF_CONFIG the
+operator would give it (cluster.tfjob_cluster_spec / tfjob_tf_config). Only the container named
+`tensorflow` runs, as the operator sets TF_CONFIG only there.
+
+What the lab applies, maps or leaves out is decided field by field below; everything it does not
+apply is named in one line before anything starts, and a field it cannot honour (a Secret, a
+hostPath, a subPath) is refused in one line. The image runs as it is, watched from outside: the
+lab writes each task's start and end (exit code, seconds, peak memory of its cgroup) to
+<task>.jsonl, restarts the whole job as the restart policy says, and keeps its hardening (internal
+network, no published ports, every capability dropped, no-new-privileges); the user the image
+declares is kept unless the manifest's securityContext names one.
+
+The manifest is untrusted input (tflab/k8s/manifest.py): a bounded YAML read, every object against its
+schema, then the API server's rules for names, keys and paths, all before anything is planned or
+written; every host path the replay writes comes from manifest.path_under.
+
+This module reads and plans, and touches neither the engine nor a run folder; replay.py runs the
+plan through the lab's one pipeline (runner.run). PyYAML is the host side's one dependency, for
+this file alone (pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tflab.core import cluster, runfolder
+from tflab.core import task as task_contract
+from tflab.core.errors import LabError
+from tflab.core.settings import (
+    MAX_TASKS,
+    MIN_CPUS,
+    MIN_MEMORY_BYTES,
+    REPLAYED,
+    SETTINGS,
+    SPECS,
+    Settings,
+    refuse_unhonoured,
+)
+from tflab.k8s import manifest, tfoperator
+from tflab.k8s.manifest import ManifestError, shown
+
+API_VERSION = "kubeflow.org/v1"
+CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
+PORT_NAME = "tfjob-port"  # the operator's: the cluster's port is this container port, else 2222
+REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order tasks are listed
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+# Where no volume may be mounted in a replayed task: the engine refuses the first two outright (a
+# Docker error at start, after the run began), and a mount over the others hides the lab from its task.
+KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps for itself",
+              task_contract.RUN_MOUNT: "is the run folder, where every task writes its log",
+              "/opt/tflab": "holds the lab's code, which every task runs",
+              "/opt/tflab-hooks": "holds the lab's hooks, which the replay puts in every replica"}
+CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
+HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (backends/replay.py)
+CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
+MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
+MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+# Fields the lab applies (or maps); any other field present is listed as not applied.
+APPLIED_CONTAINER = {"name", "image", "command", "args", "env", "workingDir", "resources", "ports",
+                     "volumeMounts", "securityContext"}
+APPLIED_POD = {"containers", "volumes", "securityContext", "restartPolicy"}
+APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsNonRoot",
+                    "allowPrivilegeEscalation", "capabilities", "seccompProfile"}
+APPLIED_RUN_POLICY = {"backoffLimit", "activeDeadlineSeconds", "cleanPodPolicy"}
+MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
+
+# `tflab up TFJOB=` runs what the TFJob says: what it decides instead of a setting, what the
+# replay reads itself (TIMEOUT where the TFJob sets no deadline: Plan.decided)
+# and the commands that would ignore a TFJOB are declared with each setting (settings.SETTINGS).
+DECIDED_BY_THE_TFJOB = {spec.name: spec.tfjob for spec in SETTINGS if spec.tfjob not in ("", REPLAYED)}
+APPLIED_SETTINGS = tuple(spec.name for spec in SETTINGS if spec.tfjob == REPLAYED)  # the replay's own
+NOT_REPLAYING = tuple(SPECS["TFJOB"].refused)
+
+
+@dataclass
+class Task:
+    name: str  # worker-1: the Compose service, the log and the summary row
+    job: str  # worker: the replica type lowercased, TF_CONFIG's task type
+    index: int
+    host: str  # <job>-worker-1: the pod's hostname, and its Service's name
+    image: str
+    service: dict = field(default_factory=dict)  # the Compose service, less the run's labels
+    non_root: bool = False  # runAsNonRoot with no runAsUser: the image's own user must not be root
+    tf_config: str = ""  # a TrainJob node's, which its container builds itself (trainjob.py); a TFJob's is in service
+
+
+@dataclass
+class Plan:
+    path: Path
+    name: str
+    namespace: str
+    tasks: list[Task]
+    spec: dict  # the training cluster, as in every TF_CONFIG
+    backoff_limit: int | None  # spec.runPolicy.backoffLimit; None: no limit, as the operator's
+    timeout: float  # activeDeadlineSeconds where set, else the lab's TIMEOUT
+    not_applied: list[str]
+    config_maps: dict[str, dict[str, str]]
+    volumes: dict[str, dict]  # name -> its kind and source, for the run folder
+    decided: dict[str, str] = field(default_factory=dict)  # setting -> the TFJob's field that overrides it
+    policies: dict[str, str] = field(default_factory=dict)  # job (worker, chief, ...) -> its replicas' restartPolicy
+    kind: str = "TFJob"  # or TrainJob (trainjob.py translates one into this plan)
+    setting: str = "TFJOB"  # the setting that named the file, for errors
+    active_deadline: int | None = None  # spec.runPolicy.activeDeadlineSeconds; None: the operator sets none
+    clean_pod_policy: str = tfoperator.DEFAULT_CLEAN_POD_POLICY
+    success_policy: str = ""  # spec.successPolicy: "" (the operator's default) or AllWorkers
+
+    @property
+    def replicas(self) -> list[tfoperator.Replica]:
+        return [tfoperator.Replica(t.name, t.job, t.index) for t in self.tasks]
+
+    @property
+    def chief(self) -> list[str]:
+        """The tasks the lab's summary reads as the job's chief: Chief or Master, else every worker
+        (whose success ends the job is the operator's rule: tfoperator.succeeded)."""
+        for job in ("chief", "master"):
+            found = [t.name for t in self.tasks if t.job == job]
+            if found:
+                return found
+        return [t.name for t in self.tasks if t.job == "worker"]
+
+    @property
+    def servers(self) -> list[str]:
+        """Tasks that serve until ended: PS, and a PS job's workers (its chief runs the steps)."""
+        has_ps = any(t.job == "ps" for t in self.tasks)
+        return [t.name for t in self.tasks
+                if t.job == "ps" or (has_ps and t.job == "worker" and t.name not in self.chief)]
+
+    @property
+    def evaluators(self) -> list[str]:
+        return [t.name for t in self.tasks if t.job == cluster.EVALUATOR]
+
+
+def read_documents(path: Path) -> list[dict]:
+    """The manifest's objects, read with bounds (manifest.read_documents); errors name the file."""
+    try:
+        return manifest.read_documents(path)
+    except ManifestError as error:
+        raise ManifestError(f"TFJOB={path} {error}") from None
+
+
+def _get(obj: dict, key: str, kind, where: str, default=None):
+    value = obj.get(key, default)
+    if value is default:
+        return value
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        name = {str: "a string", int: "an integer", list: "a list", dict: "a mapping", bool: "true or false"}
+        raise ManifestError(f"{where}.{key} is {shown(value)}, expected {name.get(kind, kind)}")
+    return value
+
+
+def _strings(obj: dict, key: str, where: str) -> list[str] | None:
+    values = _get(obj, key, list, where)
+    if values is not None and not all(isinstance(v, str) for v in values):
+        raise ManifestError(f"{where}.{key} must be a list of strings")
+    return values
+
+
+def _extra(obj: dict, applied: set[str], where: str) -> list[str]:
+    return [manifest.joined(where, key) for key in obj if key not in applied]
+
+
+def cpus_of(quantity, where: str) -> float:
+    match = CPU.fullmatch(str(quantity))
+    if not match:
+        raise ManifestError(f"{where} is {shown(quantity)}, expected a CPU quantity such as 500m or 2")
+    value = float(match.group(1)) / (1000 if match.group(2) else 1)
+    if value < MIN_CPUS:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least CPU limit is {MIN_CPUS * 1000:g}m")
+    return value
+
+
+def memory_of(quantity, where: str) -> int:
+    match = MEMORY.fullmatch(str(quantity))
+    if not match:
+        raise ManifestError(f"{where} is {shown(quantity)}, expected a memory quantity such as 512Mi or 2Gi")
+    value = int(match.group(1)) * MEMORY_FACTORS[match.group(2)]
+    if value > 2**50:  # a petabyte: beyond any engine, and Docker's limit is an int64
+        raise ManifestError(f"{where} is {shown(quantity)}: more memory than any engine has")
+    if value < MIN_MEMORY_BYTES:
+        raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is {MIN_MEMORY_BYTES // 2**20}Mi")
+    return value
+
+
+def load(settings: Settings) -> Plan:
+    """The manifest read and checked whole: ManifestError (one line, naming the file) for what
+    cannot run. Nothing is planned before every object passed its schema and the API server's rules."""
+    path = Path(settings.tfjob)
+    documents = read_documents(path)
+    try:
+        return plan_of(path, documents, settings)
+    except ManifestError as error:
+        raise ManifestError(f"TFJOB={path}: {error}") from None
+
+
+KIND = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+API_VERSION_FORMAT = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9][a-z0-9]{0,20}")
+
+
+def checked_object(document: dict, number: int) -> tuple[str, str]:
+    """(kind, name) of a document that passed its schema: the TFJob the CRD's, a ConfigMap
+    Kubernetes', any other kind (listed as not applied) Kubernetes' ObjectMeta; and every name a
+    DNS-1123 subdomain, as the API server requires of these kinds."""
+    where = f"document {number}"
+    kind, version = document.get("kind"), document.get("apiVersion")
+    if not isinstance(kind, str) or not KIND.fullmatch(kind):
+        raise ManifestError(f"{where}: kind is {shown(kind)}, expected a Kubernetes kind such as TFJob or ConfigMap")
+    if not isinstance(version, str) or not API_VERSION_FORMAT.fullmatch(version):
+        raise ManifestError(f"{where} ({kind}): apiVersion is {shown(version)}, expected group/version or v1")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ManifestError(f"{where} ({kind}): metadata is {shown(metadata)}, expected a mapping with a name")
+    manifest.check(metadata, "ObjectMeta", f"{kind}.metadata")
+    name = manifest.dns1123_subdomain(metadata.get("name"), f"{kind}.metadata.name")
+    if "namespace" in metadata:
+        manifest.dns1123_label(metadata["namespace"], f"{kind} {name}: metadata.namespace")
+    if kind == "TFJob":
+        manifest.check(document, "TFJob")
+    elif kind == "ConfigMap":
+        manifest.check(document, "ConfigMap", f"ConfigMap {name}")
+        for field_name in ("data", "binaryData"):
+            for key in document.get(field_name) or {}:
+                manifest.config_map_key(key, f"ConfigMap {name}: {field_name} key")
+    return kind, name
+
+
+def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
+    checked = [checked_object(document, number) for number, document in enumerate(documents, 1)]
+    tfjobs = [d for d in documents if d.get("kind") == "TFJob"]
+    if len(tfjobs) != 1:
+        raise ManifestError(f"holds {len(tfjobs)} TFJobs, expected exactly one (kind: TFJob)")
+    (job,) = tfjobs
+    if job.get("apiVersion") != API_VERSION:
+        raise ManifestError(f"TFJob.apiVersion is {shown(job.get('apiVersion'))}, expected {API_VERSION} "
+                            "(training-operator v1)")
+    not_applied: list[str] = []
+    config_maps: dict[str, dict[str, str]] = {}
+    claim_documents: list[str] = []
+    for document, (kind, name) in zip(documents, checked):
+        if kind == "ConfigMap":
+            not_applied += take_config_map(document, name, config_maps, "the file")
+        elif kind == "PersistentVolumeClaim":
+            claim_documents.append(name)  # applied where a replica mounts it: below
+        elif kind != "TFJob":
+            not_applied.append(f"{kind} {name}")
+    metadata = job["metadata"]
+    name = manifest.dns1123_label(metadata.get("name"), "TFJob.metadata.name")
+    namespace = manifest.dns1123_label(metadata.get("namespace", "default"), "TFJob.metadata.namespace")
+    spec = _get(job, "spec", dict, "TFJob")
+    if spec is None:
+        raise ManifestError("TFJob.spec is missing")
+    if spec.get("enableDynamicWorker") is True:
+        raise ManifestError("TFJob.spec.enableDynamicWorker is true: its sparse TF_CONFIG is not supported; "
+                            "expected false or absent")
+    not_applied += _extra(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker", "successPolicy"}, "spec")
+    success_policy = _get(spec, "successPolicy", str, "spec", "")
+    if success_policy not in tfoperator.SUCCESS_POLICIES:
+        raise ManifestError(f"spec.successPolicy is {shown(success_policy)}, expected {tfoperator.ALL_WORKERS} or "
+                            "absent (the operator reads no other value, and would take this one as its default)")
+    run_policy = _get(spec, "runPolicy", dict, "spec", {})
+    not_applied += _extra(run_policy, APPLIED_RUN_POLICY, "spec.runPolicy")
+    replica_specs = _get(spec, "tfReplicaSpecs", dict, "spec")
+    if not replica_specs:
+        raise ManifestError("TFJob.spec.tfReplicaSpecs is missing or empty")
+    for replica_type in replica_specs:
+        if replica_type not in REPLICA_TYPES:
+            raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
+                                f"type; expected {', '.join(REPLICA_TYPES)}")
+
+    sizes, replicas, policy_of = {}, {}, {}
+    for replica_type in REPLICA_TYPES:
+        if replica_type not in replica_specs:
+            continue
+        where = f"spec.tfReplicaSpecs.{replica_type}"
+        replica = _get(replica_specs, replica_type, dict, "spec.tfReplicaSpecs")
+        count = _get(replica, "replicas", int, where, 1)  # the operator's default
+        if not 0 <= count <= 64:
+            raise ManifestError(f"{where}.replicas is {count}, expected 0..64")
+        if count > 1 and replica_type in ("Chief", "Master", "Evaluator"):
+            # TF_CONFIG has one chief and one evaluator (the operator's webhook refuses more chiefs)
+            raise ManifestError(f"{where}.replicas is {count}, expected 0 or 1 (a job has one {replica_type.lower()})")
+        policy = _get(replica, "restartPolicy", str, where, tfoperator.DEFAULT_RESTART_POLICY)
+        if policy not in RESTART_POLICIES:
+            raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
+        policy_of[replica_type.lower()] = policy
+        not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
+        pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
+        if pod is None:
+            raise ManifestError(f"{where}.template.spec is missing")
+        replicas[replica_type] = (count, pod, f"{where}.template.spec")
+        sizes[replica_type.lower()] = (count, port_of(pod, f"{where}.template.spec"))
+    total = sum(count for count, _, _ in replicas.values())
+    if total == 0:
+        raise ManifestError("spec.tfReplicaSpecs has no replica at all")
+    if total > MAX_TASKS:
+        raise ManifestError(f"spec.tfReplicaSpecs has {total} replicas in all; the lab runs at most {MAX_TASKS} tasks")
+
+    training = cluster.tfjob_cluster_spec(name, namespace, sizes)
+    distributed = sum(count for count, _ in sizes.values()) != 1  # the operator's isDistributed
+    volumes: dict[str, dict] = {}
+    tasks = []
+    for replica_type, (count, pod, where) in replicas.items():
+        job_name = replica_type.lower()
+        template, pod_volumes, extra = service_of(pod, where, config_maps)
+        not_applied += extra
+        for folder, volume in pod_volumes.items():
+            claim_folder(volumes, folder, volume, where)
+        for index in range(count):
+            task = f"{job_name}-{index}"
+            host = manifest.dns1123_label(cluster.kubeflow_service(name, job_name, index),
+                                          f"the host name of {task} (<metadata.name>-{job_name}-{index})")
+            service = json.loads(json.dumps(template))
+            if distributed:
+                service["environment"]["TF_CONFIG"] = cluster.tfjob_tf_config(training, task)
+            service["hostname"] = host
+            service["networks"] = {"cluster": {"aliases": [host, f"{host}.{namespace}.svc"]}}
+            non_root = service.pop("x-non-root")
+            tasks.append(Task(task, job_name, index, host, service["image"], service, non_root))
+
+    # A claim the file declares is applied where a replica mounts it (a folder of the run's, or
+    # CLAIMS's), though not its size, class or access modes; one nothing mounts is not applied.
+    mounted = {volume["claim"] for volume in volumes.values() if "claim" in volume}
+    for claim in claim_documents:
+        not_applied.append(f"PersistentVolumeClaim {claim}'s spec (mounted as a folder: no size, class or access "
+                           "mode)" if claim in mounted else f"PersistentVolumeClaim {claim} (no replica mounts it)")
+
+    backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
+    if backoff is not None and backoff < 0:
+        raise ManifestError(f"spec.runPolicy.backoffLimit is {backoff}, expected 0 or more")
+    deadline = _get(run_policy, "activeDeadlineSeconds", int, "spec.runPolicy", None)
+    if deadline is not None and deadline < 1:
+        raise ManifestError(f"spec.runPolicy.activeDeadlineSeconds is {deadline}, expected 1 or more (seconds)")
+    clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", tfoperator.DEFAULT_CLEAN_POD_POLICY)
+    if clean not in CLEAN_POD_POLICIES:
+        raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected "
+                            f"{', '.join(CLEAN_POD_POLICIES)}")
+    decided = {}
+    if deadline:
+        decided["TIMEOUT"] = (f"the TFJob's spec.runPolicy.activeDeadlineSeconds ({deadline}) sets the deadline; "
+                              "edit it, or leave it out for TIMEOUT to apply")
+    return Plan(path, name, namespace, tasks, training, backoff,
+                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
+                decided, policies=policy_of, active_deadline=deadline, clean_pod_policy=clean,
+                success_policy=success_policy)
+
+
+def refuse_given(command: str, given: dict[str, str]) -> None:
+    """Before anything is read: TFJOB is not for the commands that would ignore it (Setting.refused),
+    and `up` takes with it no setting that the TFJob decides (DECIDED_BY_THE_TFJOB) nor a backend
+    other than Compose. `given`: given_values'; `command`: what make check checks for, under check."""
+    if "TFJOB" not in given:
+        return
+    tfjob = f"TFJOB={given['TFJOB']}"
+    refuse_unhonoured(command, {"TFJOB": given["TFJOB"]})
+    if command not in ("up", "k8s", "chaos"):  # k8s: the TFJob turned into a TrainJob, as the TFJob says
+        return
+    for name, value in given.items():
+        if name in DECIDED_BY_THE_TFJOB:
+            raise LabError(f"{name}={value} does not apply with {tfjob}: {DECIDED_BY_THE_TFJOB[name]}")
+    if command in ("up", "chaos") and given.get("BACKEND", "compose").strip() != "compose":
+        raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
+                       "as a container on Compose; expected BACKEND=compose, or leave it out")
+
+
+def refuse_decided(plan: Plan, given: dict[str, str]) -> None:
+    """Once the TFJob is read: TIMEOUT where the TFJob sets its own deadline (RESTARTS never
+    applies to a TFJob: settings.SETTINGS says so, and refuse_given refuses it)."""
+    for name, why in plan.decided.items():
+        if name in given:
+            raise LabError(f"{name}={given[name]} does not apply with {plan.setting}="
+                           f"{given.get(plan.setting, plan.path)}: {why}")
+
+
+def grouped(fields: list[str]) -> list[str]:
+    """spec.tfReplicaSpecs.Chief.x and .Worker.x -> spec.tfReplicaSpecs.{Chief,Worker}.x: one line stays short."""
+    types: dict[str, list[str]] = {}
+    for name in fields:
+        match = re.fullmatch(r"spec\.tfReplicaSpecs\.(\w+)\.(.*)", name)
+        key = match.group(2) if match else name
+        types.setdefault(key, [])
+        if match and match.group(1) not in types[key]:
+            types[key].append(match.group(1))
+    return [f"spec.tfReplicaSpecs.{{{','.join(kinds)}}}.{key}" if len(kinds) > 1 else
+            f"spec.tfReplicaSpecs.{kinds[0]}.{key}" if kinds else key for key, kinds in types.items()]
+
+
+def port_of(pod: dict, where: str) -> int:
+    container = tensorflow_container(pod, where)
+    for port in container.get("ports") or []:
+        if isinstance(port, dict) and port.get("name") == PORT_NAME:
+            value = port.get("containerPort")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+                raise ManifestError(f"{where}.containers[{CONTAINER}].ports[{PORT_NAME}].containerPort is "
+                                    f"{value!r}, expected a port number")
+            return value
+    return cluster.PORT
+
+
+WHY_TENSORFLOW = "the one the operator gives TF_CONFIG, and the one the lab runs"
+
+
+def tensorflow_container(pod: dict, where: str, name: str = CONTAINER, why: str = WHY_TENSORFLOW) -> dict:
+    containers = _get(pod, "containers", list, where) or []
+    found = [c for c in containers if isinstance(c, dict) and c.get("name") == name]
+    if not found:
+        raise ManifestError(f"{where}.containers has no container named {name} ({why})")
+    return found[0]
+
+
+def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
+               why: str = WHY_TENSORFLOW) -> tuple[dict, dict, list[str]]:
+    """One replica type's Compose service (less TF_CONFIG, hostname and network), the volumes it
+    needs, and the fields it does not apply; `name` is the container the lab runs (a TrainJob's is
+    `node`). The schema has passed; what is checked here is what the API server and the kubelet
+    check beyond it, and what Docker cannot take."""
+    container = tensorflow_container(pod, where, name, why)
+    at = f"{where}.containers[{name}]"
+    extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
+    extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
+              if isinstance(c, dict) and c is not container]
+    image = _get(container, "image", str, at)
+    if not image:
+        raise ManifestError(f"{at}.image is missing")
+    manifest.image_reference(image, f"{at}.image")
+    service: dict = {"image": image, "init": True, "cap_drop": ["ALL"],
+                     "security_opt": ["no-new-privileges:true"], "environment": {}}
+    command, args = _strings(container, "command", at), _strings(container, "args", at)
+    if command is not None:  # Kubernetes' command is Docker's entrypoint, and it drops the image's CMD
+        service["entrypoint"] = command
+        service["command"] = args or []
+    elif args is not None:
+        service["command"] = args
+    working_dir = _get(container, "workingDir", str, at)
+    if working_dir:
+        service["working_dir"] = manifest.absolute_path(working_dir, f"{at}.workingDir")
+    for number, entry in enumerate(_get(container, "env", list, at, [])):
+        service["environment"].update([env_entry(entry, f"{at}.env[{number}]", config_maps)])
+    resources = _get(container, "resources", dict, at, {})
+    extra += _extra(resources, {"limits"}, f"{at}.resources")
+    limits = _get(resources, "limits", dict, f"{at}.resources", {})
+    extra += _extra(limits, {"cpu", "memory"}, f"{at}.resources.limits")
+    if "cpu" in limits:
+        service["cpus"] = cpus_of(limits["cpu"], f"{at}.resources.limits.cpu")
+    if "memory" in limits:
+        service["mem_limit"] = memory_of(limits["memory"], f"{at}.resources.limits.memory")
+    pod_security = _get(pod, "securityContext", dict, where, {})
+    extra += [manifest.joined(f"{where}.securityContext", key) for key in pod_security if key not in APPLIED_SECURITY]
+    extra += [manifest.joined(f"{at}.securityContext", key) for key in _get(container, "securityContext", dict, at, {})
+              if key not in APPLIED_SECURITY]
+    security = {**pod_security, **container["securityContext"]} if "securityContext" in container else pod_security
+    for key in ("runAsUser", "runAsGroup"):
+        value = security.get(key)
+        if value is not None and not 0 <= value <= MAX_ID:
+            raise ManifestError(f"{at}.securityContext.{key} is {value}, expected 0..{MAX_ID}")
+    if "runAsUser" in security:
+        user = _get(security, "runAsUser", int, f"{at}.securityContext")
+        group = _get(security, "runAsGroup", int, f"{at}.securityContext", user)
+        service["user"] = f"{user}:{group}"
+    elif "runAsGroup" in security:
+        extra.append(f"{at}.securityContext.runAsGroup without runAsUser")
+    # The kubelet refuses to start a container that would run as root under runAsNonRoot: here
+    # where runAsUser says so, and at the image check where the image's own user decides.
+    if security.get("runAsNonRoot") is True and security.get("runAsUser") == 0:
+        raise ManifestError(f"{at}.securityContext has runAsNonRoot: true and runAsUser: 0 (root); the kubelet "
+                            "refuses it: give a non-zero runAsUser, or drop runAsNonRoot")
+    service["x-non-root"] = security.get("runAsNonRoot") is True and "runAsUser" not in security
+    if security.get("readOnlyRootFilesystem") is True:
+        service["read_only"] = True
+    volumes = {}
+    by_name = {}
+    for number, volume in enumerate(_get(pod, "volumes", list, where, [])):
+        vwhere = f"{where}.volumes[{number}]"
+        manifest.dns1123_label(volume.get("name"), f"{vwhere}.name")
+        if volume["name"] in by_name:
+            raise ManifestError(f"{vwhere}.name {volume['name']} names two volumes; each must be unique")
+        by_name[volume["name"]] = (volume, vwhere)
+    mounts, tmpfs, targets = [], [], {}
+    for number, mount in enumerate(_get(container, "volumeMounts", list, at, [])):
+        mwhere = f"{at}.volumeMounts[{number}]"
+        target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
+        if target == "/":
+            raise ManifestError(f"{mwhere}.mountPath is \"/\", expected a folder below the container's root")
+        kept = next((path for path in KEPT_PATHS if target == path or target.startswith(path + "/")
+                     or path.startswith(target + "/")), None)
+        if kept:
+            raise ManifestError(f"{mwhere}.mountPath {target} would cover or lie in {kept}, which "
+                                f"{KEPT_PATHS[kept]}; expected a folder elsewhere")
+        if target in targets:
+            raise ManifestError(f"{mwhere}.mountPath {target} is also {targets[target]}'s; one mount a path")
+        targets[target] = f"volumeMounts[{number}]"
+        if mount.get("subPath") or mount.get("subPathExpr"):
+            raise ManifestError(f"{mwhere}.subPath is not supported; expected whole volumes")
+        if mount.get("name") not in by_name:
+            raise ManifestError(f"{mwhere}.name {shown(mount.get('name'))} is no volume of {where}.volumes")
+        volume, vwhere = by_name[mount["name"]]
+        read_only = mount.get("readOnly") is True
+        if volume.get("emptyDir") is not None:
+            size = volume["emptyDir"].get("sizeLimit")
+            tmpfs.append(target + (f":size={memory_of(size, vwhere + '.emptyDir.sizeLimit')}" if size else ""))
+        elif volume.get("configMap") is not None:
+            source = volume["configMap"]
+            map_name = source.get("name")
+            if map_name not in config_maps:
+                raise ManifestError(f"{vwhere}.configMap.name {shown(map_name)} is no ConfigMap of the same file")
+            items = source.get("items")
+            data = config_maps[map_name]
+            paths = []
+            for index, item in enumerate(items or []):
+                if item.get("key") not in data:
+                    raise ManifestError(f"{vwhere}.configMap.items[{index}].key {shown(item.get('key'))} is no key "
+                                        f"of ConfigMap {map_name}")
+                paths.append(manifest.relative_path(item.get("path"), f"{vwhere}.configMap.items[{index}].path"))
+            for index, path in enumerate(paths):  # a file each: none twice, none a folder of another
+                if path in paths[:index] or any(other.startswith(path + "/") or path.startswith(other + "/")
+                                                for other in paths[:index]):
+                    raise ManifestError(f"{vwhere}.configMap.items[{index}].path {path} clashes with another item's")
+            folder = map_name if items is None else f"{map_name}-{volume['name']}"
+            claim_folder(volumes, f"{CONFIG_MAPS}/{folder}", {"configMap": map_name, "items": items}, where)
+            mounts.append((f"{CONFIG_MAPS}/{folder}", target, True))
+        elif volume.get("persistentVolumeClaim") is not None:
+            claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
+                                               f"{vwhere}.persistentVolumeClaim.claimName")
+            if claim in (CONFIG_MAPS, HOOKS):
+                raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
+                                    f"{'ConfigMaps' if claim == CONFIG_MAPS else 'its hooks'}; give the claim "
+                                    "another name")
+            claim_folder(volumes, claim, {"claim": claim}, where)
+            # the kubelet mounts it read-only where either the mount or the volume source says so
+            mounts.append((claim, target, read_only or volume["persistentVolumeClaim"].get("readOnly") is True))
+        else:
+            kinds = sorted(manifest.key_text(kind) for kind in set(volume) - {"name"})
+            raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
+                                "emptyDir and persistentVolumeClaim volumes (a folder of this host: make it a "
+                                "persistentVolumeClaim and give it the folder with CLAIMS=<claim>=/host/folder)")
+    service["x-mounts"] = mounts
+    if tmpfs:
+        service["tmpfs"] = tmpfs
+    return service, volumes, extra
+
+
+def take_config_map(document: dict, name: str, config_maps: dict[str, dict[str, str]], where: str) -> list[str]:
+    """A ConfigMap of the replayed file(s) into `config_maps` (its data: strings only, one map a
+    name); returns its fields the replay does not apply."""
+    data = document.get("data") or {}
+    if not all(isinstance(v, str) for v in data.values()):
+        raise ManifestError(f"ConfigMap {name}: every data value must be a string")
+    if name in config_maps:
+        raise ManifestError(f"ConfigMap {name} is in {where} twice")
+    config_maps[name] = data
+    return _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
+
+
+def claim_folder(volumes: dict, folder: str, volume: dict, where: str) -> None:
+    """One folder of volumes/ for each claim and each view of a ConfigMap, whoever mounts it."""
+    if volumes.setdefault(folder, volume) != volume:
+        raise ManifestError(f"{where}.volumes: volumes/{folder} would hold two different things (a ConfigMap named "
+                            "<map>-<volume> and another map's items, or one map's items that differ by replica "
+                            "type); rename a volume or a ConfigMap")
+
+
+def env_entry(entry, where: str, config_maps: dict) -> tuple[str, str]:
+    name = manifest.env_name(entry.get("name"), f"{where}.name")
+    if "valueFrom" not in entry:
+        value = entry.get("value") or ""
+        return name, value
+    source = entry["valueFrom"]
+    reference = source.get("configMapKeyRef")
+    if not isinstance(reference, dict):
+        kinds = ", ".join(manifest.key_text(kind) for kind in source) or "(empty)"
+        raise ManifestError(f"{where}.valueFrom.{kinds} is not supported; expected configMapKeyRef (from a "
+                            "ConfigMap in the same file)")
+    data = config_maps.get(reference.get("name"))
+    if data is None or reference.get("key") not in data:
+        if reference.get("optional") is True:
+            return name, ""
+        raise ManifestError(f"{where}.valueFrom.configMapKeyRef: ConfigMap {shown(reference.get('name'))} key "
+                            f"{shown(reference.get('key'))} is not in the same file")
+    return name, data[reference["key"]]
+
+
+def describe(plan: Plan) -> str:
+    counts = {}
+    for task in plan.tasks:
+        counts[task.job] = counts.get(task.job, 0) + 1
+    return f"{plan.kind} {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"
+
+
+# What a lab config.json's settings may tell of the training (make k8s writes it into the TFJob's
+# ConfigMap); the shape of the cluster comes from the TFJob itself.
+TRAINING_SETTINGS = ("epochs", "global_batch", "examples", "seed", "model", "loop", "steps_per_execution",
+                     "collective", "bytes_per_pack", "allreduce_probe", "peer_timeout", "backup", "strategy")
+
+
+def lab_config(plan: Plan) -> dict:
+    """The settings of the lab's config.json in a ConfigMap of the file, where its cluster is the
+    TFJob's (so it is the config this job's trainers read, as make k8s writes it); else {}."""
+    for data in plan.config_maps.values():
+        text = data.get(runfolder.CONFIG)
+        if not isinstance(text, str) or len(text) > 2**20:
+            continue
+        try:
+            config = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(config, dict) and config.get("cluster") == plan.spec and isinstance(config.get("settings"), dict):
+            return {key: value for key, value in config["settings"].items()
+                    if key in TRAINING_SETTINGS and isinstance(value, (str, int, float, bool))}
+    return {}
+
+
+def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
+    """A replay's settings as config.json and summary.json record them: what the TFJob says (its
+    shape, deadline and backoffLimit as `restarts`, null where it sets none: no limit), what its
+    lab config.json says of the training where it has one, and the replay's own; never a lab
+    default that did not apply (10 epochs of a run that ran 3)."""
+    counts = {job: sum(1 for task in plan.tasks if task.job == job)
+              for job in ("chief", "master", "worker", "ps", "evaluator")}
+    known = lab_config(plan)
+    strategy = "parameter_server" if counts["ps"] else known.get("strategy", "multiworker")
+    return {**known, "strategy": strategy, "workers": counts["worker"], "ps": counts["ps"],
+            "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
+            "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
+            "timeout": plan.timeout, "restarts": plan.backoff_limit, "tfjob": str(plan.path),
+            "network": settings.network, "data": settings.data, "claims": settings.claims}

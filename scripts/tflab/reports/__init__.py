@@ -1,0 +1,1 @@
+"""What reads finished runs: reports, comparisons, benchmarks, the upgrade matrix and TensorBoard."""

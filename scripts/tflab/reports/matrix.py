@@ -1,0 +1,489 @@
+"""`make matrix`: the same job on every TensorFlow (TF), Keras (KERAS) and strategy (STRATEGIES) named,
+one run per cell, and what breaks where.
+
+    make matrix                                  # TF="2.15 2.18 2.21 next" x KERAS="tf-keras keras3"
+    make matrix TF="2.15 2.21" KERAS=tf-keras STRATEGIES=multiworker SCRIPT=train.py
+    make matrix TF=2.21 KERAS="3.12 3.14 3.15 nightly" STRATEGIES=mirrored SCRIPT=loop.py   # which Keras fixes it
+
+Each cell is one run as `make up` makes it, in its own folder inside the matrix's
+(runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
+engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
+whose tf.keras is Keras 2, tf-keras where PyPI has none) is a cell marked n/a with the reason, never
+a refusal of the matrix; a Keras release pip cannot install with that TF (its lock says so,
+keraslock.py) is a cell marked not installable, with pip's reason. A failed cell carries the
+explanation of explain.py's table (its signature, what and fix); every cell that ran says the Keras
+its chief imported. The matrix writes, in its folder:
+
+    matrix.json   the cells (Matrix below: typed, versioned, written by `write` alone)
+    matrix.md     the grid, the verdict, losses per epoch, step time and memory per cell
+    matrix.png    the grid: green ok, red failed (its signature written in), grey n/a
+
+and ends with a verdict line. Its exit status is 0 only when every cell that can be is ok. The
+lab's own model trains at a small size unless EPOCHS or EXAMPLES are given (MATRIX_SIZE). An
+interrupt stops the running cell as `make up` stops a run (every task removed), marks the cells
+not yet run, and leaves nothing on the engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping
+
+from tflab.console import display_path, say
+from tflab.core import runfolder, versions
+from tflab.core.errors import LabError
+from tflab.core.explain import Evidence, explain
+from tflab.core.foreign import ForeignFile
+from tflab.core.runfolder import Record, SummaryError, _record
+from tflab.core.schema import by_event, complete
+from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
+from tflab.images import keraslock
+from tflab.reports import report
+from tflab.supervisor import audit, runner
+
+MATRIX = "matrix.json"
+MATRIX_VERSION = 2  # 1: the first matrix.json (2026-12); 2: Keras releases, keras_imported, "not installable"
+READABLE_VERSIONS = (1, 2)  # a version 1 file reads as 2 with no keras_imported
+MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless given: a cell in seconds
+# wrong: the run ended ok and trained wrong (a loss gone NaN, or losses apart from the single-device run's)
+OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
+NOT_A_RUN = ("n/a", "not installable")  # cells that never run, and are no failure of the matrix
+LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
+# Relative, per epoch: a synchronous strategy's losses against the single-device run's of the same TF
+# and Keras. Same data, seed and global batch give the same losses but for the all-reduce's float32
+# summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (FACTS, 2026-12-02).
+LOSS_TOLERANCE = 1e-3
+COMPARABLE = ("mirrored", "multiworker")  # parameter_server's steps are asynchronous: its losses differ
+
+
+@dataclasses.dataclass(eq=False)
+class Cell(Record):
+    """One TF x KERAS x strategy: a run, or why there is none."""
+
+    tf: str  # 2.15, or 2.22 for TF=next
+    tf_release: str  # the tensorflow-cpu release its lock file pins: 2.15.1, 2.22.0rc0
+    keras: str  # keras3 | tf-keras | bundled | a Keras release: 3.12, nightly
+    strategy: str
+    outcome: str  # OUTCOMES
+    signature: str | None = None  # a failed cell's explanation (explain.py), e.g. keras3-multiworker
+    what: str | None = None  # a failed cell's what happened; an n/a cell's reason
+    fix: str | None = None
+    final_loss: float | None = None
+    steady_step_seconds: float | None = None
+    peak_rss_bytes: int | None = None  # the largest process's
+    wall_seconds: float | None = None
+    losses: list = dataclasses.field(default_factory=list)  # per epoch, the chief's
+    run: str | None = None  # its folder inside the matrix's; None where it never ran
+    keras_imported: str | None = None  # what the chief's process imported: "keras 3.15.1", "tf-keras 2.21.0"
+
+
+@dataclasses.dataclass(eq=False)
+class Matrix(Record):
+    """matrix.json: every cell, the settings shared, and the verdict."""
+
+    run: str
+    settings: dict
+    cells: list
+    verdict: str
+    ok: bool
+    version: int = MATRIX_VERSION
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Matrix":
+        """ValueError (SummaryError, naming the field) for anything the lab did not write."""
+        if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+            raise SummaryError("not a matrix: no list of cells")
+        if data.get("version") not in READABLE_VERSIONS:
+            raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not one of "
+                               f"{', '.join(map(str, READABLE_VERSIONS))}")
+        cells = [_record(Cell, runfolder.numbers(cell), f"cells[{index}].") for index, cell in enumerate(data["cells"])]
+        for index, cell in enumerate(cells):
+            if cell.outcome not in OUTCOMES:
+                raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
+        result = _record(cls, data, "")
+        result.cells = cells
+        return result
+
+    @classmethod
+    def read(cls, folder: Path) -> "Matrix":
+        path = folder / MATRIX
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (UnicodeDecodeError, json.JSONDecodeError, SummaryError) as error:
+            raise ForeignFile(f"{display_path(path)} is not a matrix the lab wrote: {error}") from None
+
+
+def cell_run(tf: str, keras: str, strategy: str) -> str:
+    """The cell's run folder name: tf2-15-tf-keras-multiworker, tf2-21-keras3-15-mirrored (a run id has no dots)."""
+    keras = f"keras{keras}" if versions.is_keras_release(keras) and keras != "nightly" else keras
+    return f"tf{tf.replace('.', '-')}-{keras.replace('.', '-')}-{strategy}"
+
+
+def sized(settings: Settings, given: Mapping[str, str]) -> Settings:
+    """The lab's own model at MATRIX_SIZE where EPOCHS or EXAMPLES is not given; a SCRIPT as it is."""
+    if settings.script:
+        return settings
+    small = {name.lower(): value for name, value in MATRIX_SIZE.items() if name not in given}
+    return settings.replace(**small) if small else settings
+
+
+def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]:
+    """Every cell, with the settings of its run (None: n/a). A setting no cell can run with (a
+    GLOBAL_BATCH the workers do not divide) is refused, naming the cell, before anything runs."""
+    planned = []
+    for tf in (settings.tf or " ".join(versions.canonical(word) for word in MATRIX_TF.split())).split():
+        for keras in (settings.keras or MATRIX_KERAS).split():
+            for strategy in settings.strategies.split():
+                cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run")
+                refusal = versions.keras_refusal(tf, keras)
+                if refusal:
+                    cell.outcome, cell.what = "n/a", refusal.split(": ", 1)[1]
+                    planned.append((cell, None))
+                    continue
+                if versions.is_keras_release(keras):
+                    try:
+                        lock = keraslock.read(tf, keras)
+                    except keraslock.LockError as error:
+                        cell.outcome, cell.what = "n/a", str(error)
+                        planned.append((cell, None))
+                        continue
+                    if lock.not_installable:
+                        cell.outcome, cell.what = "not installable", f"pip: {lock.not_installable}"
+                        planned.append((cell, None))
+                        continue
+                cell.run = cell_run(tf, keras, strategy)
+                try:
+                    one = settings.replace(tf=tf, keras=keras, strategy=strategy, run=cell.run, runs_dir=str(folder))
+                except SettingsError as error:
+                    raise SettingsError(f"matrix cell TF={versions.label(tf)} KERAS={keras} STRATEGY={strategy}: "
+                                        f"{error}") from None
+                planned.append((cell, one))
+    return planned
+
+
+def fill(cell: Cell, run_dir: Path) -> None:
+    """A cell that ran, from its run folder: the report's row and the first failed task's explanation."""
+    row = report.run_row(run_dir)
+    cell.final_loss, cell.steady_step_seconds = row["final_loss"], row["steady_step_seconds"]
+    cell.peak_rss_bytes, cell.wall_seconds, cell.losses = (row["peak_rss_per_process_bytes"], row["wall_seconds"],
+                                                           row["losses"])
+    try:
+        summary = runfolder.Summary.read(run_dir)
+    except FileNotFoundError:
+        cell.outcome = "failed"
+        return
+    if summary.tasks:
+        cell.keras_imported = imported_keras(run_dir, summary.tasks[0].task)
+    cell.outcome = "ok" if summary.ok else summary.outcome if summary.outcome in OUTCOMES else "failed"
+    nonfinite = next((finding for finding in summary.findings if finding["kind"] == "non-finite"), None)
+    if all(task.status in ("ok", "stopped") for task in summary.tasks) and summary.outcome in ("ok", "failed") and (
+            nonfinite or not all(map(math.isfinite, cell.losses))):
+        # Exit 0 everywhere (under AUDIT=strict the finding failed the run): it ran, and trained wrong.
+        cell.outcome, cell.signature, cell.fix = "wrong", "non-finite-loss", audit.NONFINITE_FIX
+        cell.what = nonfinite["message"] if nonfinite else (
+            "the chief's loss per epoch was " + " ".join(f"{loss:.6g}" for loss in cell.losses))
+        return
+    if summary.ok:
+        return
+    found = next((task.explanation for task in summary.tasks if task.explanation), None)
+    if found:
+        cell.signature, cell.what, cell.fix = found["signature"], found["what"], found["fix"]
+    else:
+        failed = next((task for task in summary.tasks if task.status != "ok"), None)
+        cell.what = (failed.error if failed and failed.error else summary.outcome)
+
+
+def imported_keras(run_dir: Path, task: str) -> str | None:
+    """The Keras a task's process imported: a script's own `imported` events (trainer/kerasversion.py:
+    "keras 3.15.1", "tf-keras 2.21.0"), else what its start said tf.keras is (the lab's trainer)."""
+    records = complete(runfolder.events(run_dir, task))
+    imported = [f"{'tf-keras' if record['module'] == 'tf_keras' else record['module']} {record['version']}"
+                for record in by_event(records, "imported")]
+    if imported:
+        return ", ".join(dict.fromkeys(imported))[:200]
+    started = by_event(records, "start")
+    said = started[0]["versions"].get("keras") if started else None
+    return said[:200] if isinstance(said, str) else None
+
+
+def compare_with_single(cells: list[Cell], settings: Settings) -> None:
+    """A synchronous strategy's ok cell whose losses part from the single-device cell's of the same
+    TF and Keras beyond LOSS_TOLERANCE is wrong: the same job, trained differently. The lab's own
+    trainer only (a script's data and seeds are its own), and only where the single cell ran ok."""
+    if settings.script:
+        return
+    singles = {(cell.tf, cell.keras): cell for cell in cells if cell.strategy == "single" and cell.outcome == "ok"}
+    for cell in cells:
+        single = singles.get((cell.tf, cell.keras))
+        if cell.outcome != "ok" or cell.strategy not in COMPARABLE or not single or not cell.losses \
+                or len(cell.losses) != len(single.losses):
+            continue
+        apart = [(epoch, mine, theirs, abs(mine - theirs) / max(abs(theirs), 1e-12))
+                 for epoch, (mine, theirs) in enumerate(zip(cell.losses, single.losses), 1)]
+        epoch, mine, theirs, relative = max(apart, key=lambda item: item[3])
+        if relative > LOSS_TOLERANCE:
+            cell.outcome, cell.signature = "wrong", "losses-differ"
+            cell.what = (f"epoch {epoch}: loss {mine:.6g} under {cell.strategy} against {theirs:.6g} on one device "
+                         f"({relative:.1e} apart; the all-reduce's float rounding stays under {LOSS_TOLERANCE:g}): "
+                         "the same data, seed and global batch trained differently")
+            cell.fix = ("compare the two runs' matrix.md losses epoch by epoch: a strategy that sums or averages "
+                        "the gradients differently (a loss not scaled by the global batch, a metric or a variable "
+                        "updated outside strategy.run) parts from the first epoch; NaN in one is non-finite-loss")
+
+
+def not_started(cell: Cell, error: LabError) -> None:
+    """A cell whose run could not start: its image did not build, a script's packages did not install."""
+    cell.outcome, cell.run = "failed", None
+    found = explain(Evidence(task="image", exit_code=1, error=str(error), output=str(error)))
+    if found and found.signature not in ("exception", "exit code"):
+        cell.signature, cell.what, cell.fix = found.signature, found.what, found.fix
+    else:
+        cell.what = str(error)
+
+
+def keras_head(keras: str) -> str:
+    """A Keras in the grid and the verdict: tf-keras, keras3, Keras 3.12, nightly."""
+    return f"Keras {keras}" if versions.is_keras_release(keras) and keras != "nightly" else keras
+
+
+def releases_verdict(cells: list[Cell]) -> list[str]:
+    """Where a failure starts and where it is fixed, along the Keras releases each TF x strategy ran
+    with (KERAS=3.12 3.15 nightly): "mirrored on 2.21: breaks from Keras 3.14 (exception); fixed in
+    nightly (3.16.0.dev2026102704, 2026-10-27)". Only what ran speaks: a release not in the matrix
+    is not guessed at."""
+    rows: dict[tuple[str, str], list[Cell]] = {}
+    for cell in cells:
+        if versions.is_keras_release(cell.keras) and cell.outcome in ("ok", "failed", "timed out"):
+            rows.setdefault((cell.strategy, cell.tf), []).append(cell)
+    parts = []
+    for (strategy, tf), row in rows.items():
+        row.sort(key=lambda cell: versions.keras_release_key(cell.keras))
+        bad = [index for index, cell in enumerate(row) if cell.outcome != "ok"]
+        if not bad:
+            continue
+        first, last = bad[0], bad[-1]
+        whys = list(dict.fromkeys(cell.signature or cell.outcome for cell in row if cell.outcome != "ok"))
+        why = f" ({', '.join(whys)})"
+        if first > 0:
+            text = f"breaks from {keras_head(row[first].keras)}{why}"
+        else:
+            text = f"fails on {keras_head(row[first].keras)}, the oldest Keras run{why}"
+        between = [keras_head(cell.keras) for cell in row[first:last] if cell.outcome == "ok"]
+        if between:
+            text += f", passes on {', '.join(between)} between"
+        if last < len(row) - 1:
+            text += f"; fixed in {versions.keras_label(row[last + 1].keras)}"
+        else:
+            text += f"; not fixed up to {versions.keras_label(row[last].keras)}, the newest Keras run"
+        several = len({cell.tf for cell in cells}) > 1  # else the verdict's span names the one TF
+        parts.append(f"{strategy}{f' on {versions.label(tf)}' if several else ''}: {text}")
+    return parts
+
+
+def verdict(cells: list[Cell]) -> str:
+    """One line a person can act on: what breaks, where (and from which Keras release, and where
+    it is fixed), and what passes."""
+    ran = [cell for cell in cells if cell.outcome not in NOT_A_RUN]
+    tfs = list(dict.fromkeys(versions.label(cell.tf) for cell in cells))
+    span = f"{tfs[0]} → {tfs[-1]}" if len(tfs) > 1 else tfs[0]
+    parts = releases_verdict(cells)
+    broken: dict[tuple[str, str, str], list[str]] = {}
+    unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
+    for cell in ran:
+        if cell.outcome not in ("ok", "interrupted", "not run") and not versions.is_keras_release(cell.keras):
+            broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome, cell.outcome == "wrong"),
+                              []).append(versions.label(cell.tf))
+    for (strategy, keras, why, wrong), where in broken.items():
+        issue = " (keras#20585)" if why == "keras3-multiworker" else ""
+        does = "ends ok and trains wrong" if wrong else "breaks"
+        parts.append(f"{strategy} {does} under {keras} on {', '.join(where)}: {why}{issue}")
+    if unfinished:
+        parts.append(f"interrupted: {len(unfinished)} cell(s) did not finish")
+    if ran and all(cell.outcome == "ok" for cell in ran):
+        parts.append("every cell passes")
+    else:
+        for keras in dict.fromkeys(cell.keras for cell in ran if not versions.is_keras_release(cell.keras)):
+            own = [cell for cell in ran if cell.keras == keras]
+            if all(cell.outcome == "ok" for cell in own) and len(own) < len(ran):
+                parts.append(f"with {keras} every cell passes")
+    losses = [cell.final_loss for cell in ran if cell.outcome == "ok" and cell.final_loss is not None]
+    if len(losses) > 1:
+        spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12)
+        parts.append("final losses identical" if spread == 0 else f"final losses agree to {spread:.0e}"
+                     if spread <= LOSS_AGREEMENT
+                     else f"final losses differ by up to {spread:.1%} (matrix.md: per epoch)")
+    not_installable = [keras_head(cell.keras) for cell in cells if cell.outcome == "not installable"]
+    if not_installable:
+        parts.append(f"not installable (pip): {', '.join(dict.fromkeys(not_installable))}")
+    not_applicable = sum(cell.outcome == "n/a" for cell in cells)
+    if not_applicable:
+        parts.append(f"{not_applicable} cell(s) n/a")
+    if not ran:
+        parts.append("no cell can run")
+    return f"{span}: " + "; ".join(parts)
+
+
+def passed(cells: list[Cell]) -> bool:
+    return any(cell.outcome == "ok" for cell in cells) and all(cell.outcome in ("ok", *NOT_A_RUN) for cell in cells)
+
+
+def write(folder: Path, settings: Settings, cells: list[Cell]) -> Matrix:
+    """matrix.json, matrix.md and matrix.png: the matrix's one writer. Returns what it wrote."""
+    result = Matrix(run=folder.name, settings=settings.to_dict(), cells=cells, verdict=verdict(cells),
+                    ok=passed(cells))
+    runfolder.write_json(folder / MATRIX, result.to_dict())
+    runfolder.write_whole(folder / "matrix.md", markdown(result))
+    report.write_whole(folder / "matrix.png", lambda temporary: plot(result, temporary))
+    return result
+
+
+def columns(cells: list[Cell]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys((cell.keras, cell.strategy) for cell in cells))
+
+
+def mark(cell: Cell) -> str:
+    if cell.outcome == "ok":
+        return "ok"
+    if cell.outcome in NOT_A_RUN:
+        return cell.outcome
+    return f"{cell.outcome}: {cell.signature}" if cell.signature else cell.outcome
+
+
+def said(cell: Cell) -> str:
+    """A cell in the grid: its mark, and the Keras its chief imported where it ran."""
+    return mark(cell) + (f" ({cell.keras_imported})" if cell.keras_imported else "")
+
+
+def grid(result: Matrix) -> list[list[str]]:
+    """Rows of the grid: a header, then one row per TF."""
+    heads = columns(result.cells)
+    by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
+    rows = [["TF", *[f"{keras_head(keras)} {strategy}" for keras, strategy in heads]]]
+    for tf in dict.fromkeys(cell.tf for cell in result.cells):
+        rows.append([versions.label(tf), *[said(by[(tf, *head)]) if (tf, *head) in by else "" for head in heads]])
+    return rows
+
+
+def _number(value, fmt: str) -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else "-"
+
+
+def markdown(result: Matrix) -> str:
+    rows = grid(result)
+    lines = [f"# Matrix {result.run}", "", f"**{result.verdict}**", "",
+             "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0]),
+             *["| " + " | ".join(row) + " |" for row in rows[1:]], "",
+             "## Cells", "", "| TF | release | Keras | imported | strategy | outcome | final loss | steady step (ms) | "
+             "peak RSS (MB) | wall (s) | run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for cell in result.cells:
+        lines.append(f"| {versions.label(cell.tf)} | {cell.tf_release} | {versions.keras_label(cell.keras)} | "
+                     f"{cell.keras_imported or '-'} | {cell.strategy} | "
+                     f"{mark(cell)} | {_number(cell.final_loss, '.6g')} | "
+                     f"{_number(cell.steady_step_seconds and cell.steady_step_seconds * 1000, '.2f')} | "
+                     f"{_number(cell.peak_rss_bytes and cell.peak_rss_bytes / 1e6, '.0f')} | "
+                     f"{_number(cell.wall_seconds, '.1f')} | {cell.run or '-'} |")
+    explained = [cell for cell in result.cells if cell.outcome != "ok" and cell.what]
+    if explained:
+        lines += ["", "## Why", ""]
+        for cell in explained:
+            lines.append(f"- TF {versions.label(cell.tf)}, {keras_head(cell.keras)}, {cell.strategy}: {mark(cell)}: "
+                         f"{cell.what}"
+                         + (f" Fix: {cell.fix}" if cell.fix else ""))
+    with_losses = [cell for cell in result.cells if cell.losses]
+    if with_losses:
+        lines += ["", "## Losses per epoch", ""]
+        lines += [f"- {cell.run}: " + " ".join(f"{loss:.6g}" for loss in cell.losses) for cell in with_losses]
+    return "\n".join(lines) + "\n"
+
+
+COLOURS = {"ok": "#4caf50", "wrong": "#fb8c00", "n/a": "#bdbdbd", "not installable": "#9e9e9e",
+           "not run": "#eeeeee"}  # any other: red
+RED = "#e53935"
+
+
+def plot(result: Matrix, path: Path) -> bool:
+    """matrix.png, the grid; False (and no file) where matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    heads = columns(result.cells)
+    tfs = list(dict.fromkeys(cell.tf for cell in result.cells))
+    by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
+    figure, axes = plt.subplots(figsize=(2.4 * len(heads) + 1.5, 0.9 * len(tfs) + 2.2))
+    for row, tf in enumerate(tfs):
+        for column, head in enumerate(heads):
+            cell = by.get((tf, *head))
+            if cell is None:
+                continue
+            axes.add_patch(plt.Rectangle((column, row), 0.96, 0.92, color=COLOURS.get(cell.outcome, RED)))
+            text = mark(cell).replace(": ", "\n", 1)
+            axes.text(column + 0.48, row + 0.46, text, ha="center", va="center", fontsize=8, wrap=True)
+    axes.set_xlim(0, len(heads))
+    axes.set_ylim(len(tfs), 0)
+    axes.set_xticks([i + 0.48 for i in range(len(heads))], [f"{keras_head(k)}\n{s}" for k, s in heads], fontsize=9)
+    axes.set_yticks([i + 0.46 for i in range(len(tfs))], [f"TF {versions.label(tf)}" for tf in tfs], fontsize=9)
+    axes.tick_params(length=0)
+    for side in axes.spines.values():
+        side.set_visible(False)
+    width = max(40, int(22 * len(heads) + 10))  # characters a line of the title holds at this size
+    axes.set_title(textwrap.fill(result.verdict, width), fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
+    """Runs every cell one after another; writes the matrix after each; 0 only if every cell that
+    can be is ok."""
+    settings = sized(settings, given)
+    folder = runfolder.planned(settings)
+    planned = plan(settings, folder)
+    from tflab import backends
+
+    runnable = [(cell, one) for cell, one in planned if one is not None]
+    if runnable:  # the engine, Compose and the first cell's image, before the folder is written
+        backends.check_engine(runnable[0][1])
+    runfolder.make(folder, link_latest=True)
+    cells = [cell for cell, _ in planned]
+    write(folder, settings, cells)
+    for number, (cell, one) in enumerate(runnable, 1):
+        say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {versions.keras_label(cell.keras)}, "
+            f"{cell.strategy} "
+            f"({number} of {len(runnable)})")
+        try:
+            runner.up(one, link_latest=False)
+        except KeyboardInterrupt:
+            cell.outcome = "interrupted"
+            write(folder, settings, cells)
+            raise
+        except LabError as error:  # its image, or a script's packages, could not be had
+            say(str(error))
+            not_started(cell, error)
+        else:
+            try:
+                fill(cell, folder / cell.run)
+            except (LabError, OSError) as error:  # a run folder it cannot read: the cell failed, said so
+                cell.outcome, cell.what = "failed", f"its run folder could not be read: {error}"
+            compare_with_single(cells, settings)  # the single cell may come before or after
+        write(folder, settings, cells)
+    result = write(folder, settings, cells)
+    print(table(result))
+    say("wrote " + ", ".join(display_path(folder / name) for name in (MATRIX, "matrix.md", "matrix.png")
+                             if (folder / name).exists()))
+    say(f"verdict: {result.verdict}")
+    return 0 if result.ok else 1
+
+
+def table(result: Matrix) -> str:
+    rows = grid(result)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(text.ljust(width) for text, width in zip(row, widths)).rstrip() for row in rows)

@@ -1,0 +1,594 @@
+"""From the tasks' JSONL logs to what a person reads: live progress lines, summary.json, the table.
+
+Everything here is computed from the logs and the exit codes; a task that wrote nothing, or
+failed, is shown as such, never left out.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tflab.console import cell, columns, say
+from tflab.core import beneath, explain, foreign, runfolder
+from tflab.core.cluster import Cluster
+from tflab.core.foreign import ForeignFile, shown
+from tflab.core.runfolder import OUTPUT, Summary, TaskRow, events, log_name, output_name
+from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events, problems
+from tflab.core.settings import Settings
+from tflab.supervisor import audit, preemption, resume
+
+
+def task_row(task: str, role: str, records: list[dict], exit_code: int | None, stopped: bool,
+             settings: Settings, output: str = "", oom_killed: bool | None = None,
+             ended_when_done: bool = False) -> TaskRow:
+    """ended_when_done: see status_of; such a task's exit (a signal's code, the launcher's word on
+    it) is then no error of its own."""
+    tries = attempts(records)
+    last = tries[-1] if tries else []  # after restarts, the task's last attempt is its result
+    end = (by_event(last, "end") or [{}])[-1]
+    ready = (by_event(last, "cluster_ready") or [{}])[-1]
+    errors = [] if ended_when_done else by_event(last, "error")
+    epochs = {e["epoch"]: e for e in by_event(records, "epoch")}  # an epoch redone after a restore: its last
+    status = status_of(exit_code, stopped, bool(end) and not errors, ended_when_done)
+    steady = end.get("steady_step_seconds")
+    losses = [loss_value(epochs[n]["loss"]) for n in sorted(epochs)]  # nan where it was not finite
+    return TaskRow(
+        task=task,
+        role=role,
+        status=status,
+        exit_code=exit_code,
+        epochs_done=len(epochs),
+        losses=losses,
+        attempts=len(tries),
+        restored=[{"epoch": r["epoch"], "step": r["step"]} for r in by_event(records, "restored")],
+        resumes=resume.resumes(records) if role == "script" else [],
+        earlier_errors=[r["message"].splitlines()[0][:300] for attempt in tries[:-1]
+                        for r in by_event(attempt, "error")],
+        # A user's script (SCRIPT): its last epoch's, as Keras or tflab's callback logged it.
+        final_loss=loss_value(end["final_loss"]) if "final_loss" in end
+        else loss_value(by_event(records, "epoch")[-1]["loss"]) if end and losses else None,
+        cluster_ready_seconds=ready.get("seconds"),
+        first_step_seconds=end.get("first_step_seconds"),
+        steady_step_seconds=steady,
+        examples_per_second=settings.global_batch / steady if steady else None,
+        total_seconds=end.get("total_seconds"),
+        peak_rss_bytes=end.get("peak_rss_bytes"),
+        weights_sha256=end.get("weights_sha256"),
+        parameters=end.get("parameters"),
+        first_step_at=end.get("first_step_at"),
+        error=errors[0]["message"] if errors else None,
+        # What happened and what to do (explain.py), for a task that failed by itself.
+        explanation=explanation.to_dict() if status == "failed" and (explanation := explain.explain(
+            evidence_of(task, last, records, exit_code, settings, output, oom_killed))) else None,
+        # The evaluator's: each checkpoint it evaluated (its epoch, step and loss).
+        evals=[{"epoch": r["epoch"], "step": r["step"], "loss": loss_value(r["loss"])} for r in by_event(last, "eval")]
+        if role == "evaluator" else None,
+    )
+
+
+def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_when_done: bool = False) -> str:
+    """The one rule for a task's status. ended_cleanly: its last attempt logged its end and no
+    error. ended_when_done: a replica still running when its TFJob succeeded, which the lab then
+    ended (a TFJob's replicas owe the lab no clean exit on SIGTERM): ok whatever its code, as the
+    job's success is the operator's to decide (replay.ReplayRun.job_condition)."""
+    if stopped:
+        return "stopped"  # still running when the lab ended the run
+    if exit_code is None:
+        return "missing"  # never started, or vanished
+    if exit_code == 0 and ended_cleanly or ended_when_done:
+        return "ok"
+    return "failed"
+
+
+def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int | None, settings: Settings,
+                output: str, oom_killed: bool | None) -> explain.Evidence:
+    errors = by_event(last, "error")
+    measured = [r[key] for r in records for key in ("peak_rss_bytes", "rss_bytes") if isinstance(r.get(key), int)]
+    return explain.Evidence(task=task, exit_code=exit_code, error=errors[0]["message"] if errors else "",
+                            output=output, oom_killed=oom_killed, memory=settings.memory,
+                            last_memory_bytes=max(measured) if measured else None, network=settings.network)
+
+
+def task_prefix(task: str) -> re.Pattern:
+    """How output.log names a task's lines: `<task> | <time> line` (local, swarm) or Compose's
+    `<task>_1 | <time> line` (v1) and `<project>-<task>-1 | <time> line` (v2)."""
+    return re.compile(rf"(?:\S*[_-])?{re.escape(task)}(?:[_-]\d+)?")
+
+
+def task_output(log: str, task: str) -> str:
+    """A task's own lines of an output.log's text (task_prefix)."""
+    prefix = task_prefix(task)
+    lines = []
+    for line in log.splitlines():
+        name, bar, rest = line.partition(" | ")
+        if bar and prefix.fullmatch(name.strip()):
+            stamp, _, text = rest.partition(" ")
+            lines.append(text if re.match(r"\d{4}-\d\d-\d\dT", stamp) else rest)
+    return "\n".join(lines)
+
+
+@dataclass
+class Replayed:
+    """What a TFJob replay's summary records beyond its logs (replay.ReplayRun fills it)."""
+
+    tfjob: str  # the manifest's path
+    settings: dict  # tfjob.replay_settings: what the TFJob says, never a lab default that did not apply
+    not_applied: list[str]
+    hosts: dict[str, str]  # task -> the replica's hostname
+    images: dict[str, str]  # task -> the replica's image
+    ended_when_done: list[str] = field(default_factory=list)  # running once the job succeeded
+    # "not audited: <why>" per replica the lab's hooks did not reach (an image without Python, an
+    # entrypoint that is not Python): the summary's notes, and `make why` says it, never "audited".
+    unaudited: list[str] = field(default_factory=list)
+
+
+def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
+              outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None,
+              restarts: list[float] | None = None, chaos: dict | None = None,
+              replayed: Replayed | None = None, servers_owe_no_exit: bool = False) -> Summary:
+    """The run's summary: one row per task, from its log, its exit code, its output and the
+    engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it). A TFJob
+    replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
+    trainer's end where the replicas ran it with its log on a claim. servers_owe_no_exit: a
+    SCRIPT's servers and evaluator, ended by the lab once the chief succeeded (runner.LabRun.clean_exits)."""
+    oom_killed = oom_killed or {}
+    outputs = output_tails(run_dir, list(the_cluster.tasks))
+    if replayed is not None:
+        # "ok": the job succeeded as the operator decides it (replay.ReplayRun.job_condition), and
+        # the lab ended what was still running; a replica that failed and was being retried then
+        # keeps its failed row, as the operator's job is Succeeded all the same.
+        done = outcome == "ok"
+        rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
+                           done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
+                for task in the_cluster.tasks]
+        ok = done
+        # The audit as a SCRIPT run's, over the replicas the lab's hooks reached (replayhooks.py);
+        # the others are named in the notes, "not audited: ...", never counted as audited.
+        reached = [task for task in the_cluster.tasks
+                   if not any(note.startswith(NOT_AUDITED) and _names(note, task) for note in replayed.unaudited)]
+        records = {task: task_records(run_dir, task) for task in reached}
+        findings, notes = audit.audit(records, {task: "script" for task in reached}, the_cluster.chief,
+                                      {task: outputs[task] for task in reached}) if reached else ([], [])
+        return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
+                       outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
+                       launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
+                       weights_agree=False, restarts=list(restarts or []), not_applied=replayed.not_applied,
+                       tasks=rows, findings=[finding.to_dict() for finding in findings],
+                       notes=replayed.unaudited + notes)
+    records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
+    # outcome "ok" there: the chief succeeded and nothing failed before the lab ended the rest (runner.follow).
+    ended = set(the_cluster.servers + the_cluster.evaluators) if servers_owe_no_exit and outcome == "ok" else set()
+    rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
+                     task in stopped, settings, outputs[task], oom_killed.get(task), task in ended)
+            for task in the_cluster.tasks]
+    digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
+    # A lab run that ended "ok" has no stopped task (runner.follow), so ok is the replay's rule too.
+    ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
+    findings, notes = ([], []) if settings.audit == "off" else audit.audit(
+        records, {task: the_cluster.role(task) for task in the_cluster.tasks}, the_cluster.chief, outputs)
+    if findings and settings.audit == "strict":
+        ok = False  # the tasks' exit codes and statuses stay as they were: the run fails, not they
+    return Summary(
+        run=run_dir.name,
+        strategy=settings.strategy,
+        backend=settings.backend,
+        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome),
+        ok=ok,
+        launched_at=launched_at,
+        wall_seconds=ended_at - launched_at,
+        settings=settings.to_dict(),
+        weights_agree=len(digests) == 1 and None not in digests,
+        tasks=rows,
+        restarts=list(restarts or []),
+        chaos=chaos,
+        findings=[finding.to_dict() for finding in findings],
+        notes=notes,
+    )
+
+
+def _names(note: str, task: str) -> bool:
+    """Whether a "not audited: a, b (image): why" note names `task`."""
+    return task in note[len(NOT_AUDITED):].split(" (", 1)[0].split(", ")
+
+
+def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replayed: Replayed,
+               ended_when_done: bool, output: str = "", oom_killed: bool | None = None) -> TaskRow:
+    """A replica's row: its attempts from the watcher's start and end, and a failure explained as a
+    SCRIPT task's is (explain.py) from its own output, with the replay's ways in and out."""
+    records = events(run_dir, task)
+    end = (by_event(records, "end") or [{}])[-1]
+    status = status_of(code, stopped, True, ended_when_done)  # the watcher logs every end, and no error
+    own = own_end(run_dir, task)  # the lab's own trainer, where it wrote its log to a claim
+    head = explain.exception_head(output)
+    failed = status == "failed"
+    evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
+                                network=str(replayed.settings.get("network", "internal")), replay=True)
+    explanation = explain.explain(evidence) if failed else None
+    earlier = [f"exited with code {e['exit_code']}" for e in by_event(records, "end")[:-1] if e.get("exit_code")]
+    return TaskRow(task=task, role="script", host=replayed.hosts[task], image=replayed.images[task],
+                   status=status, exit_code=code, attempts=len(by_event(records, "start")),
+                   total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
+                   final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
+                   earlier_errors=earlier,
+                   # where a restarted replica resumed, as a script's, where the lab's hooks saw its fit
+                   resumes=[] if any(_names(note, task) for note in replayed.unaudited)
+                   else resume.resumes(complete(records)),
+                   error=None if status in ("ok", "stopped") else
+                   f"exited with code {code}" + (f": {head.splitlines()[0]}" if head else ""),
+                   explanation=explanation.to_dict() if explanation else None)
+
+
+def own_end(run_dir: Path, task: str) -> dict:
+    """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
+    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it). A
+    claim is the replicas' to write: walked from the run folder's handle, no link followed."""
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            # walk matches a file's name by its end: a name only ends in "/" never, so the name itself
+            for path in folder.walk("volumes", log_name(task)):
+                if path.rsplit("/", 1)[-1] != log_name(task):
+                    continue  # xworker-0.jsonl is no log of worker-0
+                try:
+                    ends = by_event(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)), "end")
+                except (OSError, ForeignFile):
+                    continue
+                if ends:
+                    return ends[-1]
+    except (OSError, ForeignFile):
+        pass
+    return {}
+
+
+# What the summary keeps of each task's output to explain its failure: its last lines. A task may
+# print gigabytes (100 MB of output took the host to 471 MB when output.log was read whole); the
+# explanations need the end of each task's output, its traceback, so output.log is streamed and
+# only each task's last TASK_TAIL_BYTES are kept: the lab's memory stays flat whatever a task prints.
+TASK_TAIL_BYTES = 4 * 1024 * 1024
+# What a live printer reads of a task's file at one poll (half a second): a task printing faster
+# than that is caught up over the next polls, and the lab's memory stays flat.
+POLL_BYTES = 2 * foreign.MAX_LINE_BYTES
+POLL_CHUNKS = 64
+READ_CHUNK = 1024 * 1024
+
+
+def output_tails(run_dir: Path, tasks: list[str]) -> dict[str, str]:
+    """Each task's own lines of output.log (task_output), its last TASK_TAIL_BYTES, read in chunks
+    from the run folder's handle; "" for all where there is none, said in one line where it is not
+    a file the lab wrote."""
+    prefixes = {task: task_prefix(task) for task in tasks}
+    kept: dict[str, collections.deque] = {task: collections.deque() for task in tasks}
+    sizes = dict.fromkeys(tasks, 0)
+
+    def take(line: bytes) -> None:
+        name, bar, rest = line.decode(errors="replace").partition(" | ")
+        if not bar:
+            return
+        for task, prefix in prefixes.items():
+            if prefix.fullmatch(name.strip()):
+                stamp, _, text = rest.partition(" ")
+                text = text if re.match(r"\d{4}-\d\d-\d\dT", stamp) else rest
+                kept[task].append(text)
+                sizes[task] += len(text) + 1
+                while sizes[task] > TASK_TAIL_BYTES and kept[task]:
+                    sizes[task] -= len(kept[task].popleft()) + 1
+                return
+
+    try:
+        rest = b""
+        for chunk in beneath.chunks(run_dir, OUTPUT, READ_CHUNK):
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            if len(rest) > foreign.MAX_LINE_BYTES:  # a line with no end in sight is cut where it stands
+                lines.append(rest)
+                rest = b""
+            for line in lines:
+                take(line)
+        if rest:
+            take(rest)
+    except FileNotFoundError:
+        pass
+    except (OSError, ForeignFile) as error:
+        say(f"{error}; the summary explains failures without it")
+    return {task: "\n".join(lines) for task, lines in kept.items()}
+
+
+def task_records(run_dir: Path, task: str) -> list[dict]:
+    """A task's complete events; a log the summary cannot read at all (a folder where it should
+    be, say) is said in one line and read as no events: the run's summary is still written."""
+    try:
+        return complete(events(run_dir, task))
+    except ForeignFile as error:
+        say(f"{error}; the summary reads it as no events")
+        return []
+
+
+COLUMNS = [  # header, row key, format
+    ("task", "task", "{}"),
+    ("status", "status", "{}"),
+    ("exit", "exit_code", "{}"),
+    ("ready s", "cluster_ready_seconds", "{:.1f}"),
+    ("first step s", "first_step_seconds", "{:.2f}"),
+    ("steady ms", "steady_step_seconds", "{:.2f}", 1000),
+    ("examples/s", "examples_per_second", "{:.0f}"),
+    ("final loss", "final_loss", "{:.4f}"),
+    ("peak RSS MB", "peak_rss_bytes", "{:.0f}", 1e-6),
+    ("weights", "weights_sha256", "{:.12}"),
+]
+
+
+def table(result: Summary) -> str:
+    lines = columns([column[0] for column in COLUMNS],
+                    [[cell(getattr(row, key), fmt, *scale) for _, key, fmt, *scale in COLUMNS] for row in result.tasks])
+    for row in result.tasks:
+        if row.error and not row.explanation:
+            lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
+    lines += explanation_lines(result.tasks)
+    lines += resume_lines(result.tasks)
+    trainers = [row for row in result.tasks if row.role == "trainer"]
+    agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
+        "; every task ended with the same weights" if result.weights_agree else "; weights differ")
+    restarts = len(result.restarts)
+    if restarts:
+        agree += f"; {restarts} restart{'s' * (restarts > 1)}"
+    chaos = result.chaos
+    if chaos:
+        scenario, target, at, outcome = (shown(chaos.get(key), 60)
+                                         for key in ("scenario", "target", "at", "outcome"))
+        lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
+                     f"detected after {_seconds(chaos.get('detection_seconds'))}, "
+                     f"training again after {_seconds(chaos.get('recovery_seconds'))}")
+        found = chaos.get("preemptions")
+        lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
+        unchecked = chaos.get("unchecked")
+        lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
+                  for note in (unchecked if isinstance(unchecked, list) else [])]
+    lines += audit_lines(result)
+    if result.findings:
+        count = len(result.findings)
+        strict = (result.settings or {}).get("audit") == "strict"
+        agree += f"; {count} audit finding{'s' * (count > 1)}" + (" (AUDIT=strict fails the run)" if strict else "")
+    reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
+    lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
+    # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
+    # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
+    return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
+
+
+def why_lines(result: Summary) -> list[str]:
+    """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
+    do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
+    (tflab why, and the fixture's why())."""
+    return (explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
+            + audit_lines(result))
+
+
+NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
+
+
+def audit_state(result: Summary) -> str:
+    """What the audit covered, for `make why`'s quiet line: never "audited" where it was not."""
+    if (result.settings or {}).get("audit") == "off":
+        return "AUDIT=off: nothing was audited"
+    unaudited = [note for note in result.notes if note.startswith(NOT_AUDITED)]
+    return "; ".join(unaudited) if unaudited else "audited"
+
+
+def restart_lines(result: Summary) -> list[str]:
+    """A replay's restarts and the failures before them (a replica's earlier attempts), which its
+    last attempt's rows do not show; tasks that failed alike share a line."""
+    if not result.tfjob or not result.restarts:
+        return []
+    groups: dict[str, list[str]] = {}
+    for row in result.tasks:
+        for error in row.earlier_errors or []:
+            groups.setdefault(error, [])
+            if row.task not in groups[error]:
+                groups[error].append(row.task)
+    count = len(result.restarts)
+    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says"] + [
+        f"  before a restart: {', '.join(shown(task) for task in tasks)} {shown(error, 300)}"
+        for error, tasks in groups.items()]
+
+
+def audit_lines(result: Summary) -> list[str]:
+    """The audit's findings (what is wrong, then the fix) and notes, for the table and lab.why()."""
+    lines = []
+    for finding in result.findings:
+        lines.append(f"finding ({shown(finding['kind'], 40)}): {shown(finding['message'], 1000)}")
+        lines.append(f"  fix: {shown(finding['fix'], 1000)}")
+    lines += [f"note: {shown(note, 1000)}" for note in result.notes]
+    return lines
+
+
+def explanation_lines(rows: list[TaskRow]) -> list[str]:
+    """Per failed task, what happened and what to do; tasks that failed alike share the lines."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        found = row.get("explanation")
+        if found:
+            groups.setdefault((found["what"], found["fix"], found["link"]), []).append(row)
+    lines = []
+    for (what, fix, link), members in groups.items():
+        lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
+        error = members[0]["error"]
+        if error and members[0]["explanation"]["signature"] != "exception" and error.splitlines()[0] != what:
+            # ("exception" says it already, as does a bare exit code)
+            lines.append(f"  error: {error.splitlines()[0][:300]}")
+        lines.append(f"  fix: {shown(fix, limit=0)}")
+        if link:
+            lines.append(f"  see: {shown(link)}")
+    return lines
+
+
+def resume_lines(rows: list[TaskRow]) -> list[str]:
+    """Per restart, where each script task resumed (resume.py); tasks that did alike share a line."""
+    groups: dict[tuple, list[str]] = {}
+    for row in rows:
+        for found in row.get("resumes") or []:
+            groups.setdefault((found.get("attempt"), found.get("words")), []).append(shown(row["task"]))
+    return [f"{', '.join(tasks)}: after restart {shown(attempt - 1 if isinstance(attempt, int) else attempt)}, "
+            f"{shown(words, limit=0)}" for (attempt, words), tasks in groups.items()]
+
+
+def _seconds(value) -> str:
+    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.1f} s"
+
+
+class ProgressPrinter:
+    """Prints each new event of every task's log once: the chief's epochs, everyone's milestones."""
+
+    def __init__(self, settings: Settings, the_cluster: Cluster, run_dir: Path):
+        self.settings = settings
+        self.run_dir = run_dir
+        self.chief = the_cluster.chief
+        self.offsets = {task: 0 for task in the_cluster.tasks}
+        self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
+        self.tries = {task: [] for task in the_cluster.tasks}  # each task's attempts so far (a script's resume)
+        # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (runner.LabRun.clean_exits):
+        # their launcher's error then is the lab's SIGTERM, not theirs.
+        self.ended_by_lab = set(the_cluster.servers + the_cluster.evaluators) if settings.script else set()
+        self.chief_done = False
+
+    def print_new(self) -> None:
+        for task in self.offsets:
+            for record in self._new_records(task):
+                if record.get("event") == "start" or not self.tries[task]:
+                    self.tries[task].append([])
+                self.tries[task][-1].append(record)
+                try:
+                    line = self.describe(record)
+                except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+                    self._skipped(task, "an event of a shape the lab does not write")
+                    continue
+                if line:
+                    print(shown(f"[{task}] {line}", limit=0), flush=True)
+
+    def _skipped(self, task: str, why: str) -> None:
+        """A task's own stray line in its log (a print to $TFLAB_LOG, say): said once, then skipped,
+        as the summary skips it."""
+        if task not in self.warned:
+            self.warned.add(task)
+            print(shown(f"[{task}] skipped a line of {task}.jsonl that is not one of the lab's events ({why}); "
+                        "the summary skips such lines too", limit=0), flush=True)
+
+    def _new_records(self, task: str) -> list[dict]:
+        records = []
+        for complete_lines in new_lines(self.run_dir, log_name(task), self.offsets, task,
+                                        lambda why: self._skipped(task, why)):
+            for line in complete_lines.split(b"\n"):
+                if not line.strip():
+                    continue
+                record, why = foreign.json_line(line)
+                found = problems(record) if record is not None else [why]
+                if found:
+                    self._skipped(task, found[0])
+                else:
+                    records.append(record)
+        return records
+
+    def describe(self, record: dict) -> str | None:
+        event = record.get("event")
+        if event == "end" and record.get("task") == self.chief:
+            self.chief_done = True
+        if event == "start" and record.get("role") == "script":  # every task's; its Keras once it imports one
+            return f"started: tensorflow {record['versions'].get('tensorflow')}"
+        if event == "start" and record["task"] == self.chief:
+            versions = record["versions"]
+            return f"started: tensorflow {versions.get('tensorflow')}, {versions.get('keras')}"
+        if event == "imported" and record["task"] == self.chief:
+            # tf_keras: TensorFlow's own import brings it in as tf.keras under TF_USE_LEGACY_KERAS=1
+            what = {"keras": "Keras 3", "tf_keras": "tf.keras under TF_USE_LEGACY_KERAS=1"}.get(record["module"], "")
+            name = "tf-keras" if record["module"] == "tf_keras" else record["module"]
+            return f"imported {name} {record['version']}" + (f" ({what})" if what else "")
+        if event == "cluster_ready" and record["replicas"] == 0:
+            return f"serving after {record['seconds']:.1f} s"
+        if event == "cluster_ready":
+            return f"ready after {record['seconds']:.1f} s: {record['replicas']} replicas in sync"
+        if event == "epoch" and record["task"] == self.chief:
+            of = "" if self.settings.script else f"/{self.settings.epochs}"  # a script's epochs are its own
+            rate = record.get("examples_per_second")  # Keras's own epochs (observe.py) know no batch
+            return (f"epoch {record['epoch']}{of}  loss {loss_value(record['loss']):.4f}  {record['seconds']:.2f} s"
+                    + (f"  {rate:.0f} examples/s" if rate is not None else f"  {record['steps']} steps"))
+        if event in ("fit", "checkpoint"):  # a script's: said only after a restart, where it resumed
+            tries = self.tries[record["task"]]
+            if len(tries) < 2:
+                return None
+            resumed, words = (resume.fit_words(record, tries[-2]) if event == "fit"
+                              else resume.checkpoint_words(record))
+            return f"after restart {len(tries) - 1}: {words}"
+        if event == "end" and record["role"] == "server":
+            return f"ended after serving for {record['total_seconds']:.1f} s"
+        if event == "eval":
+            return f"eval of epoch {record['epoch']} (step {record['step']}): loss {loss_value(record['loss']):.4f}"
+        if event == "end" and record["role"] == "evaluator":
+            return f"done in {record['total_seconds']:.1f} s: {record['evaluations']} checkpoints evaluated"
+        if event == "end" and record["role"] == "script":
+            return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
+        if event == "end":
+            return f"done in {record['total_seconds']:.1f} s: final loss {loss_value(record['final_loss']):.4f}"
+        if event == "restored" and not self.settings.script:  # a script's `fit` says it
+            return f"restored from the backup: resuming at epoch {record['epoch']}, step {record['step']}"
+        if event == "error" and self.chief_done and record["task"] in self.ended_by_lab:
+            code = re.search(r"exited with code (\d+)", record["message"])
+            return f"ended by the lab once the chief was done (exit code {code.group(1) if code else '?'})"
+        if event == "error":
+            return f"error: {record['message'].splitlines()[0][:300]}"
+        return None
+
+
+def new_lines(run_dir: Path, name: str, offsets: dict, task: str, skipped) -> Iterator[bytes]:
+    """The whole lines a task added to a file of its space since `offsets[task]`, a chunk of at
+    most POLL_BYTES at a time (the lab's memory stays flat whatever a task prints), up to
+    POLL_CHUNKS chunks a poll (a task printing faster than the terminal does not hold the run's
+    loop); a line still being written waits for the next poll, one with no end in sight is cut."""
+    for _ in range(POLL_CHUNKS):
+        try:
+            data = runfolder.read_task_file(run_dir, name, POLL_BYTES, offset=offsets[task], whole=False)
+        except FileNotFoundError:
+            return
+        except ForeignFile as error:
+            skipped(str(error))
+            return
+        lines = data[: data.rfind(b"\n") + 1]
+        if not lines and len(data) > foreign.MAX_LINE_BYTES:
+            skipped(f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
+            lines = data
+        if not lines:
+            return
+        offsets[task] += len(lines)
+        yield lines
+        if len(data) < POLL_BYTES:
+            return
+
+
+class ScriptOutputPrinter:
+    """A SCRIPT run's output as it comes: each task's new whole lines of `<task>.out` (written by
+    its launcher, a Keras progress bar as its last drawing), printed `[worker-0] line`, read as
+    foreign and shown escaped."""
+
+    def __init__(self, the_cluster: Cluster, run_dir: Path):
+        self.run_dir = run_dir
+        self.offsets = {task: 0 for task in the_cluster.tasks}
+
+    def print_new(self) -> None:
+        for task in self.offsets:
+            for lines in new_lines(self.run_dir, output_name(task), self.offsets, task, lambda why: None):
+                for line in lines.decode(errors="replace").splitlines():
+                    # the lab's own trainer, replayed, names its task itself: once is enough
+                    said = line if line.startswith(f"[{task}] ") else f"[{task}] {line}"
+                    print(shown(said, limit=2000), flush=True)
+
+
+class Printers:
+    """Several printers as one: print_new calls each in turn."""
+
+    def __init__(self, *printers):
+        self.printers = printers
+
+    def print_new(self) -> None:
+        for printer in self.printers:
+            printer.print_new()
