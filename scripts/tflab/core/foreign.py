@@ -20,7 +20,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from tflab.core.errors import LabError
+from tflab.core.beneath import Beneath
+from tflab.core.errors import ForeignFile  # also foreign.ForeignFile, as its readers name it
 
 MAX_JSON_BYTES = 16 * 1024 * 1024  # summary.json, config.json, compare.json: a few KB from the lab
 MAX_LOG_BYTES = 64 * 1024 * 1024  # a task's <task>.jsonl: a line an epoch, a few KB from the lab
@@ -28,10 +29,6 @@ MAX_LINE_BYTES = 1024 * 1024  # one JSONL line (an error event's message is cut 
 MAX_DEPTH = 32  # the lab's own files nest 5 deep; json.loads itself gives up near 1000
 # Bidirectional overrides reorder what a terminal shows (CVE-2021-42574); escaped like controls.
 BIDI = {chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)}
-
-
-class ForeignFile(LabError, ValueError):
-    """A file of a run folder that the lab cannot read as its own; str() is one line naming it."""
 
 
 def shown(text: Any, limit: int = 300, keep: str = "") -> str:
@@ -65,8 +62,6 @@ def open_regular(path: Path):
     """A regular file opened for reading in binary. FileNotFoundError where there is none (a
     reader may take that as "not yet"); ForeignFile for a folder, a FIFO or device (which would
     block or never end) or an unreadable file."""
-    from tflab.core.beneath import Beneath  # beneath.py builds on this module's ForeignFile
-
     path = Path(path)
     try:
         with Beneath(path.parent) as folder:  # the file itself opened with O_NOFOLLOW, O_NONBLOCK
