@@ -154,7 +154,8 @@ def test_the_trainer_takes_the_recorded_cluster_as_written():
 def test_each_command_builds_its_cluster_once(strategy, tmp_path, monkeypatch, capsys):
     """`make up` builds the cluster once and hands it along (the backend readdresses it), and so do
     `make k8s` and `make config`: a second build somewhere would be a second truth to drift."""
-    from tflab import backends, cli
+    from tflab import backends
+    from tflab.cli import training
     from tflab.core.errors import LabError
     from tflab.k8s import writer as k8s
     from tflab.supervisor import runner
@@ -173,7 +174,7 @@ def test_each_command_builds_its_cluster_once(strategy, tmp_path, monkeypatch, c
     assert len(built) == 1
     assert k8s.write(settings.replace(run="k8s")) == 0
     assert len(built) == 2
-    assert cli.command_config(settings) == 0
+    assert training.command_config(settings) == 0
     assert len(built) == 3
     capsys.readouterr()
 

@@ -178,10 +178,10 @@ def test_make_report_refuses_a_broken_run_before_it_builds_the_venv(run, tmp_pat
     {"compare.json": '{"runs": ["single", "gone"]}'},  # a compare folder whose run was removed
 ], ids=["no-summary", "compare-missing-run"])
 def test_the_check_passes_a_run_the_report_can_read(files, tmp_path):
-    from tflab import cli
+    from tflab.cli import reading
 
     write_run(tmp_path / "run", files)
-    cli.check_report(tmp_path / "run")  # raises LabError if refused
+    reading.check_report(tmp_path / "run")  # raises LabError if refused
     assert sorted(path.name for path in (tmp_path / "run").iterdir()) == sorted(files)
 
 

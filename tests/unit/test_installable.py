@@ -39,7 +39,7 @@ def test_an_installed_lab_lays_its_files_out_once_per_version(tmp_path, monkeypa
     first = home.installed_home()
     assert first.parent == tmp_path / "cache" and first.name.startswith("lab-")
     assert (first / "images/trainer/Dockerfile").read_text() == "images/trainer/Dockerfile\n"
-    assert (first / "scripts/tflab/cli.py").read_bytes() == Path(cli.__file__).read_bytes()
+    assert (first / "scripts/tflab/cli/__init__.py").read_bytes() == Path(cli.__file__).read_bytes()
     assert (first / "images/trainer/wheels").is_dir()
     assert home.installed_home() == first
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [first.name]  # no staging folder left

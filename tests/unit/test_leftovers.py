@@ -3,8 +3,8 @@
 
 from pathlib import Path
 
-from tflab import cli
 from tflab.backends import swarm
+from tflab.cli import upkeep
 from tflab.core import runfolder
 from tflab.core.settings import Settings
 from tflab.engine import docker, leftovers
@@ -28,7 +28,7 @@ def test_down_removes_each_leftover_through_its_backend_and_spares_a_live_run(tm
     runs = tmp_path / "runs"
     removed = fake_engine(monkeypatch, runs, stack_removed=False)
     monkeypatch.setenv("TFLAB_MAKE_VARIABLES", "")  # as `make down` runs it: the fix names make's command
-    assert cli.command_down(Settings(runs_dir=str(runs))) == 0
+    assert upkeep.command_down(Settings(runs_dir=str(runs))) == 0
     assert removed == ["tflab-a-1", "tflab-tensorboard-3", "tflab-c-4"]  # b's and d's labs still run
     assert capsys.readouterr().out.splitlines() == [
         "tflab: removed tflab-a-1",

@@ -3,8 +3,9 @@ prints what the tasks' logs say, and only that."""
 
 import json
 
-from tflab import cli, images
+from tflab import images
 from tflab.backends import swarm
+from tflab.cli import upkeep
 from tflab.core import cluster
 from tflab.core.runfolder import Summary
 from tflab.core.settings import Settings
@@ -35,7 +36,7 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
         (tmp_path / wheels / "x.whl").write_text("")
         (tmp_path / wheels / "README.md").write_text("kept")
     (tmp_path / "built.json").write_text('{"images": ["tflab-trainer:cpu-0123456789ab"]}')
-    assert cli.command_clean(Settings(runs_dir=str(runs))) == 0
+    assert upkeep.command_clean(Settings(runs_dir=str(runs))) == 0
     assert (runs / "a" / "worker-0.jsonl").read_text() == "{}\n"
     assert not [wheel for wheel in tmp_path.glob("wheels*/x.whl")]
     assert (tmp_path / "wheels-gpu" / "README.md").exists() and not (tmp_path / "built.json").exists()

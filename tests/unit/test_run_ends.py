@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab import backends, cli
+from tflab import backends
 from tflab.backends import compose
+from tflab.cli import makesignals
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import BACKENDS, MAX_TASKS, Settings
@@ -230,19 +231,20 @@ def test_make_above_and_make_in_its_handler_are_read_from_proc(tmp_path):
     if not Path("/proc/self/status").exists():
         pytest.skip("no /proc")
     makefile = tmp_path / "Makefile"
-    code_root = Path(cli.__file__).parent.parent
-    probe = f"{sys.executable} -c 'import sys; sys.path.insert(0, \"{code_root}\"); from tflab import cli; " \
-            "print(cli.make_above(), flush=True); import time; time.sleep(30)'"
+    code_root = Path(makesignals.__file__).parents[2]
+    probe = f"{sys.executable} -c 'import sys; sys.path.insert(0, \"{code_root}\"); " \
+            "from tflab.cli import makesignals; print(makesignals.make_above(), flush=True); " \
+            "import time; time.sleep(30)'"
     makefile.write_text(f"probe:\n\t@{probe}\n")
     make = subprocess.Popen(["make", "-s", "-f", str(makefile), "probe"], stdout=subprocess.PIPE, text=True)
     try:
         assert int(make.stdout.readline()) == make.pid
-        assert cli.in_handler(make.pid) is None
+        assert makesignals.in_handler(make.pid) is None
         make.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 5
-        while cli.in_handler(make.pid) is None and time.monotonic() < deadline:
+        while makesignals.in_handler(make.pid) is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert cli.in_handler(make.pid) == signal.SIGHUP
+        assert makesignals.in_handler(make.pid) == signal.SIGHUP
         assert make.poll() is None, "make ended without waiting for its recipe"
     finally:
         for child in subprocess.run(["ps", "-o", "pid=", "--ppid", str(make.pid)], capture_output=True,

@@ -26,7 +26,9 @@ DOOR_CALLS = ("folder.", "self.folder", "beneath", "runfolder.", "foreign.")  # 
 # Modules that use them, each on paths that are never a run folder's.
 ALLOWED = {
     "images/builder.py": "build contexts under images/, made and removed by the lab itself",
-    "cli.py": "/proc of make's processes (signal forwarding), /dev/null, and RUNS_DIR itself (count, make)",
+    "cli/makesignals.py": "/proc of make's processes (signal forwarding)",
+    "cli/reading.py": "/dev/null, for stdout once `tflab logs | head` has closed the pipe",
+    "cli/upkeep.py": "RUNS_DIR itself: counts its run folders (clean), makes it (tensorboard)",
     "core/explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
     "home.py": "the installed copy of the lab's own files",
     "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",

@@ -142,7 +142,7 @@ def script_restart(run_dir: Path, chief: str) -> str:
 def up(settings: Settings, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:
     """`make up` (and `make chaos`, with Chaos as its observer): a whole run, restarts included.
     Returns the exit status: 0 only if every task succeeded in the end. An interrupt (Ctrl-C, or
-    SIGTERM and SIGHUP, which cli.py turns into one) stops and removes every task, writes the
+    SIGTERM and SIGHUP, which cli/__init__.py turns into one) stops and removes every task, writes the
     summary with outcome "interrupted", and is raised again for the caller (compare and soak stop there)."""
     run_dir = runfolder.planned(settings)
     the_cluster = cluster.build(settings)
