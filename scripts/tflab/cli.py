@@ -118,15 +118,15 @@ def command_bench(settings: Settings) -> int:
 
 def command_chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: as command_up's, for a replayed job's (TFJOB=, TRAINJOB=) refusals."""
-    from tflab import faults as chaos
+    from tflab.faults import chaos
 
     return chaos.chaos(settings, given)
 
 
 def command_soak(settings: Settings) -> int:
-    from tflab import faults as chaos
+    from tflab.faults import soak
 
-    return chaos.soak(settings)
+    return soak.soak(settings)
 
 
 def command_config(settings: Settings) -> int:
@@ -631,9 +631,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "down":
             refuse_an_empty_run(os.environ, assignments)
         if args.command == "chaos":
-            from tflab import faults as chaos
+            from tflab.faults import registry
 
-            chaos.refuse_unread(settings, given)
+            registry.refuse_unread(settings, given)
         if args.command not in READ_NO_LAB_FILES:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":

@@ -555,7 +555,7 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -
 def check_chaos(settings: Settings, plan: Plan) -> None:
     """What make chaos cannot do to a replayed job, in one line before anything starts: a replica
     has no delay proxy in front of it, and no GCE metadata stand-in beside it."""
-    from tflab.faults import REPLAY_SCENARIOS
+    from tflab.faults.registry import REPLAY_SCENARIOS
 
     if settings.scenario not in REPLAY_SCENARIOS:
         raise LabError(f"SCENARIO={settings.scenario} is not allowed with {plan.setting}: a replayed job's replicas "
