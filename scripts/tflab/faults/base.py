@@ -35,6 +35,10 @@ class Fault:
     def check(self, settings: Settings, the_cluster) -> None:
         """Refuses what it cannot do to this run, in one line, before anything starts."""
 
+    def check_replay(self, settings: Settings, setting: str) -> None:
+        """Refuses what it cannot do to a replayed job (`setting`: TFJOB or TRAINJOB, the one that
+        named it), before every other check."""
+
     def proxied(self) -> frozenset[str]:
         """The tasks it needs a delay proxy in front of (backends/compose.py puts them there)."""
         return frozenset()

@@ -43,6 +43,9 @@ class Chaos(RunObserver):
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
         self.cluster = the_cluster or cluster.build(settings)  # the tasks it may act on
+        # A replayed job's cluster carries its plan, and the setting that named its file.
+        plan = getattr(self.cluster, "plan", None)
+        self.replayed: str | None = plan.setting if plan is not None else None
         # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
         # Keras epochs through the hooks), not the lab's trainer's.
         self.their_own = bool(settings.script or settings.tfjob or settings.trainjob)
@@ -60,6 +63,11 @@ class Chaos(RunObserver):
 
     def check(self, settings: Settings) -> None:
         """Refuses what cannot be done, before anything starts."""
+        if self.replayed:  # what cannot be done to a replayed job's replicas comes first
+            if self.fault.not_on_replay is not None:
+                raise LabError(f"SCENARIO={settings.scenario} is not allowed with {self.replayed}: "
+                               f"{self.fault.not_on_replay}; expected one of {', '.join(registry.REPLAY_SCENARIOS)}")
+            self.fault.check_replay(settings, self.replayed)
         tasks = self.cluster.tasks
         registry.check_backend(settings, (self.scenario,))
         if self.target not in tasks:
@@ -199,7 +207,8 @@ def outcome_of(summary: Summary | dict) -> str:
 
 def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`make chaos`: the run with its fault as the runner's observer. A replayed job (TFJOB=,
-    TRAINJOB=) is run by backends/replay.py, which makes the observer once it has the job's replicas."""
+    TRAINJOB=) is run by backends/replay.py, which makes the observer once it has the job's
+    replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
         from tflab.backends import replay  # PyYAML is needed only here
 

@@ -29,6 +29,11 @@ class Preempt(Fault):
             raise LabError(f"NOTICE=gce is not allowed with BACKEND={settings.backend}: its metadata stand-in is a "
                            "service of the run's Compose project; expected BACKEND=compose, or NOTICE=sigterm or none")
 
+    def check_replay(self, settings: Settings, setting: str) -> None:
+        if settings.notice == "gce":
+            raise LabError(f"NOTICE=gce is not allowed with {setting}: a replay has no GCE metadata stand-in beside "
+                           "its replicas; expected NOTICE=sigterm (the kubelet's notice) or none")
+
     def words(self) -> str:
         return f"preempt (notice {self.settings.notice}, {self.settings.grace:g} s grace)"
 
