@@ -10,11 +10,12 @@ import time
 
 import pytest
 from labtest.cli import assert_refused, lab_env, run_lab
-from tflab import faults as chaos
 from tflab.backends import compose
 from tflab.core import cluster, runfolder, schema
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
+from tflab.engine import docker
+from tflab.faults import chaos, registry, soak
 from tflab.supervisor import runner
 from tflab.trainer import linkproxy
 
@@ -83,11 +84,11 @@ def test_notice_and_grace_given_to_another_scenario_are_refused(given, expected)
     """They were ignored without a word: `make chaos NOTICE=gce` killed its target outright."""
     settings = Settings.from_env({}, given)
     with pytest.raises(LabError) as refused:
-        chaos.refuse_unread(settings, given)
+        registry.refuse_unread(settings, given)
     name = next(key for key in given if key in ("NOTICE", "GRACE"))
     assert str(refused.value).startswith(expected) and str(refused.value).endswith(PREEMPT_ONLY.format(name))
-    chaos.refuse_unread(settings.replace(scenario="preempt"), given)  # preempt's own: taken
-    chaos.refuse_unread(settings, {key: value for key, value in given.items() if key == "SCENARIO"})
+    registry.refuse_unread(settings.replace(scenario="preempt"), given)  # preempt's own: taken
+    registry.refuse_unread(settings, {key: value for key, value in given.items() if key == "SCENARIO"})
 
 
 def test_make_chaos_refuses_notice_for_another_scenario_before_anything_starts(tmp_path):
@@ -140,7 +141,7 @@ class FakeStack:
         pass
 
 
-@pytest.mark.parametrize("scenario", chaos.SWARM_SCENARIOS)
+@pytest.mark.parametrize("scenario", registry.offered("swarm"))
 def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, tmp_path, monkeypatch):
     """Checked, then plugged into the runner as its observer: the fault reaches the target
     through the target's own node, and is recorded."""
@@ -148,7 +149,7 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     fault = chaos.Chaos(settings)
     fault.check(settings)
     ran = []
-    monkeypatch.setattr(chaos.docker, "run", lambda *args, engine=None, **_: ran.append((args, engine)) or
+    monkeypatch.setattr(docker, "run", lambda *args, engine=None, **_: ran.append((args, engine)) or
                         subprocess.CompletedProcess([], 0, "", ""))
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
     schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1").emit(
@@ -175,7 +176,7 @@ def test_a_scripts_faults_are_timed_by_its_own_epochs_or_start_and_say_what_goes
     settings = Settings(script=str(script), epochs=2, at="epoch:5")
     fault = chaos.Chaos(settings)
     fault.check(settings)  # EPOCHS is the lab trainer's; the script's epochs are its own
-    assert fault.fault() == "kill on worker-1 after its script's epoch 5"
+    assert fault.fault_words() == "kill on worker-1 after its script's epoch 5"
     with pytest.raises(LabError, match="^AT=epoch:0 is not allowed: expected epoch:1 or later"):
         chaos.Chaos(settings.replace(at="epoch:0")).check(settings.replace(at="epoch:0"))
     fault.run_dir = tmp_path
@@ -187,7 +188,7 @@ def test_a_scripts_faults_are_timed_by_its_own_epochs_or_start_and_say_what_goes
     assert fault._due(tmp_path)
     timed = chaos.Chaos(settings.replace(at="seconds:0"))
     timed.run_dir = tmp_path
-    assert timed.fault() == "kill on worker-1 0 s after its script started" and not timed._due(tmp_path)
+    assert timed.fault_words() == "kill on worker-1 0 s after its script started" and not timed._due(tmp_path)
     log.emit("start", role="script", strategy="multiworker", cluster={}, versions={}, settings={})
     assert timed._due(tmp_path)
     assert chaos.Chaos(settings.replace(at="epoch:9")).unchecked(tmp_path) == [
@@ -199,7 +200,7 @@ def test_a_scripts_faults_are_timed_by_its_own_epochs_or_start_and_say_what_goes
 
 def test_soak_needs_compose_on_swarm(tmp_path):
     with pytest.raises(LabError, match="SCENARIO=slow-link needs BACKEND=compose"):
-        chaos.soak(Settings(backend="swarm", runs_dir=str(tmp_path)))
+        soak.soak(Settings(backend="swarm", runs_dir=str(tmp_path)))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -286,7 +287,7 @@ def test_soak_takes_a_script_and_checks_every_trial_before_anything_starts(tmp_p
     def engine_checked(settings):
         raise LabError("every trial was checked; the engine is next")
 
-    monkeypatch.setattr(chaos.backends, "check_engine", engine_checked)
+    monkeypatch.setattr(soak.backends, "check_engine", engine_checked)
     with pytest.raises(LabError, match="^every trial was checked"):
-        chaos.soak(Settings(script=str(script), epochs=3, soak=12, runs_dir=str(tmp_path / "runs")))
+        soak.soak(Settings(script=str(script), epochs=3, soak=12, runs_dir=str(tmp_path / "runs")))
     assert not (tmp_path / "runs").exists()

@@ -8,11 +8,11 @@ import urllib.request
 from http.server import ThreadingHTTPServer
 
 import pytest
-from tflab import faults as chaos
 from tflab.backends import compose
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
+from tflab.faults import chaos
 from tflab.supervisor import preemption
 from tflab.trainer import metadata
 

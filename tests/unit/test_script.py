@@ -120,9 +120,9 @@ def test_the_script_packages_are_constrained_by_either_trainers_pins_without_ext
 def test_args_need_a_script_and_chaos_takes_one():
     with pytest.raises(SettingsError, match=r"^ARGS='--epochs 3' is not allowed without SCRIPT"):
         Settings.from_env({}, {"ARGS": "--epochs 3"})
-    from tflab import faults as chaos
+    from tflab.faults import registry
 
-    chaos.check_backend(Settings(script=str(TUTORIAL)))
+    registry.check_backend(Settings(script=str(TUTORIAL)))
 
 
 def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):

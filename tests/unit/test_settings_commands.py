@@ -12,7 +12,6 @@ import sys
 import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
 from tflab import cli
-from tflab import faults as chaos
 from tflab.core.settings import (
     MAKE_VARIABLES_ENV,
     RUNS,
@@ -26,6 +25,7 @@ from tflab.core.settings import (
     refuse_unhonoured,
     settings_of,
 )
+from tflab.faults import registry
 from tflab.k8s import writer as k8s
 
 HELP_WIDTH = 96
@@ -97,7 +97,7 @@ def test_a_script_is_refused_where_the_command_cannot_run_it_from_the_declaratio
     refuse_unhonoured("up", settings)
     refuse_unhonoured(command, Settings())
     # its call site raises it; make chaos and soak time a script by its own epochs (issue 29)
-    chaos.check_backend(settings, ("kill",))
+    registry.check_backend(settings, ("kill",))
     with pytest.raises(SettingsError, match="^SCRIPT=.* is not allowed with make k8s: the manifests run"):
         k8s.write(settings)
 

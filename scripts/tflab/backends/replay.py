@@ -534,7 +534,6 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -
     refuse_decided(plan, given or {})
     watching = None
     if observer is not None:  # make chaos: its fault on the replicas, checked before anything else
-        check_chaos(settings, plan)
         watching = observer(ReplayCluster(plan))
         watching.check(settings)
     run_dir = runfolder.planned(settings)
@@ -550,19 +549,6 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -
     if watching is None:
         return runner.run(ReplayRun(plan, settings, stack, run_dir))
     return runner.run(ReplayRun(plan, settings, stack, run_dir), observer=watching)
-
-
-def check_chaos(settings: Settings, plan: Plan) -> None:
-    """What make chaos cannot do to a replayed job, in one line before anything starts: a replica
-    has no delay proxy in front of it, and no GCE metadata stand-in beside it."""
-    from tflab.faults import REPLAY_SCENARIOS
-
-    if settings.scenario not in REPLAY_SCENARIOS:
-        raise LabError(f"SCENARIO={settings.scenario} is not allowed with {plan.setting}: a replayed job's replicas "
-                       f"have no delay proxy in front of them; expected one of {', '.join(REPLAY_SCENARIOS)}")
-    if settings.scenario == "preempt" and settings.notice == "gce":
-        raise LabError(f"NOTICE=gce is not allowed with {plan.setting}: a replay has no GCE metadata stand-in beside "
-                       "its replicas; expected NOTICE=sigterm (the kubelet's notice) or none")
 
 
 def check_ways_in(plan: Plan, settings: Settings) -> None:
