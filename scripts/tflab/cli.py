@@ -50,7 +50,7 @@ from tflab.engine import docker, labels, leftovers
 from tflab.home import LAB_HOME
 from tflab.k8s import writer as k8s
 from tflab.reports import compare, report, tensorboard
-from tflab.supervisor import runner, summary
+from tflab.supervisor import runner, summary, table
 
 USAGE_ERROR = 2
 
@@ -161,7 +161,7 @@ def finished_summary(settings: Settings) -> Summary:
 
 
 def command_summary(settings: Settings) -> int:
-    print(summary.table(finished_summary(settings)))
+    print(table.table(finished_summary(settings)))
     return 0
 
 
@@ -169,10 +169,10 @@ def command_why(settings: Settings) -> int:
     """What broke and what to do, where a restarted script resumed, the audit's findings: the lines
     a test's `lab.why()` starts with, for a run made with make or tflab."""
     result = finished_summary(settings)
-    lines = summary.why_lines(result)
+    lines = table.why_lines(result)
     if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
         lines = [f"nothing to explain: no task failed, no script restarted, no audit finding "
-                 f"({summary.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
+                 f"({table.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
     print(f"run {foreign.shown(result.run)}: {foreign.shown(result.outcome)}")
     print("\n".join(foreign.shown(line, limit=0) for line in "\n".join(lines).split("\n")))
     return 0

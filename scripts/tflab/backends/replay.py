@@ -31,7 +31,7 @@ from tflab.engine import docker, labels
 from tflab.k8s import manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.tfjob import HOOKS, Plan, describe, load, refuse_decided, replay_settings
-from tflab.supervisor import runner, summary
+from tflab.supervisor import progress, runner, summary
 from tflab.trainer import replayhooks
 
 COMPOSE_FILE = "compose.tfjob.json"
@@ -308,7 +308,7 @@ class FoldedOutput(compose.TaskOutput):
     characters); here each stream is folded as the launcher folds a script's (TerminalLines: each
     line the task printed once, a redrawn bar as it stands every few seconds and its last drawing),
     and each line goes into output.log (`<task> | <time> line`) and `<task>.out`, which the run
-    prints as it comes (summary.ScriptOutputPrinter)."""
+    prints as it comes (progress.ScriptOutputPrinter)."""
 
     def __init__(self, run_dir: Path, name: str):
         super().__init__(run_dir, name)
@@ -698,7 +698,7 @@ class ReplayRun(runner.LabRun):
     def progress(self):
         """The watcher's start and end lines (print_new), then each replica's folded output as it
         comes, as a SCRIPT run prints its tasks' (FoldedOutput writes <task>.out)."""
-        return summary.Printers(self, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
+        return progress.Printers(self, progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def print_new(self) -> None:
         self.watcher.tick(self.backend.state())

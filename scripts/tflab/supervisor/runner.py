@@ -28,7 +28,7 @@ from tflab.core.runfolder import Summary
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
 from tflab.engine import reaper
-from tflab.supervisor import resume, summary
+from tflab.supervisor import progress, resume, summary, table
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
@@ -85,10 +85,10 @@ class LabRun:
 
     def progress(self):
         """What prints the tasks' events as they come (print_new at every poll); a SCRIPT's output too."""
-        events = summary.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
+        events = progress.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
         if not self.settings.script:
             return events
-        return summary.Printers(events, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
+        return progress.Printers(events, progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def job_condition(self, codes: dict) -> str | None:
         """The job's end as this kind of run decides it from the exit codes so far: SUCCEEDED (end
@@ -204,7 +204,7 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
         result.write(run_dir)
     except OSError as error:
         raise LabError(unwritable(run_dir, failure or error)) from None
-    print(summary.table(result))
+    print(table.table(result))
     if failure is not None:
         raise LabError(unwritable(run_dir, failure))
     if interrupt is not None:
