@@ -30,7 +30,8 @@ from tflab.core.terminal import TerminalLines
 from tflab.engine import docker, labels
 from tflab.k8s import manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
-from tflab.k8s.tfjob import HOOKS, Plan, describe, load, refuse_decided, replay_settings
+from tflab.k8s.pod import HOOKS
+from tflab.k8s.tfjob import Plan, describe, load, refuse_decided, replay_settings
 from tflab.supervisor import progress, runner, summary
 from tflab.trainer import replayhooks
 
