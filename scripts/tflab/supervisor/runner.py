@@ -7,7 +7,7 @@ summary.json and the table. Nothing is started until every check has passed, and
 wrote is ever overwritten or deleted.
 
 `run` is the one pipeline for every kind of run: the lab's own (LabRun, for every BACKEND) and a
-TFJob's replay (replay.ReplayRun); whatever watches a run beside it (make chaos's faults) is a
+TFJob's replay (replay.run.ReplayRun); whatever watches a run beside it (make chaos's faults) is a
 backend.RunObserver, called at each moment whoever it is.
 """
 
@@ -46,7 +46,7 @@ def write_links(settings: Settings, run_dir: Path, backend: Backend) -> None:
 
 class LabRun:
     """What `up` runs: the lab's trainers (or a SCRIPT) on BACKEND. What another kind of run does
-    differently (replay.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
+    differently (replay.run.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
     restarts, teardown and summary are the same for every kind."""
 
     tasks_word = "tasks"  # how the runner's lines name them
@@ -61,7 +61,7 @@ class LabRun:
     def clean_exits(self) -> bool:
         """Whether a task ended by SIGTERM owes the lab exit 0. The lab's own tasks do (their handler
         exits 0), so a non-zero code then is a failure; a TFJob's replicas owe no such exit
-        (replay.ReplayRun), and neither do a SCRIPT's servers (TF's tutorial: `server.join()`), which have no
+        (replay.run.ReplayRun), and neither do a SCRIPT's servers (TF's tutorial: `server.join()`), which have no
         handler of the lab's: once the chief succeeded they are ended as a TFJob's `cleanPodPolicy: Running` ends its
         pods, and their exit code then says nothing of the run."""
         return not (self.settings.script and self.backend.cluster.servers)
@@ -94,7 +94,7 @@ class LabRun:
         """The job's end as this kind of run decides it from the exit codes so far: SUCCEEDED (end
         what runs), FAILED (stop what runs; no restart), WAITING (it succeeded; poll again while
         what is left ends by itself); None: the runner's own rules, the lab's (chief, servers,
-        grace, restarts). A TFJob's operator decides its job's end (replay.ReplayRun)."""
+        grace, restarts). A TFJob's operator decides its job's end (replay.run.ReplayRun)."""
         return None
 
     def deadline(self, started: float) -> float:

@@ -75,7 +75,7 @@ def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_w
     """The one rule for a task's status. ended_cleanly: its last attempt logged its end and no
     error. ended_when_done: a replica still running when its TFJob succeeded, which the lab then
     ended (a TFJob's replicas owe the lab no clean exit on SIGTERM): ok whatever its code, as the
-    job's success is the operator's to decide (replay.ReplayRun.job_condition)."""
+    job's success is the operator's to decide (replay.run.ReplayRun.job_condition)."""
     if stopped:
         return "stopped"  # still running when the lab ended the run
     if exit_code is None:
@@ -114,7 +114,7 @@ def task_output(log: str, task: str) -> str:
 
 @dataclass
 class Replayed:
-    """What a TFJob replay's summary records beyond its logs (replay.ReplayRun fills it)."""
+    """What a TFJob replay's summary records beyond its logs (replay.run.ReplayRun fills it)."""
 
     tfjob: str  # the manifest's path
     settings: dict  # tfjob.replay_settings: what the TFJob says, never a lab default that did not apply
@@ -142,7 +142,7 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     oom_killed = oom_killed or {}
     outputs = output_tails(run_dir, list(the_cluster.tasks))
     if replayed is not None:
-        # "ok": the job succeeded as the operator decides it (replay.ReplayRun.job_condition), and
+        # "ok": the job succeeded as the operator decides it (replay.run.ReplayRun.job_condition), and
         # the lab ended what was still running; a replica that failed and was being retried then
         # keeps its failed row, as the operator's job is Succeeded all the same.
         done = outcome == "ok"
