@@ -43,7 +43,7 @@ from tflab.core.foreign import shown
 from tflab.core.runfolder import Summary, TaskRow
 from tflab.core.schema import complete, loss_value
 from tflab.core.settings import SPECS
-from tflab.supervisor.summary import why_lines
+from tflab.supervisor.table import why_lines
 
 SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab package
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting

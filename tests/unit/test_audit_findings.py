@@ -4,7 +4,7 @@ as the trainer's instruments write them."""
 import pytest
 from tflab.core.runfolder import Summary
 from tflab.supervisor import audit
-from tflab.supervisor.summary import table
+from tflab.supervisor.table import table
 
 pytestmark = pytest.mark.unit
 ROLES = {"worker-0": "trainer", "worker-1": "trainer", "ps-0": "server", "evaluator-0": "evaluator"}

@@ -11,7 +11,7 @@ import pytest
 from tflab.core import cluster, explain
 from tflab.core.explain import Evidence, exception_head, restart_verdict, script_warnings
 from tflab.core.settings import Settings, SettingsError
-from tflab.supervisor import runner, summary
+from tflab.supervisor import runner, summary, table
 
 pytestmark = pytest.mark.unit
 LOGS = Path(__file__).parent / "logs"
@@ -280,7 +280,7 @@ def test_the_summary_and_its_table_carry_the_explanation(tmp_path):
     rows = {row["task"]: row for row in result["tasks"]}
     assert rows["worker-0"]["explanation"]["signature"] == "keras3-multiworker"
     assert rows["worker-1"]["explanation"]["signature"] == "oom-killed"
-    lines = summary.table(dataclasses.replace(result, run="r", wall_seconds=1.0)).splitlines()
+    lines = table.table(dataclasses.replace(result, run="r", wall_seconds=1.0)).splitlines()
     assert lines[-1] == "run r: failed in 1.0 s"
     explained = lines[lines.index(next(line for line in lines if line.startswith("worker-0: Keras 3"))):]
     assert explained[1] == "  error: " + KERAS_3.splitlines()[0]

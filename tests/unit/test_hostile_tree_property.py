@@ -24,7 +24,7 @@ from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.settings import Settings
-from tflab.supervisor import summary
+from tflab.supervisor import progress, summary
 
 SECRET = "root-only-secret-5f1c9e"  # the host file's content: it must never be printed
 TASKS = ["worker-0", "worker-1"]
@@ -146,8 +146,8 @@ def read_everything(run_dir: Path, commands=("summary", "why", "logs", "report")
             except LabError as error:
                 said.append(str(error))
         the_cluster = cluster.build(Settings(workers=2))
-        for printer in (summary.ProgressPrinter(Settings(workers=2), the_cluster, run_dir),
-                        summary.ScriptOutputPrinter(the_cluster, run_dir)):
+        for printer in (progress.ProgressPrinter(Settings(workers=2), the_cluster, run_dir),
+                        progress.ScriptOutputPrinter(the_cluster, run_dir)):
             printer.print_new()
         try:
             made = summary.summarise(Settings(workers=2), the_cluster, run_dir, {t: 0 for t in TASKS}, [], "ok",

@@ -12,8 +12,12 @@ import pytest
 import yaml
 from kubernetes_validate.utils import schema_contents
 from tflab.backends import replay
+from tflab.backends.replay.images import check_images, check_non_root
+from tflab.backends.replay.stack import FoldedOutput, render
+from tflab.backends.replay.volumes import volume_path, write_volumes
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
+from tflab.engine import docker
 from tflab.k8s import manifest, tfjob
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -142,8 +146,8 @@ def refused(tmp_path: Path, text: str, *expected: str) -> str:
 
 def replayed(plan: tfjob.Plan, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True)
-    replay.write_volumes(plan, run_dir)
-    return replay.render(plan, run_dir)
+    write_volumes(plan, run_dir)
+    return render(plan, run_dir)
 
 
 def test_the_example_plans_and_writes_only_under_its_run_folder(tmp_path):
@@ -329,7 +333,7 @@ def test_the_path_helper_refuses_links_and_climbs_whatever_builds_the_name(tmp_p
     run_dir.mkdir()
     (run_dir / "volumes").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(tfjob.ManifestError, match="is a link"):
-        replay.volume_path(run_dir, "configmaps")
+        volume_path(run_dir, "configmaps")
 
 
 def test_write_volumes_never_follows_a_planted_link(tmp_path):
@@ -339,16 +343,16 @@ def test_write_volumes_never_follows_a_planted_link(tmp_path):
     (tmp_path / "target").write_text("keep")
     (run_dir / "volumes/configmaps/settings/config.json").symlink_to(tmp_path / "target")
     with pytest.raises(tfjob.ManifestError, match="resolves to .* outside"):
-        replay.write_volumes(plan, run_dir)
+        write_volumes(plan, run_dir)
     assert (tmp_path / "target").read_text() == "keep"
 
 
 def test_run_as_non_root_is_enforced_against_the_images_own_user():
     for user in ('""', '"0"', '"root"', '"0:0"', '"trainer"'):
         with pytest.raises(tfjob.ManifestError, match="runAsNonRoot: true"):
-            replay.check_non_root("img:1", user)
+            check_non_root("img:1", user)
     for user in ('"1000"', '"1000:1000"'):
-        replay.check_non_root("img:1", user)
+        check_non_root("img:1", user)
 
 
 def test_run_as_non_root_without_run_as_user_is_left_to_the_image_check(tmp_path):
@@ -368,13 +372,13 @@ def test_the_engine_checks_refuse_root_images_and_cpu_beyond_the_engine(tmp_path
         out = '""' if args[:2] == ("image", "inspect") else "8"
         return type("Done", (), {"returncode": 0, "stdout": out + "\n"})()
 
-    monkeypatch.setattr(replay.docker, "run", fake_docker)
+    monkeypatch.setattr(docker, "run", fake_docker)
     with pytest.raises(tfjob.ManifestError, match="image mine:1 runs as root, but its pod asks runAsNonRoot"):
-        replay.check_images(plan)
-    monkeypatch.setattr(replay, "check_non_root", lambda image, user: None)
+        check_images(plan)
+    monkeypatch.setattr("tflab.backends.replay.images.check_non_root", lambda image, user: None)
     with pytest.raises(tfjob.ManifestError, match="worker-0's resources.limits.cpu is 64, more than this Docker "
                                                   "engine's 8 CPUs"):
-        replay.check_images(plan)
+        check_images(plan)
     assert [c for c in calls if c[0] == "info"] == [("info", "--format", "{{.NCPU}}")]  # read once a check
 
 
@@ -438,10 +442,10 @@ def test_a_replay_reaches_out_only_where_the_user_asks(tmp_path):
     plan = load(tmp_path, JOB)
     run_dir = tmp_path / "runs" / "r"
     run_dir.mkdir(parents=True)
-    replay.write_volumes(plan, run_dir)
-    internal = replay.render(plan, run_dir, Settings())["networks"]["cluster"]
+    write_volumes(plan, run_dir)
+    internal = render(plan, run_dir, Settings())["networks"]["cluster"]
     assert internal["internal"] is True
-    bridged = replay.render(plan, run_dir, Settings(network="bridge"))["networks"]["cluster"]
+    bridged = render(plan, run_dir, Settings(network="bridge"))["networks"]["cluster"]
     assert "internal" not in bridged and "driver_opts" not in bridged
     said = replay.ways_in(plan, Settings(network="bridge"))
     assert said[0].startswith("network: the replicas may reach the internet (NETWORK=bridge)")
@@ -462,8 +466,8 @@ def test_data_and_a_claims_host_folder_are_mounted_as_the_user_gave_them(tmp_pat
                                   "CLAIMS": f"outputs={out}:rw,mnist={mnist}"})  # mnist: rw by default
     run_dir = tmp_path / "runs" / "r"
     run_dir.mkdir(parents=True)
-    replay.write_volumes(plan, run_dir, settings)
-    service = replay.render(plan, run_dir, settings)["services"]["worker-0"]
+    write_volumes(plan, run_dir, settings)
+    service = render(plan, run_dir, settings)["services"]["worker-0"]
     volumes = run_dir / "volumes"
     # the claim's readOnly holds though CLAIMS gave it writable; nothing of the claims is made in the run
     assert service["volumes"] == [f"{volumes}/configmaps/settings:/conf:ro", f"{out}:/out", f"{mnist}:/in:ro",
@@ -519,7 +523,7 @@ def test_a_replicas_output_is_folded_as_a_scripts_each_line_once(tmp_path):
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    output = replay.FoldedOutput(run_dir, runfolder.OUTPUT)
+    output = FoldedOutput(run_dir, runfolder.OUTPUT)
     output._open()
     read, write_end = os.pipe()
     bar = "".join(f"\r{step:>3}/100 [{'=' * (step // 10):<10}] - loss: {1 / step:.4f}" for step in range(1, 101))

@@ -19,7 +19,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as conjecture_utils
-from tflab.backends import replay
+from tflab.backends.replay.stack import render
+from tflab.backends.replay.volumes import write_volumes
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.k8s import manifest, tfjob
@@ -196,8 +197,8 @@ def replay_offline(text: str, sandbox: Path, number: int) -> str:
     else:
         run_dir.mkdir(parents=True)
         try:
-            replay.write_volumes(plan, run_dir)
-            json.dumps(replay.render(plan, run_dir))
+            write_volumes(plan, run_dir)
+            json.dumps(render(plan, run_dir))
             outcome = "planned"
         except LabError as error:  # a path refused at write time (a link, a clash)
             assert "\n" not in str(error)

@@ -11,7 +11,8 @@ from tflab.core.runfolder import Summary
 from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.supervisor import summary
-from tflab.supervisor.summary import ProgressPrinter, table
+from tflab.supervisor.progress import ProgressPrinter
+from tflab.supervisor.table import table
 
 
 def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):

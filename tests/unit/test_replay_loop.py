@@ -1,4 +1,4 @@
-"""A TFJob replay followed by the runner's one loop (runner.run with replay.ReplayRun), against a
+"""A TFJob replay followed by the runner's one loop (runner.run with ReplayRun), against a
 stand-in for its Compose project whose exit codes change from one poll to the next. Each rule is
 the training operator's, from its code (release-1.9, v1.9.4; tflab/k8s/tfoperator.py), and each test
 names the upstream file and function it pins: success (UpdateJobStatus, IsWorker0Completed), a
@@ -12,7 +12,10 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tflab.backends import replay
+from tflab.backends.replay.run import ReplayRun
+from tflab.backends.replay.stack import ReplayCluster
+from tflab.backends.replay.volumes import SITE_FILE, hooks_folder, write_hooks
+from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import explain, runfolder
 from tflab.core.runfolder import Summary
 from tflab.core.schema import by_event, read_events
@@ -47,11 +50,11 @@ spec:
 
 
 class FakeProject:
-    """Stands in for replay.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
+    """Stands in for stack.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
     poll (the last one holds); SIGTERM ends a replica with 143, SIGKILL with 137."""
 
     def __init__(self, plan, run_dir, attempts):
-        self.cluster = replay.ReplayCluster(plan)
+        self.cluster = ReplayCluster(plan)
         self.tasks = self.cluster.tasks
         self.run_dir, self.attempts = run_dir, attempts
         self.proxied, self.oom_killed, self.description = frozenset(), {}, "a stand-in project"
@@ -118,7 +121,7 @@ def run_replay(tmp_path, job: str, attempts, timeout: float | None = None) -> tu
         plan.timeout = timeout  # the lab's TIMEOUT, shorter than Settings allows, for a quick test
     run_dir = tmp_path / "runs" / "r1"
     project = FakeProject(plan, run_dir, attempts)
-    code = runner.run(replay.ReplayRun(plan, settings, project, run_dir))
+    code = runner.run(ReplayRun(plan, settings, project, run_dir))
     return code, project, Summary.read(run_dir)
 
 
@@ -472,7 +475,7 @@ def test_an_evaluator_left_running_after_success_ends_by_itself(tmp_path, capsys
 
 def run_trainjob(tmp_path, attempts, restarts: int) -> tuple[int, Summary]:
     """A TrainJob as make k8s writes it (2 nodes, failurePolicy.maxRestarts = RESTARTS), replayed
-    on the stand-in project: JobSet's rules, not the training operator's (replay.jobset_condition)."""
+    on the stand-in project: JobSet's rules, not the training operator's (run.ReplayRun.jobset_condition)."""
     from tflab.k8s import trainjob
     from tflab.k8s import writer as k8s
 
@@ -484,7 +487,7 @@ def run_trainjob(tmp_path, attempts, restarts: int) -> tuple[int, Summary]:
     plan = trainjob.load(settings)
     run_dir = tmp_path / "runs" / "r1"
     project = FakeProject(plan, run_dir, attempts)
-    code = runner.run(replay.ReplayRun(plan, settings, project, run_dir))
+    code = runner.run(ReplayRun(plan, settings, project, run_dir))
     return code, Summary.read(run_dir)
 
 
@@ -514,7 +517,7 @@ def hooks_root(tmp_path, task="worker-0"):
 
     root = tmp_path / "opt-tflab-hooks"
     (root / "site").mkdir(parents=True)
-    (root / "site" / "sitecustomize.py").write_text(replay.SITE_FILE)
+    (root / "site" / "sitecustomize.py").write_text(SITE_FILE)
     shutil.copytree(home.PACKAGE, root / "tflab", ignore=shutil.ignore_patterns("__pycache__", "_lab"))
     (root / "config.json").write_text(json.dumps({"settings": {"audit": "on"}, "cluster": {}}))
     (root / "log").mkdir()
@@ -561,9 +564,9 @@ def test_the_watcher_copies_only_the_hooks_events_under_the_replicas_own_name(tm
     plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml_of(MULTIWORKER_JOB)], Settings())
     run_dir = tmp_path / "run"
     (run_dir / "tasks").mkdir(parents=True)
-    replay.write_hooks(plan, run_dir, Settings())
-    watcher = replay.Watcher(plan, run_dir)
-    folder = replay.hooks_folder(run_dir, "worker-0")
+    write_hooks(plan, run_dir, Settings())
+    watcher = Watcher(plan, run_dir)
+    folder = hooks_folder(run_dir, "worker-0")
     lines = [{"event": "imported", "task": "chief-0", "time": 1.0, "module": "keras", "version": "3"},
              {"event": "end", "task": "worker-0", "time": 1.0, "role": "script", "total_seconds": 1,
               "peak_rss_bytes": 0, "exit_code": 0},  # the watcher's own kind: never from inside
@@ -588,14 +591,14 @@ def test_a_replica_the_hooks_did_not_reach_is_said_not_audited_and_why(tmp_path)
     plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml_of(job)], Settings())
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    replay.write_hooks(plan, run_dir, Settings())
-    (replay.hooks_folder(run_dir, "worker-0") / "hooks").write_text("hooked: python 3.11.2\n")
+    write_hooks(plan, run_dir, Settings())
+    (hooks_folder(run_dir, "worker-0") / "hooks").write_text("hooked: python 3.11.2\n")
     images = {"img:1": {"Entrypoint": None, "Cmd": ["python3", "train.py"]}}
-    notes = replay.unaudited(plan, run_dir, images)
+    notes = unaudited(plan, run_dir, images)
     assert notes == ["not audited: chief-0 (img:1): no Python of its started (its command starts with sh, not Python; "
                      "a shell that starts Python would have passed the hooks on)"]
-    (replay.hooks_folder(run_dir, "worker-0") / "hooks").unlink()
-    assert replay.unaudited(plan, run_dir, images)[1].startswith(
+    (hooks_folder(run_dir, "worker-0") / "hooks").unlink()
+    assert unaudited(plan, run_dir, images)[1].startswith(
         "not audited: worker-0 (img:1): its Python never loaded the lab's hooks")
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from tflab.core import cluster
 from tflab.core.settings import Settings
-from tflab.supervisor import runner, summary
+from tflab.supervisor import progress, runner, summary, table
 from tflab.supervisor.resume import UNSEEN, resumes
 
 pytestmark = pytest.mark.unit
@@ -86,7 +86,7 @@ def test_the_live_lines_and_the_table_say_it_measured(tmp_path, capsys):
     logs = {"worker-0": log("worker-0", [fit(1, **TMP), epoch(1), epoch(2)], [fit(1, **TMP), epoch(1)]),
             "worker-1": log("worker-1", [fit(1, **TMP), epoch(1), epoch(2)], [fit(1, **TMP), epoch(1)])}
     settings, the_cluster = script_run(tmp_path, logs)
-    summary.ProgressPrinter(settings, the_cluster, tmp_path).print_new()
+    progress.ProgressPrinter(settings, the_cluster, tmp_path).print_new()
     lines = capsys.readouterr().out.splitlines()
     started_over = ("started over at epoch 1: its backup_dir /tmp/backup does not outlive a restart, as on a "
                     "cluster; keep it in $TFLAB_OUTPUT, the run folder, which every task shares and a restart "
@@ -97,4 +97,4 @@ def test_the_live_lines_and_the_table_say_it_measured(tmp_path, capsys):
     result = summary.summarise(settings, the_cluster, tmp_path, {"worker-0": 0, "worker-1": 0}, [], "ok",
                                0.0, 1.0, restarts=[0.5])
     assert result.tasks[0].resumes == [{"attempt": 2, "resumed": False, "words": started_over}]
-    assert f"worker-0, worker-1: after restart 1, {started_over}" in summary.table(result).splitlines()
+    assert f"worker-0, worker-1: after restart 1, {started_over}" in table.table(result).splitlines()

@@ -31,7 +31,7 @@ from tflab.core.errors import LabError
 from tflab.core.foreign import BIDI
 from tflab.core.settings import Settings
 from tflab.reports import report
-from tflab.supervisor.summary import ProgressPrinter
+from tflab.supervisor.progress import ProgressPrinter
 
 EXAMPLES = 150
 SUBPROCESS_EXAMPLES = 5

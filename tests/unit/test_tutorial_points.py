@@ -16,7 +16,7 @@ from tflab.core import settings as settings_module
 from tflab.core.explain import Evidence
 from tflab.core.schema import read_events
 from tflab.core.settings import Settings, SettingsError, lab_command
-from tflab.supervisor import summary
+from tflab.supervisor import progress
 from tflab.supervisor.user_script import script_environment
 from tflab.trainer.launch import TerminalLines
 
@@ -294,7 +294,7 @@ def test_a_fix_names_the_command_the_user_ran(monkeypatch, make, program, expect
 
 def test_each_tasks_new_whole_lines_are_printed_with_its_name_escaped(tmp_path, capsys):
     settings = Settings(strategy="multiworker", workers=2, script=str(TUTORIAL))
-    printer = summary.ScriptOutputPrinter(cluster.build(settings), tmp_path)
+    printer = progress.ScriptOutputPrinter(cluster.build(settings), tmp_path)
     printer.print_new()  # no output yet: nothing
     (tmp_path / "worker-0.out").write_text("Epoch 1/2\n16/16 - loss: 0.5\x1b[2J\nhalf a li")
     (tmp_path / "worker-1.out").write_text("Epoch 1/2\n")

@@ -96,10 +96,10 @@ def container_entry_points() -> set[str]:
     from tflab.trainer import inscript
 
     hooks = {name.removeprefix("tflab.") for name in inscript.HOOKS}  # imported by name, before the script
-    from tflab.backends import replay
+    from tflab.backends.replay import volumes
 
     # a TFJob replica's own Python imports the hooks through the sitecustomize the replay writes
-    site = {f"trainer.{name}" for name in re.findall(r"from tflab\.trainer import (\w+)", replay.SITE_FILE)}
+    site = {f"trainer.{name}" for name in re.findall(r"from tflab\.trainer import (\w+)", volumes.SITE_FILE)}
     return {command[at + 1].removeprefix("tflab.") for command in commands
             for at, word in enumerate(command) if word == "-m"} | {"callback"} | hooks | site
 
@@ -288,7 +288,9 @@ def test_the_tools_are_outside_the_runtime_folder():
 
 def test_each_backend_is_a_module_or_folder_under_backends():
     """The backends live under backends/ beside the base they share; nothing of them at the top."""
-    assert {"backends.__init__", "backends.base", "backends.compose", "backends.local", "backends.replay",
-            "backends.swarm.__init__", "backends.swarm.render", "backends.swarm.nodes", "backends.swarm.teardown",
+    assert {"backends.__init__", "backends.base", "backends.compose", "backends.local",
+            "backends.replay.__init__", "backends.replay.images", "backends.replay.volumes", "backends.replay.stack",
+            "backends.replay.watcher", "backends.replay.run", "backends.swarm.__init__", "backends.swarm.render",
+            "backends.swarm.nodes", "backends.swarm.teardown",
             "backends.swarm.link"} == module_names(PACKAGE / "backends")
     assert not {path.stem for path in PACKAGE.glob("*.py")} & {"backend", "compose", "local", "replay", "swarm"}

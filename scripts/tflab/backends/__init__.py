@@ -1,7 +1,7 @@
 """The backends, one module or folder each (compose.py, local.py, swarm/) under base.py's interface,
 and the one registry BACKEND is chosen through (`REGISTRY`): each name's construction with every
 check it needs done before anything is written or started, its engine checks, and the cluster
-`make config` shows; and the image its tasks run. replay.py runs a TFJob through compose's stack."""
+`make config` shows; and the image its tasks run. replay/stack.py runs a TFJob through compose's stack."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ class ComposeStack:
 
     def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster, proxied: frozenset[str], files: list,
                      described: str = "", env: dict[str, str] | None = None) -> None:
-        """What every run's Compose project holds, the lab's and a TFJob replay's (replay.ReplayStack),
+        """What every run's Compose project holds, the lab's and a TFJob replay's (replay.stack.ReplayStack),
         whatever its services: set here once for both."""
         self.cli = cli
         self.run_dir = run_dir

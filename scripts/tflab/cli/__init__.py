@@ -172,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "down":
             upkeep.refuse_an_empty_run(os.environ, assignments)
         if args.command == "chaos":
-            from tflab import faults as chaos
+            from tflab.faults import registry
 
-            chaos.refuse_unread(settings, given)
+            registry.refuse_unread(settings, given)
         if args.command not in READ_NO_LAB_FILES:
             home.ensure()  # an installed lab lays its files out on first use: one line if it cannot
         if args.command == "up":

@@ -14,7 +14,7 @@ from tflab.core.errors import LabError
 from tflab.core.runfolder import Summary
 from tflab.core.settings import Settings
 from tflab.reports import compare, report
-from tflab.supervisor import summary
+from tflab.supervisor import summary, table
 
 # What reading a file the lab did not write (or one cut short) raises: JSON and UTF-8 errors are
 # ValueErrors, and a file of the wrong shape fails where it is read.
@@ -56,7 +56,7 @@ def finished_summary(settings: Settings) -> Summary:
 
 
 def command_summary(settings: Settings) -> int:
-    print(summary.table(finished_summary(settings)))
+    print(table.table(finished_summary(settings)))
     return 0
 
 
@@ -64,10 +64,10 @@ def command_why(settings: Settings) -> int:
     """What broke and what to do, where a restarted script resumed, the audit's findings: the lines
     a test's `lab.why()` starts with, for a run made with make or tflab."""
     result = finished_summary(settings)
-    lines = summary.why_lines(result)
+    lines = table.why_lines(result)
     if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
         lines = [f"nothing to explain: no task failed, no script restarted, no audit finding "
-                 f"({summary.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
+                 f"({table.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
     print(f"run {foreign.shown(result.run)}: {foreign.shown(result.outcome)}")
     print("\n".join(foreign.shown(line, limit=0) for line in "\n".join(lines).split("\n")))
     return 0

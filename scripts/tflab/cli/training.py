@@ -40,15 +40,15 @@ def command_bench(settings: Settings) -> int:
 
 def command_chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: as command_up's, for a replayed job's (TFJOB=, TRAINJOB=) refusals."""
-    from tflab import faults as chaos
+    from tflab.faults import chaos
 
     return chaos.chaos(settings, given)
 
 
 def command_soak(settings: Settings) -> int:
-    from tflab import faults as chaos
+    from tflab.faults import soak
 
-    return chaos.soak(settings)
+    return soak.soak(settings)
 
 
 def command_stack_up(settings: Settings) -> int:

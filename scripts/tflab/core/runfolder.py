@@ -627,7 +627,7 @@ class SummaryError(TypeError, ValueError):
 # Annotation -> the JSON types it takes (bool is no number: JSON's true is not 1 here).
 KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,),
          "list[TaskRow]": (list,)}
-# What readers index inside a summary's containers (summary.table, report, chaos.soak): checked too.
+# What readers index inside a summary's containers (table.table, report, chaos.soak): checked too.
 CONTAINED = {
     "losses": (int, float), "restarts": (int, float), "earlier_errors": (str,), "not_applied": (str,),
     "restored": (dict,), "evals": (dict,), "resumes": (dict,), "findings": (dict,), "notes": (str,),
@@ -636,7 +636,7 @@ FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
 CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
 # The fields of the objects inside those containers that readers use: a list where a number or a
-# string is would crash them (an unhashable key in summary.resume_lines, sorted() of mixed types in
+# string is would crash them (an unhashable key in table.resume_lines, sorted() of mixed types in
 # preemption.result_line), so each is checked as the lab writes it.
 NONE = type(None)
 NUMBER = (int, float)

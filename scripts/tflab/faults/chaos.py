@@ -36,7 +36,7 @@ class Chaos(RunObserver):
     the fault and records it; the fault itself (registry.FAULTS[SCENARIO]) acts."""
 
     def __init__(self, settings: Settings, the_cluster=None):
-        """`the_cluster`: a replayed job's (replay.ReplayCluster: its replicas as tasks); else the lab's."""
+        """`the_cluster`: a replayed job's (replay.stack.ReplayCluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
         self.kind, _, value = settings.at.partition(":")
         self.at = float(value)
@@ -207,7 +207,7 @@ def outcome_of(summary: Summary | dict) -> str:
 
 def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`make chaos`: the run with its fault as the runner's observer. A replayed job (TFJOB=,
-    TRAINJOB=) is run by backends/replay.py, which makes the observer once it has the job's
+    TRAINJOB=) is run by backends/replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
         from tflab.backends import replay  # PyYAML is needed only here

@@ -13,7 +13,7 @@ unit test that pins it (tests/unit/test_tfoperator.py), so the next release is o
     pkg/controller.v1/tensorflow/tfjob_controller.go  UpdateJobStatus, IsWorker0Completed
     pkg/util/status.go                                JobFailedReason, NewReason ("TFJobFailed")
 
-Pure logic: no engine, no files. replay.ReplayRun applies it to what the engine reports.
+Pure logic: no engine, no files. replay.run.ReplayRun applies it to what the engine reports.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ TF_CONFIG is built where the pod builds it: inside the container, by the runtime
 `python -m tflab.trainer.tfconfig` (cluster.trainjob_tf_config_env); the plan records what that
 function gives each node. A node whose command is another gets no TF_CONFIG, as on a cluster.
 
-The result is the TFJob replay's own Plan (tfjob.py), so the replay (backends/replay.py) runs it
+The result is the TFJob replay's own Plan (tfjob.py), so the replay (backends/replay/__init__.py) runs it
 through the same pipeline. The manifest is untrusted input as a TFJob is: the same bounded reader,
 each object against its CRD's schema (Trainer v2.3.0's, schemas/), the same rules for the pod
-(tfjob.service_of). What the lab cannot replay (another framework's runtime, initializers, runtime
+(pod.service_of). What the lab cannot replay (another framework's runtime, initializers, runtime
 patches, a suspended job, a second replicated job) is refused in one line; what it reads and does
 not apply is named in one line before anything starts.
 """
@@ -37,7 +37,8 @@ from tflab.core.errors import LabError
 from tflab.core.settings import MAX_TASKS, SETTINGS, Settings, refuse_unhonoured
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError, shown
-from tflab.k8s.tfjob import Plan, Task, _extra, _get, checked_object, claim_folder, port_of, service_of, take_config_map
+from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of
+from tflab.k8s.tfjob import Plan, Task, checked_object, take_config_map
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 API_GROUP = "trainer.kubeflow.org"

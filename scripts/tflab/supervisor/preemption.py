@@ -83,7 +83,7 @@ def grace_line(task: str, grace: float, checkpoint: int | None) -> str:
 
 
 def result_line(record: dict) -> str:
-    """The summary table's line for one preemption (summary.table)."""
+    """The summary table's line for one preemption (table.table)."""
     def number(key, form="{:.1f} s"):
         value = record.get(key)
         return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else form.format(value)

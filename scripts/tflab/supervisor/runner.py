@@ -7,7 +7,7 @@ summary.json and the table. Nothing is started until every check has passed, and
 wrote is ever overwritten or deleted.
 
 `run` is the one pipeline for every kind of run: the lab's own (LabRun, for every BACKEND) and a
-TFJob's replay (replay.ReplayRun); whatever watches a run beside it (make chaos's faults) is a
+TFJob's replay (replay.run.ReplayRun); whatever watches a run beside it (make chaos's faults) is a
 backend.RunObserver, called at each moment whoever it is.
 """
 
@@ -28,7 +28,7 @@ from tflab.core.runfolder import Summary
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
 from tflab.engine import reaper
-from tflab.supervisor import resume, summary
+from tflab.supervisor import progress, resume, summary, table
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
@@ -46,7 +46,7 @@ def write_links(settings: Settings, run_dir: Path, backend: Backend) -> None:
 
 class LabRun:
     """What `up` runs: the lab's trainers (or a SCRIPT) on BACKEND. What another kind of run does
-    differently (replay.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
+    differently (replay.run.ReplayRun: a TFJob's replicas) is these methods; the runner's loop,
     restarts, teardown and summary are the same for every kind."""
 
     tasks_word = "tasks"  # how the runner's lines name them
@@ -61,7 +61,7 @@ class LabRun:
     def clean_exits(self) -> bool:
         """Whether a task ended by SIGTERM owes the lab exit 0. The lab's own tasks do (their handler
         exits 0), so a non-zero code then is a failure; a TFJob's replicas owe no such exit
-        (replay.ReplayRun), and neither do a SCRIPT's servers (TF's tutorial: `server.join()`), which have no
+        (replay.run.ReplayRun), and neither do a SCRIPT's servers (TF's tutorial: `server.join()`), which have no
         handler of the lab's: once the chief succeeded they are ended as a TFJob's `cleanPodPolicy: Running` ends its
         pods, and their exit code then says nothing of the run."""
         return not (self.settings.script and self.backend.cluster.servers)
@@ -85,16 +85,16 @@ class LabRun:
 
     def progress(self):
         """What prints the tasks' events as they come (print_new at every poll); a SCRIPT's output too."""
-        events = summary.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
+        events = progress.ProgressPrinter(self.settings, self.backend.cluster, self.run_dir)
         if not self.settings.script:
             return events
-        return summary.Printers(events, summary.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
+        return progress.Printers(events, progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def job_condition(self, codes: dict) -> str | None:
         """The job's end as this kind of run decides it from the exit codes so far: SUCCEEDED (end
         what runs), FAILED (stop what runs; no restart), WAITING (it succeeded; poll again while
         what is left ends by itself); None: the runner's own rules, the lab's (chief, servers,
-        grace, restarts). A TFJob's operator decides its job's end (replay.ReplayRun)."""
+        grace, restarts). A TFJob's operator decides its job's end (replay.run.ReplayRun)."""
         return None
 
     def deadline(self, started: float) -> float:
@@ -204,7 +204,7 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
         result.write(run_dir)
     except OSError as error:
         raise LabError(unwritable(run_dir, failure or error)) from None
-    print(summary.table(result))
+    print(table.table(result))
     if failure is not None:
         raise LabError(unwritable(run_dir, failure))
     if interrupt is not None:

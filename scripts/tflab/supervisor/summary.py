@@ -1,4 +1,6 @@
-"""From the tasks' JSONL logs to what a person reads: live progress lines, summary.json, the table.
+"""A run's summary.json (runfolder.Summary: one row per task, the audit's findings and notes),
+built from the tasks' JSONL logs, their output and their exit codes; progress.py prints the run
+as it goes, table.py says the summary in words.
 
 Everything here is computed from the logs and the exit codes; a task that wrote nothing, or
 failed, is shown as such, never left out.
@@ -8,18 +10,17 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tflab.console import cell, columns, say
-from tflab.core import beneath, explain, foreign, runfolder
+from tflab.console import say
+from tflab.core import beneath, explain, foreign
 from tflab.core.cluster import Cluster
-from tflab.core.foreign import ForeignFile, shown
-from tflab.core.runfolder import OUTPUT, Summary, TaskRow, events, log_name, output_name
-from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events, problems
+from tflab.core.foreign import ForeignFile
+from tflab.core.runfolder import OUTPUT, Summary, TaskRow, events, log_name
+from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events
 from tflab.core.settings import Settings
-from tflab.supervisor import audit, preemption, resume
+from tflab.supervisor import audit, resume
 
 
 def task_row(task: str, role: str, records: list[dict], exit_code: int | None, stopped: bool,
@@ -74,7 +75,7 @@ def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_w
     """The one rule for a task's status. ended_cleanly: its last attempt logged its end and no
     error. ended_when_done: a replica still running when its TFJob succeeded, which the lab then
     ended (a TFJob's replicas owe the lab no clean exit on SIGTERM): ok whatever its code, as the
-    job's success is the operator's to decide (replay.ReplayRun.job_condition)."""
+    job's success is the operator's to decide (replay.run.ReplayRun.job_condition)."""
     if stopped:
         return "stopped"  # still running when the lab ended the run
     if exit_code is None:
@@ -113,7 +114,7 @@ def task_output(log: str, task: str) -> str:
 
 @dataclass
 class Replayed:
-    """What a TFJob replay's summary records beyond its logs (replay.ReplayRun fills it)."""
+    """What a TFJob replay's summary records beyond its logs (replay.run.ReplayRun fills it)."""
 
     tfjob: str  # the manifest's path
     settings: dict  # tfjob.replay_settings: what the TFJob says, never a lab default that did not apply
@@ -124,6 +125,9 @@ class Replayed:
     # "not audited: <why>" per replica the lab's hooks did not reach (an image without Python, an
     # entrypoint that is not Python): the summary's notes, and `make why` says it, never "audited".
     unaudited: list[str] = field(default_factory=list)
+
+
+NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
 
 
 def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
@@ -138,7 +142,7 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     oom_killed = oom_killed or {}
     outputs = output_tails(run_dir, list(the_cluster.tasks))
     if replayed is not None:
-        # "ok": the job succeeded as the operator decides it (replay.ReplayRun.job_condition), and
+        # "ok": the job succeeded as the operator decides it (replay.run.ReplayRun.job_condition), and
         # the lab ended what was still running; a replica that failed and was being retried then
         # keeps its failed row, as the operator's job is Succeeded all the same.
         done = outcome == "ok"
@@ -248,10 +252,6 @@ def own_end(run_dir: Path, task: str) -> dict:
 # explanations need the end of each task's output, its traceback, so output.log is streamed and
 # only each task's last TASK_TAIL_BYTES are kept: the lab's memory stays flat whatever a task prints.
 TASK_TAIL_BYTES = 4 * 1024 * 1024
-# What a live printer reads of a task's file at one poll (half a second): a task printing faster
-# than that is caught up over the next polls, and the lab's memory stays flat.
-POLL_BYTES = 2 * foreign.MAX_LINE_BYTES
-POLL_CHUNKS = 64
 READ_CHUNK = 1024 * 1024
 
 
@@ -304,291 +304,3 @@ def task_records(run_dir: Path, task: str) -> list[dict]:
     except ForeignFile as error:
         say(f"{error}; the summary reads it as no events")
         return []
-
-
-COLUMNS = [  # header, row key, format
-    ("task", "task", "{}"),
-    ("status", "status", "{}"),
-    ("exit", "exit_code", "{}"),
-    ("ready s", "cluster_ready_seconds", "{:.1f}"),
-    ("first step s", "first_step_seconds", "{:.2f}"),
-    ("steady ms", "steady_step_seconds", "{:.2f}", 1000),
-    ("examples/s", "examples_per_second", "{:.0f}"),
-    ("final loss", "final_loss", "{:.4f}"),
-    ("peak RSS MB", "peak_rss_bytes", "{:.0f}", 1e-6),
-    ("weights", "weights_sha256", "{:.12}"),
-]
-
-
-def table(result: Summary) -> str:
-    lines = columns([column[0] for column in COLUMNS],
-                    [[cell(getattr(row, key), fmt, *scale) for _, key, fmt, *scale in COLUMNS] for row in result.tasks])
-    for row in result.tasks:
-        if row.error and not row.explanation:
-            lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
-    lines += explanation_lines(result.tasks)
-    lines += resume_lines(result.tasks)
-    trainers = [row for row in result.tasks if row.role == "trainer"]
-    agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
-        "; every task ended with the same weights" if result.weights_agree else "; weights differ")
-    restarts = len(result.restarts)
-    if restarts:
-        agree += f"; {restarts} restart{'s' * (restarts > 1)}"
-    chaos = result.chaos
-    if chaos:
-        scenario, target, at, outcome = (shown(chaos.get(key), 60)
-                                         for key in ("scenario", "target", "at", "outcome"))
-        lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
-                     f"detected after {_seconds(chaos.get('detection_seconds'))}, "
-                     f"training again after {_seconds(chaos.get('recovery_seconds'))}")
-        found = chaos.get("preemptions")
-        lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
-        unchecked = chaos.get("unchecked")
-        lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
-                  for note in (unchecked if isinstance(unchecked, list) else [])]
-    lines += audit_lines(result)
-    if result.findings:
-        count = len(result.findings)
-        strict = (result.settings or {}).get("audit") == "strict"
-        agree += f"; {count} audit finding{'s' * (count > 1)}" + (" (AUDIT=strict fails the run)" if strict else "")
-    reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
-    lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
-    # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
-    # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
-    return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
-
-
-def why_lines(result: Summary) -> list[str]:
-    """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
-    do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
-    (tflab why, and the fixture's why())."""
-    return (explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
-            + audit_lines(result))
-
-
-NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
-
-
-def audit_state(result: Summary) -> str:
-    """What the audit covered, for `make why`'s quiet line: never "audited" where it was not."""
-    if (result.settings or {}).get("audit") == "off":
-        return "AUDIT=off: nothing was audited"
-    unaudited = [note for note in result.notes if note.startswith(NOT_AUDITED)]
-    return "; ".join(unaudited) if unaudited else "audited"
-
-
-def restart_lines(result: Summary) -> list[str]:
-    """A replay's restarts and the failures before them (a replica's earlier attempts), which its
-    last attempt's rows do not show; tasks that failed alike share a line."""
-    if not result.tfjob or not result.restarts:
-        return []
-    groups: dict[str, list[str]] = {}
-    for row in result.tasks:
-        for error in row.earlier_errors or []:
-            groups.setdefault(error, [])
-            if row.task not in groups[error]:
-                groups[error].append(row.task)
-    count = len(result.restarts)
-    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says"] + [
-        f"  before a restart: {', '.join(shown(task) for task in tasks)} {shown(error, 300)}"
-        for error, tasks in groups.items()]
-
-
-def audit_lines(result: Summary) -> list[str]:
-    """The audit's findings (what is wrong, then the fix) and notes, for the table and lab.why()."""
-    lines = []
-    for finding in result.findings:
-        lines.append(f"finding ({shown(finding['kind'], 40)}): {shown(finding['message'], 1000)}")
-        lines.append(f"  fix: {shown(finding['fix'], 1000)}")
-    lines += [f"note: {shown(note, 1000)}" for note in result.notes]
-    return lines
-
-
-def explanation_lines(rows: list[TaskRow]) -> list[str]:
-    """Per failed task, what happened and what to do; tasks that failed alike share the lines."""
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        found = row.get("explanation")
-        if found:
-            groups.setdefault((found["what"], found["fix"], found["link"]), []).append(row)
-    lines = []
-    for (what, fix, link), members in groups.items():
-        lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
-        error = members[0]["error"]
-        if error and members[0]["explanation"]["signature"] != "exception" and error.splitlines()[0] != what:
-            # ("exception" says it already, as does a bare exit code)
-            lines.append(f"  error: {error.splitlines()[0][:300]}")
-        lines.append(f"  fix: {shown(fix, limit=0)}")
-        if link:
-            lines.append(f"  see: {shown(link)}")
-    return lines
-
-
-def resume_lines(rows: list[TaskRow]) -> list[str]:
-    """Per restart, where each script task resumed (resume.py); tasks that did alike share a line."""
-    groups: dict[tuple, list[str]] = {}
-    for row in rows:
-        for found in row.get("resumes") or []:
-            groups.setdefault((found.get("attempt"), found.get("words")), []).append(shown(row["task"]))
-    return [f"{', '.join(tasks)}: after restart {shown(attempt - 1 if isinstance(attempt, int) else attempt)}, "
-            f"{shown(words, limit=0)}" for (attempt, words), tasks in groups.items()]
-
-
-def _seconds(value) -> str:
-    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.1f} s"
-
-
-class ProgressPrinter:
-    """Prints each new event of every task's log once: the chief's epochs, everyone's milestones."""
-
-    def __init__(self, settings: Settings, the_cluster: Cluster, run_dir: Path):
-        self.settings = settings
-        self.run_dir = run_dir
-        self.chief = the_cluster.chief
-        self.offsets = {task: 0 for task in the_cluster.tasks}
-        self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
-        self.tries = {task: [] for task in the_cluster.tasks}  # each task's attempts so far (a script's resume)
-        # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (runner.LabRun.clean_exits):
-        # their launcher's error then is the lab's SIGTERM, not theirs.
-        self.ended_by_lab = set(the_cluster.servers + the_cluster.evaluators) if settings.script else set()
-        self.chief_done = False
-
-    def print_new(self) -> None:
-        for task in self.offsets:
-            for record in self._new_records(task):
-                if record.get("event") == "start" or not self.tries[task]:
-                    self.tries[task].append([])
-                self.tries[task][-1].append(record)
-                try:
-                    line = self.describe(record)
-                except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-                    self._skipped(task, "an event of a shape the lab does not write")
-                    continue
-                if line:
-                    print(shown(f"[{task}] {line}", limit=0), flush=True)
-
-    def _skipped(self, task: str, why: str) -> None:
-        """A task's own stray line in its log (a print to $TFLAB_LOG, say): said once, then skipped,
-        as the summary skips it."""
-        if task not in self.warned:
-            self.warned.add(task)
-            print(shown(f"[{task}] skipped a line of {task}.jsonl that is not one of the lab's events ({why}); "
-                        "the summary skips such lines too", limit=0), flush=True)
-
-    def _new_records(self, task: str) -> list[dict]:
-        records = []
-        for complete_lines in new_lines(self.run_dir, log_name(task), self.offsets, task,
-                                        lambda why: self._skipped(task, why)):
-            for line in complete_lines.split(b"\n"):
-                if not line.strip():
-                    continue
-                record, why = foreign.json_line(line)
-                found = problems(record) if record is not None else [why]
-                if found:
-                    self._skipped(task, found[0])
-                else:
-                    records.append(record)
-        return records
-
-    def describe(self, record: dict) -> str | None:
-        event = record.get("event")
-        if event == "end" and record.get("task") == self.chief:
-            self.chief_done = True
-        if event == "start" and record.get("role") == "script":  # every task's; its Keras once it imports one
-            return f"started: tensorflow {record['versions'].get('tensorflow')}"
-        if event == "start" and record["task"] == self.chief:
-            versions = record["versions"]
-            return f"started: tensorflow {versions.get('tensorflow')}, {versions.get('keras')}"
-        if event == "imported" and record["task"] == self.chief:
-            # tf_keras: TensorFlow's own import brings it in as tf.keras under TF_USE_LEGACY_KERAS=1
-            what = {"keras": "Keras 3", "tf_keras": "tf.keras under TF_USE_LEGACY_KERAS=1"}.get(record["module"], "")
-            name = "tf-keras" if record["module"] == "tf_keras" else record["module"]
-            return f"imported {name} {record['version']}" + (f" ({what})" if what else "")
-        if event == "cluster_ready" and record["replicas"] == 0:
-            return f"serving after {record['seconds']:.1f} s"
-        if event == "cluster_ready":
-            return f"ready after {record['seconds']:.1f} s: {record['replicas']} replicas in sync"
-        if event == "epoch" and record["task"] == self.chief:
-            of = "" if self.settings.script else f"/{self.settings.epochs}"  # a script's epochs are its own
-            rate = record.get("examples_per_second")  # Keras's own epochs (observe.py) know no batch
-            return (f"epoch {record['epoch']}{of}  loss {loss_value(record['loss']):.4f}  {record['seconds']:.2f} s"
-                    + (f"  {rate:.0f} examples/s" if rate is not None else f"  {record['steps']} steps"))
-        if event in ("fit", "checkpoint"):  # a script's: said only after a restart, where it resumed
-            tries = self.tries[record["task"]]
-            if len(tries) < 2:
-                return None
-            resumed, words = (resume.fit_words(record, tries[-2]) if event == "fit"
-                              else resume.checkpoint_words(record))
-            return f"after restart {len(tries) - 1}: {words}"
-        if event == "end" and record["role"] == "server":
-            return f"ended after serving for {record['total_seconds']:.1f} s"
-        if event == "eval":
-            return f"eval of epoch {record['epoch']} (step {record['step']}): loss {loss_value(record['loss']):.4f}"
-        if event == "end" and record["role"] == "evaluator":
-            return f"done in {record['total_seconds']:.1f} s: {record['evaluations']} checkpoints evaluated"
-        if event == "end" and record["role"] == "script":
-            return f"done in {record['total_seconds']:.1f} s: the script exited with code {record['exit_code']}"
-        if event == "end":
-            return f"done in {record['total_seconds']:.1f} s: final loss {loss_value(record['final_loss']):.4f}"
-        if event == "restored" and not self.settings.script:  # a script's `fit` says it
-            return f"restored from the backup: resuming at epoch {record['epoch']}, step {record['step']}"
-        if event == "error" and self.chief_done and record["task"] in self.ended_by_lab:
-            code = re.search(r"exited with code (\d+)", record["message"])
-            return f"ended by the lab once the chief was done (exit code {code.group(1) if code else '?'})"
-        if event == "error":
-            return f"error: {record['message'].splitlines()[0][:300]}"
-        return None
-
-
-def new_lines(run_dir: Path, name: str, offsets: dict, task: str, skipped) -> Iterator[bytes]:
-    """The whole lines a task added to a file of its space since `offsets[task]`, a chunk of at
-    most POLL_BYTES at a time (the lab's memory stays flat whatever a task prints), up to
-    POLL_CHUNKS chunks a poll (a task printing faster than the terminal does not hold the run's
-    loop); a line still being written waits for the next poll, one with no end in sight is cut."""
-    for _ in range(POLL_CHUNKS):
-        try:
-            data = runfolder.read_task_file(run_dir, name, POLL_BYTES, offset=offsets[task], whole=False)
-        except FileNotFoundError:
-            return
-        except ForeignFile as error:
-            skipped(str(error))
-            return
-        lines = data[: data.rfind(b"\n") + 1]
-        if not lines and len(data) > foreign.MAX_LINE_BYTES:
-            skipped(f"a line longer than {foreign.MAX_LINE_BYTES // 1024} KiB")
-            lines = data
-        if not lines:
-            return
-        offsets[task] += len(lines)
-        yield lines
-        if len(data) < POLL_BYTES:
-            return
-
-
-class ScriptOutputPrinter:
-    """A SCRIPT run's output as it comes: each task's new whole lines of `<task>.out` (written by
-    its launcher, a Keras progress bar as its last drawing), printed `[worker-0] line`, read as
-    foreign and shown escaped."""
-
-    def __init__(self, the_cluster: Cluster, run_dir: Path):
-        self.run_dir = run_dir
-        self.offsets = {task: 0 for task in the_cluster.tasks}
-
-    def print_new(self) -> None:
-        for task in self.offsets:
-            for lines in new_lines(self.run_dir, output_name(task), self.offsets, task, lambda why: None):
-                for line in lines.decode(errors="replace").splitlines():
-                    # the lab's own trainer, replayed, names its task itself: once is enough
-                    said = line if line.startswith(f"[{task}] ") else f"[{task}] {line}"
-                    print(shown(said, limit=2000), flush=True)
-
-
-class Printers:
-    """Several printers as one: print_new calls each in turn."""
-
-    def __init__(self, *printers):
-        self.printers = printers
-
-    def print_new(self) -> None:
-        for printer in self.printers:
-            printer.print_new()

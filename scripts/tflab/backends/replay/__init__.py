@@ -1,0 +1,90 @@
+"""`tflab up TFJOB=...`: the replay of a TFJob (tfjob.py's Plan; `TRAINJOB=`, a Trainer v2 TrainJob that
+trainjob.py translates into the same Plan) as a run of the lab's one
+pipeline (runner.run): its replicas as one Compose project (stack.py's ReplayStack), watched from
+outside (watcher.py's Watcher: each replica's start and end into <task>.jsonl), followed, restarted
+and summarised as run.py's ReplayRun says where a TFJob differs from the lab's own run. tfjob.py
+reads and plans; this package is what touches the engine (images.py: what the engine must hold)
+and the run folder (volumes.py: the replay's volumes and the lab's hooks). Here: `up`, and what is
+checked and said before anything starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tflab import console
+from tflab.backends import compose
+from tflab.backends.replay.images import check_images, image_configs
+from tflab.backends.replay.run import ReplayRun
+from tflab.backends.replay.stack import ReplayCluster, ReplayStack
+from tflab.backends.replay.volumes import host_folders
+from tflab.core import runfolder
+from tflab.core.errors import LabError
+from tflab.core.settings import DATA_DIR, Settings
+from tflab.engine import docker
+from tflab.k8s.tfjob import Plan, load, refuse_decided
+from tflab.supervisor import runner
+
+
+def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -> int:
+    """`tflab up TFJOB=...`: checks everything, then runs the job (runner.run, as ReplayRun says)
+    until its chief (or every worker) is done, restarting the whole job as its restart policy says;
+    0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
+    TFJob decides them."""
+    if settings.trainjob:
+        from tflab.k8s import trainjob  # a TrainJob is translated into the same plan
+
+        plan = trainjob.load(settings)
+    else:
+        plan = load(settings)
+    refuse_decided(plan, given or {})
+    watching = None
+    if observer is not None:  # make chaos: its fault on the replicas, checked before anything else
+        watching = observer(ReplayCluster(plan))
+        watching.check(settings)
+    run_dir = runfolder.planned(settings)
+    docker.check()
+    cli = compose.find_compose(settings.compose)
+    check_images(plan)
+    check_ways_in(plan, settings)
+    console.say("not applied: " + ("; ".join(plan.not_applied) if plan.not_applied else "nothing"))
+    for line in ways_in(plan, settings):
+        console.say(line)
+    images = image_configs(plan)
+    stack = ReplayStack(cli, run_dir, plan, settings, images)
+    if watching is None:
+        return runner.run(ReplayRun(plan, settings, stack, run_dir))
+    return runner.run(ReplayRun(plan, settings, stack, run_dir), observer=watching)
+
+
+def check_ways_in(plan: Plan, settings: Settings) -> None:
+    """DATA's mount and CLAIMS's claims against the manifest's, before anything starts: one line each."""
+    host_folders(plan, settings)
+    if settings.data:
+        for task in plan.tasks:
+            for _, target, _ in task.service["x-mounts"]:
+                if target == DATA_DIR or target.startswith(DATA_DIR + "/") or DATA_DIR.startswith(target + "/"):
+                    raise LabError(f"DATA={settings.data} is mounted at {DATA_DIR}, where {task.name} already mounts "
+                                   f"a volume of TFJOB={plan.path} ({target}); leave DATA out, or mount that volume "
+                                   "elsewhere")
+            for entry in task.service.get("tmpfs", []):
+                target = entry.split(":", 1)[0]
+                if target == DATA_DIR or DATA_DIR.startswith(target + "/") or target.startswith(DATA_DIR + "/"):
+                    raise LabError(f"DATA={settings.data} is mounted at {DATA_DIR}, where {task.name} mounts an "
+                                   f"emptyDir ({target}); leave DATA out, or mount the emptyDir elsewhere")
+
+
+def ways_in(plan: Plan, settings: Settings) -> list[str]:
+    """What the replay's replicas reach beyond each other, said before they start: the network,
+    DATA and the claims' folders."""
+    lines = ["network: the replicas may reach the internet (NETWORK=bridge), as a cluster's pods may"
+             if settings.network == "bridge" else
+             "network: the replicas reach each other only (NETWORK=internal); NETWORK=bridge lets them out, as a "
+             "cluster's pods are"]
+    if settings.data:
+        lines.append(f"data: {console.display_path(Path(settings.data))} read-only at {DATA_DIR} in every replica "
+                     "($TFLAB_DATA)")
+    for claim, (folder, read_only) in host_folders(plan, settings).items():
+        lines.append(f"claim {claim}: {console.display_path(Path(folder))}, "
+                     f"{'read-only' if read_only else 'writable where the manifest mounts it so'} (CLAIMS)")
+    return lines

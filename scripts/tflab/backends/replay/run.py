@@ -1,0 +1,270 @@
+"""A TFJob's (or TrainJob's) replay as runner.run runs it (ReplayRun): what it says before it starts,
+and the job's end, restarts and deadline as the training operator (tfoperator.py) or JobSet
+would decide them from the replicas' exit codes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tflab import console
+from tflab.backends.replay.stack import ReplayStack
+from tflab.backends.replay.volumes import write_hooks, write_volumes
+from tflab.backends.replay.watcher import Watcher, unaudited
+from tflab.core import runfolder
+from tflab.core.explain import VANISHED
+from tflab.core.runfolder import Summary
+from tflab.core.settings import Settings
+from tflab.k8s import tfoperator
+from tflab.k8s.tfjob import Plan, describe, replay_settings
+from tflab.supervisor import progress, runner, summary
+
+
+class ReplayRun(runner.LabRun):
+    """A TFJob's replicas, as runner.run runs them, ended as the training operator would end the
+    job (tfoperator: its code's rules): a replica's failure restarts or fails the job by its
+    restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every worker's), and
+    the deadline is activeDeadlineSeconds. Where the operator would restart one replica in place,
+    the lab restarts every replica (a MultiWorkerMirroredStrategy worker cannot rejoin). What its
+    cleanPodPolicy would leave running is said; the lab still removes every replica at the end."""
+
+    tasks_word = "replicas"
+    done_line = "the job is done; ending {running}"
+
+    def __init__(self, plan: Plan, settings: Settings, stack: ReplayStack, run_dir: Path):
+        super().__init__(settings, stack, run_dir)
+        self.plan = plan
+        self.timeout = plan.timeout
+        self.watcher: Watcher | None = None
+        self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
+        self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
+        self.failed_for_good = False  # job_condition said the operator marks the job Failed
+        self.succeeded_at: float | None = None
+        self.lingering: list[str] = []  # left running after success (cleanPodPolicy None), ending by themselves
+        self.ended_when_done: list[str] = []  # still running once the job succeeded: the lab ended them
+
+    def claimed(self) -> None:
+        plan, run_dir = self.plan, self.run_dir
+        settings = replay_settings(plan, self.settings, run_dir.name)
+        runfolder.write_json(run_dir / runfolder.CONFIG, {
+            "run": run_dir.name, "tfjob": str(plan.path), "settings": settings,
+            "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
+            "tf_config": {t.name: json.loads(t.tf_config or t.service["environment"]["TF_CONFIG"])
+                          if t.tf_config or "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
+            "hosts": {t.name: t.host for t in plan.tasks}})
+        write_volumes(plan, run_dir, self.settings)
+        write_hooks(plan, run_dir, self.settings)
+        self.watcher = Watcher(plan, run_dir)
+
+    def prepare(self) -> None:
+        pass  # claimed() wrote it all
+
+    def announce(self) -> list[str]:
+        plan, folder = self.plan, console.display_path(self.run_dir)
+        if plan.active_deadline:
+            deadline = f"activeDeadlineSeconds {plan.active_deadline} s"
+        else:
+            deadline = f"no activeDeadlineSeconds, so TIMEOUT ({plan.timeout:g} s) bounds the run"
+        if plan.kind == "TrainJob":  # JobSet's rules, not the training operator's (jobset_condition)
+            return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
+                    f"outputs in {folder}/; failurePolicy.maxRestarts {plan.backoff_limit or 0}: a node's failure "
+                    f"restarts the whole job that many times, then JobSet fails it; {deadline}",
+                    "the job succeeds when every node does (JobSet's default successPolicy); the lab removes every "
+                    "node at the end"]
+        if plan.backoff_limit is None:
+            limit = "no backoffLimit: restarts without limit, as the operator's"
+        else:
+            limit = (f"backoffLimit {plan.backoff_limit}: the operator's count is each OnFailure or Always "
+                     "replica's own restarts")
+        lines = [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
+                 f"outputs in {folder}/; {limit}; {deadline}",
+                 f"the job succeeds when {self.success_words()}; {self.clean_words()}"]
+        recreated = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "ExitCode")
+        if recreated and plan.backoff_limit:
+            lines.append(f"restartPolicy ExitCode ({', '.join(recreated)}): a retried replica is recreated, not "
+                         f"restarted, so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, "
+                         "trainer#2045); only the deadline bounds its retries")
+        always = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "Always")
+        if always:
+            lines.append(f"restartPolicy Always ({', '.join(always)}): on a cluster the kubelet restarts a replica "
+                         "that exits 0 too; the lab takes an exit 0 as done")
+        return lines
+
+    def success_words(self) -> str:
+        chiefs = [t.name for t in self.plan.tasks if t.job in ("chief", "master")]
+        if chiefs:
+            return f"{chiefs[0]} does"
+        if self.plan.success_policy == tfoperator.ALL_WORKERS:
+            return "every worker does (successPolicy AllWorkers)"
+        return "worker-0 does (no Chief, and no successPolicy AllWorkers)"
+
+    def clean_words(self) -> str:
+        policy = self.plan.clean_pod_policy
+        if policy == "None":
+            default = " (the operator's default)" if policy == tfoperator.DEFAULT_CLEAN_POD_POLICY else ""
+            return (f"cleanPodPolicy None{default}: once the job ends the operator leaves whatever still runs "
+                    "running; the lab ends and removes every replica")
+        what = "the running replicas" if policy == "Running" else "every replica"
+        return f"cleanPodPolicy {policy}: once the job ends the operator deletes {what}; the lab removes every replica"
+
+    def left_words(self, running: list[str]) -> str:
+        """What the operator's cleanPodPolicy does with `running` once the job is finished."""
+        left = tfoperator.left_running(self.plan.clean_pod_policy, running)
+        if left:
+            return f"cleanPodPolicy None: the operator would leave {', '.join(left)} running"
+        return f"cleanPodPolicy {self.plan.clean_pod_policy}: the operator deletes {', '.join(running)}"
+
+    def warnings(self) -> list[str]:
+        return []
+
+    def progress(self):
+        """The watcher's start and end lines (print_new), then each replica's folded output as it
+        comes, as a SCRIPT run prints its tasks' (FoldedOutput writes <task>.out)."""
+        return progress.Printers(self, progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
+
+    def print_new(self) -> None:
+        self.watcher.tick(self.backend.state())
+
+    def deadline(self, started: float) -> float:
+        """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
+        return time.monotonic() + self.timeout - (time.time() - started)
+
+    def deadline_line(self, running: list[str]) -> str:
+        if not self.plan.active_deadline:
+            return (f"TIMEOUT ({self.timeout:g} s) passed; the TFJob sets no activeDeadlineSeconds, so on a cluster "
+                    f"it would run on; stopping {', '.join(running)}")
+        self.reason = f"{tfoperator.FAILED}: activeDeadlineSeconds"
+        return (f"activeDeadlineSeconds ({self.plan.active_deadline} s) passed: the operator marks the job Failed "
+                f"({tfoperator.FAILED}: {tfoperator.deadline_message(self.plan.name)}); {self.left_words(running)}; "
+                f"stopping {', '.join(running)}")
+
+    def own_failures(self, codes: dict, stopped: list[str] = ()) -> dict[str, tuple[int, str, str]]:
+        """task -> (exit code, its restartPolicy, what the operator makes of it: tfoperator.after_failure),
+        for every replica that failed by itself (not one the lab stopped, nor one removed from outside)."""
+        job_of = {task.name: task.job for task in self.plan.tasks}
+        found = {}
+        for task, code in codes.items():
+            if code in (None, 0, VANISHED) or task in stopped:
+                continue
+            policy = self.plan.policies[job_of[task]]
+            found[task] = (code, policy, tfoperator.after_failure(policy, code))
+        return found
+
+    def job_condition(self, codes: dict) -> str | None:
+        """The operator's verdict on the exit codes so far, failure first (ReconcileJobs tests the
+        backoffLimit before it reconciles the pods, UpdateJobStatus marks success): FAILED where a
+        failure is not retried or the restarts reach backoffLimit; else WAITING / SUCCEEDED once the
+        job succeeded; None while it runs or restarts."""
+        plan = self.plan
+        running = [task for task, code in codes.items() if code is None]
+        if self.succeeded_at is not None:
+            waiting = [task for task in self.lingering if codes.get(task) is None]
+            if waiting and time.monotonic() - self.succeeded_at < runner.EVALUATOR_END_SECONDS:
+                return runner.WAITING
+            self.ended_when_done = running
+            return runner.SUCCEEDED
+        failures = self.own_failures(codes)
+        if plan.kind == "TrainJob":
+            return self.jobset_condition(codes, failures, running)
+        in_place = self.restarts_counted + sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
+        failed_pods = [task for task, (_, _, fate) in failures.items() if fate != tfoperator.IN_PLACE]
+        if (tfoperator.exceeds_backoff_limit(plan.backoff_limit, len(failed_pods))
+                or tfoperator.past_backoff_limit(plan.backoff_limit, in_place)):
+            why = (f"{', '.join(failed_pods)} failed under backoffLimit 0" if failed_pods and plan.backoff_limit == 0
+                   else f"the restarts the operator counts ({in_place}) reach backoffLimit {plan.backoff_limit}")
+            return self.fail(why, tfoperator.backoff_message(plan.name), "backoffLimit", running)
+        permanent = {task: found for task, found in failures.items() if found[2] == tfoperator.FAILS_THE_JOB}
+        if permanent:
+            task, (code, policy, _) = next(iter(permanent.items()))
+            if policy == "ExitCode":  # ReconcilePods' own message, set before UpdateJobStatus runs
+                why = f"{task} exited with code {code}, permanent under restartPolicy ExitCode (1-127)"
+                message = (f"job \"{plan.name}\" is failing because "
+                           f"\"{tfoperator.TYPE_NAMES[task.rsplit('-', 1)[0]]}\" replica(s) failed.")
+            else:
+                why = f"{task} exited with code {code} and its restartPolicy is Never"
+                counts: dict[str, int] = {}
+                for name in permanent:
+                    counts[name.rsplit("-", 1)[0]] = counts.get(name.rsplit("-", 1)[0], 0) + 1
+                message = tfoperator.replica_failed_message(plan.namespace, plan.name, counts)
+            return self.fail(why, message, None, running)
+        if tfoperator.succeeded(plan.replicas, codes, plan.success_policy):
+            console.say(f"the operator marks the job Succeeded ({tfoperator.SUCCEEDED}: "
+                       f"{tfoperator.succeeded_message(plan.namespace, plan.name)})"
+                       + (f"; {self.left_words(running)}" if running else ""))
+            left = tfoperator.left_running(plan.clean_pod_policy, running)
+            self.lingering = [task for task in left if task not in plan.servers]  # servers never end by themselves
+            if self.lingering:
+                console.say(f"the lab gives {', '.join(self.lingering)} up to {runner.EVALUATOR_END_SECONDS} s to end "
+                           "by themselves, then ends and removes what runs")
+            self.succeeded_at = time.monotonic()
+            return self.job_condition(codes)
+        return None
+
+    def jobset_condition(self, codes: dict, failures: dict, running: list[str]) -> str | None:
+        """A TrainJob's JobSet (trainjob.py: one replicated job `node`, each Job's backoffLimit 0):
+        any node's failure fails its Job, and failurePolicy.maxRestarts (plan.backoff_limit) restarts
+        the whole JobSet that many times, then fails it as ReachedMaxRestarts (JobSet's
+        failJobSet); it succeeds once every node's Job has (its default successPolicy, All)."""
+        plan = self.plan
+        if failures:
+            if len(self.restarts_made) < (plan.backoff_limit or 0):
+                return None
+            task, (code, _, _) = next(iter(failures.items()))
+            self.failed_for_good = True
+            self.reason = "ReachedMaxRestarts"
+            console.say(f"{task} exited with code {code}, after {len(self.restarts_made)} of failurePolicy.maxRestarts "
+                        f"({plan.backoff_limit or 0}) restarts: JobSet marks the job Failed (ReachedMaxRestarts)")
+            return runner.FAILED
+        if codes and all(code == 0 for code in codes.values()):
+            self.ended_when_done = []
+            return runner.SUCCEEDED
+        return None
+
+    def fail(self, why: str, message: str, limit: str | None, running: list[str]) -> str:
+        """The operator's Failed condition: said once, with what its cleanPodPolicy leaves running."""
+        self.failed_for_good = True
+        if limit:
+            self.reason = f"{tfoperator.FAILED}: {limit}"
+        console.say(f"{why}: the operator marks the job Failed ({tfoperator.FAILED}: {message})"
+                   + (f"; {self.left_words(running)}" if running else ""))
+        return runner.FAILED
+
+    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
+        """job_condition has failed the job already where the operator would; any other failure is
+        one the operator retries (in place, or by recreating the pod), and the in-place ones add to
+        the count PastBackoffLimit sums."""
+        if self.failed_for_good:
+            return False, ""
+        failures = self.own_failures(self.backend.exit_codes(), stopped)
+        self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
+        return True, ""
+
+    def restart_line(self) -> str:
+        limit = self.plan.backoff_limit
+        counted = ("no backoffLimit" if limit is None else
+                   f"{self.restarts_counted} restart{'s' if self.restarts_counted != 1 else ''} counted "
+                   f"of backoffLimit {limit}")
+        return f"restarting every replica (restart {len(self.restarts_made)}; {counted}), as the restart policy says"
+
+    def finish(self) -> None:
+        if self.watcher is not None:
+            try:
+                self.print_new()  # the last ends, before the containers go
+            finally:
+                self.watcher.close()
+
+    def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
+                  oom_killed: dict) -> Summary:
+        plan = self.plan
+        replayed = summary.Replayed(tfjob=str(plan.path), settings=replay_settings(plan, self.settings,
+                                                                                   self.run_dir.name),
+                                    not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
+                                    images={t.name: t.image for t in plan.tasks},
+                                    ended_when_done=self.ended_when_done,
+                                    unaudited=unaudited(plan, self.run_dir, getattr(self.backend, "images", None)))
+        result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
+                                   started, ended, oom_killed, self.restarts_made, replayed=replayed)
+        if not result.ok and self.reason:
+            result.reason = self.reason
+        return result

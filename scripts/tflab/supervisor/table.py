@@ -1,0 +1,140 @@
+"""The finished run in words, from its summary.json (runfolder.Summary, summary.py's one writer):
+the table the run ends with, and the lines `tflab why` and the fixture's why() say beyond its rows
+(what broke and what to do, where a script resumed, a replay's restarts, the audit's findings).
+"""
+
+from __future__ import annotations
+
+from tflab.console import cell, columns
+from tflab.core.foreign import shown
+from tflab.core.runfolder import Summary, TaskRow
+from tflab.supervisor import preemption
+from tflab.supervisor.summary import NOT_AUDITED
+
+COLUMNS = [  # header, row key, format
+    ("task", "task", "{}"),
+    ("status", "status", "{}"),
+    ("exit", "exit_code", "{}"),
+    ("ready s", "cluster_ready_seconds", "{:.1f}"),
+    ("first step s", "first_step_seconds", "{:.2f}"),
+    ("steady ms", "steady_step_seconds", "{:.2f}", 1000),
+    ("examples/s", "examples_per_second", "{:.0f}"),
+    ("final loss", "final_loss", "{:.4f}"),
+    ("peak RSS MB", "peak_rss_bytes", "{:.0f}", 1e-6),
+    ("weights", "weights_sha256", "{:.12}"),
+]
+
+
+def table(result: Summary) -> str:
+    lines = columns([column[0] for column in COLUMNS],
+                    [[cell(getattr(row, key), fmt, *scale) for _, key, fmt, *scale in COLUMNS] for row in result.tasks])
+    for row in result.tasks:
+        if row.error and not row.explanation:
+            lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
+    lines += explanation_lines(result.tasks)
+    lines += resume_lines(result.tasks)
+    trainers = [row for row in result.tasks if row.role == "trainer"]
+    agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
+        "; every task ended with the same weights" if result.weights_agree else "; weights differ")
+    restarts = len(result.restarts)
+    if restarts:
+        agree += f"; {restarts} restart{'s' * (restarts > 1)}"
+    chaos = result.chaos
+    if chaos:
+        scenario, target, at, outcome = (shown(chaos.get(key), 60)
+                                         for key in ("scenario", "target", "at", "outcome"))
+        lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
+                     f"detected after {_seconds(chaos.get('detection_seconds'))}, "
+                     f"training again after {_seconds(chaos.get('recovery_seconds'))}")
+        found = chaos.get("preemptions")
+        lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
+        unchecked = chaos.get("unchecked")
+        lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
+                  for note in (unchecked if isinstance(unchecked, list) else [])]
+    lines += audit_lines(result)
+    if result.findings:
+        count = len(result.findings)
+        strict = (result.settings or {}).get("audit") == "strict"
+        agree += f"; {count} audit finding{'s' * (count > 1)}" + (" (AUDIT=strict fails the run)" if strict else "")
+    reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
+    lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
+    # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
+    # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
+    return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))
+
+
+def why_lines(result: Summary) -> list[str]:
+    """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
+    do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
+    (tflab why, and the fixture's why())."""
+    return (explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
+            + audit_lines(result))
+
+
+def audit_state(result: Summary) -> str:
+    """What the audit covered, for `make why`'s quiet line: never "audited" where it was not."""
+    if (result.settings or {}).get("audit") == "off":
+        return "AUDIT=off: nothing was audited"
+    unaudited = [note for note in result.notes if note.startswith(NOT_AUDITED)]
+    return "; ".join(unaudited) if unaudited else "audited"
+
+
+def restart_lines(result: Summary) -> list[str]:
+    """A replay's restarts and the failures before them (a replica's earlier attempts), which its
+    last attempt's rows do not show; tasks that failed alike share a line."""
+    if not result.tfjob or not result.restarts:
+        return []
+    groups: dict[str, list[str]] = {}
+    for row in result.tasks:
+        for error in row.earlier_errors or []:
+            groups.setdefault(error, [])
+            if row.task not in groups[error]:
+                groups[error].append(row.task)
+    count = len(result.restarts)
+    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says"] + [
+        f"  before a restart: {', '.join(shown(task) for task in tasks)} {shown(error, 300)}"
+        for error, tasks in groups.items()]
+
+
+def audit_lines(result: Summary) -> list[str]:
+    """The audit's findings (what is wrong, then the fix) and notes, for the table and lab.why()."""
+    lines = []
+    for finding in result.findings:
+        lines.append(f"finding ({shown(finding['kind'], 40)}): {shown(finding['message'], 1000)}")
+        lines.append(f"  fix: {shown(finding['fix'], 1000)}")
+    lines += [f"note: {shown(note, 1000)}" for note in result.notes]
+    return lines
+
+
+def explanation_lines(rows: list[TaskRow]) -> list[str]:
+    """Per failed task, what happened and what to do; tasks that failed alike share the lines."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        found = row.get("explanation")
+        if found:
+            groups.setdefault((found["what"], found["fix"], found["link"]), []).append(row)
+    lines = []
+    for (what, fix, link), members in groups.items():
+        lines.append(f"{', '.join(shown(row['task']) for row in members)}: {what}".replace("\n", "\n    "))
+        error = members[0]["error"]
+        if error and members[0]["explanation"]["signature"] != "exception" and error.splitlines()[0] != what:
+            # ("exception" says it already, as does a bare exit code)
+            lines.append(f"  error: {error.splitlines()[0][:300]}")
+        lines.append(f"  fix: {shown(fix, limit=0)}")
+        if link:
+            lines.append(f"  see: {shown(link)}")
+    return lines
+
+
+def resume_lines(rows: list[TaskRow]) -> list[str]:
+    """Per restart, where each script task resumed (resume.py); tasks that did alike share a line."""
+    groups: dict[tuple, list[str]] = {}
+    for row in rows:
+        for found in row.get("resumes") or []:
+            groups.setdefault((found.get("attempt"), found.get("words")), []).append(shown(row["task"]))
+    return [f"{', '.join(tasks)}: after restart {shown(attempt - 1 if isinstance(attempt, int) else attempt)}, "
+            f"{shown(words, limit=0)}" for (attempt, words), tasks in groups.items()]
+
+
+def _seconds(value) -> str:
+    return "-" if not isinstance(value, (int, float)) or isinstance(value, bool) else f"{value:.1f} s"
