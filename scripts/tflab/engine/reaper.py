@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from tflab.core import runfolder
-from tflab.engine import docker, labels
+from tflab.engine import docker, dockerswarm, labels
 
 RELEASED = b"released\n"  # the lab's last word when it removed everything itself
 SETTLE_SECONDS = 3.0  # the reaper stops once nothing of the run has been seen for this long
@@ -100,7 +100,7 @@ def leftovers(run_dir: str) -> tuple[list[str], list[str], list[str]]:
     """The run's containers, swarm services and networks, by its folder label alone."""
     label = f"{labels.RUN_DIR}={run_dir}"
     return (_docker(docker.labelled_containers, label, empty=[]),
-            _docker(lambda: docker.service_ls(label).stdout.split(), empty=[]),
+            _docker(lambda: dockerswarm.service_ls(label).stdout.split(), empty=[]),
             _docker(docker.labelled_networks, label, empty=[]))
 
 
@@ -114,7 +114,7 @@ def reap(run_dir: str) -> None:
         if containers:
             _docker(lambda: docker.remove_containers(*containers, timeout=60))
         if services:
-            _docker(docker.service_remove, *services)
+            _docker(dockerswarm.service_remove, *services)
         if networks:
             _docker(docker.network_remove, *networks)
         if containers or services or networks:
