@@ -48,6 +48,7 @@ from tflab.core.settings import (
 )
 from tflab.engine import docker, labels, leftovers
 from tflab.home import LAB_HOME
+from tflab.images import platforms
 from tflab.k8s import writer as k8s
 from tflab.reports import compare, report, tensorboard
 from tflab.supervisor import runner, summary
@@ -312,7 +313,7 @@ def command_swarm_sim_down(settings: Settings) -> int:
 def command_wheels(settings: Settings) -> int:
     image = images.keras_variant(settings.tf, settings.keras) if versions.is_keras_release(settings.keras) else \
         images.tf_variant(settings.tf) if settings.tf else images.variant_for(
-            settings.gpus, settings.platform or images.machine_platform())
+            settings.gpus, settings.platform or platforms.machine_platform())
     images.ensure_wheels(image)
     print(f"tflab: {image.wheels.relative_to(LAB_HOME)}/ holds the pinned wheels")
     return 0
