@@ -32,7 +32,7 @@ from tflab import backends, console, home, images
 from tflab.backends import compose
 from tflab.core import beneath, foreign, runfolder, versions
 from tflab.core.errors import LabError
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.settings import (
     RUNS,
     SETTINGS,

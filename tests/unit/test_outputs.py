@@ -6,7 +6,7 @@ import json
 from tflab import cli, images
 from tflab.backends import swarm
 from tflab.core import cluster
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.images import record

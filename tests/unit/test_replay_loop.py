@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tflab.backends import replay
 from tflab.core import explain, runfolder
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, read_events
 from tflab.core.settings import Settings
 from tflab.k8s import tfjob

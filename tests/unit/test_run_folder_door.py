@@ -28,6 +28,7 @@ ALLOWED = {
     "images/builder.py": "build contexts under images/, made and removed by the lab itself",
     "cli.py": "/proc of make's processes (signal forwarding), /dev/null, and RUNS_DIR itself (count, make)",
     "core/explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
+    "core/processes.py": "/proc/<pid>/stat and cmdline (the owner check, the reaper), never a run's file",
     "home.py": "the installed copy of the lab's own files",
     "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
     "images/__init__.py": "wheels and stamps under images/, a script's constraints in its build context",

@@ -23,7 +23,7 @@ from tflab.core import beneath, foreign, runfolder
 from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.foreign import ForeignFile
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.schema import EventLog, SchemaError, problems
 from tflab.core.settings import DATA_DIR, Settings, claim_folders, lab_command
 from tflab.core.terminal import TerminalLines

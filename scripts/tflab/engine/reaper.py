@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from tflab.core import runfolder
+from tflab.core import processes
 from tflab.engine import docker, dockerswarm, labels
 
 RELEASED = b"released\n"  # the lab's last word when it removed everything itself
@@ -51,7 +51,7 @@ class Guard:
         if self.process is None:
             return
         try:
-            self.process.stdin.write(f"group {pid} {runfolder.process_start(pid)}\n".encode())
+            self.process.stdin.write(f"group {pid} {processes.process_start(pid)}\n".encode())
             self.process.stdin.flush()
         except OSError:
             pass
@@ -125,7 +125,7 @@ def reap(run_dir: str) -> None:
 def kill_groups(groups: list[tuple[int, str]]) -> None:
     """SIGKILL to each task's process group whose leader is gone or is still the same process."""
     for pid, started in groups:
-        now = runfolder.process_start(pid)
+        now = processes.process_start(pid)
         if now is not None and now not in ("ended", started):
             continue  # the pid is another process's now
         try:

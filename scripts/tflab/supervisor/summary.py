@@ -16,7 +16,8 @@ from tflab.console import cell, columns, say
 from tflab.core import beneath, explain, foreign, runfolder
 from tflab.core.cluster import Cluster
 from tflab.core.foreign import ForeignFile, shown
-from tflab.core.runfolder import OUTPUT, Summary, TaskRow, events, log_name, output_name
+from tflab.core.runfolder import OUTPUT, events, log_name, output_name
+from tflab.core.runsummary import Summary, TaskRow
 from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events, problems
 from tflab.core.settings import Settings
 from tflab.supervisor import audit, preemption, resume
