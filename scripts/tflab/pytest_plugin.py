@@ -40,7 +40,7 @@ import pytest
 from tflab.core import runfolder
 from tflab.core.errors import LabError
 from tflab.core.foreign import shown
-from tflab.core.runfolder import Summary, TaskRow
+from tflab.core.runsummary import Summary, TaskRow
 from tflab.core.schema import complete, loss_value
 from tflab.core.settings import SPECS
 from tflab.supervisor.table import why_lines
@@ -89,7 +89,7 @@ class LabRun:
 
     @cached_property
     def summary(self) -> Summary:
-        """summary.json, typed (runfolder.Summary); it reads as a dict too: `summary["ok"]`. A
+        """summary.json, typed (runsummary.Summary); it reads as a dict too: `summary["ok"]`. A
         LabError (one line) where there is none, or it is not one the lab wrote."""
         try:
             return Summary.read(self.run_dir)

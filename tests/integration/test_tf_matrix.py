@@ -13,6 +13,7 @@ import pytest
 from labtest import parallel
 from labtest.cli import REPO, lab_env, run_lab
 from tflab import images
+from tflab.images import platforms, record
 from tflab.reports.matrix import Matrix
 
 SCRIPTS = REPO / "tests/integration/scripts"
@@ -52,12 +53,12 @@ def matrix(tmp_path, **settings: str):
 
 def test_the_older_version_is_its_own_image_and_the_labs_own_to_clean(old_image):
     assert old_image.startswith("tflab-trainer:cpu-tf2.15-")
-    listed = images.removal_order()  # what `make clean` removes: this checkout's own images
+    listed = record.removal_order()  # what `make clean` removes: this checkout's own images
     assert old_image in listed
     # Its packages image is this checkout's to remove only where this checkout built it: on an
     # engine that kept it from another checkout (CI's engine outlives its clones) it stays theirs.
     packages = [images.packages_tag(images.tf_variant("2.15"), images.image_id(base))
-                for base in (images.LOCAL_BASE, images.PUBLIC_BASE) if images.image_id(base)]
+                for base in (platforms.LOCAL_BASE, images.PUBLIC_BASE) if images.image_id(base)]
     assert [tag for tag in packages if images.image_id(tag)], packages  # the old image is built on it
     for tag in set(packages) & set(listed):
         assert listed.index(old_image) < listed.index(tag)  # removed after what is built on it

@@ -93,7 +93,7 @@ def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_imag
     """The restore a cluster does: `make k8s K8S_PVC=... RESTART_POLICY=OnFailure RESTARTS=3`
     keeps BACKUP, a worker is killed after epoch 2, and the whole job restarts (the replay's
     restart policy; no step of the lab's between restarts): every worker adopts the chief's backup
-    itself (train.adopt_chief_backup) and the job resumes after the saved epoch and ends ok. Under
+    itself (backups.adopt_chief_backup) and the job resumes after the saved epoch and ends ok. Under
     OnFailure the operator counts the killed worker's restart and its peer's (which aborts with
     it): 2, under backoffLimit 3. (Under the default ExitCode the peer's exit 1 would fail the job:
     test_replay_loop.test_exit_code_fails_the_job_when_a_killed_workers_peer_exits_1.)"""

@@ -2,7 +2,7 @@
 as the trainer's instruments write them."""
 
 import pytest
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.supervisor import audit
 from tflab.supervisor.table import table
 

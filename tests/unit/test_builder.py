@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from tflab import images
-from tflab.images import builder, progress
+from tflab.images import builder, progress, record
 
 # The legacy builder's output for the packages image: a fresh install stage, then a final stage
 # whose first steps came from an earlier build's cache. Recorded from Docker 20.10 (ids shortened).
@@ -121,23 +121,23 @@ def test_a_context_holds_only_what_it_is_given_as_hard_links(tmp_path):
 def test_builds_recorded_side_by_side_are_all_recorded(monkeypatch, tmp_path):
     """Eight processes record sixteen images at once (a suite's workers building side by side):
     without the record's lock a read-modify-write lost tags, and `make clean` left their images."""
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
     context = multiprocessing.get_context("fork")  # the children see the patched BUILT
     tags = [f"tflab-trainer:cpu-{n:012x}" for n in range(16)]
     with context.Pool(8) as pool:
-        pool.map(images.record_built, tags)
-    assert sorted(images.built_images()) == tags
+        pool.map(record.record_built, tags)
+    assert sorted(record.built_images()) == tags
 
 def test_clean_removes_what_is_built_on_an_image_before_it_and_only_this_checkouts_base(monkeypatch, tmp_path):
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
-    images.record_built("tflab-trainer-packages:cpu-0123456789ab")
-    images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
-    assert images.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer-packages:cpu-0123456789ab"]
-    images.record_built("tflab-base:bookworm", key="bases")
-    assert images.removal_order()[-1] == "tflab-base:bookworm"
-    assert json.loads(images.BUILT.read_text())["bases"] == ["tflab-base:bookworm"]
-    images.forget_built({"tflab-trainer:cpu-aaaaaaaaaaaa"})
-    assert images.built_images() == ["tflab-trainer-packages:cpu-0123456789ab"]
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
+    record.record_built("tflab-trainer-packages:cpu-0123456789ab")
+    record.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
+    assert record.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer-packages:cpu-0123456789ab"]
+    record.record_built("tflab-base:bookworm", key="bases")
+    assert record.removal_order()[-1] == "tflab-base:bookworm"
+    assert json.loads(record.BUILT.read_text())["bases"] == ["tflab-base:bookworm"]
+    record.forget_built({"tflab-trainer:cpu-aaaaaaaaaaaa"})
+    assert record.built_images() == ["tflab-trainer-packages:cpu-0123456789ab"]
 
 
 @pytest.mark.parametrize("code, found", [(0, True), (1, False)])
@@ -188,9 +188,10 @@ class Engine:
         import subprocess
 
         self.names: set[str] = set()
-        monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+        monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
         base = "tflab-base:bookworm"  # the base every build here is on, kept out of `names`
-        monkeypatch.setattr(images, "image_id", lambda name: "sha256:0f" if name in {*self.names, base} else None)
+        for module in (images, record):  # image_id is read in both: the builds, and the record's removals
+            monkeypatch.setattr(module, "image_id", lambda name: "sha256:0f" if name in {*self.names, base} else None)
         monkeypatch.setattr(images.builder, "remove_untagged_children", lambda name, since=None: [])
 
         def remove(name, force=False, timeout=60):
@@ -231,7 +232,7 @@ def test_an_interrupted_build_records_its_tag_so_an_image_the_engine_tags_afterw
 
     with pytest.raises(KeyboardInterrupt):
         trainer_image_build(monkeypatch, tmp_path, interrupted)
-    assert images.built_images() == tags  # recorded before the build began
+    assert record.built_images() == tags  # recorded before the build began
     engine.names.add(tags[0])  # the engine finishes its last layer and tags it, the lab long gone
     images.remove_built()  # make clean
     assert engine.names == set()
@@ -246,7 +247,7 @@ def test_an_image_the_engine_tagged_before_the_interrupt_was_handled_is_removed_
 
     with pytest.raises(KeyboardInterrupt):
         trainer_image_build(monkeypatch, tmp_path, tagged_then_interrupted)
-    assert engine.names == set() and images.built_images() == []
+    assert engine.names == set() and record.built_images() == []
 
 
 def test_a_failed_build_is_not_recorded_and_a_built_one_replaces_the_last(monkeypatch, tmp_path):
@@ -257,9 +258,9 @@ def test_a_failed_build_is_not_recorded_and_a_built_one_replaces_the_last(monkey
 
     with pytest.raises(images.LabError):
         trainer_image_build(monkeypatch, tmp_path, failed)
-    assert images.built_images() == []
-    images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")  # an interrupted build's, never made
-    images.record_built("tflab-trainer:cpu-bbbbbbbbbbbb")  # an older build's, on the engine
+    assert record.built_images() == []
+    record.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")  # an interrupted build's, never made
+    record.record_built("tflab-trainer:cpu-bbbbbbbbbbbb")  # an older build's, on the engine
     engine.names.add("tflab-trainer:cpu-bbbbbbbbbbbb")
     tag = trainer_image_build(monkeypatch, tmp_path, engine.names.add)
-    assert images.built_images() == [tag] and engine.names == {tag}
+    assert record.built_images() == [tag] and engine.names == {tag}

@@ -4,7 +4,7 @@ verbs existed (the argv, the timeout, the engine), so moving them changed nothin
 import subprocess
 
 import pytest
-from tflab.engine import docker
+from tflab.engine import docker, dockerswarm
 
 OTHER = ["docker", "-H", "unix:///sim/n1/docker.sock"]
 
@@ -66,22 +66,24 @@ VERBS = [
     (lambda: docker.network_disconnect("n", "c"), ("network", "disconnect", "n", "c"), 60, None),
     (lambda: docker.labelled_networks("k=v"), ("network", "ls", "--quiet", "--filter", "label=k=v"), 60, None),
     (lambda: docker.network_remove("a", "b"), ("network", "rm", "a", "b"), 60, None),
-    (lambda: docker.node_ls("{{.ID}}"), ("node", "ls", "--format", "{{.ID}}"), 60, None),
-    (lambda: docker.node_remove("n"), ("node", "rm", "--force", "n"), 60, None),
-    (lambda: docker.swarm_leave(OTHER), ("swarm", "leave", "--force"), 60, OTHER),
-    (lambda: docker.service_ls(), ("service", "ls", "--quiet"), 60, None),
-    (lambda: docker.service_ls("k"), ("service", "ls", "--quiet", "--filter", "label=k"), 60, None),
-    (lambda: docker.service_ls("k=s", template="{{.ID}} {{.Name}}"),
+    (lambda: dockerswarm.node_ls("{{.ID}}"), ("node", "ls", "--format", "{{.ID}}"), 60, None),
+    (lambda: dockerswarm.node_remove("n"), ("node", "rm", "--force", "n"), 60, None),
+    (lambda: dockerswarm.swarm_leave(OTHER), ("swarm", "leave", "--force"), 60, OTHER),
+    (lambda: dockerswarm.service_ls(), ("service", "ls", "--quiet"), 60, None),
+    (lambda: dockerswarm.service_ls("k"), ("service", "ls", "--quiet", "--filter", "label=k"), 60, None),
+    (lambda: dockerswarm.service_ls("k=s", template="{{.ID}} {{.Name}}"),
      ("service", "ls", "--filter", "label=k=s", "--format", "{{.ID}} {{.Name}}"), 60, None),
-    (lambda: docker.service_inspect(["a"], "{{.ID}}"), ("service", "inspect", "--format", "{{.ID}}", "a"), 60, None),
-    (lambda: docker.service_update_force("s"), ("service", "update", "--force", "--detach", "--quiet", "s"), 120, None),
-    (lambda: docker.service_remove("a", "b"), ("service", "rm", "a", "b"), 60, None),
-    (lambda: docker.stack_deploy("/r/stack.run.json", "st"),
-     ("stack", "deploy", "--resolve-image", "never", "--compose-file", "/r/stack.run.json", "st"), 300, None),
-    (lambda: docker.stack_ps("st"), ("stack", "ps", "--no-trunc", "--quiet", "st"), 60, None),
-    (lambda: docker.stack_ps("st", "{{.Name}}"), ("stack", "ps", "--no-trunc", "--format", "{{.Name}}", "st"), 60,
+    (lambda: dockerswarm.service_inspect(["a"], "{{.ID}}"), ("service", "inspect", "--format", "{{.ID}}", "a"), 60,
      None),
-    (lambda: docker.stack_remove("st"), ("stack", "rm", "st"), 120, None),
+    (lambda: dockerswarm.service_update_force("s"), ("service", "update", "--force", "--detach", "--quiet", "s"), 120,
+     None),
+    (lambda: dockerswarm.service_remove("a", "b"), ("service", "rm", "a", "b"), 60, None),
+    (lambda: dockerswarm.stack_deploy("/r/stack.run.json", "st"),
+     ("stack", "deploy", "--resolve-image", "never", "--compose-file", "/r/stack.run.json", "st"), 300, None),
+    (lambda: dockerswarm.stack_ps("st"), ("stack", "ps", "--no-trunc", "--quiet", "st"), 60, None),
+    (lambda: dockerswarm.stack_ps("st", "{{.Name}}"), ("stack", "ps", "--no-trunc", "--format", "{{.Name}}", "st"), 60,
+     None),
+    (lambda: dockerswarm.stack_remove("st"), ("stack", "rm", "st"), 120, None),
 ]
 
 
@@ -93,13 +95,13 @@ def test_each_verb_is_the_command_line_its_callers_spelled(calls, call, argv, ti
 
 def test_the_argv_builders_for_streams_and_the_swarm_sim():
     assert docker.start_attached_command("c") == ["docker", "start", "--attach", "c"]
-    assert docker.swarm_init_command("198.18.213.1", "198.18.213.1:2377") == [
+    assert dockerswarm.swarm_init_command("198.18.213.1", "198.18.213.1:2377") == [
         "docker", "swarm", "init", "--advertise-addr", "198.18.213.1", "--listen-addr", "198.18.213.1:2377"]
-    assert docker.swarm_join_command("tok", "198.18.213.11", "198.18.213.1:2377", OTHER) == [
+    assert dockerswarm.swarm_join_command("tok", "198.18.213.11", "198.18.213.1:2377", OTHER) == [
         *OTHER, "swarm", "join", "--token", "tok", "--advertise-addr", "198.18.213.11", "--listen-addr",
         "198.18.213.11:2377", "198.18.213.1:2377"]
-    assert docker.swarm_info_command(OTHER) == [*OTHER, "info", "--format", "{{json .Swarm}}"]
-    assert docker.swarm_join_token_command() == ["docker", "swarm", "join-token", "--quiet", "worker"]
+    assert dockerswarm.swarm_info_command(OTHER) == [*OTHER, "info", "--format", "{{json .Swarm}}"]
+    assert dockerswarm.swarm_join_token_command() == ["docker", "swarm", "join-token", "--quiet", "worker"]
     assert docker.build_command("D", "C", "t", "linux/arm64", ["--build-arg", "A=1"], ["--force-rm"]) == [
         "docker", "build", "--force-rm", "--file", "D", "--platform", "linux/arm64", "--build-arg", "A=1",
         "--tag", "t", "C"]

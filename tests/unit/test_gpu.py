@@ -15,6 +15,7 @@ from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.engine import docker, gpus
+from tflab.images import record
 from tflab.reports import compare
 from tflab.supervisor import runner
 
@@ -233,8 +234,9 @@ def test_each_variant_installs_from_a_folder_of_its_own_pins_and_wheels(monkeypa
 
     monkeypatch.setattr(images.builder, "install_and_commit", install)
     monkeypatch.setattr(images, "ensure_wheels", lambda image: None)
-    monkeypatch.setattr(images, "image_id", lambda name: None)
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    for module in (images, record):  # image_id is read in both: the builds, and the record's removals
+        monkeypatch.setattr(module, "image_id", lambda name: None)
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
     for image in (images.variant_for(""), images.variant_for("all")):
         wheels = tmp_path / image.name
         wheels.mkdir()
@@ -246,7 +248,7 @@ def test_each_variant_installs_from_a_folder_of_its_own_pins_and_wheels(monkeypa
         assert contexts[tag] == ["install-packages.sh", "requirements.txt",
                                  f"wheels/{image.name}-1.0-py3-none-any.whl"]
         assert not list(wheels.parent.glob(".context-*"))  # the scratch context is gone
-    assert images.built_images() == list(contexts)
+    assert record.built_images() == list(contexts)
 
 
 def test_the_gpu_image_is_the_same_dockerfiles_with_other_packages():
@@ -290,14 +292,15 @@ def test_the_image_tag_is_a_digest_of_what_it_is_built_from(monkeypatch, tmp_pat
 
 
 def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(monkeypatch, tmp_path):
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
-    images.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
-    images.record_built("tflab-trainer:gpu-bbbbbbbbbbbb")
-    images.record_built("tflab-trainer-packages:gpu-cccccccccccc")
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
+    record.record_built("tflab-trainer:cpu-aaaaaaaaaaaa")
+    record.record_built("tflab-trainer:gpu-bbbbbbbbbbbb")
+    record.record_built("tflab-trainer-packages:gpu-cccccccccccc")
     monkeypatch.setattr(images, "engine_platform", lambda: images.AMD64)
     monkeypatch.setattr(images, "ensure_base", lambda requested, platform, native: "python:3.11-slim")
     present = {"python:3.11-slim"}
-    monkeypatch.setattr(images, "image_id", lambda name: f"sha256:{name}" if name in present else None)
+    for module in (images, record):  # image_id is read in both: the builds, and the record's removals
+        monkeypatch.setattr(module, "image_id", lambda name: f"sha256:{name}" if name in present else None)
     wheels = []
     monkeypatch.setattr(images, "ensure_wheels", lambda image: wheels.append(image.wheels))
     commands, builds = [], []
@@ -327,7 +330,7 @@ def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(mo
     assert ["docker", "image", "rm", "tflab-trainer:gpu-bbbbbbbbbbbb"] in commands
     assert ["docker", "image", "rm", "tflab-trainer-packages:gpu-cccccccccccc"] in commands
     assert not any("cpu-aaaaaaaaaaaa" in " ".join(command) for command in commands)
-    assert images.built_images() == ["tflab-trainer:cpu-aaaaaaaaaaaa", packages, tag]
+    assert record.built_images() == ["tflab-trainer:cpu-aaaaaaaaaaaa", packages, tag]
     assert images.ensure_image("", images.variant_for("all")) == tag
     assert len(builds) == 2  # nothing changed
     # A code change: the trainer image only, on the same packages image.

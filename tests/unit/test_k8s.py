@@ -265,7 +265,7 @@ def test_one_process_strategies_are_one_job_without_tf_config():
 
 
 def test_multiworker_backups_are_off_and_others_kept():
-    """A multi-worker restore needs the chief's backup on every worker (train.adopt_chief_backup):
+    """A multi-worker restore needs the chief's backup on every worker (backups.adopt_chief_backup):
     kept on a shared claim, off on each pod's own emptyDir."""
     assert config_of(manifests(multiworker(2))["jobs.yaml"])["settings"]["backup"] == "off"
     assert config_of(manifests(multiworker(2, k8s_pvc="out"))["tfjob.yaml"])["settings"]["backup"] == "epoch"

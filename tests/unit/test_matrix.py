@@ -253,8 +253,8 @@ def test_a_synchronous_cell_whose_losses_part_from_the_single_runs_is_wrong():
 
 def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
     """Every task exited 0: the cell ran, and learned nothing."""
-    from tflab.core import runfolder
-    from tflab.core.runfolder import Summary, TaskRow
+    from tflab.core import runsummary
+    from tflab.core.runsummary import Summary, TaskRow
 
     row = {"final_loss": float("nan"), "steady_step_seconds": 0.01, "peak_rss_per_process_bytes": 1,
            "wall_seconds": 9.0, "losses": [float("nan")] * 3}
@@ -266,7 +266,7 @@ def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
                           == "strict" else "ok", ok=audit_setting != "strict", launched_at=1.0, wall_seconds=9.0,
                           settings={}, weights_agree=True, tasks=[TaskRow(task="worker-0", status="ok")],
                           findings=findings)
-        monkeypatch.setattr(runfolder.Summary, "read", classmethod(lambda cls, run_dir, s=summary: s))
+        monkeypatch.setattr(runsummary.Summary, "read", classmethod(lambda cls, run_dir, s=summary: s))
         one = cell("2.21", "keras3", "multiworker", outcome="not run")
         matrix.fill(one, tmp_path)
         assert (one.outcome, one.signature) == ("wrong", "non-finite-loss")

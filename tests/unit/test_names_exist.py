@@ -91,7 +91,7 @@ def test_every_name_in_the_text_exists(path):
 
 @pytest.mark.parametrize("text, missing", [
     ("see backend.py's interface", ["backend.py"]),
-    ("runfolder.py and tflab.core.runfolder.Summary", []),
+    ("runfolder.py and tflab.core.runsummary.Summary", []),
     ("tflab.core.runfolder.NoSuchThing", ["tflab.core.runfolder.NoSuchThing"]),
     ("tflab.run, the label", []),
 ])

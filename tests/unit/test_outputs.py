@@ -7,9 +7,10 @@ from tflab import images
 from tflab.backends import swarm
 from tflab.cli import upkeep
 from tflab.core import cluster
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.engine import docker
+from tflab.images import record
 from tflab.supervisor import summary
 from tflab.supervisor.progress import ProgressPrinter
 from tflab.supervisor.table import table
@@ -24,10 +25,11 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     # (this test once removed a swarm stack an integration test was running).
     monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: [])
     monkeypatch.setattr(swarm, "stack_run_dirs", lambda scope: {})
-    monkeypatch.setattr(images, "image_id", lambda name: None)
+    for module in (images, record):  # image_id is read in both: the builds, and the record's removals
+        monkeypatch.setattr(module, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")
     monkeypatch.setattr(images, "WHEEL_STAMP", tmp_path / "wheels" / ".stamp")
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
     monkeypatch.setattr(images, "GPU_WHEELS", tmp_path / "wheels-gpu")
     monkeypatch.setattr(images, "GPU_WHEEL_STAMP", tmp_path / "wheels-gpu" / ".stamp")
     monkeypatch.setattr(images, "ARM64_WHEELS", tmp_path / "wheels-arm64")

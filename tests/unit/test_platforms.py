@@ -11,6 +11,7 @@ from tflab import images
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
 from tflab.engine import docker
+from tflab.images import platforms, record
 
 
 def pins(path) -> dict[str, str]:
@@ -124,14 +125,14 @@ class FakeEngine:
 def test_the_base_is_taken_only_for_its_platform(monkeypatch, tmp_path):
     """An amd64 python:3.11-slim on the engine is not an arm64 base: with a registry it is pulled
     for linux/arm64; without one, the arm64 Debian base is built under its own tag."""
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")  # a base it bootstraps is recorded
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")  # a base it bootstraps is recorded
     engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=True)
     assert images.ensure_base("", images.ARM64, images.AMD64) == "python:3.11-slim"
     assert ["docker", "pull", "--quiet", "--platform", "linux/arm64", "python:3.11-slim"] in engine.commands
     engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=False)
     assert images.ensure_base("", images.ARM64, images.AMD64) == "tflab-base:bookworm-arm64"
     assert ["bash", str(images.BASE_SCRIPT), "tflab-base:bookworm-arm64", "linux/arm64"] in engine.commands
-    assert images.built_images("bases") == ["tflab-base:bookworm-arm64"]  # so this checkout's clean removes it
+    assert record.built_images("bases") == ["tflab-base:bookworm-arm64"]  # so this checkout's clean removes it
     # x86_64 as before: the image it has, no pull, no --platform.
     engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64", "tflab-base:bookworm-arm64": "arm64"}, False)
     assert images.ensure_base("", images.AMD64, images.AMD64) == "python:3.11-slim"
@@ -159,8 +160,8 @@ def test_an_engine_that_cannot_emulate_arm64_is_told_how_to(monkeypatch):
         images.check_emulation(images.ARM64, "tflab-base:bookworm-arm64")
     assert str(refused.value) == (
         "this Docker engine cannot run linux/arm64 containers (exec /usr/bin/true: exec format error); "
-        + images.emulation_hint(images.ARM64) + "; or leave PLATFORM empty for the engine's own")
-    assert "sudo scripts/enable-arm64-emulation.sh" in images.emulation_hint(images.ARM64)
+        + platforms.emulation_hint(images.ARM64) + "; or leave PLATFORM empty for the engine's own")
+    assert "sudo scripts/enable-arm64-emulation.sh" in platforms.emulation_hint(images.ARM64)
 
 
 def test_the_scripts_parse():
@@ -187,15 +188,15 @@ def test_the_kernel_emulates_arm64_only_with_an_enabled_handler_with_the_f_flag(
     if text is not None:
         path = tmp_path / "qemu-aarch64"
         path.write_bytes(text if isinstance(text, bytes) else text.encode())
-    assert images.kernel_emulates(images.ARM64, tmp_path) is expected
-    assert images.kernel_emulates(images.AMD64, tmp_path) is False  # another handler's name
+    assert platforms.kernel_emulates(images.ARM64, tmp_path) is expected
+    assert platforms.kernel_emulates(images.AMD64, tmp_path) is False  # another handler's name
 
 
 def this_linux(monkeypatch, **changes):
-    uname = images.py_platform.uname()
+    uname = platforms.py_platform.uname()
     info = {"Name": uname.node, "KernelVersion": uname.release, "OperatingSystem": "Debian GNU/Linux 12", **changes}
     monkeypatch.setattr(docker, "info", lambda: info)
-    monkeypatch.setattr(images.sys, "platform", "linux")
+    monkeypatch.setattr(platforms.sys, "platform", "linux")
 
 
 @pytest.mark.parametrize("engine, handler, refused", [
@@ -223,7 +224,7 @@ def test_missing_emulation_is_told_before_any_image_only_for_this_machines_own_e
 def test_platform_arm64_without_emulation_is_refused_before_anything_is_announced(monkeypatch, tmp_path, capsys):
     """It once printed "cannot pull ...; building tflab-base:bookworm-arm64" and then failed twice."""
     this_linux(monkeypatch, Architecture="x86_64")
-    monkeypatch.setattr(images, "BINFMT_MISC", tmp_path)  # no handler
+    monkeypatch.setattr(platforms, "BINFMT_MISC", tmp_path)  # no handler
     engine = FakeEngine(monkeypatch, {}, registry=False)
     with pytest.raises(LabError) as refused:
         images.ensure_image("", images.variant_for("", images.ARM64))
@@ -235,7 +236,7 @@ def test_platform_arm64_without_emulation_is_refused_before_anything_is_announce
 def test_platform_arm64_with_emulation_goes_on_to_the_base(monkeypatch, tmp_path, capsys):
     this_linux(monkeypatch, Architecture="x86_64")
     (tmp_path / "qemu-aarch64").write_text(HANDLERS["enabled, F"][0])
-    monkeypatch.setattr(images, "BINFMT_MISC", tmp_path)
+    monkeypatch.setattr(platforms, "BINFMT_MISC", tmp_path)
 
     class ReachedTheBase(Exception):
         pass

@@ -17,7 +17,7 @@ from tflab.backends.replay.stack import ReplayCluster
 from tflab.backends.replay.volumes import SITE_FILE, hooks_folder, write_hooks
 from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import explain, runfolder
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, read_events
 from tflab.core.settings import Settings
 from tflab.k8s import tfjob

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tflab import backends
 from tflab.backends import compose
 from tflab.cli import makesignals
-from tflab.core import cluster, runfolder
+from tflab.core import cluster, processes, runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import BACKENDS, MAX_TASKS, Settings
 from tflab.engine import reaper
@@ -112,7 +112,7 @@ def owner(run_dir: Path, **record) -> Path:
 
 def test_down_tells_a_live_owner_from_a_gone_or_reused_one(tmp_path):
     here = socket.gethostname()
-    me = runfolder.owner_record(os.getpid())
+    me = processes.owner_record(os.getpid())
     assert runfolder.live_owner(owner(tmp_path / "live", **me)) == os.getpid()
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # reaped: its pid is free
@@ -120,11 +120,11 @@ def test_down_tells_a_live_owner_from_a_gone_or_reused_one(tmp_path):
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     time.sleep(0.5)  # exited, not reaped
     try:
-        assert runfolder.live_owner(owner(tmp_path / "zombie", **runfolder.owner_record(zombie.pid))) is None
+        assert runfolder.live_owner(owner(tmp_path / "zombie", **processes.owner_record(zombie.pid))) is None
     finally:
         zombie.wait()
     reused = {**me, "process_start": "1"}  # this pid, but a process that started at another time
-    if runfolder.process_start(os.getpid()) is not None:
+    if processes.process_start(os.getpid()) is not None:
         assert runfolder.live_owner(owner(tmp_path / "reused", **reused)) is None
     far = {**me, "host": here + "-elsewhere"}  # cannot be asked: counted live, left alone
     assert runfolder.owner_of(owner(tmp_path / "far", **far)) == runfolder.Owner(os.getpid(), here=False)
@@ -143,13 +143,13 @@ def test_down_signals_only_a_process_proven_to_be_the_runs_lab(tmp_path, change,
     """Issue 34: a task rewrote owner.json to name an unrelated host process with no start time,
     and root's `down FORCE=1` sent it SIGTERM. A pid is now given only with its start time matching
     and its command line the one recorded at the claim; otherwise the doubt is said, nothing sent."""
-    me = runfolder.owner_record(os.getpid(), "r")
+    me = processes.owner_record(os.getpid(), "r")
     found = runfolder.owner_of(owner(tmp_path / "r", **{**me, **change}))
     assert found.pid is None and doubt in found.doubt
 
 
 def test_an_owner_record_a_task_could_write_is_not_trusted(tmp_path):
-    me = runfolder.owner_record(os.getpid(), "r")
+    me = processes.owner_record(os.getpid(), "r")
     old = tmp_path / "old"
     old.mkdir()
     (old / runfolder.OWNER).write_text(json.dumps(me))  # one folder for the lab and its tasks

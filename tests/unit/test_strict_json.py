@@ -6,7 +6,7 @@ the float."""
 import json
 import math
 
-from tflab.core.runfolder import Summary, TaskRow
+from tflab.core.runsummary import Summary, TaskRow
 
 
 def test_a_nan_loss_is_written_as_its_word_and_read_back_as_nan(tmp_path):

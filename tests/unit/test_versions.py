@@ -9,6 +9,7 @@ from tflab.backends.compose import render_run
 from tflab.core import versions
 from tflab.core.cluster import build
 from tflab.core.settings import Settings, SettingsError
+from tflab.images import record
 from tflab.tools import lock
 
 pytestmark = pytest.mark.unit
@@ -135,7 +136,7 @@ def test_the_lock_tool_refuses_what_has_no_lock_file_of_its_own(capsys):
 def test_make_clean_takes_every_versions_images_and_wheelhouse_and_no_other(monkeypatch, tmp_path):
     """The per-version images are the lab's own (recorded as it builds them), removed by `make clean`
     trainer before packages, and each version's wheelhouse goes with them."""
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
     for name in ("WHEELS", "GPU_WHEELS", "ARM64_WHEELS"):
         monkeypatch.setattr(images, name, tmp_path / name.lower())
     for name, wheels in (("WHEEL_STAMP", "WHEELS"), ("GPU_WHEEL_STAMP", "GPU_WHEELS"),
@@ -148,12 +149,12 @@ def test_make_clean_takes_every_versions_images_and_wheelhouse_and_no_other(monk
     old.stamp.write_text("pins\n")
     for tag in ("tflab-trainer-packages:cpu-0123456789ab", "tflab-trainer:cpu-aaaaaaaaaaaa",
                 "tflab-trainer-packages:cpu-tf2.15-0123456789ab", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb"):
-        images.record_built(tag)
-    assert images.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb",
+        record.record_built(tag)
+    assert record.removal_order() == ["tflab-trainer:cpu-aaaaaaaaaaaa", "tflab-trainer:cpu-tf2.15-bbbbbbbbbbbb",
                                       "tflab-trainer-packages:cpu-0123456789ab",
                                       "tflab-trainer-packages:cpu-tf2.15-0123456789ab"]
     removed = []
-    monkeypatch.setattr(images, "remove_built", lambda: removed.extend(images.removal_order()))
+    monkeypatch.setattr(images, "remove_built", lambda: removed.extend(record.removal_order()))
     images.remove_rebuildable()
     assert len(removed) == 4 and not list(old.wheels.glob("*.whl")) and not old.stamp.exists()
 
@@ -231,11 +232,11 @@ def test_a_keras_release_is_a_thin_layer_on_its_tf_lines_image():
 
 
 def test_make_clean_removes_keras_layers_before_the_packages_they_are_built_on(monkeypatch, tmp_path):
-    monkeypatch.setattr(images, "BUILT", tmp_path / "built.json")
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
     for tag in ("tflab-trainer-packages:cpu-0123456789ab", "tflab-trainer-packages:cpu-kerasnightly-0123456789ab",
                 "tflab-trainer:cpu-kerasnightly-aaaaaaaaaaaa"):
-        images.record_built(tag)
-    assert images.removal_order() == ["tflab-trainer:cpu-kerasnightly-aaaaaaaaaaaa",
+        record.record_built(tag)
+    assert record.removal_order() == ["tflab-trainer:cpu-kerasnightly-aaaaaaaaaaaa",
                                       "tflab-trainer-packages:cpu-kerasnightly-0123456789ab",
                                       "tflab-trainer-packages:cpu-0123456789ab"]
 

@@ -6,7 +6,7 @@ import json
 import pytest
 from labtest.cli import lab_env, run_lab
 from tflab.core.explain import Explanation
-from tflab.core.runfolder import Summary, SummaryError, TaskRow
+from tflab.core.runsummary import Summary, SummaryError, TaskRow
 from tflab.core.settings import Settings
 
 pytestmark = pytest.mark.unit

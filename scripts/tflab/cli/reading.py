@@ -11,7 +11,7 @@ import sys
 from tflab import console
 from tflab.core import beneath, foreign, runfolder
 from tflab.core.errors import LabError
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.reports import compare, report
 from tflab.supervisor import summary, table

@@ -17,6 +17,7 @@ from tflab.core.errors import LabError
 from tflab.core.settings import Settings, command_label, lab_command
 from tflab.engine import docker, labels, leftovers
 from tflab.home import LAB_HOME
+from tflab.images import platforms
 from tflab.reports import tensorboard
 
 
@@ -118,7 +119,7 @@ def command_images(settings: Settings, tag_only: bool = False) -> int:
 def command_wheels(settings: Settings) -> int:
     image = images.keras_variant(settings.tf, settings.keras) if versions.is_keras_release(settings.keras) else \
         images.tf_variant(settings.tf) if settings.tf else images.variant_for(
-            settings.gpus, settings.platform or images.machine_platform())
+            settings.gpus, settings.platform or platforms.machine_platform())
     images.ensure_wheels(image)
     print(f"tflab: {image.wheels.relative_to(LAB_HOME)}/ holds the pinned wheels")
     return 0

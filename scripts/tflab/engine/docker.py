@@ -5,8 +5,9 @@
     docker.labelled_containers("tflab.run=abc")   # ids, running or not
 
 The other modules call these verbs, never `run` or `command` with a command line of their own
-(test_walls.py holds that), so "what does the lab ask the engine?" is answered by this file alone;
-the label names the verbs filter on are labels.py's.
+(test_walls.py holds that), so "what does the lab ask the engine?" is answered by this file alone,
+with dockerswarm.py for a swarm's verbs (nodes, services, stacks), spelled on this module's `run`
+and `command`; the label names the verbs filter on are labels.py's.
 
 The lab drives the engine through its CLI, not its HTTP API: the CLI is what every user has (and
 what Compose v1 and v2, `docker stack` and BuildKit sit on), it follows DOCKER_HOST and contexts
@@ -459,67 +460,3 @@ def labelled_networks(label: str) -> list[str]:
 def network_remove(*networks: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return run("network", "rm", *networks, timeout=timeout)
 
-
-# swarm
-
-def node_ls(template: str) -> subprocess.CompletedProcess:
-    return run("node", "ls", "--format", template)
-
-
-def node_remove(node_id: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return run("node", "rm", "--force", node_id, timeout=timeout)
-
-
-def swarm_init_command(address: str, listen: str) -> list[str]:
-    return command("swarm", "init", "--advertise-addr", address, "--listen-addr", listen)
-
-
-def swarm_join_token_command() -> list[str]:
-    return command("swarm", "join-token", "--quiet", "worker")
-
-
-def swarm_join_command(token: str, address: str, manager: str, engine: list[str]) -> list[str]:
-    return command("swarm", "join", "--token", token, "--advertise-addr", address, "--listen-addr", f"{address}:2377",
-                   manager, engine=engine)
-
-
-def swarm_info_command(engine: list[str]) -> list[str]:
-    return command("info", "--format", "{{json .Swarm}}", engine=engine)
-
-
-def swarm_leave(engine: list[str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return run("swarm", "leave", "--force", timeout=timeout, engine=engine)
-
-
-def service_ls(*label_filters: str, template: str | None = None) -> subprocess.CompletedProcess:
-    """`docker service ls`: the ids (or `template`'s lines) of the services with these labels."""
-    filters = [arg for label in label_filters for arg in ("--filter", f"label={label}")]
-    return run("service", "ls", *(["--quiet"] if template is None else []), *filters,
-               *(["--format", template] if template else []))
-
-
-def service_inspect(ids: list[str], template: str) -> subprocess.CompletedProcess:
-    return run("service", "inspect", "--format", template, *ids)
-
-
-def service_update_force(service: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """A new task for the service, same spec; returns at once."""
-    return run("service", "update", "--force", "--detach", "--quiet", service, timeout=timeout)
-
-
-def service_remove(*services: str) -> subprocess.CompletedProcess:
-    return run("service", "rm", *services)
-
-
-def stack_deploy(path: str, stack: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    # --resolve-image never: the image is local, and no registry need be asked for its digest.
-    return run("stack", "deploy", "--resolve-image", "never", "--compose-file", path, stack, timeout=timeout)
-
-
-def stack_ps(stack: str, template: str | None = None) -> subprocess.CompletedProcess:
-    """A stack's tasks, old ones included: full ids, or `template`'s lines."""
-    return run("stack", "ps", "--no-trunc", *(["--format", template] if template else ["--quiet"]), stack)
-
-
-def stack_remove(stack: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return run("stack", "rm", stack, timeout=timeout)

@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from tflab.core import runfolder
-from tflab.engine import docker, labels
+from tflab.core import processes
+from tflab.engine import docker, dockerswarm, labels
 
 RELEASED = b"released\n"  # the lab's last word when it removed everything itself
 SETTLE_SECONDS = 3.0  # the reaper stops once nothing of the run has been seen for this long
@@ -51,7 +51,7 @@ class Guard:
         if self.process is None:
             return
         try:
-            self.process.stdin.write(f"group {pid} {runfolder.process_start(pid)}\n".encode())
+            self.process.stdin.write(f"group {pid} {processes.process_start(pid)}\n".encode())
             self.process.stdin.flush()
         except OSError:
             pass
@@ -100,7 +100,7 @@ def leftovers(run_dir: str) -> tuple[list[str], list[str], list[str]]:
     """The run's containers, swarm services and networks, by its folder label alone."""
     label = f"{labels.RUN_DIR}={run_dir}"
     return (_docker(docker.labelled_containers, label, empty=[]),
-            _docker(lambda: docker.service_ls(label).stdout.split(), empty=[]),
+            _docker(lambda: dockerswarm.service_ls(label).stdout.split(), empty=[]),
             _docker(docker.labelled_networks, label, empty=[]))
 
 
@@ -114,7 +114,7 @@ def reap(run_dir: str) -> None:
         if containers:
             _docker(lambda: docker.remove_containers(*containers, timeout=60))
         if services:
-            _docker(docker.service_remove, *services)
+            _docker(dockerswarm.service_remove, *services)
         if networks:
             _docker(docker.network_remove, *networks)
         if containers or services or networks:
@@ -125,7 +125,7 @@ def reap(run_dir: str) -> None:
 def kill_groups(groups: list[tuple[int, str]]) -> None:
     """SIGKILL to each task's process group whose leader is gone or is still the same process."""
     for pid, started in groups:
-        now = runfolder.process_start(pid)
+        now = processes.process_start(pid)
         if now is not None and now not in ("ended", started):
             continue  # the pid is another process's now
         try:

@@ -24,7 +24,7 @@ from tflab import console
 from tflab.backends.base import RunObserver
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event
 from tflab.core.settings import Settings
 from tflab.faults import registry

@@ -11,7 +11,7 @@ import random
 from tflab import backends, console
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.faults import registry
 from tflab.faults.chaos import Chaos

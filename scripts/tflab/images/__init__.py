@@ -19,9 +19,9 @@
   checkouts or versions of the lab on one engine therefore never overwrite or silently reuse each
   other's image, and a warm `make up` costs no build at all: the tag exists. (A label would need a
   build step above the packages, seconds on slow storage drivers; the tag costs nothing.)
-  images/trainer/.built.json records the images this checkout made (trainer, packages and script
-  images, and the local base if it bootstrapped it), so `make clean` removes those and no other
-  checkout's, and a rebuild removes the image it replaces.
+  images/trainer/.built.json (record.py) records the images this checkout made (trainer, packages
+  and script images, and the local base if it bootstrapped it), so `make clean` removes those and
+  no other checkout's, and a rebuild removes the image it replaces.
 - Keras release (KERAS=3.12, nightly): a thin layer on the TF line's packages image, committed as
   tflab-trainer-packages:<TF variant>-keras<release>-<digest>: a container of that image, with the
   release's lock (requirements/keras/<tf>-<keras>.txt: only what differs from the TF line's, hashed)
@@ -39,25 +39,20 @@
   downloaded for manylinux aarch64 into images/trainer/wheels-arm64/, an arm64 base
   (tflab-base:bookworm-arm64, or python:3.11-slim pulled for linux/arm64); tagged
   tflab-trainer:cpu-arm64-<digest>. A platform other than the engine's own runs under emulation,
-  which the engine must have (checked before the build: one line saying how to get it).
+  which the engine must have (checked before the build: one line saying how to get it; platforms.py).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
-import platform as py_platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from tflab.console import say
 from tflab.core import task, versions
@@ -65,17 +60,30 @@ from tflab.core.errors import LabError
 from tflab.core.settings import GPU_IMAGE_AMD64_ONLY, Settings
 from tflab.engine import docker
 from tflab.home import LAB_HOME as REPO
-from tflab.images import builder, keraslock, progress
+from tflab.images import builder, keraslock, progress, record
+from tflab.images.platforms import (
+    AMD64,
+    ARM64,
+    LOCAL_BASES,
+    MACHINES,
+    check_emulation,
+    emulation_missing,
+    engine_platform,
+    image_platform,
+    platform_for,
+)
+from tflab.images.record import (
+    PACKAGES_REPOSITORY,
+    REPOSITORY,
+    SCRIPT_IMAGE,
+    building,
+    image_id,
+    record_built,
+    remove_built,
+    remove_replaced,
+)
 
-REPOSITORY = "tflab-trainer"  # tagged <variant>-<digest of the build's inputs>
-PACKAGES_REPOSITORY = "tflab-trainer-packages"  # tagged <variant>-<digest of base, pins, install script, settings>
 PUBLIC_BASE = "python:3.11-slim"
-AMD64, ARM64 = "linux/amd64", "linux/arm64"
-PLATFORMS = (AMD64, ARM64)
-ENGINE_ARCHITECTURES = {"x86_64": AMD64, "amd64": AMD64, "aarch64": ARM64, "arm64": ARM64}  # docker info's
-MACHINES = {AMD64: "x86_64", ARM64: "aarch64"}  # the platforms' names in wheel tags
-LOCAL_BASES = {AMD64: "tflab-base:bookworm", ARM64: "tflab-base:bookworm-arm64"}
-LOCAL_BASE = LOCAL_BASES[AMD64]
 DOCKERFILE = REPO / "images/trainer/Dockerfile"  # the code, on the packages image
 INSTALL_SCRIPT = REPO / "images/trainer/install-packages.sh"
 KERAS_INSTALL_SCRIPT = REPO / "images/trainer/install-keras.sh"  # a Keras release's layer on a TF line's packages
@@ -88,12 +96,10 @@ PACKAGES_CONFIG = ("ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/s
 IMAGE_LABEL = "tflab.image=trainer"  # on every image the lab makes for the trainer
 CODE = REPO / "scripts/tflab"
 SCRIPT_DOCKERFILE = REPO / "images/script/Dockerfile"
-SCRIPT_IMAGE = "tflab-script"  # tagged with a digest of the requirements and the trainer image
 BASE_SCRIPT = REPO / "images/base/build.sh"
 REQUIREMENTS = REPO / "requirements/trainer.txt"
 WHEELS = REPO / "images/trainer/wheels"
 WHEEL_STAMP = WHEELS / ".pins-sha256"
-BUILT = REPO / "images/trainer/.built.json"  # {"images": [tags this checkout built, oldest first], "bases": [...]}
 # The GPU image's pins and wheelhouse.
 GPU_REQUIREMENTS = REPO / "requirements/trainer-gpu.txt"
 GPU_WHEELS = REPO / "images/trainer/wheels-gpu"
@@ -197,26 +203,6 @@ def variant_for(gpus: str, platform: str = AMD64) -> Variant:
     return variant(gpu=bool(gpus), platform=platform)
 
 
-def engine_platform() -> str:
-    """The engine's own platform, from `docker info`'s Architecture (x86_64 -> linux/amd64,
-    aarch64 -> linux/arm64: Docker Desktop on Apple Silicon)."""
-    architecture = docker.info().get("Architecture", "")
-    if architecture not in ENGINE_ARCHITECTURES:
-        raise LabError(f"the Docker engine's architecture is {architecture or 'unknown'}: the lab's images are "
-                       f"for {' and '.join(PLATFORMS)}; set PLATFORM to one of them (it then runs emulated)")
-    return ENGINE_ARCHITECTURES[architecture]
-
-
-def machine_platform() -> str:
-    """This machine's own platform, for what needs no engine (`make wheels`)."""
-    return ENGINE_ARCHITECTURES.get(py_platform.machine(), AMD64)
-
-
-def platform_for(requested: str) -> str:
-    """PLATFORM if given, else the engine's own."""
-    return requested or engine_platform()
-
-
 def trainer_variant(settings: Settings) -> Variant:
     """The image a run with these settings needs: TF (settings.py refuses it with GPUS or
     PLATFORM=linux/arm64), else GPUS and PLATFORM (or the engine's)."""
@@ -229,21 +215,6 @@ def trainer_variant(settings: Settings) -> Variant:
     if settings.tf and settings.tf != versions.DEFAULT:
         return tf_variant(settings.tf)
     return variant_for(settings.gpus, platform_for(settings.platform))
-
-
-
-
-
-def image_id(name: str) -> str | None:
-    result = docker.image_inspect(name, "{{.Id}}")
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
-def image_platform(name: str) -> str:
-    """The platform an image on this engine is for, as linux/amd64 or linux/arm64; empty if unknown."""
-    result = docker.image_inspect(name, "{{.Architecture}}")
-    architecture = result.stdout.strip() if result.returncode == 0 else ""
-    return ENGINE_ARCHITECTURES.get(architecture, architecture and f"linux/{architecture}")
 
 
 def pull(name: str, platform: str = "") -> bool:
@@ -286,63 +257,6 @@ def ensure_base(requested: str, platform: str = AMD64, native: str = AMD64) -> s
                        "BASE_IMAGE to a Python 3.11 image you have")
     record_built(local, key="bases")  # so that this checkout's `make clean` removes it, and no other's
     return local
-
-
-def emulation_hint(platform: str) -> str:
-    """How to let this machine's engine run `platform` containers."""
-    if platform == ARM64:
-        return ("enable arm64 emulation: sudo scripts/enable-arm64-emulation.sh (Debian's qemu-user-static, "
-                "its qemu-aarch64 handler registered with binfmt_misc's F flag)")
-    return ("enable amd64 emulation: Docker Desktop's 'Use Rosetta for x86_64/amd64 emulation' setting, or "
-            "qemu-user-static's qemu-x86_64 binfmt handler with the F flag on Linux")
-
-
-BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
-BINFMT_HANDLERS = {ARM64: "qemu-aarch64", AMD64: "qemu-x86_64"}  # qemu-user-static's names
-
-
-def kernel_emulates(platform: str, binfmt: Path | None = None) -> bool:
-    """Whether this Linux kernel runs `platform` binaries in containers: qemu's handler registered,
-    enabled, and with the F flag (the emulator opened once, at registration, so a container's root
-    file system needs no copy of it)."""
-    try:
-        lines = ((binfmt or BINFMT_MISC) / BINFMT_HANDLERS[platform]).read_text().splitlines()
-    except (OSError, UnicodeDecodeError):
-        return False
-    flags = [line.split(":", 1)[1] for line in lines if line.startswith("flags:")]
-    return lines[:1] == ["enabled"] and any("F" in each for each in flags)
-
-
-def engine_is_this_linux(info: dict) -> bool:
-    """Whether the engine runs on this Linux machine's own kernel, whose binfmt handlers are then
-    its: not Docker Desktop (a VM of its own, with its own emulation), not a remote engine."""
-    uname = py_platform.uname()
-    return (sys.platform == "linux" and "Docker Desktop" not in info.get("OperatingSystem", "")
-            and info.get("Name") == uname.node and info.get("KernelVersion") == uname.release)
-
-
-def emulation_missing(platform: str, native: str, binfmt: Path | None = None) -> str | None:
-    """Why the engine cannot run `platform` containers, where that can be told before any image of
-    that platform exists (the engine is this Linux machine's and its kernel has no handler); None
-    otherwise. check_emulation, after the base, tells for the other engines."""
-    if platform == native or not engine_is_this_linux(docker.info()) or kernel_emulates(platform, binfmt):
-        return None
-    return (f"this Docker engine cannot run {platform} containers (this Linux kernel has no "
-            f"{BINFMT_HANDLERS[platform]} binfmt handler with the F flag); {emulation_hint(platform)}; "
-            "or leave PLATFORM empty for the engine's own")
-
-
-def check_emulation(platform: str, base: str) -> None:
-    """LabError, with how to enable it, unless the engine runs `platform` containers: `true` in the
-    base, a second under emulation. Checked every time, since a reboot drops a binfmt handler."""
-    try:
-        result = docker.run_isolated(base, "true", timeout=120)
-    except subprocess.TimeoutExpired:
-        result = subprocess.CompletedProcess([], 1, "", "timed out")
-    if result.returncode != 0:
-        reason = (result.stderr.strip().splitlines() or ["no reason given"])[-1]
-        raise LabError(f"this Docker engine cannot run {platform} containers ({reason}); {emulation_hint(platform)}; "
-                       "or leave PLATFORM empty for the engine's own")
 
 
 def ensure_wheels(image: Variant | None = None) -> None:
@@ -408,89 +322,11 @@ def foreign_platform(image: Variant, native: str) -> str:
     return image.platform if image.platform != native else ""
 
 
-def built_images(key: str = "images") -> list[str]:
-    """The images this checkout built and has not removed, oldest first: trainer and packages
-    images, or with key="bases" the local base images it bootstrapped."""
-    recorded = _built_record().get(key, [])
-    if not isinstance(recorded, list):
-        return []
-    names = {"images": (f"{REPOSITORY}:", f"{PACKAGES_REPOSITORY}:"), "scripts": (f"{SCRIPT_IMAGE}:",),
-             "bases": tuple(LOCAL_BASES.values())}[key]
-    return [tag for tag in recorded if isinstance(tag, str) and tag.startswith(names)]
-
-
-def _built_record() -> dict:
-    try:
-        record = json.loads(BUILT.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-@contextmanager
-def _built_record_changed() -> Iterator[dict]:
-    """The record, to change in place, under a lock and replaced whole: builds run side by side (a
-    test suite's workers, two makes), and a read-modify-write without both lost a tag (the TF=2.15
-    packages image went unrecorded, so `make clean` would have left it on the engine)."""
-    BUILT.parent.mkdir(parents=True, exist_ok=True)
-    with open(BUILT.with_name(".built.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        record = _built_record()
-        yield record
-        with tempfile.NamedTemporaryFile("w", dir=BUILT.parent, prefix=".built.", delete=False) as new:
-            new.write(json.dumps(record) + "\n")
-        os.replace(new.name, BUILT)
-
-
-def record_built(tag: str, key: str = "images") -> None:
-    with _built_record_changed() as record:
-        recorded = record.get(key) if isinstance(record.get(key), list) else []
-        record[key] = [*[old for old in recorded if old != tag], tag]
-
-
-def forget_built(names: set[str]) -> None:
-    with _built_record_changed() as record:
-        for key, value in record.items():
-            if isinstance(value, list):
-                record[key] = [name for name in value if name not in names]
-
-
-def remove_replaced(repository: str, image: Variant, keep: str) -> None:
-    """Removes the images of this repository and variant that this checkout built, but `keep`
-    (an image a container still uses stays, and stays recorded; one never made is forgotten)."""
-    prefix = f"{repository}:{image.name}-"
-    replaced = [old for old in built_images() if old.startswith(prefix) and old != keep
-                and re.fullmatch(r"[0-9a-f]+", old[len(prefix):])]  # cpu- is not cpu-arm64-
-    forget_built({old for old in replaced if docker.image_remove(old).returncode == 0 or not image_id(old)})
-
-
-@contextmanager
-def building(tag: str, key: str = "images") -> Iterator[None]:
-    """Around a build of `tag`: the tag is recorded as this checkout's before the build starts, as
-    the engine may still make it after the lab is gone. Interrupted, the build's client ends at
-    once, but the engine finishes what it was at (a `docker commit`, a build's last layer) and
-    tags the image after `tflab images` returned; recorded, that image is removed by `make clean`,
-    or replaced by the next build (remove_replaced), instead of staying on the engine, named by
-    nothing the lab knows. What the engine made already is removed here. A build that failed
-    leaves no record of an image that does not exist."""
-    record_built(tag, key)
-    try:
-        yield
-    except KeyboardInterrupt:
-        if image_id(tag) and docker.image_remove(tag).returncode == 0:
-            forget_built({tag})
-        raise
-    except BaseException:
-        if not image_id(tag):
-            forget_built({tag})
-        raise
-
-
 def remove_rebuildable() -> None:
     """make clean's part: the images this checkout built, its record of them, and the wheelhouses."""
     variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64), *tf_variants()]
     remove_built()
-    BUILT.unlink(missing_ok=True)
+    record.BUILT.unlink(missing_ok=True)
     variants += [Variant(folder.name, Path(), folder, folder / ".pins-sha256", "")  # Keras releases' wheelhouses
                  for folder in sorted(TF_WHEELS.glob("wheels-*-keras*")) if folder.is_dir()]
     for image in variants:
@@ -498,16 +334,6 @@ def remove_rebuildable() -> None:
             wheel.unlink()
         image.stamp.unlink(missing_ok=True)
     print("tflab: removed the wheelhouses")
-
-
-def remove_built() -> None:
-    """Removes the images this checkout built, each before the one it is built on."""
-    for name in removal_order():
-        if image_id(name):
-            # An interrupted build's untagged images on it first: left, they keep it on the engine.
-            builder.remove_untagged_children(name)
-            docker.image_remove(name, force=True, timeout=120)
-            print(f"tflab: removed image {name}")
 
 
 def ensure_keras_layer(image: Variant, base: str, base_id: str, native: str) -> str:
@@ -593,17 +419,6 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     remove_replaced(REPOSITORY, image, tag)
     remove_replaced(PACKAGES_REPOSITORY, image, packages)
     return tag
-
-
-def removal_order() -> list[str]:
-    """What `make clean` removes of the images this checkout built, each before what it is built
-    on: scripts' images, trainer images, Keras releases' layers, packages images, then a local base it bootstrapped (a
-    base another checkout bootstrapped stays: that checkout's images are built on it)."""
-    built = built_images()
-    return (built_images("scripts") + [tag for tag in built if tag.startswith(f"{REPOSITORY}:")]
-            + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:") and "-keras" in tag]  # layers first
-            + [tag for tag in built if tag.startswith(f"{PACKAGES_REPOSITORY}:") and "-keras" not in tag]
-            + built_images("bases"))
 
 
 def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[str, str], platform: str = "") -> None:

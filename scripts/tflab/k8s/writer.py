@@ -153,7 +153,7 @@ def render(settings: Settings, run: str, the_cluster: Cluster) -> tuple[dict[str
         settings = settings.replace(k8s_image=lab_image(settings))
     if settings.strategy == "multiworker" and len(the_cluster.replicas) > 1 and settings.backup != "off" \
             and not settings.k8s_pvc:
-        # Every worker restores from the chief's backup (train.adopt_chief_backup), so the folder
+        # Every worker restores from the chief's backup (backups.adopt_chief_backup), so the folder
         # must be shared: each pod's own emptyDir is not.
         notes.append(f"BACKUP={settings.backup} is off in the manifests: a multi-worker restore needs the "
                      "chief's backup on every worker, and each pod's own emptyDir shares nothing; give "

@@ -14,7 +14,7 @@ from tflab import console, images
 from tflab.backends import compose, local
 from tflab.core import runfolder
 from tflab.core.errors import LabError
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event
 from tflab.core.settings import Settings
 from tflab.engine import docker

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from tflab.console import display_path, say
-from tflab.core import runfolder, versions
+from tflab.core import runfolder, runsummary, versions
 from tflab.core.errors import LabError
 from tflab.core.explain import Evidence, explain
 from tflab.core.foreign import ForeignFile
-from tflab.core.runfolder import Record, SummaryError, _record
+from tflab.core.runsummary import Record, SummaryError, _record
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
@@ -100,7 +100,8 @@ class Matrix(Record):
         if data.get("version") not in READABLE_VERSIONS:
             raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not one of "
                                f"{', '.join(map(str, READABLE_VERSIONS))}")
-        cells = [_record(Cell, runfolder.numbers(cell), f"cells[{index}].") for index, cell in enumerate(data["cells"])]
+        cells = [_record(Cell, runsummary.numbers(cell), f"cells[{index}].")
+                 for index, cell in enumerate(data["cells"])]
         for index, cell in enumerate(cells):
             if cell.outcome not in OUTCOMES:
                 raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
@@ -172,7 +173,7 @@ def fill(cell: Cell, run_dir: Path) -> None:
     cell.peak_rss_bytes, cell.wall_seconds, cell.losses = (row["peak_rss_per_process_bytes"], row["wall_seconds"],
                                                            row["losses"])
     try:
-        summary = runfolder.Summary.read(run_dir)
+        summary = runsummary.Summary.read(run_dir)
     except FileNotFoundError:
         cell.outcome = "failed"
         return

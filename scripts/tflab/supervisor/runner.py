@@ -24,7 +24,7 @@ from tflab.console import describe_run, display_path, say
 from tflab.core import cluster, explain, runfolder
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
 from tflab.engine import reaper

@@ -1,4 +1,4 @@
-"""A run's summary.json (runfolder.Summary: one row per task, the audit's findings and notes),
+"""A run's summary.json (runsummary.Summary: one row per task, the audit's findings and notes),
 built from the tasks' JSONL logs, their output and their exit codes; progress.py prints the run
 as it goes, table.py says the summary in words.
 
@@ -17,7 +17,8 @@ from tflab.console import say
 from tflab.core import beneath, explain, foreign
 from tflab.core.cluster import Cluster
 from tflab.core.foreign import ForeignFile
-from tflab.core.runfolder import OUTPUT, Summary, TaskRow, events, log_name
+from tflab.core.runfolder import OUTPUT, events, log_name
+from tflab.core.runsummary import Summary, TaskRow
 from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events
 from tflab.core.settings import Settings
 from tflab.supervisor import audit, resume

@@ -1,4 +1,4 @@
-"""The finished run in words, from its summary.json (runfolder.Summary, summary.py's one writer):
+"""The finished run in words, from its summary.json (runsummary.Summary, summary.py's one writer):
 the table the run ends with, and the lines `tflab why` and the fixture's why() say beyond its rows
 (what broke and what to do, where a script resumed, a replay's restarts, the audit's findings).
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tflab.console import cell, columns
 from tflab.core.foreign import shown
-from tflab.core.runfolder import Summary, TaskRow
+from tflab.core.runsummary import Summary, TaskRow
 from tflab.supervisor import preemption
 from tflab.supervisor.summary import NOT_AUDITED
 

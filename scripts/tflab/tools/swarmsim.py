@@ -40,7 +40,7 @@ from tflab.console import say
 from tflab.core.errors import LabError
 from tflab.core.runfolder import write_json
 from tflab.core.settings import Settings
-from tflab.engine import docker
+from tflab.engine import docker, dockerswarm
 from tflab.engine.docker import run_quiet
 
 STATE = SIM_STATE  # the lab reads the nodes' engines from it (swarm_nodes.sim_node_engines)
@@ -333,7 +333,7 @@ def registry_answers(ca: Path) -> bool:
 
 def join_swarm(state: dict) -> None:
     if state["host_swarm_before"] != "active":
-        must(docker.swarm_init_command(HOST_ADDRESS, f"{HOST_ADDRESS}:2377"), "docker swarm init")
+        must(dockerswarm.swarm_init_command(HOST_ADDRESS, f"{HOST_ADDRESS}:2377"), "docker swarm init")
         state["swarm_created"] = True
         save(state)
         manager = f"{HOST_ADDRESS}:2377"
@@ -344,11 +344,11 @@ def join_swarm(state: dict) -> None:
             must(["ip", "netns", "exec", node["netns"], "ip", "route", "add", f"{host}/32", "via", HOST_ADDRESS],
                  f"routing {node['name']} to the manager {host}")
     state["host_node_id"] = host_swarm()["NodeID"]
-    token = must(docker.swarm_join_token_command(), "docker swarm join-token").strip()
+    token = must(dockerswarm.swarm_join_token_command(), "docker swarm join-token").strip()
     for node in state["nodes"]:
-        must(docker.swarm_join_command(token, node["address"], manager, engine=docker.engine_at(node["socket"])),
+        must(dockerswarm.swarm_join_command(token, node["address"], manager, engine=docker.engine_at(node["socket"])),
              f"{node['name']} joining the swarm", timeout=120)
-        node["node_id"] = json.loads(must(docker.swarm_info_command(docker.engine_at(node["socket"])),
+        node["node_id"] = json.loads(must(dockerswarm.swarm_info_command(docker.engine_at(node["socket"])),
                                           f"{node['name']}'s swarm state"))["NodeID"]
         save(state)
     ids = {node["node_id"] for node in state["nodes"]}
@@ -356,7 +356,7 @@ def join_swarm(state: dict) -> None:
 
 
 def ready_nodes() -> set[str]:
-    found = docker.node_ls("{{.ID}} {{.Status}}")
+    found = dockerswarm.node_ls("{{.ID}} {{.Status}}")
     return {line.split()[0] for line in found.stdout.splitlines() if line.split()[1:] == ["Ready"]}
 
 
@@ -381,7 +381,7 @@ def down(settings: Settings) -> int:
     started = time.monotonic()
     if state.get("swarm_created"):
         # Leaving the swarm the sim made would take every service on it along: wait for others' to end.
-        wait_for(lambda: not docker.service_ls().stdout.split(), FOREIGN_SERVICES_SECONDS,
+        wait_for(lambda: not dockerswarm.service_ls().stdout.split(), FOREIGN_SERVICES_SECONDS,
                  "services still run on the simulated swarm (`docker service ls`); remove them (`make down`), "
                  "then `make swarm-sim-down` again: they were not gone")
     left = remove(state)
@@ -399,18 +399,18 @@ def remove(state: dict) -> list[str]:
     for node in state.get("nodes", []):
         if node.get("pid") and alive(node["pid"]):
             engine = docker.engine_at(node["socket"])
-            docker.swarm_leave(engine, timeout=60)
+            dockerswarm.swarm_leave(engine, timeout=60)
             containers = docker.all_containers(engine)
             if containers:
                 docker.remove_containers(*containers, timeout=120, volumes=False, engine=engine)
     if state.get("swarm_created"):
-        result = docker.swarm_leave(timeout=60)
+        result = dockerswarm.swarm_leave(timeout=60)
         if result.returncode != 0 and host_swarm().get("LocalNodeState") != "inactive":
             left.append(f"this engine's swarm ({docker.last_line(result)})")
     else:
         for node in state.get("nodes", []):
             if node.get("node_id"):
-                docker.node_remove(node["node_id"], timeout=60)
+                dockerswarm.node_remove(node["node_id"], timeout=60)
     for node in state.get("nodes", []):
         if node.get("pid") and not stop(node["pid"]):
             left.append(f"{node['name']}'s dockerd (pid {node['pid']})")

@@ -35,7 +35,6 @@ os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 import argparse
 import hashlib
 import importlib.metadata
-import inspect
 import json
 import platform
 import resource
@@ -55,7 +54,7 @@ from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckp
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field
 from tflab.core.settings import Settings, SettingsError
-from tflab.trainer import audit
+from tflab.trainer import audit, backups, customloop
 from tflab.trainer.peerwait import PeerWait
 
 FEATURES = 32  # the MLP's input width, the article's
@@ -142,9 +141,10 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
         raise RuntimeError(f"GPUS={settings.gpus} but TensorFlow sees no GPU in this container; the image "
                            "must be tflab-trainer:gpu and the engine must hand GPUs over (NVIDIA Container Toolkit)")
-    adopt_chief_backup(settings, task, the_cluster.chief, run_dir)  # before any peer can train: before the strategy
-    if gce_notice(settings):
-        take_the_gce_gpu_path()
+    # Before any peer can train: before the strategy.
+    backups.adopt_chief_backup(settings, task, the_cluster.chief, run_dir)
+    if backups.gce_notice(settings):
+        backups.take_the_gce_gpu_path()
     # AUDIT: the same instruments a user's script gets (trainer/audit.py), in a log writer of their own.
     auditing = None if settings.audit == "off" else audit.start(EventLog(log.path, task), settings.backend,
                                                                 str(run_dir))
@@ -171,14 +171,15 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
         if task == the_cluster.chief else None
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
-    callbacks = backup_callbacks(settings, run_dir) + checkpoint_callbacks(settings, run_dir) + [timing]
+    callbacks = backups.backup_callbacks(settings, run_dir) + backups.checkpoint_callbacks(settings, run_dir) + [timing]
     # (the backup restores before timing starts)
     if settings.strategy == "parameter_server":
         losses = fit_parameter_server(model, settings, x, y, callbacks)
-    elif settings.loop == "custom" and preemptible_custom_loop(settings):
-        losses = custom_fit_preemptible(model, strategy, sync_dataset(settings, x, y), settings, timing, run_dir)
+    elif settings.loop == "custom" and customloop.preemptible_custom_loop(settings):
+        losses = customloop.custom_fit_preemptible(model, strategy, sync_dataset(settings, x, y), settings, timing,
+                                                   run_dir)
     elif settings.loop == "custom":
-        losses = custom_fit(model, strategy, sync_dataset(settings, x, y), settings, timing)
+        losses = customloop.custom_fit(model, strategy, sync_dataset(settings, x, y), settings, timing)
     else:
         history = model.fit(sync_dataset(settings, x, y), epochs=settings.epochs, callbacks=callbacks, verbose=0)
         losses = history.history["loss"]
@@ -286,53 +287,6 @@ def sync_dataset(settings: Settings, x, y):
     return dataset.with_options(options)
 
 
-def backup_callbacks(settings: Settings, run_dir: Path) -> list:
-    """tf-keras BackupAndRestore in <run>/backup, which every task sees (the run folder is shared):
-    after the lab restarts a failed cluster, fit resumes where the last backup left it. Under
-    multiworker it also saves on SIGTERM (TF's preemption handling). LOOP=custom has no backup:
-    a restarted custom loop starts over."""
-    if settings.backup == "off" or settings.loop == "custom":
-        return []
-    if settings.strategy == "multiworker":
-        enable_preemption_checkpoints()
-    options = {"backup_dir": str(run_dir / runfolder.BACKUP),
-               "save_freq": "epoch" if settings.backup == "epoch" else int(settings.backup)}
-    # Keras 3's BackupAndRestore (KERAS=keras3) has no save_before_preemption: it backs up per save_freq only.
-    if "save_before_preemption" in inspect.signature(tf.keras.callbacks.BackupAndRestore).parameters:
-        options["save_before_preemption"] = settings.strategy == "multiworker"
-    return [tf.keras.callbacks.BackupAndRestore(**options)]
-
-
-def adopt_chief_backup(settings: Settings, task: str, chief_task: str, run_dir: Path) -> None:
-    """A restarted multiworker worker takes the chief's backup as its own, before training: Keras
-    restores the model from backup/chief on every worker, but TensorFlow's preemption handler reads
-    each worker's own backup/workertemp_<i>, which Keras empties after each save; measured here,
-    one worker then restored its step counter and the other initialised it, and their collectives
-    no longer matched ("Collective instance ... expected type 1 ... but got type 0"). Done here, in
-    the trainer, it needs nothing but a shared backup folder: a Kubernetes restart (a TFJob's
-    restartPolicy, a claim for the outputs) restores as the lab's does. No peer writes the backup
-    meanwhile: nothing trains until this worker has joined the cluster."""
-    if settings.strategy != "multiworker" or settings.backup == "off" or settings.loop == "custom":
-        return
-    chief = run_dir / runfolder.BACKUP / "chief"
-    if task == chief_task or not chief.is_dir():
-        return
-    own = run_dir / runfolder.BACKUP / f"workertemp_{cluster.parse_task(task)[1]}"
-    shutil.rmtree(own, ignore_errors=True)
-    shutil.copytree(chief, own)
-
-
-def checkpoint_callbacks(settings: Settings, run_dir: Path) -> list:
-    """EVALUATOR=1: the chief writes the weights (with the optimizer's step) to
-    <run>/checkpoints/ckpt-<epoch> after every epoch, the way tf-keras's SidecarEvaluator expects
-    them; under multiworker the other workers write theirs to scratch folders ModelCheckpoint
-    deletes (every worker must take part in a save)."""
-    if not settings.evaluator:
-        return []
-    return [tf.keras.callbacks.ModelCheckpoint(filepath=str(run_dir / "checkpoints" / "ckpt-{epoch}"),
-                                               save_weights_only=True)]
-
-
 class Ended(Exception):
     """SIGTERM reached the evaluator: the lab ends it once training is over."""
 
@@ -384,20 +338,6 @@ class EvalLog(tf.keras.callbacks.Callback):
         print(f"[{self.task}] eval of epoch {epoch} (step {step}): loss {self.last:.4f}", flush=True)
 
 
-def enable_preemption_checkpoints() -> None:
-    """tf-keras turns `save_before_preemption` on only when it finds itself on Google Cloud, and
-    ignores it everywhere else, while TensorFlow's own handler (PreemptionCheckpointHandler) works
-    on any MultiWorkerMirroredStrategy cluster. Measured here: without this, a SIGTERM is caught by
-    TF's C++ preemption notifier and then ignored, and the worker trains on as if nothing
-    happened. With it, the signalled worker tells its peers, every worker saves the backup at the
-    same step, and all of them exit (code 42) for the lab to restart them. This replaces a private
-    tf-keras check; the `stop` chaos test notices the day it stops working."""
-    from tf_keras.src.distribute import worker_training_state
-
-    worker_training_state.support_on_demand_checkpoint_callback = (
-        lambda strategy: isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy))
-
-
 def fit_parameter_server(model, settings: Settings, x, y, callbacks) -> list[float]:
     """ParameterServerStrategy: the chief's fit schedules each step, a whole global batch, on
     whichever worker is free; the workers read their own shard of the data, repeated."""
@@ -410,149 +350,6 @@ def fit_parameter_server(model, settings: Settings, x, y, callbacks) -> list[flo
     history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=settings.epochs,
                         steps_per_epoch=settings.steps_per_epoch, callbacks=callbacks, verbose=0)
     return history.history["loss"]
-
-
-def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[float]:
-    """The synchronous strategies' step without Keras's fit: the same loss, gradients and Adam
-    update, but one all-reduce per step (every gradient and the loss packed in one flat tensor,
-    where fit reduces each gradient and its metrics apart), and up to STEPS_PER_EXECUTION steps
-    per call. The losses equal fit's to float rounding."""
-    variables = model.trainable_variables
-    shapes = [v.shape for v in variables]
-    sizes = [int(np.prod(v.shape)) for v in variables]
-    optimizer = model.optimizer
-
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)  # Keras's mse
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
-        # Every gradient and the loss itself in one flat tensor: the step's only collective.
-        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
-        flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
-        grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
-        optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
-        return flat[-1]  # the global batch's mean loss, the same on every replica
-
-    @tf.function
-    def run_steps(iterator, steps):
-        total = tf.constant(0.0)
-        for _ in tf.range(steps):
-            total += strategy.experimental_local_results(strategy.run(step, args=next(iterator)))[0]
-        return total
-
-    distributed = strategy.experimental_distribute_dataset(dataset)
-    steps_per_epoch, losses = settings.steps_per_epoch, []
-    timing.on_train_begin()
-    for epoch in range(settings.epochs):
-        timing.on_epoch_begin(epoch)
-        iterator, done, total = iter(distributed), 0, 0.0
-        while done < steps_per_epoch:
-            # The very first call is one step, so that its time is tracing plus one step, as in fit.
-            steps = 1 if epoch == 0 and done == 0 else min(settings.steps_per_execution, steps_per_epoch - done)
-            timing.on_train_batch_begin(done)
-            total += float(run_steps(iterator, tf.constant(steps)))
-            done += steps
-            timing.on_train_batch_end(done - 1)
-        losses.append(total / steps_per_epoch)
-        timing.on_epoch_end(epoch, {"loss": losses[-1]})
-    return losses
-
-
-def gce_notice(settings: Settings) -> bool:
-    """make chaos SCENARIO=preempt NOTICE=gce: GCE_METADATA_IP names the run's metadata stand-in."""
-    return settings.scenario == "preempt" and settings.notice == "gce"
-
-
-def take_the_gce_gpu_path() -> None:
-    """TensorFlow 2.21's PreemptionCheckpointHandler, once it finds itself on Google Cloud, acts
-    on GPU VMs only: on a CPU VM it logs "PreemptionCheckpointHandler does not support usage with
-    TPU or CPU device on GCP" and does nothing, and tf-keras's BackupAndRestore, which calls it
-    directly, fails on the attributes it then lacks. The lab's trainers run on CPUs, so here a
-    GCE CPU VM takes the GPU VM's path: TF's own watcher of instance/maintenance-event, its exit
-    code 143 and its grace period (an hour, unless the TerminationConfig says otherwise). A
-    user's script that does not do this gets what a CPU VM gets on GCE: no reaction, and the kill
-    at the grace's end. Replaces a private TF function, like enable_preemption_checkpoints; the
-    gce chaos test notices the day it stops working."""
-    from tensorflow.python.distribute.failure_handling import failure_handling_util as util
-
-    detect = util.detect_platform
-
-    def detect_platform():
-        found = detect()
-        return util.PlatformDevice.GCE_GPU if found is util.PlatformDevice.GCE_CPU else found
-
-    util.detect_platform = detect_platform
-
-
-def preemptible_custom_loop(settings: Settings) -> bool:
-    """LOOP=custom under make chaos SCENARIO=preempt: the loop runs each step through TensorFlow's
-    PreemptionCheckpointHandler (multiworker, with a backup). Elsewhere the custom loop is the
-    plain one, which has no backup and starts over after a restart."""
-    return settings.scenario == "preempt" and settings.strategy == "multiworker" and settings.backup != "off"
-
-
-def custom_fit_preemptible(model, strategy, dataset, settings: Settings, timing, run_dir: Path) -> list[float]:
-    """custom_fit's step, one per call, through tf.distribute.experimental.PreemptionCheckpointHandler:
-    on a notice (SIGTERM, or GCE's maintenance event with NOTICE=gce) every worker saves the model,
-    the optimizer and the epoch's running loss at the same step in <run>/backup and exits (42 on
-    SIGTERM, TensorFlow's 143 on Google Cloud); after the restart the handler restores them and the
-    loop resumes at that very step, its data skipped to it, so the run ends with the weights an
-    undisturbed one has. It saves only on a notice: a task killed without one starts over."""
-    variables = model.trainable_variables
-    optimizer = model.optimizer
-    steps_per_epoch = settings.steps_per_epoch
-    with strategy.scope():
-        epoch_total = tf.Variable(0.0, dtype=tf.float64, trainable=False,
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        trained_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch_total=epoch_total,
-                                     trained_steps=trained_steps)
-    config = tf.distribute.experimental.TerminationConfig(grace_period=0) if gce_notice(settings) else \
-        tf.distribute.experimental.TerminationConfig(exit_fn=lambda: sys.exit(PREEMPTED))
-    handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-        strategy.cluster_resolver, checkpoint, str(run_dir / runfolder.BACKUP), config)
-
-    shapes = [v.shape for v in variables]
-    sizes = [int(np.prod(v.shape)) for v in variables]
-
-    def step(x, y):  # custom_fit's, to the bit: the same loss, one packed all-reduce, the same update
-        with tf.GradientTape() as tape:
-            per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
-        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
-        flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
-        grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
-        optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
-        return flat[-1]
-
-    @tf.function
-    def run_step(iterator):
-        loss = strategy.experimental_local_results(strategy.run(step, args=next(iterator)))[0]
-        epoch_total.assign_add(tf.cast(loss, tf.float64))
-        trained_steps.assign_add(1)
-        return loss
-
-    distributed = strategy.experimental_distribute_dataset(dataset)
-    start = int(trained_steps.numpy())  # steps trained before (the handler restored it): 0, or where it saved
-    losses = []
-    timing.on_train_begin()
-    for epoch in range(start // steps_per_epoch, settings.epochs):
-        timing.on_epoch_begin(epoch)
-        iterator = iter(distributed)
-        done = start % steps_per_epoch if epoch == start // steps_per_epoch else 0
-        if not done:
-            epoch_total.assign(0.0)
-        for _ in range(done):  # the steps this epoch had trained before the notice: their data skipped
-            next(iterator)
-        while done < steps_per_epoch:
-            timing.on_train_batch_begin(done)
-            handler.run(run_step, iterator)
-            timing.on_train_batch_end(done)
-            done += 1
-        losses.append(float(epoch_total.numpy()) / steps_per_epoch)
-        timing.on_epoch_end(epoch, {"loss": losses[-1]})
-    return losses
 
 
 def probe_allreduce(strategy, floats: int, calls: int, log: EventLog) -> None:

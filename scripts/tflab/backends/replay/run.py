@@ -14,7 +14,7 @@ from tflab.backends.replay.volumes import write_hooks, write_volumes
 from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import runfolder
 from tflab.core.explain import VANISHED
-from tflab.core.runfolder import Summary
+from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.k8s import tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings

@@ -82,7 +82,7 @@ from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import OUTPUT, write_json, write_whole
 from tflab.core.settings import Settings, lab_command
-from tflab.engine import docker, labels
+from tflab.engine import docker, dockerswarm, labels
 from tflab.supervisor import user_script
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
@@ -184,7 +184,7 @@ class SwarmStack:
         script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
         write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
                                       self.placement.nodes, self.encrypted, script_folder))
-        result = docker.stack_deploy(str(path), self.stack, timeout=300)
+        result = dockerswarm.stack_deploy(str(path), self.stack, timeout=300)
         if result.returncode != 0:
             raise LabError(f"docker stack deploy failed: {docker.last_line(result)}")
 
@@ -193,7 +193,7 @@ class SwarmStack:
         each has one, or the old tasks' exit codes would read as the new run's."""
         before = {service: task["ID"] for service, task in self._newest().items()}
         for task in self.tasks:
-            result = docker.service_update_force(self.service(task), timeout=120)
+            result = dockerswarm.service_update_force(self.service(task), timeout=120)
             if result.returncode != 0:
                 raise LabError(f"docker service update of {self.service(task)} failed: {docker.last_line(result)}")
         deadline = time.monotonic() + RESTART_SECONDS
@@ -207,7 +207,7 @@ class SwarmStack:
     def _service_names(self) -> dict[str, str]:
         """service id -> task name, learnt once every service exists."""
         if len(self._service_ids) < len(self.tasks):
-            found = docker.service_ls(f"{labels.STACK_LABEL}={self.stack}", template="{{.ID}} {{.Name}}")
+            found = dockerswarm.service_ls(f"{labels.STACK_LABEL}={self.stack}", template="{{.ID}} {{.Name}}")
             for line in found.stdout.splitlines():
                 short_id, name = line.split()
                 if name.startswith(f"{self.stack}_"):
@@ -215,7 +215,7 @@ class SwarmStack:
         return self._service_ids
 
     def _all_tasks(self) -> list[dict]:
-        ids = docker.stack_ps(self.stack).stdout.split()
+        ids = dockerswarm.stack_ps(self.stack).stdout.split()
         if not ids:
             return []
         found = docker.inspect_json(ids)
@@ -300,7 +300,7 @@ class SwarmStack:
                 lines += [f"{name} | {line}" for line in logs.splitlines()]
         # docker logs' timestamps have a fixed width, so the text sorts by time; stable within a task.
         lines.sort(key=lambda line: line.split(" | ", 1)[1][:30])
-        history = docker.stack_ps(self.stack, "{{.Name}}  {{.CurrentState}}  {{.Error}}").stdout
+        history = dockerswarm.stack_ps(self.stack, "{{.Name}}  {{.CurrentState}}  {{.Error}}").stdout
         write_whole(self.run_dir / OUTPUT, "\n".join(lines + ["--- swarm tasks ---", history]))
 
     def close(self) -> None:

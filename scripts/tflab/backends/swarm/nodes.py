@@ -21,7 +21,7 @@ from tflab.backends.swarm.render import SwarmNode
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
-from tflab.engine import docker
+from tflab.engine import docker, dockerswarm
 from tflab.engine.docker import run_quiet
 
 SIM_STATE = Path("/var/lib/tflab-swarm-sim/state.json")  # make swarm-sim's record of what it made
@@ -68,7 +68,7 @@ class Placement:
 
 def ready_nodes(this_node: str) -> dict[str, str]:
     """node id -> hostname of the swarm's Ready, Active nodes: this node first, the others by hostname."""
-    found = docker.node_ls("{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
+    found = dockerswarm.node_ls("{{.ID}} {{.Hostname}} {{.Status}} {{.Availability}}")
     nodes = {}
     for line in found.stdout.splitlines():
         parts = line.split()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tflab.engine import docker, labels
+from tflab.engine import docker, dockerswarm, labels
 
 REMOVAL_SECONDS = 60
 
@@ -13,12 +13,12 @@ REMOVAL_SECONDS = 60
 def stack_run_dirs(scope: Path) -> dict[str, Path]:
     """The stacks of the runs under `scope` (labels.py), each with the run folder its services are
     labelled with; none where this engine is no swarm manager."""
-    ids = docker.service_ls(labels.RUN_DIR)
+    ids = dockerswarm.service_ls(labels.RUN_DIR)
     if ids.returncode != 0 or not ids.stdout.split():
         return {}
     template = (labels.label_template(labels.RUN_DIR, of=".Spec.Labels") + "\t"
                 + labels.label_template(labels.STACK_LABEL, of=".Spec.Labels"))
-    found = docker.service_inspect(ids.stdout.split(), template)
+    found = dockerswarm.service_inspect(ids.stdout.split(), template)
     stacks = {}
     for line in found.stdout.splitlines():
         run_dir, _, stack = line.partition("\t")
@@ -39,7 +39,7 @@ def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
     """`docker stack rm`, then waits until its containers (here, and on the other nodes' `engines`
     the lab can reach) and network are gone (False if they are not in time): stack rm returns
     before the engines have removed them, and a network can only go once nothing uses it."""
-    docker.stack_remove(stack, timeout=120)
+    dockerswarm.stack_remove(stack, timeout=120)
     deadline = time.monotonic() + REMOVAL_SECONDS
     while time.monotonic() < deadline:
         if not any(stack_containers(stack, command) for command in [None, *[e for e in engines if e]]):

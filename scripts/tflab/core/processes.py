@@ -1,0 +1,39 @@
+"""A process as the kernel tells it (/proc): when it started and its command line, so a pid reused
+by another process does not pass for the one recorded; and the record of the lab's own process that
+a run's owner.json holds (runfolder.owner_of checks it), which the reaper's record of a group uses
+the same way.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+
+
+def process_start(pid: int) -> str | None:
+    """When a process started, as the kernel counts it (/proc/<pid>/stat's starttime), so a pid
+    reused by another process does not pass for the owner; None where there is no /proc, and
+    "ended" for a process that has exited and is not yet reaped (a zombie)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as file:
+            stat_line = file.read(4096).decode(errors="replace")
+    except OSError:
+        return None
+    fields = stat_line.rpartition(")")[2].split()  # the command name before it may hold spaces
+    return "ended" if fields[0] in ("Z", "X") else fields[19]  # state, and starttime (field 22)
+
+
+def process_command(pid: int) -> list[str] | None:
+    """A process's command line, argument by argument (/proc/<pid>/cmdline); None where it cannot be read."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as file:
+            data = file.read(65536)
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in data.split(b"\0")[:-1]]
+
+
+def owner_record(pid: int, run: str = "") -> dict:
+    return {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid),
+            "command": process_command(pid), "run": run,
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
