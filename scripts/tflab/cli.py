@@ -31,24 +31,14 @@ from pathlib import Path
 from tflab import backends, console, home, images
 from tflab.backends import compose
 from tflab.core import beneath, foreign, runfolder, versions
+from tflab.core.commands import RUNS, lab_command
 from tflab.core.errors import LabError
 from tflab.core.runfolder import Summary
-from tflab.core.settings import (
-    RUNS,
-    SETTINGS,
-    SPECS,
-    Settings,
-    command_label,
-    given_values,
-    lab_command,
-    named_values,
-    refuse_not_read,
-    settings_of,
-    settings_table,
-)
+from tflab.core.settings import SETTINGS, SPECS, Settings, settings_table
 from tflab.engine import docker, labels, leftovers
 from tflab.home import LAB_HOME
 from tflab.k8s import writer as k8s
+from tflab.protocol import command_label, given_values, named_values, refuse_not_read, settings_of
 from tflab.reports import compare, report, tensorboard
 from tflab.supervisor import runner, summary
 
@@ -533,7 +523,7 @@ def flag(name: str) -> str:
 
 def settings_epilog(command: str) -> str:
     """The settings `command` takes, each with its flag, default and meaning; then the others by
-    name, which it refuses (settings.refuse_not_read)."""
+    name, which it refuses (protocol.refuse_not_read)."""
     taken = settings_of(command if command != "check" else "up")
     lines = [f"settings of {command_label(command)}, as --flag VALUE, NAME=value, or NAME in the environment:"]
     for name, default, allowed, doc in settings_table():

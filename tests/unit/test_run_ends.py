@@ -22,7 +22,8 @@ from tflab import backends, cli
 from tflab.backends import compose
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
-from tflab.core.settings import BACKENDS, MAX_TASKS, Settings
+from tflab.core.grammars import MAX_TASKS
+from tflab.core.settings import BACKENDS, Settings
 from tflab.engine import reaper
 from tflab.supervisor import runner
 

@@ -13,20 +13,10 @@ import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
 from tflab import cli
 from tflab import faults as chaos
-from tflab.core.settings import (
-    MAKE_VARIABLES_ENV,
-    RUNS,
-    SETTINGS,
-    SPECS,
-    Settings,
-    SettingsError,
-    command_label,
-    named_values,
-    refuse_not_read,
-    refuse_unhonoured,
-    settings_of,
-)
+from tflab.core.commands import MAKE_VARIABLES_ENV, RUNS
+from tflab.core.settings import SETTINGS, SPECS, Settings, SettingsError, refuse_unhonoured
 from tflab.k8s import writer as k8s
+from tflab.protocol import command_label, named_values, refuse_not_read, settings_of
 
 HELP_WIDTH = 96
 COMMANDS = [command for command in cli.COMMANDS if command != "check"]  # check takes TFLAB_CHECK's command's

@@ -20,12 +20,14 @@ from pathlib import Path
 from tflab import console, home
 from tflab.backends import compose
 from tflab.core import beneath, foreign, runfolder
+from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.foreign import ForeignFile
+from tflab.core.grammars import DATA_DIR, claim_folders
 from tflab.core.runfolder import Summary
 from tflab.core.schema import EventLog, SchemaError, problems
-from tflab.core.settings import DATA_DIR, Settings, claim_folders, lab_command
+from tflab.core.settings import Settings
 from tflab.core.terminal import TerminalLines
 from tflab.engine import docker, labels
 from tflab.k8s import manifest, tfoperator

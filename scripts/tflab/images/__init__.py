@@ -62,7 +62,8 @@ from typing import Iterator
 from tflab.console import say
 from tflab.core import task, versions
 from tflab.core.errors import LabError
-from tflab.core.settings import GPU_IMAGE_AMD64_ONLY, Settings
+from tflab.core.rules import GPU_IMAGE_AMD64_ONLY
+from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.home import LAB_HOME as REPO
 from tflab.images import builder, keraslock, progress
@@ -218,7 +219,7 @@ def platform_for(requested: str) -> str:
 
 
 def trainer_variant(settings: Settings) -> Variant:
-    """The image a run with these settings needs: TF (settings.py refuses it with GPUS or
+    """The image a run with these settings needs: TF (rules.py refuses it with GPUS or
     PLATFORM=linux/arm64), else GPUS and PLATFORM (or the engine's)."""
     for name, value in (("TF", settings.tf), ("KERAS", settings.keras)):
         if len(value.split()) > 1:

@@ -36,16 +36,8 @@ from pathlib import Path
 from tflab.core import cluster, runfolder
 from tflab.core import task as task_contract
 from tflab.core.errors import LabError
-from tflab.core.settings import (
-    MAX_TASKS,
-    MIN_CPUS,
-    MIN_MEMORY_BYTES,
-    REPLAYED,
-    SETTINGS,
-    SPECS,
-    Settings,
-    refuse_unhonoured,
-)
+from tflab.core.grammars import MAX_TASKS, MIN_CPUS, MIN_MEMORY_BYTES
+from tflab.core.settings import REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
 
