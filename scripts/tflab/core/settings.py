@@ -5,7 +5,8 @@ default and, through `setting(...)`, its grammar (core/grammars.py), what is all
 the commands that read it and what a TFJob decides instead. SETTINGS and SPECS, the tables of
 `make help` and `--help`, docs/settings.md's table (`python3 -m tflab.core.settings --markdown`
 prints it) and the refusal of a setting given to a command that never reads it are all made from
-those fields.
+those fields. refuse_unhonoured, which applies each declaration's `refused`, is here too: k8s/ and
+faults/ call it as well as the CLI.
 
 Settings arrive as environment variables (the Makefile's command-line variables become the
 environment of its recipes) or as NAME=value arguments to `python3 -m tflab`. They are parsed
@@ -92,6 +93,8 @@ class Settings(SettingsRules):
     declared with `setting(...)`; its name is the field's, upper case, and config.json's key is the
     field's own."""
 
+    # Each grammar is spelled grammars.<name>, never imported bare: in a class body a name that an
+    # earlier field took (link, memory, script...) is that field's default, not the parser.
     strategy: str = setting("multiworker", grammars.choice(STRATEGIES), " | ".join(STRATEGIES),
             "single: one process, one replica; mirrored: one process, REPLICAS replicas; "
             "multiworker: WORKERS processes, one replica each; parameter_server: a chief, "
