@@ -3,7 +3,8 @@ import os
 
 import pytest
 from tflab.core import cluster
-from tflab.core.settings import MAX_TASKS, Settings
+from tflab.core.grammars import MAX_TASKS
+from tflab.core.settings import Settings
 
 
 def multiworker(workers: int) -> Settings:

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from tflab.core import cluster
-from tflab.core.settings import MAX_TASKS, Settings, SettingsError
+from tflab.core.grammars import MAX_TASKS
+from tflab.core.settings import Settings, SettingsError
 from tflab.k8s import trainjob
 from tflab.k8s import writer as k8s
 

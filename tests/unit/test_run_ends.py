@@ -23,7 +23,8 @@ from tflab.backends import compose
 from tflab.cli import makesignals
 from tflab.core import cluster, processes, runfolder
 from tflab.core.errors import LabError
-from tflab.core.settings import BACKENDS, MAX_TASKS, Settings
+from tflab.core.grammars import MAX_TASKS
+from tflab.core.settings import BACKENDS, Settings
 from tflab.engine import reaper
 from tflab.supervisor import runner
 

@@ -12,19 +12,9 @@ import sys
 import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
 from tflab import cli
-from tflab.core.settings import (
-    MAKE_VARIABLES_ENV,
-    RUNS,
-    SETTINGS,
-    SPECS,
-    Settings,
-    SettingsError,
-    command_label,
-    named_values,
-    refuse_not_read,
-    refuse_unhonoured,
-    settings_of,
-)
+from tflab.cli.protocol import command_label, named_values, refuse_not_read, settings_of
+from tflab.core.commands import MAKE_VARIABLES_ENV
+from tflab.core.settings import RUNS, SETTINGS, SPECS, Settings, SettingsError, refuse_unhonoured
 from tflab.faults import registry
 from tflab.k8s import writer as k8s
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labtest.cli import REPO, lab_env
-from tflab.core import settings as lab
+from tflab.core import grammars
 from tflab.core.settings import SPECS, Settings, SettingsError, default_of
 
 EXAMPLES_PER_SETTING = 100
@@ -26,9 +26,10 @@ TRICKY = st.text(alphabet=st.sampled_from("0123456789.-+:,$ \t\n'\"\\/~_eEkmgx\u
                  max_size=12)
 # Image references from a simpler grammar than IMAGE_PATTERN's (whose own generation is slow).
 IMAGE = r"-?(?:[a-z0-9.-]{1,8}(?::[0-9]{1,5})?/)?[a-zA-Z0-9]{1,8}(?:[._-]{1,2}[a-z0-9]{1,8}){0,2}(?::[\w.-]{0,8})?"
-PATTERNS = {"RUN": lab.RUN_ID_PATTERN, "LINK": lab.LINK_PATTERN, "SLOW_LINK": lab.LINK_PATTERN,
-            "K8S_NAME": lab.K8S_NAME_PATTERN, "K8S_NAMESPACE": lab.K8S_NAMESPACE_PATTERN,
-            "K8S_PVC": lab.K8S_PVC_PATTERN, "BASE_IMAGE": IMAGE, "K8S_IMAGE": IMAGE, "COMPARE": lab.COMPARE_ENTRY}
+PATTERNS = {"RUN": grammars.RUN_ID_PATTERN, "LINK": grammars.LINK_PATTERN, "SLOW_LINK": grammars.LINK_PATTERN,
+            "K8S_NAME": grammars.K8S_NAME_PATTERN, "K8S_NAMESPACE": grammars.K8S_NAMESPACE_PATTERN,
+            "K8S_PVC": grammars.K8S_PVC_PATTERN, "BASE_IMAGE": IMAGE, "K8S_IMAGE": IMAGE,
+            "COMPARE": grammars.COMPARE_ENTRY}
 
 
 def declared(name: str) -> st.SearchStrategy[str]:

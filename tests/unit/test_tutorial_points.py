@@ -11,11 +11,11 @@ import textwrap
 import pytest
 from labtest.cli import REPO, lab_env
 from tflab.backends import compose, swarm
-from tflab.core import cluster, explain
-from tflab.core import settings as settings_module
+from tflab.core import cluster, explain, grammars
+from tflab.core.commands import lab_command
 from tflab.core.explain import Evidence
 from tflab.core.schema import read_events
-from tflab.core.settings import Settings, SettingsError, lab_command
+from tflab.core.settings import Settings, SettingsError
 from tflab.supervisor import progress
 from tflab.supervisor.user_script import script_environment
 from tflab.trainer.launch import TerminalLines
@@ -247,7 +247,7 @@ def test_a_variable_meant_for_the_script_is_pointed_to_script_env():
 def test_a_replays_env_names_are_checked_by_the_same_pattern():
     from tflab.k8s import manifest
 
-    assert manifest.ENV_VAR_NAME is settings_module.ENV_VAR_NAME
+    assert manifest.ENV_VAR_NAME is grammars.ENV_VAR_NAME
 
 
 # -- a download, explained --------------------------------------------------------------------

@@ -16,7 +16,8 @@ from tflab.backends.base import Backend
 from tflab.core import cluster
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
-from tflab.core.settings import MEMORY_FACTORS, Settings
+from tflab.core.grammars import MEMORY_FACTORS
+from tflab.core.settings import Settings
 from tflab.engine import docker, gpus
 from tflab.supervisor import user_script
 

@@ -29,8 +29,9 @@ import textwrap
 from tflab import home
 from tflab.cli import makesignals, reading, training, upkeep
 from tflab.cli.help import HELP_WIDTH, command_settings, flag, settings_epilog
+from tflab.cli.protocol import given_values, named_values, refuse_not_read
 from tflab.core.errors import LabError
-from tflab.core.settings import SPECS, Settings, given_values, named_values, refuse_not_read
+from tflab.core.settings import SPECS, Settings
 
 USAGE_ERROR = 2
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
-from tflab.core.settings import RUNS, SETTINGS, SPECS, Settings, command_label, settings_of, settings_table
+from tflab.cli.protocol import command_label, settings_of
+from tflab.core.settings import RUNS, SETTINGS, SPECS, Settings, settings_table
 
 HELP_WIDTH = 96  # `make help` and `--help` fit a terminal of 96 columns, or of 80 with a few long words
 
@@ -59,7 +60,7 @@ def flag(name: str) -> str:
 
 def settings_epilog(command: str) -> str:
     """The settings `command` takes, each with its flag, default and meaning; then the others by
-    name, which it refuses (settings.refuse_not_read)."""
+    name, which it refuses (protocol.refuse_not_read)."""
     taken = settings_of(command if command != "check" else "up")
     lines = [f"settings of {command_label(command)}, as --flag VALUE, NAME=value, or NAME in the environment:"]
     for name, default, allowed, doc in settings_table():

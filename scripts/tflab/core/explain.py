@@ -20,7 +20,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tflab.core.settings import lab_command
+from tflab.core.commands import lab_command
 
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
 # TensorFlow's PreemptionCheckpointHandler exits with this on Google Cloud after its checkpoint

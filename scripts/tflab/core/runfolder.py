@@ -32,11 +32,12 @@ from typing import Any
 
 from tflab.core import beneath, foreign
 from tflab.core import task as task_contract
+from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.processes import owner_record, process_command, process_start
 from tflab.core.schema import Events, loss_field, parse_events, problems
-from tflab.core.settings import Settings, SettingsError, lab_command
+from tflab.core.settings import Settings, SettingsError
 
 CONFIG = "config.json"  # what the trainers read: settings, cluster spec, every TF_CONFIG
 SUMMARY = "summary.json"  # the run's result (Summary), written once when the run ends

@@ -1,5 +1,5 @@
 """The TensorFlow versions the lab can build a trainer image for (TF=), and the Keras each can have
-(KERAS=): one table, read by settings.py (the grammar), images/__init__.py (the lock file and image of each)
+(KERAS=): one table, read by grammars.py (the grammar), images/__init__.py (the lock file and image of each)
 and matrix.py (which cells cannot be). Stdlib only (and task.py, the contract): both sides of the walls read it.
 
     TF=2.15        the newest patch of that minor line that PyPI has with CPython 3.11 wheels

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from tflab.core.errors import LabError
-from tflab.core.settings import MIN_CPUS
+from tflab.core.grammars import MIN_CPUS
 from tflab.engine import labels
 from tflab.engine.labels import PROJECT_LABEL, SERVICE_LABEL  # noqa: F401 (docker.PROJECT_LABEL, as before)
 

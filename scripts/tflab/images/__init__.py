@@ -57,7 +57,8 @@ from pathlib import Path
 from tflab.console import say
 from tflab.core import task, versions
 from tflab.core.errors import LabError
-from tflab.core.settings import GPU_IMAGE_AMD64_ONLY, Settings
+from tflab.core.rules import GPU_IMAGE_AMD64_ONLY
+from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.home import LAB_HOME as REPO
 from tflab.images import builder, keraslock, progress, record
@@ -204,7 +205,7 @@ def variant_for(gpus: str, platform: str = AMD64) -> Variant:
 
 
 def trainer_variant(settings: Settings) -> Variant:
-    """The image a run with these settings needs: TF (settings.py refuses it with GPUS or
+    """The image a run with these settings needs: TF (rules.py refuses it with GPUS or
     PLATFORM=linux/arm64), else GPUS and PLATFORM (or the engine's)."""
     for name, value in (("TF", settings.tf), ("KERAS", settings.keras)):
         if len(value.split()) > 1:

@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 
 from tflab.core.errors import LabError
-from tflab.core.settings import DNS_LABEL, ENV_VAR_NAME
+from tflab.core.grammars import DNS_LABEL, ENV_VAR_NAME
 
 MAX_BYTES = 2 * 2**20  # a Kubernetes object is at most 1.5 MiB in etcd; a ConfigMap's data at most 1 MiB
 MAX_NODES = 200_000  # a TFJob and its ConfigMaps are hundreds; aliases count as what they expand to

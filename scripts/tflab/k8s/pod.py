@@ -12,7 +12,8 @@ import re
 
 from tflab.core import cluster
 from tflab.core import task as task_contract
-from tflab.core.settings import MIN_CPUS, MIN_MEMORY_BYTES
+from tflab.core.grammars import MIN_MEMORY_BYTES
+from tflab.core.settings import MIN_CPUS
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError, shown
 

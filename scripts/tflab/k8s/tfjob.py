@@ -36,14 +36,7 @@ from pathlib import Path
 
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
-from tflab.core.settings import (
-    MAX_TASKS,
-    REPLAYED,
-    SETTINGS,
-    SPECS,
-    Settings,
-    refuse_unhonoured,
-)
+from tflab.core.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of

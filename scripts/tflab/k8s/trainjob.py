@@ -34,7 +34,8 @@ from pathlib import Path
 
 from tflab.core import cluster
 from tflab.core.errors import LabError
-from tflab.core.settings import MAX_TASKS, SETTINGS, Settings, refuse_unhonoured
+from tflab.core.grammars import MAX_TASKS
+from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of

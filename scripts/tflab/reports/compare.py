@@ -5,7 +5,8 @@ from __future__ import annotations
 from tflab import backends
 from tflab.console import display_path, say
 from tflab.core import runfolder
-from tflab.core.settings import COMPARE_ENTRY, Settings, SettingsError
+from tflab.core.grammars import COMPARE_ENTRY
+from tflab.core.settings import Settings, SettingsError
 from tflab.reports import report
 from tflab.supervisor import runner
 

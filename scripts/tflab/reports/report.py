@@ -18,10 +18,10 @@ from pathlib import Path
 from tflab.console import cell, columns
 from tflab.core import foreign, runfolder
 from tflab.core.foreign import ForeignFile, shown
+from tflab.core.grammars import RUN_ID_PATTERN
 from tflab.core.runfolder import COMPARE, CONFIG, TASK_NAME, events, log_path, read_config, task_space
 from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, complete, loss_value
-from tflab.core.settings import RUN_ID_PATTERN
 
 FLOAT32_BYTES = 4
 

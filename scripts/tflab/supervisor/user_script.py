@@ -21,8 +21,9 @@ from pathlib import Path
 from tflab.console import display_path, say
 from tflab.core.errors import LabError
 from tflab.core.foreign import shown
+from tflab.core.grammars import DATA_DIR, script_env_pairs
 from tflab.core.runfolder import container_user, runs_dir
-from tflab.core.settings import DATA_DIR, Settings, script_env_pairs
+from tflab.core.settings import Settings
 
 SCRIPT_DIR = "/lab/script"  # where a user's script folder is mounted, read-only; the tasks run in work/<task>/
 COPY = "script"  # the run folder's copy of a script folder the trainers cannot read

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
+from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
-from tflab.core.settings import lab_command
 from tflab.engine import docker
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.tfjob import Plan

@@ -13,7 +13,8 @@ from tflab import home
 from tflab.core import beneath, runfolder
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
-from tflab.core.settings import DATA_DIR, Settings, claim_folders
+from tflab.core.grammars import claim_folders
+from tflab.core.settings import DATA_DIR, Settings
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError
 from tflab.k8s.pod import HOOKS

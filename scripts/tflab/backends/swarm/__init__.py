@@ -78,10 +78,11 @@ from tflab.backends.swarm.teardown import (  # noqa: F401 (as before)
     stack_run_dirs,
 )
 from tflab.core.cluster import Cluster
+from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import OUTPUT, write_json, write_whole
-from tflab.core.settings import Settings, lab_command
+from tflab.core.settings import Settings
 from tflab.engine import docker, dockerswarm, labels
 from tflab.supervisor import user_script
 

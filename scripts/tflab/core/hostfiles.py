@@ -1,0 +1,121 @@
+"""What only the host can check of a setting's value: the files and folders it names exist, are
+what they should be (a Python file, a folder) and are readable by the tasks, resolved to the paths
+the lab mounts.
+
+Settings.from_env runs these after the value's grammar (core/grammars.py); Settings.from_dict does
+not, as the trainer reads config.json where the host's files are not. Kept apart from the grammars
+because these alone touch the file system.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from tflab.core.grammars import DATA_DIR, SettingsError, claim_folders, text
+
+
+def folder_on_host(name: str, value: str) -> str:
+    """The folder a user names: no spaces in what they type (the lab's own absolute paths may
+    have them), and not a file."""
+    text(name, value)
+    path = Path(value).absolute()
+    if ":" in str(path):
+        raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
+                            "syntax splits at ':'; expected a folder whose path has none")
+    try:
+        is_file = path.exists() and not path.is_dir()
+    except OSError as error:  # a name too long, say
+        raise SettingsError(f"{name}={value} is not allowed ({error.strerror}): expected a folder") from None
+    if is_file:
+        raise SettingsError(f"{name}={value} is not allowed: {path} is a file; expected a folder (or a path "
+                            "that does not exist yet)")
+    return value
+
+
+def existing_file(raw: str, suffixes: tuple[str, ...] = ()) -> str:
+    """The file's resolved path, or "" where there is no such file (with one of `suffixes`)."""
+    try:
+        path = Path(raw).expanduser()
+        found = path.is_file() and (not suffixes or path.suffix in suffixes)
+        return str(path.resolve()) if found else ""
+    except (OSError, RuntimeError):  # a name too long; ~user of no such user
+        return ""
+
+
+def script_on_host(name: str, raw: str) -> str:
+    resolved = existing_file(raw, (".py",))
+    if not resolved:
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing Python file (*.py)")
+    if ":" in resolved:
+        raise SettingsError(f"{name}={raw} is not allowed: its path {resolved} has a ':', and Docker's volume "
+                            "syntax splits at ':'; expected a script whose path has none")
+    try:
+        mode = os.stat(resolved).st_mode & 0o7777
+    except OSError:
+        mode = 0
+    # Root reads any file, so root's os.access says yes to a mode-000 script; the tasks (uid 1000
+    # when the lab runs as root, user_script.py) could not, even in a copy, and would fail inside.
+    if not os.access(resolved, os.R_OK) or (os.getuid() == 0 and not mode & 0o444):
+        reader = "no one but root" if os.getuid() == 0 else f"not you (uid {os.getuid()}), as whom the tasks run"
+        raise SettingsError(f"{name}={raw} is not allowed: {resolved} has mode {mode:04o}, readable by {reader}; "
+                            f"expected a script the tasks can read: chmod a+r {resolved}")
+    return resolved
+
+
+def tfjob_on_host(name: str, raw: str) -> str:
+    resolved = existing_file(raw)
+    if not resolved:
+        raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing TFJob manifest")
+    return resolved
+
+
+def manifest_on_host(what: str) -> Callable[[str, str], str]:
+    def check(name: str, raw: str) -> str:
+        resolved = existing_file(raw)
+        if not resolved:
+            raise SettingsError(f"{name}={raw} is not allowed: expected the path of an existing {what}")
+        return resolved
+
+    return check
+
+
+def existing_folder(value: str) -> Path | None:
+    """A host folder a setting names, resolved; None where it is no existing folder (or cannot be resolved)."""
+    try:
+        path = Path(value).expanduser().resolve()
+        return path if path.is_dir() else None
+    except (OSError, RuntimeError):
+        return None
+
+
+def data_on_host(name: str, value: str) -> str:
+    """An existing folder the tasks can read, resolved; mounted read-only at DATA_DIR."""
+    path = existing_folder(value)
+    if path is None:
+        raise SettingsError(f"{name}={value} is not allowed: expected an existing folder (mounted read-only at "
+                            f"{DATA_DIR} in every task)")
+    if ":" in str(path):
+        raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
+                            "syntax splits at ':'; expected a folder whose path has none")
+    # As root the tasks run as uid 1000 (user_script.py), who reads only what everyone may.
+    if not os.access(path, os.R_OK | os.X_OK) or (os.getuid() == 0 and os.stat(path).st_mode & 0o005 != 0o005):
+        raise SettingsError(f"{name}={value} is not allowed: {path} is not readable by everyone, and the tasks run "
+                            f"as another user in a container; expected a folder they can read: chmod -R o+rX {path}")
+    return str(path)
+
+
+def claims_on_host(name: str, raw: str) -> str:
+    """Each folder exists and is one, resolved: the replay binds it where the manifest mounts its claim."""
+    resolved = []
+    for claim, (folder, read_only) in claim_folders(raw).items():
+        path = existing_folder(folder)
+        if path is None:
+            raise SettingsError(f"{name}={raw} is not allowed: {folder}, given to the claim {claim}, is not an "
+                                "existing folder; expected a folder of this host (make it first)")
+        if ":" in str(path) or "," in str(path):
+            raise SettingsError(f"{name}={raw} is not allowed: {claim}'s folder resolves to {path}, which has a ':' "
+                                "or ',' (Docker's volume syntax and this setting's split there); expected another")
+        resolved.append(f"{claim}={path}:{'ro' if read_only else 'rw'}")
+    return ",".join(resolved)

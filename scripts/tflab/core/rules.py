@@ -1,0 +1,267 @@
+"""What every `Settings` does beyond holding its values: the `Setting` record each field of the
+declaration carries, reading settings from the environment (from_env) and from config.json
+(from_dict), each setting's own check, and the checks that involve more than one (validated).
+
+Apart from core/settings.py so that the declaration is the one thing that module holds; these rules
+find the settings they apply from the dataclass's own fields (specs_of), so they name no setting's
+grammar and import nothing of the declaration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from tflab.core import versions
+from tflab.core.commands import MAKE_VARIABLES_ENV, RUNS, check_make_variables
+from tflab.core.grammars import MAX_TASKS, SettingsError, script_env_hint
+
+if TYPE_CHECKING:  # the declaration is built on these rules, so only a type checker imports it back
+    from tflab.core.settings import Settings
+
+EVALUATOR_STRATEGIES = ("multiworker", "parameter_server")
+
+# GPUs run on linux/amd64 only: the lab's one GPU image is built from CUDA's wheels, which are.
+GPU_IMAGE_AMD64_ONLY = "the GPU image is x86_64 only (CUDA's wheels are linux/amd64)"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting, as its field in the Settings dataclass declares it (core/settings.py's `setting`
+    puts all but the name and default in the field's metadata): the parsing, `make help`,
+    `tflab <command> --help` and which command takes it all come from here."""
+    name: str  # as a user gives it; its field in Settings (and config.json) is name.lower()
+    default: object  # its type is the field's: str, int or float
+    parse: Callable[[str, str], object]  # text -> value, the same on the host and in the trainer
+    allowed: str  # what a user may give, for errors and the settings table
+    doc: str
+    on_host: Callable[[str, object], object] | None = None  # checks of the host's files, from_env only
+    # The commands that read it; given by name to any other, it is refused. Most are a run's.
+    commands: tuple[str, ...] = RUNS
+    # `tflab up TFJOB=`: why the TFJob decides this setting instead (then it is refused with TFJOB),
+    # or REPLAYED where the replay reads it; empty where `up` reads it only without a TFJob, or never.
+    tfjob: str = ""
+    # command -> "make <command>: why", where the setting's very value (from the environment too)
+    # cannot be honoured by a command that otherwise runs the settings' training.
+    refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def field(self) -> str:
+        return self.name.lower()
+
+    @property
+    def empty_allowed(self) -> bool:
+        """Empty is a value of its own (CPUs only, a fresh run id, the lab's own script...) exactly
+        where it is the default."""
+        return self.default == ""
+
+    @classmethod
+    def of(cls, field: dataclasses.Field) -> "Setting":
+        """The setting a field of Settings declares: its name upper case, its metadata the rest."""
+        return cls(name=field.name.upper(), default=field.default, **field.metadata)
+
+
+@functools.cache
+def specs_of(settings: type) -> dict[str, Setting]:
+    """NAME -> Setting for every field of a settings dataclass, in declaration order."""
+    return {spec.name: spec for spec in map(Setting.of, dataclasses.fields(settings))}
+
+
+class SettingsRules:
+    """What every `Settings` does beyond holding its values (the dataclass itself, one field per
+    setting with its default and rules, is declared in core/settings.py)."""
+
+    @property
+    def gpu_indexes(self) -> tuple[str, ...]:
+        """The GPUs GPUS names one by one; empty for GPUS=all (the host's list) and for no GPUs."""
+        return tuple(self.gpus.split(",")) if self.gpus not in ("", "all") else ()
+
+    @property
+    def replicas_in_sync(self) -> int:
+        """Replicas a step's global batch is split over, as the host can know it. Mirrored takes
+        every GPU it is given; with GPUS=all their number is the trainer's to find (it checks)."""
+        if self.strategy == "multiworker":
+            return self.workers + self.chief  # TF counts the chief as one more worker
+        if self.strategy == "mirrored":
+            return len(self.gpu_indexes) or self.replicas
+        return 1  # single; parameter_server: each step is one worker's, on a whole global batch
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.examples // self.global_batch
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> "Settings":
+        """Settings from NAME=value pairs: `overrides` win over `env`; unknown overrides are refused,
+        and so are the Makefile's command-line variables that are no setting (check_make_variables).
+        An empty environment variable is the default; a value given by name (an argument, a make
+        variable), and a blank one anywhere, is refused empty where the table allows no empty one."""
+        overrides, specs = dict(overrides), specs_of(cls)
+        unknown = sorted(set(overrides) - set(specs))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0].upper(), specs, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else f"allowed settings: {', '.join(specs)}"
+            hint += script_env_hint(unknown[0], {**env, **overrides})  # KERAS_HOME: close to KERAS, meant for a script
+            raise SettingsError(f"unknown setting {unknown[0]}; {hint}")
+        check_make_variables(env, specs)
+        # Given by name (an argument, or on make's command line, where make strips a blank value
+        # to nothing) an empty value is refused too; an empty environment variable is unset.
+        given = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+        values = {}
+        for name, spec in specs.items():
+            raw = overrides.get(name, env.get(name, ""))
+            if raw.strip() == "" and (spec.empty_allowed or (raw == "" and name not in given)):
+                continue
+            if raw.strip() == "":
+                raise SettingsError(f"{name}={raw!r} is not allowed: an empty or blank value is not the default; "
+                                    f"expected {spec.allowed} (leave {name} out for {_shown_default(spec)})")
+            _one_line(name, raw.strip())
+            value = spec.parse(name, raw.strip())
+            values[spec.field] = spec.on_host(name, value) if spec.on_host else value
+        return cls(**values).validated()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> "Settings":
+        """Settings saved by `to_dict` (config.json), checked again with the same rules as
+        `from_env`, less what only the host can check (SCRIPT exists, RUNS_DIR is a folder):
+        the trainer reads them where the host's files are not. A missing key is its default."""
+        if not isinstance(data, Mapping):
+            raise SettingsError(f"settings are {_json(data)}, not an object of settings")
+        by_field = {spec.field: spec for spec in specs_of(cls).values()}
+        unknown = sorted(str(key) for key in data if key not in by_field)
+        if unknown:
+            raise SettingsError(f"unknown setting {unknown[0]!r}; allowed settings: {', '.join(by_field)}")
+        return cls(**{key: _typed(by_field[key], value) for key, value in data.items()}).validated()
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes) -> "Settings":
+        return dataclasses.replace(self, **changes).validated()
+
+    def validated(self) -> "Settings":
+        """Every setting's own check (so that `replace` and `from_dict` take no value `from_env`
+        would refuse), then the checks that involve more than one; raises SettingsError."""
+        for spec in specs_of(type(self)).values():
+            _typed(spec, getattr(self, spec.field))
+        replicas = self.replicas_in_sync
+        if self.global_batch % replicas:
+            below = self.global_batch - self.global_batch % replicas
+            nearest = " or ".join(str(n) for n in (below, below + replicas) if n > 0)
+            counted = ("WORKERS+CHIEF" if self.chief else "WORKERS") if self.strategy == "multiworker" \
+                else "GPUS" if self.gpu_indexes else "REPLICAS"
+            raise SettingsError(
+                f"GLOBAL_BATCH={self.global_batch} is not divisible by the {replicas} replicas of "
+                f"STRATEGY={self.strategy}; allowed: a multiple of {replicas}, such as {nearest}, "
+                f"or a {counted} count that divides {self.global_batch}"
+            )
+        if self.chief and self.strategy != "multiworker":
+            raise SettingsError(f"CHIEF={self.chief} is not allowed with STRATEGY={self.strategy}: expected "
+                                "STRATEGY=multiworker (parameter_server always has its chief), or CHIEF=0")
+        if self.evaluator and self.strategy not in EVALUATOR_STRATEGIES:
+            raise SettingsError(f"EVALUATOR={self.evaluator} is not allowed with STRATEGY={self.strategy}: "
+                                f"expected STRATEGY={' or '.join(EVALUATOR_STRATEGIES)}, or EVALUATOR=0")
+        if self.strategy == "parameter_server" and self.ps < 1:
+            raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
+                                f"expected 1..{MAX_TASKS} parameter servers")
+        if self.loop == "custom" and self.strategy == "parameter_server":
+            raise SettingsError("LOOP=custom is not allowed with STRATEGY=parameter_server: "
+                                "expected LOOP=fit (the custom loop is for the synchronous strategies)")
+        if self.heal == "never" and self.scenario != "partition":
+            raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
+                                "expected seconds (only a partition may stay)")
+        if self.args and not self.script:
+            raise SettingsError(f"ARGS={self.args!r} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
+                                "(the lab's own trainer takes its settings, not arguments)")
+        for given, shown in ((self.script_env, "SCRIPT_ENV"), (self.data, "DATA")):
+            if given and not self.script and not (shown == "DATA" and (self.tfjob or self.trainjob)):
+                raise SettingsError(f"{shown}={given} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
+                                    "(the lab's own trainer needs neither)")
+        if self.claims and not (self.tfjob or self.trainjob):
+            raise SettingsError(f"CLAIMS={self.claims} is not allowed without TFJOB or TRAINJOB: expected "
+                                "TFJOB=path/to/tfjob.yaml (the claims are a replayed job's; a SCRIPT reads DATA)")
+        if self.collective == "nccl" and not self.gpus:
+            raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
+                                "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")
+        if self.gpus and self.platform == "linux/arm64":
+            raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: {GPU_IMAGE_AMD64_ONLY}; "
+                                "leave GPUS empty, or PLATFORM empty or linux/amd64")
+        if self.platform and self.backend == "local":
+            raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND=local: local processes run "
+                                "on this machine's own Python; expected BACKEND=compose or swarm, or PLATFORM empty")
+        if self.gpus and self.backend != "compose":
+            raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
+                                "BACKEND=compose (the lab hands GPUs to containers), or GPUS empty")
+        _check_versions(self)
+        if self.examples < self.global_batch:
+            raise SettingsError(
+                f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
+                "allowed: at least one global batch of examples"
+            )
+        return self
+
+
+def _json(value: object) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _typed(spec: Setting, value: object) -> object:
+    """A value as config.json holds it (or as code passed it to `replace`), checked by the
+    setting's own parser: the right JSON type, and the very value `from_env` would give."""
+    name = spec.name
+    kind = type(spec.default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise SettingsError(f"{name}={_json(value)} is not allowed: expected {spec.allowed}")
+    if value == "" and spec.empty_allowed:
+        return value
+    text = repr(value) if kind is float else str(value)
+    if kind is str and text != text.strip():
+        raise SettingsError(f"{name}={text!r} is not allowed: expected {spec.allowed}, without spaces around it")
+    _one_line(name, text)
+    parsed = spec.parse(name, text)
+    if parsed != value:
+        raise SettingsError(f"{name}={text} is not allowed: expected {spec.allowed}, written as {parsed}")
+    return value
+
+
+def _one_line(name: str, text: str) -> None:
+    """No setting but ARGS (shell syntax, quoted in its errors) takes a control character: a value
+    with a line break would also break the one line that refuses it."""
+    if name != "ARGS" and not text.isprintable():
+        raise SettingsError(f"{name}={text!r} is not allowed: expected printable characters only")
+
+
+def _shown_default(spec: Setting) -> str:
+    default = spec.default
+    return f"the default, {default:g}" if isinstance(default, float) else f"the default, {default}"
+
+
+def _check_versions(settings: "SettingsRules") -> None:
+    """TF and KERAS with the rest: one line naming what is allowed (validated calls it)."""
+    if not settings.tf and not settings.keras:
+        return
+    given = " ".join(f"{key}={value}" for key, value in (("TF", settings.tf), ("KERAS", settings.keras)) if value)
+    if settings.backend != "compose":
+        raise SettingsError(f"{given} is not allowed with BACKEND={settings.backend}: expected BACKEND=compose "
+                            "(the TensorFlow version is the image's), or TF and KERAS empty")
+    if settings.tf and (settings.gpus or settings.platform == "linux/arm64"):
+        raise SettingsError(f"TF={settings.tf} is not allowed with GPUS or PLATFORM=linux/arm64: the lock files "
+                            "of TF= are CPU wheels for linux/amd64; leave TF empty for the lab's own image")
+    releases = [word for word in settings.keras.split() if versions.is_keras_release(word)]
+    if releases and (settings.gpus or settings.platform == "linux/arm64"):
+        raise SettingsError(f"KERAS={settings.keras} is not allowed with GPUS or PLATFORM=linux/arm64: the locks of "
+                            "a Keras release are CPU wheels for linux/amd64; expected KERAS=keras3, tf-keras or empty")
+    if len(settings.tf.split()) <= 1 and len(settings.keras.split()) == 1:
+        refusal = versions.keras_refusal(settings.tf, settings.keras)
+        if refusal:
+            raise SettingsError(refusal)
+
