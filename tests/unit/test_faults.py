@@ -12,6 +12,7 @@ import pytest
 from labtest.cli import assert_refused, lab_env, run_lab
 from tflab import faults as chaos
 from tflab.backends import compose
+from tflab.core import backends as core_backends
 from tflab.core import cluster, runfolder, schema
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
@@ -140,7 +141,7 @@ class FakeStack:
         pass
 
 
-@pytest.mark.parametrize("scenario", chaos.SWARM_SCENARIOS)
+@pytest.mark.parametrize("scenario", core_backends.SWARM.chaos)
 def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, tmp_path, monkeypatch):
     """Checked, then plugged into the runner as its observer: the fault reaches the target
     through the target's own node, and is recorded."""

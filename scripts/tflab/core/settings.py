@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from tflab.core import task, versions
+from tflab.core.backends import BACKENDS, capabilities, those_with
 from tflab.core.errors import LabError
 
 STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
@@ -39,7 +40,6 @@ NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt")
 NOTICES = ("sigterm", "gce", "none")  # SCENARIO=preempt: how the task hears of it (faults/)
 LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
-BACKENDS = ("compose", "local", "swarm")
 PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
 MAX_SIM_NODES = 8
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them
@@ -211,12 +211,13 @@ class SettingsRules:
         if self.gpus and self.platform == "linux/arm64":
             raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: {GPU_IMAGE_AMD64_ONLY}; "
                                 "leave GPUS empty, or PLATFORM empty or linux/amd64")
-        if self.platform and self.backend == "local":
-            raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND=local: local processes run "
-                                "on this machine's own Python; expected BACKEND=compose or swarm, or PLATFORM empty")
-        if self.gpus and self.backend != "compose":
+        if self.platform and not capabilities(self.backend).containers:
+            raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND={self.backend}: local processes "
+                                f"run on this machine's own Python; expected BACKEND={those_with('containers')}, or "
+                                "PLATFORM empty")
+        if self.gpus and not capabilities(self.backend).gpus:
             raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
-                                "BACKEND=compose (the lab hands GPUs to containers), or GPUS empty")
+                                f"BACKEND={those_with('gpus')} (the lab hands GPUs to containers), or GPUS empty")
         _check_versions(self)
         if self.examples < self.global_batch:
             raise SettingsError(
@@ -833,9 +834,10 @@ def _check_versions(settings: "SettingsRules") -> None:
     if not settings.tf and not settings.keras:
         return
     given = " ".join(f"{key}={value}" for key, value in (("TF", settings.tf), ("KERAS", settings.keras)) if value)
-    if settings.backend != "compose":
-        raise SettingsError(f"{given} is not allowed with BACKEND={settings.backend}: expected BACKEND=compose "
-                            "(the TensorFlow version is the image's), or TF and KERAS empty")
+    if not capabilities(settings.backend).image_versions:
+        raise SettingsError(f"{given} is not allowed with BACKEND={settings.backend}: expected "
+                            f"BACKEND={those_with('image_versions')} (the TensorFlow version is the image's), or TF "
+                            "and KERAS empty")
     if settings.tf and (settings.gpus or settings.platform == "linux/arm64"):
         raise SettingsError(f"TF={settings.tf} is not allowed with GPUS or PLATFORM=linux/arm64: the lock files "
                             "of TF= are CPU wheels for linux/amd64; leave TF empty for the lab's own image")

@@ -35,6 +35,7 @@ from pathlib import Path
 from tflab import backends, console
 from tflab.backends.base import RunObserver
 from tflab.core import cluster, runfolder
+from tflab.core.backends import TABLE, capabilities, those_with
 from tflab.core.errors import LabError
 from tflab.core.runfolder import Summary
 from tflab.core.schema import by_event
@@ -43,7 +44,6 @@ from tflab.engine import docker
 from tflab.supervisor import preemption, runner
 
 CUT_AGAIN_SECONDS = 60  # a swarm gives a restarted task its container within seconds
-SWARM_SCENARIOS = ("kill", "stop", "pause", "partition", "preempt")  # each through the target's node (backends/swarm/)
 
 
 class Chaos(RunObserver):
@@ -87,9 +87,10 @@ class Chaos(RunObserver):
             raise LabError(f"SCENARIO=slow-link needs a cluster: STRATEGY={settings.strategy} has no network link")
         if self.scenario == "slow-node":
             docker.check_cpus("SLOW_CPUS", settings.slow_cpus)
-        if self.scenario == "preempt" and settings.notice == "gce" and settings.backend != "compose":
+        if self.scenario == "preempt" and settings.notice == "gce" and not capabilities(settings.backend).notice_gce:
             raise LabError(f"NOTICE=gce is not allowed with BACKEND={settings.backend}: its metadata stand-in is a "
-                           "service of the run's Compose project; expected BACKEND=compose, or NOTICE=sigterm or none")
+                           f"service of the run's Compose project; expected BACKEND={those_with('notice_gce')}, or "
+                           "NOTICE=sigterm or none")
 
     def proxied(self) -> frozenset[str]:
         return frozenset([self.target]) if self.scenario == "slow-link" else frozenset()
@@ -246,18 +247,19 @@ class Chaos(RunObserver):
 
 
 def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) -> None:
-    """Refuses a backend the scenarios cannot act on. A stack's tasks are containers too, on this
-    node or another, so kill, stop and pause are the same docker commands through the target's
-    node, and a partition sets its overlay interface down (backends/swarm/link.py: the engine refuses a network
-    disconnect there); slow-link needs the Compose project's delay proxies, and slow-node was not
-    tried on a stack."""
-    if settings.backend == "local":
-        raise LabError("make chaos needs BACKEND=compose, not BACKEND=local: its faults act on containers")
+    """Refuses a backend the scenarios cannot act on: which it offers is its `chaos` in
+    core/backends.py's table (why swarm offers fewer is written there)."""
+    offered = capabilities(settings.backend)
+    if not offered.containers:
+        raise LabError(f"make chaos needs BACKEND=compose, not BACKEND={settings.backend}: its faults act on "
+                       "containers")
     refuse_unhonoured("chaos", settings)
-    refused = [scenario for scenario in scenarios if scenario not in SWARM_SCENARIOS]
-    if settings.backend == "swarm" and refused:
-        raise LabError(f"SCENARIO={refused[0]} needs BACKEND=compose; with BACKEND=swarm make chaos offers "
-                       f"{', '.join(SWARM_SCENARIOS)} (make soak draws from every scenario, so it needs compose)")
+    refused = [scenario for scenario in scenarios if not offered.offers(scenario)]
+    if refused:
+        everywhere = " or ".join(entry.name for entry in TABLE if entry.offers(refused[0]))
+        raise LabError(f"SCENARIO={refused[0]} needs BACKEND={everywhere}; with BACKEND={settings.backend} make "
+                       f"chaos offers {', '.join(offered.chaos or SCENARIOS)} (make soak draws from every scenario, "
+                       "so it needs compose)")
 
 
 def outcome_of(summary: Summary | dict) -> str:
