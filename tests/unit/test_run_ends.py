@@ -24,7 +24,7 @@ from tflab.cli import makesignals
 from tflab.core import cluster, processes, runfolder
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
-from tflab.core.settings import BACKENDS, Settings
+from tflab.core.settings import Settings
 from tflab.engine import reaper
 from tflab.supervisor import runner
 
@@ -374,9 +374,3 @@ def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, m
     assert str(refused.value) == "compose up failed: worker-0 did not start: Error response from daemon: no such device"
     output.finish(["worker-0"])
     assert "worker-0 | " in (tmp_path / "output.log").read_text()
-
-
-def test_every_backend_name_is_chosen_through_the_one_registry():
-    """BACKEND's names and the registry's are the same set, and no if/else on the name is left."""
-    assert set(backends.REGISTRY) == set(BACKENDS)
-    assert "settings.backend ==" not in Path(backends.__file__).read_text()

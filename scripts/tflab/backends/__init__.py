@@ -1,7 +1,9 @@
 """The backends, one module or folder each (compose.py, local.py, swarm/) under base.py's interface,
 and the one registry BACKEND is chosen through (`REGISTRY`): each name's construction with every
 check it needs done before anything is written or started, its engine checks, and the cluster
-`make config` shows; and the image its tasks run. replay/stack.py runs a TFJob through compose's stack."""
+`make config` shows; and the image its tasks run. Each name and what it can do are core/backends.py's
+`TABLE`, which settings' validation reads too; a Kind here refers to its entry. replay/ runs a
+TFJob through compose's stack."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from tflab import images
 from tflab.backends import compose, local, swarm
 from tflab.backends.base import Backend
+from tflab.core import backends as table
 from tflab.core import cluster
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
@@ -25,7 +28,9 @@ from tflab.supervisor import user_script
 @dataclass(frozen=True)
 class Kind:
     """What the lab does with one BACKEND name: the run's backend (its checks passed, nothing
-    written or started yet), the engine checks of `make compare`/`soak`, and `make config`'s cluster."""
+    written or started yet), the engine checks of `make compare`/`soak`, and `make config`'s cluster;
+    `capabilities`, its entry in core/backends.py's table, names it."""
+    capabilities: table.Capabilities
     make: Callable[[Settings, Path, Cluster, frozenset[str]], Backend]
     check_engine: Callable[[Settings], None]
     config_cluster: Callable[[Settings, Cluster], tuple[Cluster, str]]
@@ -33,8 +38,9 @@ class Kind:
 
 def make(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str] = frozenset()) -> Backend:
     """The backend for BACKEND, its checks passed; nothing is written or started yet."""
-    if settings.link and settings.backend != "compose":
-        raise LabError(f"LINK={settings.link} needs BACKEND=compose: the delay proxies are Compose services")
+    if settings.link and not table.capabilities(settings.backend).link:
+        raise LabError(f"LINK={settings.link} needs BACKEND={table.those_with('link')}: the delay proxies are Compose "
+                       "services")
     return REGISTRY[settings.backend].make(settings, run_dir, the_cluster, proxied)
 
 
@@ -147,8 +153,9 @@ def _compose_cluster(settings: Settings, the_cluster: Cluster) -> tuple[Cluster,
     return the_cluster, "compose: stable hostnames, port 2222"
 
 
-REGISTRY: dict[str, Kind] = {  # a new backend: its Kind here, and its name in settings.BACKENDS
-    "compose": Kind(_make_compose, _check_compose, _compose_cluster),
-    "local": Kind(_make_local, _check_local, _local_cluster),
-    "swarm": Kind(_make_swarm, _check_swarm, _swarm_cluster),
-}
+KINDS = (  # a new backend: its Kind here, and its entry in core/backends.py's TABLE
+    Kind(table.COMPOSE, _make_compose, _check_compose, _compose_cluster),
+    Kind(table.LOCAL, _make_local, _check_local, _local_cluster),
+    Kind(table.SWARM, _make_swarm, _check_swarm, _swarm_cluster),
+)
+REGISTRY: dict[str, Kind] = {kind.capabilities.name: kind for kind in KINDS}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from tflab.core import versions
+from tflab.core.backends import capabilities, those_with
 from tflab.core.commands import MAKE_VARIABLES_ENV, RUNS, check_make_variables
 from tflab.core.grammars import MAX_TASKS, SettingsError, script_env_hint
 
@@ -190,12 +191,13 @@ class SettingsRules:
         if self.gpus and self.platform == "linux/arm64":
             raise SettingsError(f"GPUS={self.gpus} is not allowed with PLATFORM=linux/arm64: {GPU_IMAGE_AMD64_ONLY}; "
                                 "leave GPUS empty, or PLATFORM empty or linux/amd64")
-        if self.platform and self.backend == "local":
-            raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND=local: local processes run "
-                                "on this machine's own Python; expected BACKEND=compose or swarm, or PLATFORM empty")
-        if self.gpus and self.backend != "compose":
+        if self.platform and not capabilities(self.backend).containers:
+            raise SettingsError(f"PLATFORM={self.platform} is not allowed with BACKEND={self.backend}: local processes "
+                                f"run on this machine's own Python; expected BACKEND={those_with('containers')}, or "
+                                "PLATFORM empty")
+        if self.gpus and not capabilities(self.backend).gpus:
             raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
-                                "BACKEND=compose (the lab hands GPUs to containers), or GPUS empty")
+                                f"BACKEND={those_with('gpus')} (the lab hands GPUs to containers), or GPUS empty")
         _check_versions(self)
         if self.examples < self.global_batch:
             raise SettingsError(
@@ -250,9 +252,10 @@ def _check_versions(settings: "SettingsRules") -> None:
     if not settings.tf and not settings.keras:
         return
     given = " ".join(f"{key}={value}" for key, value in (("TF", settings.tf), ("KERAS", settings.keras)) if value)
-    if settings.backend != "compose":
-        raise SettingsError(f"{given} is not allowed with BACKEND={settings.backend}: expected BACKEND=compose "
-                            "(the TensorFlow version is the image's), or TF and KERAS empty")
+    if not capabilities(settings.backend).image_versions:
+        raise SettingsError(f"{given} is not allowed with BACKEND={settings.backend}: expected "
+                            f"BACKEND={those_with('image_versions')} (the TensorFlow version is the image's), or TF "
+                            "and KERAS empty")
     if settings.tf and (settings.gpus or settings.platform == "linux/arm64"):
         raise SettingsError(f"TF={settings.tf} is not allowed with GPUS or PLATFORM=linux/arm64: the lock files "
                             "of TF= are CPU wheels for linux/amd64; leave TF empty for the lab's own image")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from tflab.core import grammars, hostfiles, versions
+from tflab.core.backends import BACKENDS  # the names, with what each backend can do (core/backends.py)
 from tflab.core.commands import RUN_FOLDERS, RUNS, SCRIPT_REFUSED, TFJOB_REFUSED, TRAINJOB_REFUSED
 from tflab.core.grammars import (
     DATA_DIR,
@@ -47,7 +48,6 @@ COLLECTIVES = ("auto", "ring", "nccl")
 NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt")
 NOTICES = ("sigterm", "gce", "none")  # SCENARIO=preempt: how the task hears of it (faults/)
-BACKENDS = ("compose", "local", "swarm")
 PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
 MAX_SIM_NODES = 8
 RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them

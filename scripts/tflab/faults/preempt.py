@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import subprocess
 
+from tflab.core.backends import capabilities, those_with
 from tflab.core.errors import LabError
 from tflab.core.settings import NOTICES, Settings
 from tflab.faults.base import Fault
@@ -25,9 +26,10 @@ class Preempt(Fault):
         self.preemption = preemption.Preemption(self.settings, self.target, chaos.record)
 
     def check(self, settings: Settings, the_cluster) -> None:
-        if settings.notice == "gce" and settings.backend != "compose":
+        if settings.notice == "gce" and not capabilities(settings.backend).notice_gce:
             raise LabError(f"NOTICE=gce is not allowed with BACKEND={settings.backend}: its metadata stand-in is a "
-                           "service of the run's Compose project; expected BACKEND=compose, or NOTICE=sigterm or none")
+                           f"service of the run's Compose project; expected BACKEND={those_with('notice_gce')}, or "
+                           "NOTICE=sigterm or none")
 
     def check_replay(self, settings: Settings, setting: str) -> None:
         if settings.notice == "gce":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 
+from tflab.core.backends import capabilities
 from tflab.core.errors import LabError
 from tflab.core.settings import SCENARIOS, Settings, refuse_unhonoured
 from tflab.faults.base import Fault
@@ -45,8 +46,9 @@ def check_backend(settings: Settings, scenarios: tuple[str, ...] = SCENARIOS) ->
     node, and a partition sets its overlay interface down (backends/swarm/link.py: the engine refuses a network
     disconnect there); slow-link needs the Compose project's delay proxies, and slow-node was not
     tried on a stack."""
-    if settings.backend == "local":
-        raise LabError("make chaos needs BACKEND=compose, not BACKEND=local: its faults act on containers")
+    if not capabilities(settings.backend).containers:
+        raise LabError(f"make chaos needs BACKEND=compose, not BACKEND={settings.backend}: its faults act on "
+                       "containers")
     refuse_unhonoured("chaos", settings)
     can = offered(settings.backend)
     refused = [scenario for scenario in scenarios if scenario not in can]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflab.core import cluster, runfolder
+from tflab.core.backends import replays_on
 from tflab.core.errors import LabError
 from tflab.core.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, tfoperator
@@ -297,7 +298,7 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
     for name, value in given.items():
         if name in DECIDED_BY_THE_TFJOB:
             raise LabError(f"{name}={value} does not apply with {tfjob}: {DECIDED_BY_THE_TFJOB[name]}")
-    if command in ("up", "chaos") and given.get("BACKEND", "compose").strip() != "compose":
+    if command in ("up", "chaos") and not replays_on(given.get("BACKEND", "compose").strip()):
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
                        "as a container on Compose; expected BACKEND=compose, or leave it out")
 

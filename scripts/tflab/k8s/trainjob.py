@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 
 from tflab.core import cluster
+from tflab.core.backends import replays_on
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
@@ -344,7 +345,7 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
             why = DECIDED.get(spec.name) or ("the TrainJob and its runtime decide it (the runtime's node container, "
                                              "the TrainJob's spec.trainer); edit them")
             raise LabError(f"{spec.name}={given[spec.name]} does not apply with {trainjob}: {why}")
-    if given.get("BACKEND", "compose").strip() != "compose":
+    if not replays_on(given.get("BACKEND", "compose").strip()):
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {trainjob}: the replay runs every node as a "
                        "container on Compose; expected BACKEND=compose, or leave it out")
 

@@ -33,6 +33,7 @@ import time
 import traceback
 import weakref
 
+from tflab.core.backends import capabilities
 from tflab.trainer import inscript
 
 SAMPLED_STEPS = 16  # steps hashed at the start of each pass, per worker
@@ -165,7 +166,7 @@ class Audit:
         """shared: every task sees this path (the run folder, a mounted volume, a bucket, or any
         path of a local run, whose tasks are processes of one machine); own: the task's own file
         (its container's /tmp or its image's filesystem)."""
-        if "://" in path or self.backend == "local":
+        if "://" in path or capabilities(self.backend).shared_files:
             return "shared"
         if self.output and (path == self.output or path.startswith(self.output.rstrip("/") + "/")):
             return "shared"
