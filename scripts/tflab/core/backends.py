@@ -31,7 +31,7 @@ COMPOSE = Capabilities("compose", containers=True, gpus=True, image_versions=Tru
 LOCAL = Capabilities("local", containers=False, gpus=False, image_versions=False, link=False, notice_gce=False,
                      replay=False, shared_files=True)
 SWARM = Capabilities("swarm", containers=True, gpus=False, image_versions=False, link=False, notice_gce=False,
-                     replay=False, shared_files=False, chaos=("kill", "stop", "pause", "partition", "preempt"))
+                     replay=False, shared_files=False)
 
 TABLE = (COMPOSE, LOCAL, SWARM)  # a new backend: its entry here, and its Kind in backends.REGISTRY
 BACKENDS = tuple(entry.name for entry in TABLE)
