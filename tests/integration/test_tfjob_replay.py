@@ -152,6 +152,30 @@ def test_make_chaos_kills_a_replica_of_a_replayed_job_and_it_restarts_as_its_pol
     assert (run_dir / "chaos.jsonl").is_file()
 
 
+def test_make_matrix_replays_the_tfjob_on_each_keras_of_the_labs_image(lab, trainer_image):
+    """Issue 35: the matrix where the image allows. `make k8s` writes the lab's image into the TFJob;
+    `make matrix TFJOB= TF=2.21 KERAS="tf-keras keras3"` replays it once per cell on that one image
+    (no other TF built), TF_USE_LEGACY_KERAS as each cell's KERAS says: the lab's model.fit under
+    MultiWorkerMirroredStrategy passes under tf-keras and fails under Keras 3, explained
+    (keras#20585), as a SCRIPT's cells are. About 50 s here."""
+    settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="2", EXAMPLES="1024", BACKUP="off")
+    env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="matrix-k8s", K8S_IMAGE=trainer_image, **settings)
+    assert run_lab("k8s", env=env).returncode == 0
+    folder = lab.runs_dir / "matrix-replay"
+    result = run_lab("matrix", env=lab_env(RUNS_DIR=str(lab.runs_dir), RUN=folder.name, TF="2.21",
+                                           KERAS="tf-keras keras3",
+                                           TFJOB=str(lab.runs_dir / "matrix-k8s" / "tfjob.yaml")), timeout=1200)
+    assert result.returncode == 1, result.output[-4000:]  # a failed cell fails the matrix
+    assert "tflab: verdict: 2.21: tfjob breaks under keras3 on 2.21: keras3-multiworker (keras#20585); with " \
+           "tf-keras every cell passes" in result.output, result.output[-4000:]
+    cells = json.loads((folder / "matrix.json").read_text())["cells"]
+    assert [(c["keras"], c["strategy"], c["outcome"], c["signature"]) for c in cells] == [
+        ("tf-keras", "tfjob", "ok", None), ("keras3", "tfjob", "failed", "keras3-multiworker")]
+    for cell in cells:
+        summary = json.loads((folder / cell["run"] / "summary.json").read_text())
+        assert summary["strategy"] == "tfjob" and len(summary["tasks"]) == 2, summary
+
+
 USER_SCRIPT = """
 import json, os, pathlib, socket, time
 config = json.loads(os.environ["TF_CONFIG"])

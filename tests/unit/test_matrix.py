@@ -272,3 +272,121 @@ def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
         assert (one.outcome, one.signature) == ("wrong", "non-finite-loss")
         assert one.what == (finding["message"] if findings else "the chief's loss per epoch was nan nan nan")
     assert matrix.mark(one) == "wrong: non-finite-loss" and not matrix.passed([one])
+
+
+REPLAYED_JOB = """\
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: mw}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: Never
+      template:
+        spec:
+          containers:
+          - name: tensorflow
+            image: IMAGE
+            env: ENV
+"""
+
+
+def replayed_job(tmp_path, image="tflab-trainer:cpu-0123456789ab", env="[]") -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(REPLAYED_JOB.replace("IMAGE", image).replace("ENV", env))
+    return str(path)
+
+
+def test_a_replayed_job_is_one_column_named_for_its_kind_with_its_own_settings(tmp_path):
+    """make matrix TFJOB=: one cell per TF x KERAS, no strategy (the job fixes its cluster), no
+    MATRIX_SIZE (its containers run their own command)."""
+    settings = Settings(tfjob=replayed_job(tmp_path), tf="2.15 2.21", keras="tf-keras keras3")
+    assert matrix.sized(settings, {}) is settings
+    planned = matrix.plan(settings, tmp_path / "m")
+    assert [(c.tf, c.keras, c.strategy, c.outcome, c.run) for c, _ in planned] == [
+        ("2.15", "tf-keras", "tfjob", "not run", "tf2-15-tf-keras-tfjob"), ("2.15", "keras3", "tfjob", "n/a", None),
+        ("2.21", "tf-keras", "tfjob", "not run", "tf2-21-tf-keras-tfjob"),
+        ("2.21", "keras3", "tfjob", "not run", "tf2-21-keras3-tfjob")]
+    one = planned[-1][1]
+    assert (one.tf, one.keras, one.strategy, one.tfjob) == ("2.21", "keras3", settings.strategy, settings.tfjob)
+    assert [c.strategy for c, _ in matrix.plan(Settings(trainjob=settings.tfjob, tf="2.21"), tmp_path)] == [
+        "trainjob", "trainjob"]
+
+
+@pytest.mark.parametrize("image", ["kubeflow/tf-mnist-with-summaries:latest", "tflab-trainer-packages:cpu-0123",
+                                   "registry.example.com/tflab-trainer:1",
+                                   "tflab-trainer@sha256:" + "0" * 64])
+def test_a_replayed_job_on_a_foreign_image_is_refused_naming_it(tmp_path, image):
+    from tflab.k8s import tfjob
+
+    plan = tfjob.load(Settings(tfjob=replayed_job(tmp_path, image)))
+    with pytest.raises(matrix.LabError) as error:
+        matrix.refuse_foreign(plan)
+    said = str(error.value)
+    assert f"worker-0's image is {image}, not the lab's trainer image" in said and "\n" not in said
+    assert "only the lab's own (tflab-trainer:<tag>, as make k8s writes it)" in said
+    assert said.endswith(f"run this one as it is with make up TFJOB={plan.path}")
+
+
+def test_a_cell_puts_its_image_and_its_keras_in_place_of_the_manifests(tmp_path):
+    """make k8s writes TF_USE_LEGACY_KERAS=1 into every replica: a keras3 cell sets it to 0."""
+    from tflab.k8s import tfjob
+
+    env = "[{name: A, value: b}, {name: TF_USE_LEGACY_KERAS, value: '1'}]"
+    plan = tfjob.load(Settings(tfjob=replayed_job(tmp_path, env=env)))
+    matrix.refuse_foreign(plan)
+    cast = matrix.recast(plan, "tflab-trainer:cpu-tf2.15-0123", {"TF_USE_LEGACY_KERAS": "0"})
+    assert {(t.image, t.service["image"]) for t in cast.tasks} == {("tflab-trainer:cpu-tf2.15-0123",) * 2}
+    environment = cast.tasks[0].service["environment"]
+    assert (environment["A"], environment["TF_USE_LEGACY_KERAS"]) == ("b", "0") and "TF_CONFIG" in environment
+    assert plan.tasks[0].image == "tflab-trainer:cpu-0123456789ab"  # the job as read is left as it was
+
+
+@pytest.mark.parametrize("words, said", [
+    (["STRATEGIES=mirrored"], "STRATEGIES=mirrored does not apply with TFJOB={job}: the TFJob's replicas fix its "
+                              "cluster (spec.tfReplicaSpecs); make matrix varies only TF and KERAS for a replay; "
+                              "leave STRATEGIES out"),
+    (["WORKERS=3"], "WORKERS=3 does not apply with TFJOB={job}: the TFJob's Worker replicas set the workers"),
+    (["IMAGE"], "TFJOB={job}: worker-0's image is kubeflow/tf-dist-mnist-test:latest, not the lab's trainer image"),
+])
+def test_make_matrix_refuses_a_replay_it_cannot_vary_in_one_line_and_writes_nothing(tmp_path, words, said):
+    from labtest.cli import assert_refused, run_lab
+
+    image = "kubeflow/tf-dist-mnist-test:latest" if words == ["IMAGE"] else "tflab-trainer:cpu-0123456789ab"
+    job = replayed_job(tmp_path, image)
+    runs = tmp_path / "runs"
+    result = run_lab("matrix", f"TFJOB={job}", f"RUNS_DIR={runs}", "TF=2.21", *[w for w in words if "=" in w])
+    assert_refused(result, said.format(job=job), runs)
+
+
+def test_make_matrix_trainjob_refuses_strategies(tmp_path):
+    from labtest.cli import assert_refused, run_lab
+
+    runs = tmp_path / "runs"
+    result = run_lab("matrix", f"TRAINJOB={replayed_job(tmp_path)}", f"RUNS_DIR={runs}", "STRATEGIES=mirrored")
+    assert_refused(result, f"STRATEGIES=mirrored does not apply with TRAINJOB={tmp_path / 'job.yaml'}: the TrainJob "
+                           "and its runtime fix its cluster", runs)
+
+
+def test_each_replayed_cell_runs_on_its_image_with_its_keras(stood_in, tmp_path, monkeypatch):
+    """The cells of a replay go to the replay (backends/replay.up) with the plan recast, not to runner.up."""
+    from tflab.backends import replay
+
+    ran, outcomes, _ = stood_in
+    replayed, built = [], []
+    monkeypatch.setattr(matrix.images, "ensure_image", lambda base, variant: built.append(variant) or
+                        f"tflab-trainer:{variant.tag if hasattr(variant, 'tag') else 'x'}")
+
+    def up(settings, given, recast=None, link_latest=True):
+        plan = recast(replay.load_plan(settings))
+        replayed.append((settings.run, plan.tasks[0].service["environment"]["TF_USE_LEGACY_KERAS"], link_latest))
+        return 0
+
+    monkeypatch.setattr(replay, "up", up)
+    settings = Settings(runs_dir=str(tmp_path), run="r", tf="2.21", keras="tf-keras keras3",
+                        tfjob=replayed_job(tmp_path))
+    assert matrix.matrix(settings, {"TFJOB": settings.tfjob}) == 0
+    assert ran == [] and replayed == [("tf2-21-tf-keras-tfjob", "1", False), ("tf2-21-keras3-tfjob", "0", False)]
+    assert len(built) == 2
+    assert [c.strategy for c in Matrix.read(tmp_path / "r").cells] == ["tfjob", "tfjob"]

@@ -458,6 +458,9 @@ def test_a_failed_ps_or_evaluator_fails_the_job_there(replica, kind, tmp_path, c
             f"(TFJobFailed: TFJob default/job has failed because 1 {kind} replica(s) failed.)") in out
     assert "get 0.05 s to end by themselves" not in out and "Succeeded" not in out
     assert code == 1 and result["outcome"] == "failed" and rows(result)["chief-0"] == ("stopped", 137)
+    # SetDefaults_TFJob's Never everywhere: the start said "restarts without limit" of a job that has none
+    assert "; restartPolicy Never for every replica: its first failure fails the job, no restart; " in out
+    assert "restarts without limit" not in out
 
 
 def test_an_evaluator_left_running_after_success_ends_by_itself(tmp_path, capsys, monkeypatch):
@@ -681,3 +684,46 @@ def test_the_lab_trainers_own_end_is_found_on_its_claim_by_its_exact_name(tmp_pa
         log.close()
     assert summary.own_end(tmp_path, "chief-0")["final_loss"] == 18.6
     assert summary.own_end(tmp_path, "worker-0") == {}
+
+
+def test_a_replica_restarted_until_timeout_is_explained_by_its_failures_and_its_restarts_share_a_line(tmp_path):
+    """The operator's simple.yaml (OnFailure, no backoffLimit) on the internal network: every
+    attempt failed to download MNIST, the job restarted until TIMEOUT stopped it. The summary
+    explained nothing (the last attempt was stopped, not failed) and said 'after restart N, the lab
+    could not see whether it resumed' once per restart; now the download is explained, with its
+    ways out, and the restarts alike share one line."""
+    from tflab.core.runsummary import Summary
+    from tflab.supervisor import summary, table
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for task in ("worker-0", "worker-1"):
+        with open(run_dir / f"{task}.jsonl", "w") as log:
+            for attempt in (1, 2, 3, 4):
+                log.write(json.dumps({"event": "start", "task": task, "time": attempt, "role": "script",
+                                      "strategy": "tfjob", "cluster": {}, "versions": {}, "settings": {}}) + "\n")
+                log.write(json.dumps({"event": "end", "task": task, "time": attempt + 0.5, "role": "script",
+                                      "exit_code": 1 if attempt < 4 else 137, "total_seconds": 0.5}) + "\n")
+    output = ("Traceback (most recent call last):\n  File \"/var/tf_mnist/mnist_utils.py\", line 46, in load_data\n"
+              "urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>\n\n"
+              "During handling of the above exception, another exception occurred:\n\n"
+              "Traceback (most recent call last):\n  File \"/var/tf_mnist/mnist_with_summaries.py\", line 105\n"
+              "Exception: URL fetch failure on https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz: "
+              "None -- [Errno -3] Temporary failure in name resolution\n")
+    replayed = summary.Replayed(tfjob="simple.yaml", settings={"network": "internal"}, not_applied=[],
+                                hosts={"worker-0": "h0", "worker-1": "h1"},
+                                images={"worker-0": "img:1", "worker-1": "img:1"}, unaudited=[])
+    rows = [summary.replay_row(run_dir, task, 137, True, replayed, False, output) for task in ("worker-0", "worker-1")]
+    assert [row.status for row in rows] == ["stopped", "stopped"] and rows[0].error is None
+    assert rows[0].explanation["signature"] == "no-route-out", rows[0].explanation
+    assert "DATA=path" in rows[0].explanation["fix"]
+    result = Summary(run="run", strategy="tfjob", backend="compose", outcome="timed out", ok=False, launched_at=0.0,
+                     wall_seconds=906.3, settings={}, weights_agree=False, tasks=rows, tfjob="simple.yaml",
+                     restarts=[1.0, 2.0, 3.0])
+    lines = table.why_lines(result)
+    assert lines[0].startswith("worker-0, worker-1: it tried to reach the internet"), lines
+    resumed = [line for line in lines if "after restart" in line]
+    assert resumed == ["worker-0, worker-1: after restarts 1 to 3, the lab could not see whether it resumed: no Keras "
+                       "fit and no tf.train checkpoint restore before it ended"], resumed
+    # a replica that failed last is explained by its last attempt, as before; one never failed, not at all
+    assert summary.replay_row(run_dir, "worker-0", 0, False, replayed, True, "").explanation is None

@@ -338,8 +338,8 @@ def test_the_applied_settings_reach_the_engine_check(tmp_path):
 def test_tfjob_is_refused_by_the_commands_that_would_ignore_it(command, job_file, tmp_path):
     runs = tmp_path / "runs"
     assert_refused(run_lab(command, f"TFJOB={job_file}", f"RUNS_DIR={runs}"),
-                   f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up) and make chaos "
-                   "replay a TFJob, and make k8s turns one into a TrainJob; leave TFJOB out", runs)
+                   f"TFJOB={job_file} is not allowed with make {command}: only make up (tflab up), make chaos "
+                   "and make matrix replay a TFJob, and make k8s turns one into a TrainJob; leave TFJOB out", runs)
 
 
 @pytest.mark.parametrize("setting, expected", [

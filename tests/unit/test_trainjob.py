@@ -301,8 +301,8 @@ def test_the_cli_refuses_settings_the_trainjob_decides(three, tmp_path):
     assert_refused(run_lab("up", f"RUNTIME={path}", f"RUNS_DIR={runs}", env=lab_env()),
                    f"RUNTIME={path} applies only with TRAINJOB=", runs)
     assert_refused(run_lab("compare", f"TRAINJOB={path}", f"RUNS_DIR={runs}", env=lab_env()),
-                   f"TRAINJOB={path} is not allowed with make compare: only make up (tflab up) and make chaos replay "
-                   "a TrainJob", runs)
+                   f"TRAINJOB={path} is not allowed with make compare: only make up (tflab up), make chaos and "
+                   "make matrix replay a TrainJob", runs)
     assert_refused(run_lab("chaos", f"TRAINJOB={path}", f"RUNS_DIR={runs}", "EPOCHS=3", env=lab_env()),
                    "EPOCHS=3 does not apply with TRAINJOB=", runs)
 

@@ -83,9 +83,12 @@ SCRIPT_REFUSED = {
            "name it in K8S_IMAGE)",
 }
 # TFJOB, where the TFJob would be taken to shape what a command other than `up` runs or writes.
-TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up) and make chaos replay a TFJob, and make k8s "
-                          "turns one into a TrainJob; leave TFJOB out"
-                 for command in RUNS if command not in ("up", "k8s", "chaos")}
-TRAINJOB_REFUSED = {command: f"make {command}: only make up (tflab up) and make chaos replay a TrainJob; leave "
-                             "TRAINJOB out"
-                    for command in RUNS if command not in ("up", "chaos")}
+TFJOB_REFUSED = {command: f"make {command}: only make up (tflab up), make chaos and make matrix replay a TFJob, and "
+                          "make k8s turns one into a TrainJob; leave TFJOB out"
+                 for command in RUNS if command not in ("up", "k8s", "chaos", "matrix")}
+TRAINJOB_REFUSED = {command: f"make {command}: only make up (tflab up), make chaos and make matrix replay a "
+                             "TrainJob; leave TRAINJOB out"
+                    for command in RUNS if command not in ("up", "chaos", "matrix")}
+# make matrix TFJOB=: what each cell varies (the trainer image and its Keras); all else the job decides,
+# as for `up`, and STRATEGIES does not apply (tfjob.refuse_given, trainjob.refuse_given).
+MATRIX_VARIES = ("TF", "KERAS")

@@ -298,23 +298,23 @@ class Settings(SettingsRules):
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
             "Trainer v2 TrainJob and runtime", on_host=hostfiles.tfjob_on_host,
-            commands=("up", "k8s", "chaos"),
+            commands=("up", "k8s", "chaos", "matrix"),
             tfjob=REPLAYED, refused=TFJOB_REFUSED)
     trainjob: str = setting("", grammars.manifest("a TrainJob manifest"), "empty | path/to/trainjob.yaml",
             "tflab up: replay a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), its TensorFlow "
             "runtime and the ConfigMaps in its file, each node a task on Compose that builds its TF_CONFIG as "
             "its pod would", on_host=hostfiles.manifest_on_host("TrainJob manifest"),
-            commands=("up", "chaos"), refused=TRAINJOB_REFUSED)
+            commands=("up", "chaos", "matrix"), refused=TRAINJOB_REFUSED)
     runtime: str = setting("", grammars.manifest("a TrainingRuntime or ClusterTrainingRuntime manifest"),
             "empty | path/to/runtime.yaml",
             "tflab up TRAINJOB=: the file holding the runtime the TrainJob names, where it is not in the "
             "TrainJob's own file", on_host=hostfiles.manifest_on_host("runtime manifest"),
-            commands=("up", "chaos"))
+            commands=("up", "chaos", "matrix"))
     claims: str = setting("", grammars.claims, "empty | claim=/host/folder[:ro|:rw],...",
             "tflab up TFJOB=: a folder of this host for each PersistentVolumeClaim named, mounted where the "
             "manifest mounts the claim (ro: read-only; rw, the default: writable, kept after the run); "
             "empty: each claim a fresh folder of the run's (volumes/<claim>/)", on_host=hostfiles.claims_on_host,
-            commands=("up", "chaos"), tfjob=REPLAYED)
+            commands=("up", "chaos", "matrix"), tfjob=REPLAYED)
     tensorboard_port: int = setting(6006, grammars.integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",))

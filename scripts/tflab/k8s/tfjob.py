@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tflab.core import cluster, runfolder
 from tflab.core.backends import replays_on
+from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, tfoperator
@@ -293,12 +294,16 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
         return
     tfjob = f"TFJOB={given['TFJOB']}"
     refuse_unhonoured(command, {"TFJOB": given["TFJOB"]})
-    if command not in ("up", "k8s", "chaos"):  # k8s: the TFJob turned into a TrainJob, as the TFJob says
+    if command not in ("up", "k8s", "chaos", "matrix"):  # k8s: the TFJob turned into a TrainJob, as the TFJob says
         return
     for name, value in given.items():
-        if name in DECIDED_BY_THE_TFJOB:
+        if name in DECIDED_BY_THE_TFJOB and not (command == "matrix" and name in MATRIX_VARIES):
             raise LabError(f"{name}={value} does not apply with {tfjob}: {DECIDED_BY_THE_TFJOB[name]}")
-    if command in ("up", "chaos") and not replays_on(given.get("BACKEND", "compose").strip()):
+    if command == "matrix" and "STRATEGIES" in given:
+        raise LabError(f"STRATEGIES={given['STRATEGIES']} does not apply with {tfjob}: the TFJob's replicas fix its "
+                       "cluster (spec.tfReplicaSpecs); make matrix varies only TF and KERAS for a replay; leave "
+                       "STRATEGIES out")
+    if command in ("up", "chaos", "matrix") and not replays_on(given.get("BACKEND", "compose").strip()):
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
                        "as a container on Compose; expected BACKEND=compose, or leave it out")
 

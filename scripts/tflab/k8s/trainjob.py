@@ -34,6 +34,7 @@ from pathlib import Path
 
 from tflab.core import cluster
 from tflab.core.backends import replays_on
+from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
@@ -338,10 +339,15 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
     if "TFJOB" in given:
         raise LabError(f"TFJOB={given['TFJOB']} and {trainjob} together: expected one manifest to replay")
     refuse_unhonoured(command, {"TRAINJOB": given["TRAINJOB"]})
-    if command not in ("up", "chaos"):
+    if command not in ("up", "chaos", "matrix"):
         return
+    if command == "matrix" and "STRATEGIES" in given:
+        raise LabError(f"STRATEGIES={given['STRATEGIES']} does not apply with {trainjob}: the TrainJob and its runtime "
+                       "fix its cluster (spec.trainer.numNodes); make matrix varies only TF and KERAS for a replay; "
+                       "leave STRATEGIES out")
     for spec in SETTINGS:
-        if spec.name in given and spec.tfjob not in NOT_DECIDED and spec.name not in ("TRAINJOB", "RUNTIME"):
+        if spec.name in given and spec.tfjob not in NOT_DECIDED and spec.name not in ("TRAINJOB", "RUNTIME") \
+                and not (command == "matrix" and spec.name in MATRIX_VARIES):
             why = DECIDED.get(spec.name) or ("the TrainJob and its runtime decide it (the runtime's node container, "
                                              "the TrainJob's spec.trainer); edit them")
             raise LabError(f"{spec.name}={given[spec.name]} does not apply with {trainjob}: {why}")

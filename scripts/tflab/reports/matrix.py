@@ -4,6 +4,7 @@ one run per cell, and what breaks where.
     make matrix                                  # TF="2.15 2.18 2.21 next" x KERAS="tf-keras keras3"
     make matrix TF="2.15 2.21" KERAS=tf-keras STRATEGIES=multiworker SCRIPT=train.py
     make matrix TF=2.21 KERAS="3.12 3.14 3.15 nightly" STRATEGIES=mirrored SCRIPT=loop.py   # which Keras fixes it
+    make matrix TF="2.15 2.21" KERAS=tf-keras TFJOB=tfjob.yaml                # a TFJob (or TRAINJOB=) replayed per cell
 
 Each cell is one run as `make up` makes it, in its own folder inside the matrix's
 (runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
@@ -22,6 +23,12 @@ and ends with a verdict line. Its exit status is 0 only when every cell that can
 lab's own model trains at a small size unless EPOCHS or EXAMPLES are given (MATRIX_SIZE). An
 interrupt stops the running cell as `make up` stops a run (every task removed), marks the cells
 not yet run, and leaves nothing on the engine.
+
+A replayed job (TFJOB=, TRAINJOB=) is one column, named for its kind: each cell replays it as `make up
+TFJOB=` does, with the cell's trainer image in place of every replica's and TF_USE_LEGACY_KERAS as the
+cell's KERAS says (in place of the manifest's own, which `make k8s` writes as 1). Only the lab's own image
+can be varied so (what `make k8s` writes, tflab-trainer:<tag>): a job naming any other is refused, as is
+STRATEGIES (the job fixes its cluster), before anything starts.
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
+from tflab import images
 from tflab.console import display_path, say
-from tflab.core import runfolder, runsummary, versions
+from tflab.core import foreign, runfolder, runsummary, versions
 from tflab.core.errors import LabError
 from tflab.core.explain import Evidence, explain
 from tflab.core.foreign import ForeignFile
@@ -58,6 +66,7 @@ LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
 # summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (FACTS, 2026-12-02).
 LOSS_TOLERANCE = 1e-3
 COMPARABLE = ("mirrored", "multiworker")  # parameter_server's steps are asynchronous: its losses differ
+LAB_IMAGE = f"{images.REPOSITORY}:"  # a replayed job's images must all start so: the lab's own, which a cell replaces
 
 
 @dataclasses.dataclass(eq=False)
@@ -124,9 +133,34 @@ def cell_run(tf: str, keras: str, strategy: str) -> str:
     return f"tf{tf.replace('.', '-')}-{keras.replace('.', '-')}-{strategy}"
 
 
+def replayed(settings: Settings) -> str:
+    """A replayed job's one column in place of the strategies: tfjob, trainjob; "" for any other run."""
+    return "tfjob" if settings.tfjob else "trainjob" if settings.trainjob else ""
+
+
+def refuse_foreign(plan) -> None:
+    """Before anything starts: a cell can put its own image in place of the lab's trainer image
+    only (a foreign image is one TensorFlow, whatever TF says). `plan`: tfjob.Plan (a TrainJob's too)."""
+    job = f"{plan.setting}={plan.path}"
+    for one in plan.tasks:
+        if not one.image.startswith(LAB_IMAGE) or "@" in one.image:
+            raise LabError(f"{job}: {one.name}'s image is {foreign.shown(one.image, 120)}, not the lab's trainer "
+                           f"image; make matrix can vary only the lab's own ({LAB_IMAGE}<tag>, as make k8s writes "
+                           f"it), one per TF and KERAS; run this one as it is with make up {job}")
+
+
+def recast(plan, image: str, environment: dict[str, str]):
+    """The plan of one cell: every replica on the cell's image, with the cell's Keras environment
+    (TF_USE_LEGACY_KERAS, versions.legacy_keras_env) over the manifest's."""
+    tasks = [dataclasses.replace(one, image=image, service={**one.service, "image": image, "environment": {
+        **one.service.get("environment", {}), **environment}}) for one in plan.tasks]
+    return dataclasses.replace(plan, tasks=tasks)
+
+
 def sized(settings: Settings, given: Mapping[str, str]) -> Settings:
-    """The lab's own model at MATRIX_SIZE where EPOCHS or EXAMPLES is not given; a SCRIPT as it is."""
-    if settings.script:
+    """The lab's own model at MATRIX_SIZE where EPOCHS or EXAMPLES is not given; a SCRIPT or a
+    replayed job as it is."""
+    if settings.script or replayed(settings):
         return settings
     small = {name.lower(): value for name, value in MATRIX_SIZE.items() if name not in given}
     return settings.replace(**small) if small else settings
@@ -136,9 +170,10 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
     """Every cell, with the settings of its run (None: n/a). A setting no cell can run with (a
     GLOBAL_BATCH the workers do not divide) is refused, naming the cell, before anything runs."""
     planned = []
+    strategies = [replayed(settings)] if replayed(settings) else settings.strategies.split()
     for tf in (settings.tf or " ".join(versions.canonical(word) for word in MATRIX_TF.split())).split():
         for keras in (settings.keras or MATRIX_KERAS).split():
-            for strategy in settings.strategies.split():
+            for strategy in strategies:
                 cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run")
                 refusal = versions.keras_refusal(tf, keras)
                 if refusal:
@@ -158,10 +193,11 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
                         continue
                 cell.run = cell_run(tf, keras, strategy)
                 try:
-                    one = settings.replace(tf=tf, keras=keras, strategy=strategy, run=cell.run, runs_dir=str(folder))
+                    shape = {} if replayed(settings) else {"strategy": strategy}  # a replayed job fixes its own
+                    one = settings.replace(tf=tf, keras=keras, run=cell.run, runs_dir=str(folder), **shape)
                 except SettingsError as error:
-                    raise SettingsError(f"matrix cell TF={versions.label(tf)} KERAS={keras} STRATEGY={strategy}: "
-                                        f"{error}") from None
+                    named = "" if replayed(settings) else f" STRATEGY={strategy}"
+                    raise SettingsError(f"matrix cell TF={versions.label(tf)} KERAS={keras}{named}: {error}") from None
                 planned.append((cell, one))
     return planned
 
@@ -450,6 +486,14 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
     planned = plan(settings, folder)
     from tflab import backends
 
+    job = None
+    if replayed(settings):  # the manifest read and checked whole before the engine is asked anything
+        from tflab.backends import replay  # PyYAML is needed only here
+
+        job = replay.load_plan(settings)
+        replay.refuse_decided(job, dict(given))
+        refuse_foreign(job)
+
     runnable = [(cell, one) for cell, one in planned if one is not None]
     if runnable:  # the engine, Compose and the first cell's image, before the folder is written
         backends.check_engine(runnable[0][1])
@@ -461,7 +505,12 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
             f"{cell.strategy} "
             f"({number} of {len(runnable)})")
         try:
-            runner.up(one, link_latest=False)
+            if job is None:
+                runner.up(one, link_latest=False)
+            else:
+                image = images.ensure_image(one.base_image, images.trainer_variant(one))
+                environment = versions.legacy_keras_env(one.tf, one.keras)
+                replay.up(one, dict(given), recast=lambda plan: recast(plan, image, environment), link_latest=False)
         except KeyboardInterrupt:
             cell.outcome = "interrupted"
             write(folder, settings, cells)

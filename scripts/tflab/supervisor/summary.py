@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import collections
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tflab.console import say
@@ -213,7 +213,14 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
     evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
                                 network=str(replayed.settings.get("network", "internal")), replay=True)
     explanation = explain.explain(evidence) if failed else None
-    earlier = [f"exited with code {e['exit_code']}" for e in by_event(records, "end")[:-1] if e.get("exit_code")]
+    failures = [e["exit_code"] for e in by_event(records, "end")[:-1] if e.get("exit_code")]
+    earlier = [f"exited with code {code}" for code in failures]
+    if status == "stopped" and failures and head:
+        # Restarted after each failure until TIMEOUT or the job's end stopped it: its output holds
+        # those failures' tracebacks, and they, not the stop, are what to explain (a download with
+        # no route out, 41 times over, read "exited with code 1" before).
+        found = explain.explain(replace(evidence, exit_code=failures[-1]))
+        explanation = found if found and found.signature not in ("exception", "exit code") else None
     return TaskRow(task=task, role="script", host=replayed.hosts[task], image=replayed.images[task],
                    status=status, exit_code=code, attempts=len(by_event(records, "start")),
                    total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,

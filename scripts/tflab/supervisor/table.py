@@ -132,8 +132,25 @@ def resume_lines(rows: list[TaskRow]) -> list[str]:
     for row in rows:
         for found in row.get("resumes") or []:
             groups.setdefault((found.get("attempt"), found.get("words")), []).append(shown(row["task"]))
-    return [f"{', '.join(tasks)}: after restart {shown(attempt - 1 if isinstance(attempt, int) else attempt)}, "
-            f"{shown(words, limit=0)}" for (attempt, words), tasks in groups.items()]
+    # The same tasks saying the same after several restarts share one line: a replay restarted
+    # 41 times without a fit to see printed 41 lines alike.
+    alike: dict[tuple, list[str]] = {}
+    for (attempt, words), tasks in groups.items():
+        alike.setdefault((", ".join(tasks), words), []).append(
+            shown(attempt - 1 if isinstance(attempt, int) else attempt))
+    return [f"{tasks}: after restart{'s' * (len(restarts) > 1)} {spans(restarts)}, {shown(words, limit=0)}"
+            for (tasks, words), restarts in alike.items()]
+
+
+def spans(numbers: list[str]) -> str:
+    """1, 2, 3, 5 -> "1 to 3, 5": restarts said as runs of consecutive numbers."""
+    parts: list[list[str]] = []
+    for number in numbers:
+        if parts and number.isdigit() and parts[-1][-1].isdigit() and int(number) == int(parts[-1][-1]) + 1:
+            parts[-1].append(number)
+        else:
+            parts.append([number])
+    return ", ".join(part[0] if len(part) == 1 else f"{part[0]} to {part[-1]}" for part in parts)
 
 
 def _seconds(value) -> str:

@@ -26,17 +26,24 @@ from tflab.k8s.tfjob import Plan, load, refuse_decided
 from tflab.supervisor import runner
 
 
-def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -> int:
+def load_plan(settings: Settings) -> Plan:
+    """TFJOB's plan, or TRAINJOB's (trainjob.py translates a TrainJob into the same plan)."""
+    if settings.trainjob:
+        from tflab.k8s import trainjob
+
+        return trainjob.load(settings)
+    return load(settings)
+
+
+def up(settings: Settings, given: dict[str, str] | None = None, observer=None, recast=None,
+       link_latest: bool = True) -> int:
     """`tflab up TFJOB=...`: checks everything, then runs the job (runner.run, as ReplayRun says)
     until its chief (or every worker) is done, restarting the whole job as its restart policy says;
     0 only if it succeeded. `given`: the settings the user gave (given_values), refused where the
-    TFJob decides them."""
-    if settings.trainjob:
-        from tflab.k8s import trainjob  # a TrainJob is translated into the same plan
-
-        plan = trainjob.load(settings)
-    else:
-        plan = load(settings)
+    TFJob decides them. `recast`: make matrix's, Plan -> the plan of its cell (the cell's image)."""
+    plan = load_plan(settings)
+    if recast is not None:
+        plan = recast(plan)
     refuse_decided(plan, given or {})
     watching = None
     if observer is not None:  # make chaos: its fault on the replicas, checked before anything else
@@ -53,8 +60,8 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None) -
     images = image_configs(plan)
     stack = ReplayStack(cli, run_dir, plan, settings, images)
     if watching is None:
-        return runner.run(ReplayRun(plan, settings, stack, run_dir))
-    return runner.run(ReplayRun(plan, settings, stack, run_dir), observer=watching)
+        return runner.run(ReplayRun(plan, settings, stack, run_dir), link_latest)
+    return runner.run(ReplayRun(plan, settings, stack, run_dir), link_latest, observer=watching)
 
 
 def check_ways_in(plan: Plan, settings: Settings) -> None:

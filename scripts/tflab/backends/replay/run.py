@@ -72,7 +72,10 @@ class ReplayRun(runner.LabRun):
                     f"restarts the whole job that many times, then JobSet fails it; {deadline}",
                     "the job succeeds when every node does (JobSet's default successPolicy); the lab removes every "
                     "node at the end"]
-        if plan.backoff_limit is None:
+        if plan.backoff_limit is None and set(plan.policies.values()) == {"Never"}:
+            # the operator's examples all are: "restarts without limit" there was true of nothing
+            limit = "restartPolicy Never for every replica: its first failure fails the job, no restart"
+        elif plan.backoff_limit is None:
             limit = "no backoffLimit: restarts without limit, as the operator's"
         else:
             limit = (f"backoffLimit {plan.backoff_limit}: the operator's count is each OnFailure or Always "
