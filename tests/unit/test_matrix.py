@@ -8,7 +8,7 @@ import pytest
 from tflab import backends
 from tflab.core.foreign import ForeignFile
 from tflab.core.settings import Settings, SettingsError
-from tflab.reports import matrix
+from tflab.reports import matrix, matrixverdict
 from tflab.reports.matrix import Cell, Matrix
 from tflab.supervisor import runner
 
@@ -53,7 +53,7 @@ def test_the_verdict_says_what_breaks_where_and_what_passes():
              cell("2.15", "keras3", "multiworker", "n/a", what="its tf.keras is the bundled Keras 2"),
              cell("2.21", "tf-keras", "multiworker", final_loss=19.28895),
              cell("2.21", "keras3", "multiworker", "failed", signature="keras3-multiworker")]
-    assert matrix.verdict(cells) == ("2.15 → 2.21: multiworker breaks under keras3 on 2.21: keras3-multiworker "
+    assert matrixverdict.verdict(cells) == ("2.15 → 2.21: multiworker breaks under keras3 on 2.21: keras3-multiworker "
                                      "(keras#20585); with tf-keras every cell passes; final losses agree to 2e-06; "
                                      "1 cell(s) n/a")
     assert not matrix.passed(cells)
@@ -186,7 +186,7 @@ def test_the_verdict_says_where_a_failure_starts_and_where_it_is_fixed_along_ker
     cells = [cell("2.21", keras, "mirrored", outcome, signature="exception" if outcome == "failed" else None,
                   final_loss=2.0 if outcome == "ok" else None) for keras, outcome in zip(kerases, outcomes)]
     cells = [cells[3], cells[1], cells[0], cells[2]]
-    assert (matrix.verdict(cells) + ";").startswith(f"2.21: {said};")
+    assert (matrixverdict.verdict(cells) + ";").startswith(f"2.21: {said};")
     assert not matrix.passed(cells)
 
 
@@ -205,8 +205,8 @@ def test_a_keras_release_pip_cannot_install_is_a_cell_marked_so_with_pips_reason
         if c.outcome == "not run":
             c.outcome, c.final_loss = "ok", 1.0
     assert matrix.passed(cells)  # not installable is no failure of the matrix
-    assert matrix.verdict(cells) == ("2.21 → 2.15: every cell passes; final losses identical; not installable (pip): "
-                                     "Keras 3.10; 2 cell(s) n/a")
+    assert matrixverdict.verdict(cells) == ("2.21 → 2.15: every cell passes; final losses identical; not installable "
+                                            "(pip): Keras 3.10; 2 cell(s) n/a")
     matrix.write(tmp_path, Settings(), cells)
     text = (tmp_path / "matrix.md").read_text()
     assert "| TF | Keras 3.10 mirrored | Keras 3.12 mirrored | tf-keras mirrored |" in text
@@ -245,7 +245,7 @@ def test_a_synchronous_cell_whose_losses_part_from_the_single_runs_is_wrong():
     assert [c.outcome for c in cells] == ["ok", "ok", "wrong", "ok", "ok"]
     assert cells[2].signature == "losses-differ"
     assert cells[2].what.startswith("epoch 3: loss 24.1 under multiworker against 21.6584 on one device (1.1e-01 apart")
-    assert "multiworker ends ok and trains wrong under keras3 on 2.21: losses-differ" in matrix.verdict(cells)
+    assert "multiworker ends ok and trains wrong under keras3 on 2.21: losses-differ" in matrixverdict.verdict(cells)
     script = [ran("2.21", "keras3", "single", [3.0]), ran("2.21", "keras3", "mirrored", [9.0])]
     matrix.compare_with_single(script, Settings(script=__file__))  # a script's data and seeds are its own
     assert [c.outcome for c in script] == ["ok", "ok"]

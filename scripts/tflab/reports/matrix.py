@@ -51,6 +51,7 @@ from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
 from tflab.reports import report
+from tflab.reports.matrixverdict import NOT_A_RUN, keras_head, verdict
 from tflab.supervisor import audit, runner
 
 MATRIX = "matrix.json"
@@ -59,8 +60,6 @@ READABLE_VERSIONS = (1, 2)  # a version 1 file reads as 2 with no keras_imported
 MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless given: a cell in seconds
 # wrong: the run ended ok and trained wrong (a loss gone NaN, or losses apart from the single-device run's)
 OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
-NOT_A_RUN = ("n/a", "not installable")  # cells that never run, and are no failure of the matrix
-LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
 # Relative, per epoch: a synchronous strategy's losses against the single-device run's of the same TF
 # and Keras. Same data, seed and global batch give the same losses but for the all-reduce's float32
 # summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (FACTS, 2026-12-02).
@@ -280,88 +279,6 @@ def not_started(cell: Cell, error: LabError) -> None:
         cell.signature, cell.what, cell.fix = found.signature, found.what, found.fix
     else:
         cell.what = str(error)
-
-
-def keras_head(keras: str) -> str:
-    """A Keras in the grid and the verdict: tf-keras, keras3, Keras 3.12, nightly."""
-    return f"Keras {keras}" if versions.is_keras_release(keras) and keras != "nightly" else keras
-
-
-def releases_verdict(cells: list[Cell]) -> list[str]:
-    """Where a failure starts and where it is fixed, along the Keras releases each TF x strategy ran
-    with (KERAS=3.12 3.15 nightly): "mirrored on 2.21: breaks from Keras 3.14 (exception); fixed in
-    nightly (3.16.0.dev2026102704, 2026-10-27)". Only what ran speaks: a release not in the matrix
-    is not guessed at."""
-    rows: dict[tuple[str, str], list[Cell]] = {}
-    for cell in cells:
-        if versions.is_keras_release(cell.keras) and cell.outcome in ("ok", "failed", "timed out"):
-            rows.setdefault((cell.strategy, cell.tf), []).append(cell)
-    parts = []
-    for (strategy, tf), row in rows.items():
-        row.sort(key=lambda cell: versions.keras_release_key(cell.keras))
-        bad = [index for index, cell in enumerate(row) if cell.outcome != "ok"]
-        if not bad:
-            continue
-        first, last = bad[0], bad[-1]
-        whys = list(dict.fromkeys(cell.signature or cell.outcome for cell in row if cell.outcome != "ok"))
-        why = f" ({', '.join(whys)})"
-        if first > 0:
-            text = f"breaks from {keras_head(row[first].keras)}{why}"
-        else:
-            text = f"fails on {keras_head(row[first].keras)}, the oldest Keras run{why}"
-        between = [keras_head(cell.keras) for cell in row[first:last] if cell.outcome == "ok"]
-        if between:
-            text += f", passes on {', '.join(between)} between"
-        if last < len(row) - 1:
-            text += f"; fixed in {versions.keras_label(row[last + 1].keras)}"
-        else:
-            text += f"; not fixed up to {versions.keras_label(row[last].keras)}, the newest Keras run"
-        several = len({cell.tf for cell in cells}) > 1  # else the verdict's span names the one TF
-        parts.append(f"{strategy}{f' on {versions.label(tf)}' if several else ''}: {text}")
-    return parts
-
-
-def verdict(cells: list[Cell]) -> str:
-    """One line a person can act on: what breaks, where (and from which Keras release, and where
-    it is fixed), and what passes."""
-    ran = [cell for cell in cells if cell.outcome not in NOT_A_RUN]
-    tfs = list(dict.fromkeys(versions.label(cell.tf) for cell in cells))
-    span = f"{tfs[0]} → {tfs[-1]}" if len(tfs) > 1 else tfs[0]
-    parts = releases_verdict(cells)
-    broken: dict[tuple[str, str, str], list[str]] = {}
-    unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
-    for cell in ran:
-        if cell.outcome not in ("ok", "interrupted", "not run") and not versions.is_keras_release(cell.keras):
-            broken.setdefault((cell.strategy, cell.keras, cell.signature or cell.outcome, cell.outcome == "wrong"),
-                              []).append(versions.label(cell.tf))
-    for (strategy, keras, why, wrong), where in broken.items():
-        issue = " (keras#20585)" if why == "keras3-multiworker" else ""
-        does = "ends ok and trains wrong" if wrong else "breaks"
-        parts.append(f"{strategy} {does} under {keras} on {', '.join(where)}: {why}{issue}")
-    if unfinished:
-        parts.append(f"interrupted: {len(unfinished)} cell(s) did not finish")
-    if ran and all(cell.outcome == "ok" for cell in ran):
-        parts.append("every cell passes")
-    else:
-        for keras in dict.fromkeys(cell.keras for cell in ran if not versions.is_keras_release(cell.keras)):
-            own = [cell for cell in ran if cell.keras == keras]
-            if all(cell.outcome == "ok" for cell in own) and len(own) < len(ran):
-                parts.append(f"with {keras} every cell passes")
-    losses = [cell.final_loss for cell in ran if cell.outcome == "ok" and cell.final_loss is not None]
-    if len(losses) > 1:
-        spread = (max(losses) - min(losses)) / max(abs(min(losses)), 1e-12)
-        parts.append("final losses identical" if spread == 0 else f"final losses agree to {spread:.0e}"
-                     if spread <= LOSS_AGREEMENT
-                     else f"final losses differ by up to {spread:.1%} (matrix.md: per epoch)")
-    not_installable = [keras_head(cell.keras) for cell in cells if cell.outcome == "not installable"]
-    if not_installable:
-        parts.append(f"not installable (pip): {', '.join(dict.fromkeys(not_installable))}")
-    not_applicable = sum(cell.outcome == "n/a" for cell in cells)
-    if not_applicable:
-        parts.append(f"{not_applicable} cell(s) n/a")
-    if not ran:
-        parts.append("no cell can run")
-    return f"{span}: " + "; ".join(parts)
 
 
 def passed(cells: list[Cell]) -> bool:
