@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from labtest.fakes import FakeBackend
 from tflab.core import cluster, explain
 from tflab.core.explain import Evidence, exception_head, restart_verdict, script_warnings
 from tflab.core.settings import Settings, SettingsError
@@ -180,35 +181,21 @@ def test_restart_policy_is_a_setting_with_exit_code_by_default():
         Settings.from_env({"RESTART_POLICY": "always"})
 
 
-class FakeBackend:
+def ending_at_once(run_dir: Path, attempts: list[dict]) -> FakeBackend:
     """Every task ends at once with the codes and error events of its attempt (the last one repeats)."""
 
-    def __init__(self, run_dir: Path, attempts: list[dict]):
-        self.run_dir, self.attempts, self.started = run_dir, attempts, 0
-        self.tasks = list(attempts[0])
-        self.cluster = cluster.build(Settings(workers=len(self.tasks)))
-        self.oom_killed: dict[str, bool] = {}
-        self.start()
-
-    def start(self) -> None:
-        attempt = self.attempts[min(self.started, len(self.attempts) - 1)]
-        for task, (code, message, oom) in attempt.items():
-            with open(self.run_dir / f"{task}.jsonl", "a") as log:
+    def write_logs(backend: FakeBackend, attempt: int) -> None:
+        for task, (code, message, oom) in attempts[min(attempt, len(attempts) - 1)].items():
+            with open(run_dir / f"{task}.jsonl", "a") as log:
                 for event, fields in [("start", {"versions": {"tensorflow": "2.21.0", "keras": "keras 3"}}),
                                       ("error", {"message": message})][: 1 + bool(message)]:
                     log.write(json.dumps({"event": event, "task": task, "time": 0, **fields}) + "\n")
-            self.oom_killed[task] = oom
-        self.codes = {task: code for task, (code, _, _) in attempt.items()}
-        self.started += 1
+            backend.oom_killed[task] = oom
 
-    def restart(self) -> None:
-        self.start()
-
-    def exit_codes(self) -> dict:
-        return dict(self.codes)
-
-    def stop(self, tasks) -> None:
-        pass
+    codes = [[{task: code for task, (code, _, _) in attempt.items()}] for attempt in attempts]
+    backend = FakeBackend(cluster.build(Settings(workers=len(attempts[0]))), run_dir, codes, on_start=write_logs)
+    backend.start()
+    return backend
 
 
 KERAS_3 = "train.py exited with code 1: " + exception_head((LOGS / "keras3-multiworker.log").read_text())
@@ -225,11 +212,11 @@ KERAS_3 = "train.py exited with code 1: " + exception_head((LOGS / "keras3-multi
 ])
 def test_supervise_restarts_as_the_policy_says_and_restarts_bound_it(tmp_path, capsys, policy, attempts, restarts):
     settings = Settings(workers=2, restarts=2, restart_policy=policy, backup="off")
-    backend = FakeBackend(tmp_path, attempts)
+    backend = ending_at_once(tmp_path, attempts)
     run = runner.LabRun(settings, backend, tmp_path)
     made = run.restarts_made
     outcome, _ = runner.supervise(backend, run)
-    assert len(made) == restarts and backend.started == restarts + 1
+    assert len(made) == restarts and backend.starts == restarts + 1
     assert outcome == ("ok" if attempts[-1]["worker-0"][0] == 0 else "failed")
     if policy == "ExitCode" and not restarts:
         assert re.search(r"^tflab: not restarting: worker-\d failed in a way a restart repeats \((keras3-multiworker|"
@@ -241,7 +228,7 @@ def test_a_task_removed_from_outside_is_named_before_the_failures_it_caused(tmp_
     """The peer of a removed container fails within a second, so one read can see both: the run
     still ends naming the removed task, and restarts nothing (the lab does not recreate it)."""
     settings = Settings(workers=2, restarts=2, backup="off")
-    backend = FakeBackend(tmp_path, [{"worker-0": (1, "UnavailableError: Socket closed", False),
+    backend = ending_at_once(tmp_path, [{"worker-0": (1, "UnavailableError: Socket closed", False),
                                       "worker-1": (explain.VANISHED, "", False)}])
     run = runner.LabRun(settings, backend, tmp_path)
     made = run.restarts_made

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from labtest.cli import assert_refused, lab_env, run_lab
+from labtest.fakes import FakeBackend
 from tflab.backends import compose
 from tflab.core import cluster, runfolder, schema
 from tflab.core.errors import LabError
@@ -115,32 +116,6 @@ def test_chaos_refuses_what_it_cannot_do(changes, expected):
         chaos.Chaos(settings).check(settings)
 
 
-class FakeStack:
-    """Stands in for a swarm stack under runner.supervise: every task runs for three polls, then
-    exits 0; each task's container lives on a node of its own, reached by its own docker command."""
-
-    def __init__(self, settings: Settings, run_dir):
-        self.cluster, self.run_dir = cluster.build(settings), run_dir
-        self.tasks, self.oom_killed, self.proxied, self.polls, self.cuts = self.cluster.tasks, {}, frozenset(), 0, []
-
-    def exit_codes(self) -> dict:
-        self.polls += 1
-        return {task: 0 if self.polls > 3 else None for task in self.tasks}
-
-    def container(self, task: str) -> str:
-        return f"id-{task}"
-
-    def docker_for(self, task: str) -> list[str]:
-        return ["docker", "-H", f"ssh://node-of-{task}"]
-
-    def cut_off(self, task: str):
-        self.cuts.append(task)
-        return subprocess.CompletedProcess([], 0, "", "")
-
-    def stop(self, tasks) -> None:
-        pass
-
-
 @pytest.mark.parametrize("scenario", registry.offered("swarm"))
 def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, tmp_path, monkeypatch):
     """Checked, then plugged into the runner as its observer: the fault reaches the target
@@ -154,7 +129,8 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
     schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1").emit(
         "cluster_ready", seconds=1.0, replicas=2, devices=[])
-    stack = FakeStack(settings, tmp_path)
+    the_cluster = cluster.build(settings)  # every task runs for three polls, then exits 0
+    stack = FakeBackend(the_cluster, tmp_path, [[{}, {}, {}, dict.fromkeys(the_cluster.tasks, 0)]])
     assert runner.supervise(stack, runner.LabRun(settings, stack, tmp_path), fault) == ("ok", [])
     node = ["docker", "-H", "ssh://node-of-worker-1"]
     expected = {"kill": [(("kill", "id-worker-1"), node)],

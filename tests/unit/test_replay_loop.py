@@ -12,6 +12,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from labtest.fakes import FakeBackend
 from tflab.backends.replay.run import ReplayRun
 from tflab.backends.replay.stack import ReplayCluster
 from tflab.backends.replay.volumes import SITE_FILE, hooks_folder, write_hooks
@@ -49,54 +50,10 @@ spec:
 """
 
 
-class FakeProject:
+def stand_in(plan, run_dir, attempts) -> FakeBackend:
     """Stands in for stack.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
     poll (the last one holds); SIGTERM ends a replica with 143, SIGKILL with 137."""
-
-    def __init__(self, plan, run_dir, attempts):
-        self.cluster = ReplayCluster(plan)
-        self.tasks = self.cluster.tasks
-        self.run_dir, self.attempts = run_dir, attempts
-        self.proxied, self.oom_killed, self.description = frozenset(), {}, "a stand-in project"
-        self.attempt = self.poll = 0
-        self.ended: dict[str, int] = {}
-        self.terminated: list[str] = []
-        self.closed = False
-
-    def start(self) -> None:
-        self.poll, self.ended = 0, {}
-
-    def restart(self) -> None:
-        self.attempt += 1
-        self.start()
-
-    def exit_codes(self) -> dict:
-        script = self.attempts[min(self.attempt, len(self.attempts) - 1)]
-        codes = {task: None for task in self.tasks} | script[min(self.poll, len(script) - 1)]
-        self.poll += 1
-        return codes | self.ended
-
-    def state(self) -> dict:
-        codes = self.exit_codes()
-        self.poll -= 1  # the watcher's look is no poll of the run's
-        started = f"2026-12-04T10:0{self.attempt}:00.000000000Z"
-        return {task: {"StartedAt": started, "Id": task, "Running": code is None,
-                       "Status": "running" if code is None else "exited", "ExitCode": code,
-                       "FinishedAt": f"2026-12-04T10:0{self.attempt}:05.000000000Z"}
-                for task, code in codes.items() if code != explain.VANISHED}
-
-    def terminate(self, tasks) -> None:
-        self.terminated += tasks
-        self.ended |= dict.fromkeys(tasks, 143)
-
-    def stop(self, tasks) -> None:
-        self.ended |= dict.fromkeys(tasks, 137)
-
-    def save_output(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
+    return FakeBackend(ReplayCluster(plan), run_dir, attempts, description="a stand-in project")
 
 
 class Guard:
@@ -111,7 +68,7 @@ def quick(monkeypatch):
     monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())  # no process for a stand-in's run
 
 
-def run_replay(tmp_path, job: str, attempts, timeout: float | None = None) -> tuple[int, FakeProject, Summary]:
+def run_replay(tmp_path, job: str, attempts, timeout: float | None = None) -> tuple[int, FakeBackend, Summary]:
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "tfjob.yaml"
     path.write_text(textwrap.dedent(job))
@@ -120,7 +77,7 @@ def run_replay(tmp_path, job: str, attempts, timeout: float | None = None) -> tu
     if timeout is not None:
         plan.timeout = timeout  # the lab's TIMEOUT, shorter than Settings allows, for a quick test
     run_dir = tmp_path / "runs" / "r1"
-    project = FakeProject(plan, run_dir, attempts)
+    project = stand_in(plan, run_dir, attempts)
     code = runner.run(ReplayRun(plan, settings, project, run_dir))
     return code, project, Summary.read(run_dir)
 
@@ -489,7 +446,7 @@ def run_trainjob(tmp_path, attempts, restarts: int) -> tuple[int, Summary]:
     settings = Settings(trainjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1")
     plan = trainjob.load(settings)
     run_dir = tmp_path / "runs" / "r1"
-    project = FakeProject(plan, run_dir, attempts)
+    project = stand_in(plan, run_dir, attempts)
     code = runner.run(ReplayRun(plan, settings, project, run_dir))
     return code, Summary.read(run_dir)
 
@@ -618,7 +575,7 @@ def test_a_replicas_failure_is_explained_from_its_output_and_why_says_it_all(tmp
         lines = [f"worker-0 | 2026-12-04T10:00:01.000000+00:00 {line}" for line in download.splitlines()]
         (project.run_dir / "output.log").write_text("\n".join(lines) + "\n")
 
-    monkeypatch.setattr(FakeProject, "save_output", save_output)
+    monkeypatch.setattr(FakeBackend, "save_output", save_output)
     # backoffLimit 2: the second in-place restart reaches it (PastBackoffLimit, sum >= limit): one restart made
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
     assert code == 1 and len(result["restarts"]) == 1

@@ -1,0 +1,93 @@
+"""The unit tests' one fake backend and one fake engine: a scripted run the runner supervises as
+it would a real one, and a docker CLI that answers from a table, so no unit test needs an engine.
+
+FakeBackend implements backends.base.ContainerBackend (and the `state` of replay.ReplayStack, which
+a TFJob replay's watcher reads); FakeEngine stands in behind engine/docker.py's one door to the CLI
+(`docker.run_quiet`), so every docker verb of the lab reaches it as the argv it would have run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from tflab.core import explain
+from tflab.core.cluster import Cluster
+
+
+class FakeBackend:
+    """A run whose exit codes are scripted: attempts[n] is the n-th start's, one dict of task ->
+    code per poll (a task not in it is running; the last dict holds). SIGTERM ends a running task
+    with 143, SIGKILL with 137, and it stays ended. on_start(backend, attempt) runs at each start
+    (a test writes the task's logs there). Each task's container lives on a node of its own,
+    reached by its own docker command; a partition's cut is recorded, not done."""
+
+    def __init__(self, the_cluster: Cluster, run_dir: Path, attempts: list[list[dict[str, int]]],
+                 on_start: Callable[[FakeBackend, int], None] | None = None, description: str = "a stand-in"):
+        self.cluster, self.run_dir, self.attempts, self.on_start = the_cluster, run_dir, attempts, on_start
+        self.tasks, self.description = the_cluster.tasks, description
+        self.proxied: frozenset[str] = frozenset()
+        self.oom_killed: dict[str, bool] = {}
+        self.attempt = self.poll = self.starts = 0  # attempt: restarts made; starts: start() calls
+        self.ended: dict[str, int] = {}
+        self.terminated: list[str] = []
+        self.cuts: list[str] = []  # cut_off's tasks, in order
+        self.reconnected: list[str] = []  # reconnect's
+        self.closed = False
+
+    def start(self) -> None:
+        self.poll, self.ended = 0, {}
+        self.starts += 1
+        if self.on_start:
+            self.on_start(self, self.attempt)
+
+    def restart(self) -> None:
+        self.attempt += 1
+        self.start()
+
+    def exit_codes(self) -> dict[str, int | None]:
+        script = self.attempts[min(self.attempt, len(self.attempts) - 1)]
+        codes = {task: None for task in self.tasks} | script[min(self.poll, len(script) - 1)]
+        self.poll += 1
+        return codes | self.ended
+
+    def state(self) -> dict:
+        """What replay.ReplayStack.state reads of the engine, made from the scripted codes."""
+        codes = self.exit_codes()
+        self.poll -= 1  # the watcher's look is no poll of the run's
+        started = f"2026-12-04T10:0{self.attempt}:00.000000000Z"
+        return {task: {"StartedAt": started, "Id": task, "Running": code is None,
+                       "Status": "running" if code is None else "exited", "ExitCode": code,
+                       "FinishedAt": f"2026-12-04T10:0{self.attempt}:05.000000000Z"}
+                for task, code in codes.items() if code != explain.VANISHED}
+
+    def terminate(self, tasks: list[str]) -> None:
+        self.terminated += tasks
+        self.ended |= dict.fromkeys(tasks, 143)
+
+    def stop(self, tasks: list[str]) -> None:
+        self.ended |= dict.fromkeys(tasks, 137)
+
+    def save_output(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def container(self, task: str) -> str:
+        return f"id-{task}"
+
+    def network(self) -> str:
+        return "a-stand-in-network"
+
+    def docker_for(self, task: str) -> list[str]:
+        return ["docker", "-H", f"ssh://node-of-{task}"]
+
+    def cut_off(self, task: str) -> subprocess.CompletedProcess:
+        self.cuts.append(task)
+        return subprocess.CompletedProcess([], 0, "", "")
+
+    def reconnect(self, task: str) -> subprocess.CompletedProcess:
+        self.reconnected.append(task)
+        return subprocess.CompletedProcess([], 0, "", "")
