@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tflab.core import explain
 from tflab.core.cluster import Cluster
+from tflab.engine import docker
 
 
 class FakeBackend:
@@ -91,3 +92,40 @@ class FakeBackend:
     def reconnect(self, task: str) -> subprocess.CompletedProcess:
         self.reconnected.append(task)
         return subprocess.CompletedProcess([], 0, "", "")
+
+
+Answer = Callable[[list[str]], "subprocess.CompletedProcess | None"]
+
+
+class FakeEngine:
+    """The docker CLI as docker.run_quiet reaches it, every docker verb's one door: each command is
+    recorded (`commands`, the argv; `calls`, docker.run's view of it) and answered by `answer`,
+    a function of the argv that returns the result, or None for the default: exit 0 with `stdout`.
+    A test that asserts on the commands rather than answering them leaves `answer` out."""
+
+    def __init__(self, monkeypatch, answer: Answer | None = None, stdout: str = ""):
+        self.answer, self.stdout = answer, stdout
+        self.commands: list[list[str]] = []
+        self.timeouts: list[float] = []
+        monkeypatch.setattr(docker, "run_quiet", self.run)
+
+    def run(self, command: list[str], timeout: float = 60, env=None, **_) -> subprocess.CompletedProcess:
+        self.commands.append(list(command))
+        self.timeouts.append(timeout)
+        answered = self.answer(list(command)) if self.answer else None
+        return answered if answered is not None else subprocess.CompletedProcess(command, 0, self.stdout, "")
+
+    @property
+    def calls(self) -> list[tuple[tuple[str, ...], float, list[str] | None]]:
+        """Each docker command as docker.run was given it: (its args, its timeout, its engine:
+        None for this host's, `docker -H <address>` for another's)."""
+        seen = []
+        for command, timeout in zip(self.commands, self.timeouts):
+            engine = command[:3] if command[1:2] == ["-H"] else None
+            seen.append((tuple(command[len(engine or ["docker"]):]), timeout, engine))
+        return seen
+
+
+def answered(command: list[str], code: int = 0, stdout: str = "", stderr: str = "") -> subprocess.CompletedProcess:
+    """What the CLI said to a command: its exit code and output."""
+    return subprocess.CompletedProcess(command, code, stdout, stderr)

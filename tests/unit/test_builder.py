@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from labtest.fakes import FakeEngine, answered
 from tflab import images
 from tflab.images import builder, progress, record
 
@@ -142,9 +143,7 @@ def test_clean_removes_what_is_built_on_an_image_before_it_and_only_this_checkou
 
 @pytest.mark.parametrize("code, found", [(0, True), (1, False)])
 def test_buildkit_is_used_where_the_cli_has_buildx(monkeypatch, code, found):
-    import subprocess
-    monkeypatch.setattr(builder.docker, "run_quiet",
-                        lambda command, timeout=60, env=None: subprocess.CompletedProcess(command, code))
+    FakeEngine(monkeypatch, lambda command: answered(command, code))
     assert builder.buildkit() is found
 
 
@@ -159,14 +158,7 @@ def test_pip_installs_lines_become_progress():
 
 @pytest.mark.parametrize("install_code", [0, 3])
 def test_the_install_container_is_committed_once_it_succeeded_and_removed_either_way(monkeypatch, install_code):
-    import subprocess
-    commands = []
-
-    def docker(command, timeout=60, env=None):
-        commands.append(command)
-        return subprocess.CompletedProcess(command, 0, "", "")
-
-    monkeypatch.setattr(builder.docker, "run_quiet", docker)
+    commands = FakeEngine(monkeypatch).commands
     monkeypatch.setattr(builder.progress, "run_summarised", lambda command, *args, **kwargs: (
         commands.append(command) or (install_code, "pip's tail")))
     code, tail = builder.install_and_commit("tflab-base:bookworm", Path("/ctx"), "/tmp/in", ["sh", "/tmp/in/x.sh"],

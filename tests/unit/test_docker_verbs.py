@@ -1,24 +1,17 @@
 """docker.py's verbs spell exactly the command lines their callers spelled themselves before the
 verbs existed (the argv, the timeout, the engine), so moving them changed nothing the engine sees."""
 
-import subprocess
 
 import pytest
+from labtest.fakes import FakeEngine
 from tflab.engine import docker, dockerswarm
 
 OTHER = ["docker", "-H", "unix:///sim/n1/docker.sock"]
 
 
 @pytest.fixture
-def calls(monkeypatch):
-    seen = []
-
-    def fake_run(*args, timeout=60, env=None, engine=None):
-        seen.append((args, timeout, engine))
-        return subprocess.CompletedProcess(args, 0, "1380000000\n", "")
-
-    monkeypatch.setattr(docker, "run", fake_run)
-    return seen
+def cli(monkeypatch) -> FakeEngine:
+    return FakeEngine(monkeypatch, stdout="1380000000\n")
 
 
 VERBS = [
@@ -88,9 +81,9 @@ VERBS = [
 
 
 @pytest.mark.parametrize("call, argv, timeout, engine", VERBS)
-def test_each_verb_is_the_command_line_its_callers_spelled(calls, call, argv, timeout, engine):
+def test_each_verb_is_the_command_line_its_callers_spelled(cli, call, argv, timeout, engine):
     call()
-    assert calls == [(argv, timeout, engine)]
+    assert cli.calls == [(argv, timeout, engine)]
 
 
 def test_the_argv_builders_for_streams_and_the_swarm_sim():

@@ -4,18 +4,16 @@ proxies and network mode; the delay proxy itself, on loopback; and what make cha
 import asyncio
 import json
 import socket
-import subprocess
 import threading
 import time
 
 import pytest
 from labtest.cli import assert_refused, lab_env, run_lab
-from labtest.fakes import FakeBackend
+from labtest.fakes import FakeBackend, FakeEngine
 from tflab.backends import compose
 from tflab.core import cluster, runfolder, schema
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
-from tflab.engine import docker
 from tflab.faults import chaos, registry, soak
 from tflab.supervisor import runner
 from tflab.trainer import linkproxy
@@ -123,9 +121,7 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     settings = Settings(backend="swarm", scenario=scenario, at="seconds:0")
     fault = chaos.Chaos(settings)
     fault.check(settings)
-    ran = []
-    monkeypatch.setattr(docker, "run", lambda *args, engine=None, **_: ran.append((args, engine)) or
-                        subprocess.CompletedProcess([], 0, "", ""))
+    engine = FakeEngine(monkeypatch)
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
     schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1").emit(
         "cluster_ready", seconds=1.0, replicas=2, devices=[])
@@ -137,6 +133,7 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
                 "stop": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)],
                 "pause": [(("pause", "id-worker-1"), node)], "partition": [],
                 "preempt": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)]}[scenario]
+    ran = [(args, node_of) for args, _, node_of in engine.calls]
     assert ran == expected and stack.cuts == (["worker-1"] if scenario == "partition" else [])
     injected = [json.loads(line) for line in (tmp_path / runfolder.CHAOS_LOG).read_text().splitlines()]
     assert [(r["event"], r["target"], r.get("ok")) for r in injected][:1] == [("injected", "worker-1", True)]

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from labtest import arm64
 from labtest.cli import REPO, lab_env
+from labtest.fakes import FakeEngine
 
 SCRIPT = REPO / "scripts" / "enable-arm64-emulation.sh"
 ENABLED = "enabled\ninterpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P\nflags: POF\noffset 0\n"
@@ -200,7 +201,7 @@ def test_images_tag_prints_the_bare_tag_alone_on_stdout(tag_only, monkeypatch, c
     monkeypatch.setattr(docker, "check", lambda: "engine")
     monkeypatch.setattr(images, "trainer_variant", lambda settings: images.variant())
     monkeypatch.setattr(images, "ensure_image", build)
-    monkeypatch.setattr(docker, "run", lambda *args, **kwargs: subprocess.CompletedProcess(args, 0, "1380000000\n", ""))
+    FakeEngine(monkeypatch, stdout="1380000000\n")
     assert cli.main(["images", *(["--tag"] if tag_only else [])]) == 0
     out, err = capfd.readouterr()
     if tag_only:

@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
+from labtest.fakes import FakeEngine, answered
 from tflab import console, images
 from tflab.backends import compose
 from tflab.core import cluster
@@ -125,15 +126,12 @@ def test_the_trainers_stay_hardened_with_gpus():
 
 
 def info_answer(monkeypatch, answer: dict) -> list:
-    calls = []
-
-    def fake_run_quiet(command, timeout=60, env=None):
-        calls.append(command)
+    """An engine that answers `docker info` with `answer`, and only that; the commands it was given."""
+    def only_info(command: list[str]):
         assert command == ["docker", "info", "--format", "{{json .}}"]
-        return subprocess.CompletedProcess(command, 0, json.dumps(answer) + "\n", "")
+        return answered(command, 0, json.dumps(answer) + "\n")
 
-    monkeypatch.setattr(docker, "run_quiet", fake_run_quiet)
-    return calls
+    return FakeEngine(monkeypatch, only_info).commands
 
 
 def check_gpus(settings: Settings) -> tuple[str, ...]:
@@ -153,15 +151,14 @@ def test_an_engine_without_the_nvidia_runtime_is_refused(monkeypatch):
 
 
 def test_an_unreadable_engine_answer_is_refused_too(monkeypatch):
-    monkeypatch.setattr(docker, "run_quiet", lambda command, timeout=60, env=None:
-                        subprocess.CompletedProcess(command, 0, "not json", ""))
+    FakeEngine(monkeypatch, stdout="not json")
     with pytest.raises(LabError, match="this Docker engine has only: none; install"):
         check_gpus(Settings(gpus="0"))
 
 
 def test_no_gpus_asks_the_engine_nothing(monkeypatch):
-    monkeypatch.setattr(docker, "run_quiet", lambda *args, **kwargs: pytest.fail("docker was asked"))
-    assert check_gpus(Settings()) == ()
+    engine = FakeEngine(monkeypatch)
+    assert check_gpus(Settings()) == () and engine.commands == []
 
 
 @pytest.mark.parametrize("engine", [ENGINE_WITH_NVIDIA, ENGINE_WITH_CDI])
@@ -192,16 +189,14 @@ def test_gpus_all_on_a_cluster_without_a_gpu_list_is_refused(monkeypatch):
 def test_the_host_gpu_list_comes_from_nvidia_smi(monkeypatch, returncode, stdout, expected):
     monkeypatch.setattr(gpus.shutil, "which", lambda name: f"/usr/bin/{name}")
 
-    def fake_run_quiet(command, timeout=60, env=None):
-        assert command == ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
-        return subprocess.CompletedProcess(command, returncode, stdout, "NVIDIA-SMI has failed" * (returncode != 0))
-
-    monkeypatch.setattr(docker, "run_quiet", fake_run_quiet)
+    engine = FakeEngine(monkeypatch, lambda command: answered(command, returncode, stdout,
+                                                             "NVIDIA-SMI has failed" * (returncode != 0)))
     if expected is None:
         with pytest.raises(LabError, match="nvidia-smi answered no GPU list"):
             gpus.host_gpu_indexes()
     else:
         assert gpus.host_gpu_indexes() == expected
+    assert engine.commands == [["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]]
 
 
 def test_a_refused_gpu_run_writes_and_builds_nothing(monkeypatch, tmp_path):
@@ -303,11 +298,7 @@ def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(mo
         monkeypatch.setattr(module, "image_id", lambda name: f"sha256:{name}" if name in present else None)
     wheels = []
     monkeypatch.setattr(images, "ensure_wheels", lambda image: wheels.append(image.wheels))
-    commands, builds = [], []
-
-    def docker(command, **kwargs):
-        commands.append(command)
-        return subprocess.CompletedProcess(command, 0, "", "")
+    commands, builds = FakeEngine(monkeypatch).commands, []
 
     def build(dockerfile, context, tag, build_args, platform=""):
         builds.append((dockerfile.name, tag, build_args))
@@ -318,7 +309,6 @@ def test_a_gpu_run_builds_the_gpu_image_and_replaces_only_its_own_predecessor(mo
         present.add(tag)
         return 0, ""
 
-    monkeypatch.setattr(images.subprocess, "run", docker)
     monkeypatch.setattr(images, "docker_build", build)
     monkeypatch.setattr(images.builder, "install_and_commit", install)
     tag = images.ensure_image("", images.variant_for("all"))

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes_validate.utils import schema_contents
+from labtest.fakes import FakeEngine, answered
 from tflab.backends import replay
 from tflab.backends.replay.images import check_images, check_non_root
 from tflab.backends.replay.stack import FoldedOutput, render
 from tflab.backends.replay.volumes import volume_path, write_volumes
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
-from tflab.engine import docker
 from tflab.k8s import manifest, tfjob
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -365,21 +365,16 @@ def test_the_engine_checks_refuse_root_images_and_cpu_beyond_the_engine(tmp_path
     text = textwrap.dedent(JOB).replace("securityContext: {runAsUser: 1000}", "securityContext: {runAsNonRoot: true}")
     text = text.replace("workingDir: /app", "workingDir: /app\n            resources: {limits: {cpu: \"64\"}}")
     plan = load(tmp_path, text)
-    calls = []
-
-    def fake_docker(*args, **_):
-        calls.append(args)
-        out = '""' if args[:2] == ("image", "inspect") else "8"
-        return type("Done", (), {"returncode": 0, "stdout": out + "\n"})()
-
-    monkeypatch.setattr(docker, "run", fake_docker)
+    engine = FakeEngine(monkeypatch, lambda command: answered(
+        command, 0, ('""' if command[1:3] == ["image", "inspect"] else "8") + "\n"))
     with pytest.raises(tfjob.ManifestError, match="image mine:1 runs as root, but its pod asks runAsNonRoot"):
         check_images(plan)
     monkeypatch.setattr("tflab.backends.replay.images.check_non_root", lambda image, user: None)
     with pytest.raises(tfjob.ManifestError, match="worker-0's resources.limits.cpu is 64, more than this Docker "
                                                   "engine's 8 CPUs"):
         check_images(plan)
-    assert [c for c in calls if c[0] == "info"] == [("info", "--format", "{{.NCPU}}")]  # read once a check
+    infos = [args for args, _, _ in engine.calls if args[0] == "info"]
+    assert infos == [("info", "--format", "{{.NCPU}}")]  # read once a check
 
 
 def test_errors_are_lab_errors_for_the_cli():

@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 from labtest.cli import REPO
+from labtest.fakes import FakeEngine
 from tflab import images
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
@@ -92,16 +93,13 @@ def test_bad_platform_settings_are_refused_in_one_line(values, expected):
     assert Settings.from_env({}, {"PLATFORM": "linux/amd64", "GPUS": "all"}).platform == "linux/amd64"
 
 
-class FakeEngine:
-    """Images by name -> architecture; pulls that succeed give the platform asked for."""
+class ImagesHere:
+    """FakeEngine's answers: images by name -> architecture; pulls that succeed give the platform asked for."""
 
-    def __init__(self, monkeypatch, images_here: dict[str, str], registry: bool, native: str = "amd64"):
-        self.images, self.registry, self.native, self.commands = dict(images_here), registry, native, []
-        monkeypatch.setattr(docker, "run_quiet", self.run)
-        monkeypatch.setattr(images.subprocess, "run", self.run)
+    def __init__(self, images_here: dict[str, str], registry: bool, native: str):
+        self.images, self.registry, self.native = dict(images_here), registry, native
 
-    def run(self, command, **kwargs):
-        self.commands.append(command)
+    def __call__(self, command):
         ok = subprocess.CompletedProcess(command, 0, "", "")
         failed = subprocess.CompletedProcess(command, 1, "", "Error: No such image")
         if command[:3] == ["docker", "image", "inspect"]:
@@ -122,40 +120,47 @@ class FakeEngine:
         raise AssertionError(f"unexpected command {command}")
 
 
+def fake_engine(monkeypatch, images_here: dict[str, str], registry: bool, native: str = "amd64") -> FakeEngine:
+    engine = FakeEngine(monkeypatch, ImagesHere(images_here, registry, native))
+    # images/base/build.sh, which runs its own docker commands, is started by subprocess.run, not docker.run_quiet
+    monkeypatch.setattr(images.subprocess, "run", engine.run)
+    return engine
+
+
 def test_the_base_is_taken_only_for_its_platform(monkeypatch, tmp_path):
     """An amd64 python:3.11-slim on the engine is not an arm64 base: with a registry it is pulled
     for linux/arm64; without one, the arm64 Debian base is built under its own tag."""
     monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")  # a base it bootstraps is recorded
-    engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=True)
+    engine = fake_engine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=True)
     assert images.ensure_base("", images.ARM64, images.AMD64) == "python:3.11-slim"
     assert ["docker", "pull", "--quiet", "--platform", "linux/arm64", "python:3.11-slim"] in engine.commands
-    engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=False)
+    engine = fake_engine(monkeypatch, {"python:3.11-slim": "amd64"}, registry=False)
     assert images.ensure_base("", images.ARM64, images.AMD64) == "tflab-base:bookworm-arm64"
     assert ["bash", str(images.BASE_SCRIPT), "tflab-base:bookworm-arm64", "linux/arm64"] in engine.commands
     assert record.built_images("bases") == ["tflab-base:bookworm-arm64"]  # so this checkout's clean removes it
     # x86_64 as before: the image it has, no pull, no --platform.
-    engine = FakeEngine(monkeypatch, {"python:3.11-slim": "amd64", "tflab-base:bookworm-arm64": "arm64"}, False)
+    engine = fake_engine(monkeypatch, {"python:3.11-slim": "amd64", "tflab-base:bookworm-arm64": "arm64"}, False)
     assert images.ensure_base("", images.AMD64, images.AMD64) == "python:3.11-slim"
     assert not [command for command in engine.commands if command[:2] == ["docker", "pull"]]
     # A Mac: its own platform, pulled without --platform.
-    engine = FakeEngine(monkeypatch, {}, registry=True, native="arm64")
+    engine = fake_engine(monkeypatch, {}, registry=True, native="arm64")
     assert images.ensure_base("", images.ARM64, images.ARM64) == "python:3.11-slim"
     assert ["docker", "pull", "--quiet", "python:3.11-slim"] in engine.commands
 
 
 def test_a_base_image_of_the_wrong_platform_is_refused(monkeypatch):
-    FakeEngine(monkeypatch, {"my/python:3.11": "amd64"}, registry=False)
+    fake_engine(monkeypatch, {"my/python:3.11": "amd64"}, registry=False)
     with pytest.raises(LabError, match="^BASE_IMAGE=my/python:3.11 is a linux/amd64 image, but the trainer is "
                                        "being built for linux/arm64: .* or set PLATFORM=linux/amd64$"):
         images.ensure_base("my/python:3.11", images.ARM64, images.AMD64)
 
 
 def test_an_engine_that_cannot_emulate_arm64_is_told_how_to(monkeypatch):
-    def cannot(command, **kwargs):
+    def cannot(command):
         assert command[:3] == ["docker", "run", "--rm"]
         return subprocess.CompletedProcess(command, 1, "", "exec /usr/bin/true: exec format error\n")
 
-    monkeypatch.setattr(docker, "run_quiet", cannot)
+    FakeEngine(monkeypatch, cannot)
     with pytest.raises(LabError) as refused:
         images.check_emulation(images.ARM64, "tflab-base:bookworm-arm64")
     assert str(refused.value) == (
@@ -225,7 +230,7 @@ def test_platform_arm64_without_emulation_is_refused_before_anything_is_announce
     """It once printed "cannot pull ...; building tflab-base:bookworm-arm64" and then failed twice."""
     this_linux(monkeypatch, Architecture="x86_64")
     monkeypatch.setattr(platforms, "BINFMT_MISC", tmp_path)  # no handler
-    engine = FakeEngine(monkeypatch, {}, registry=False)
+    engine = fake_engine(monkeypatch, {}, registry=False)
     with pytest.raises(LabError) as refused:
         images.ensure_image("", images.variant_for("", images.ARM64))
     assert str(refused.value) == images.emulation_missing(images.ARM64, images.AMD64, tmp_path)
