@@ -8,6 +8,7 @@ a TFJob replay's watcher reads); FakeEngine stands in behind engine/docker.py's 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -129,3 +130,18 @@ class FakeEngine:
 def answered(command: list[str], code: int = 0, stdout: str = "", stderr: str = "") -> subprocess.CompletedProcess:
     """What the CLI said to a command: its exit code and output."""
     return subprocess.CompletedProcess(command, code, stdout, stderr)
+
+
+def docker_on_path(folder: Path, script: str, monkeypatch=None) -> Path:
+    """A `docker` executable made of a shell script, in folder/bin, first on PATH (this process's,
+    with monkeypatch). FakeEngine cannot stand in where the docker CLI is started as a process of
+    its own rather than through docker.run_quiet: a stream the lab reads while it runs (`docker
+    events`, `docker start --attach`), the reaper (a process of its own), or the CLI run as a
+    subprocess by a test; this does, at the cost of a shell script. Returns folder/bin."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "docker").write_text(script)
+    (bin_dir / "docker").chmod(0o755)
+    if monkeypatch is not None:
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir

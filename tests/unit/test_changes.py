@@ -2,11 +2,11 @@
 RECHECK_SECONDS, or once its event stream is gone; and ComposeStack.exit_codes reads through it.
 The engine is a stand-in `docker` on PATH that prints an event each time the test lets it."""
 
-import os
 import time
 from pathlib import Path
 
 import pytest
+from labtest.fakes import docker_on_path
 from tflab.backends import compose
 from tflab.core.cluster import build
 from tflab.core.settings import Settings
@@ -28,11 +28,7 @@ done
 
 @pytest.fixture
 def engine(tmp_path, monkeypatch):
-    fake = tmp_path / "bin" / "docker"
-    fake.parent.mkdir()
-    fake.write_text(FAKE_DOCKER.format(folder=tmp_path))
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    docker_on_path(tmp_path, FAKE_DOCKER.format(folder=tmp_path), monkeypatch)
     return tmp_path
 
 

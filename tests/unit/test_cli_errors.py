@@ -8,13 +8,13 @@ import os
 import re
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from labtest.cli import REPO, assert_refused, lab_env, run_lab
+from labtest.fakes import docker_on_path
 from tflab.core import cluster, runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
@@ -81,13 +81,10 @@ def test_an_existing_run_is_never_overwritten(tmp_path):
 
 def shim_path(tmp_path: Path, docker_script: str | None) -> str:
     """A PATH holding only a `docker` made of `docker_script` (or no docker at all)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    if docker_script is not None:
-        docker = bin_dir / "docker"
-        docker.write_text("#!/bin/sh\n" + docker_script)
-        docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
-    return str(bin_dir)
+    if docker_script is None:
+        (tmp_path / "bin").mkdir()
+        return str(tmp_path / "bin")
+    return str(docker_on_path(tmp_path, "#!/bin/sh\n" + docker_script))
 
 
 def test_docker_not_installed(tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from labtest.fakes import docker_on_path
 from tflab import backends
 from tflab.backends import compose
 from tflab.cli import makesignals
@@ -195,11 +196,8 @@ def test_a_hostile_owner_file_never_raises_and_never_names_a_stranger(tmp_path, 
 
 def test_the_reaper_removes_only_when_the_lab_did_not_release_it(tmp_path, monkeypatch):
     """The real pipe and process, with `docker` a stand-in that records what it is asked."""
-    bin_dir, record = tmp_path / "bin", tmp_path / "asked"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text(f'#!/bin/sh\necho "$@" >> {record}\n')
-    (bin_dir / "docker").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    record = tmp_path / "asked"
+    docker_on_path(tmp_path, f'#!/bin/sh\necho "$@" >> {record}\n', monkeypatch)
     calm = reaper.watch(tmp_path / "calm")
     calm.release()
     assert not record.exists(), "a released reaper touched the engine"
@@ -326,11 +324,7 @@ def test_up_with_more_tasks_than_the_engines_memory_holds_is_refused_before_anyt
 def test_the_reaper_kills_local_tasks_when_their_lab_is_killed(tmp_path, monkeypatch):
     """BACKEND=local's tasks lead sessions of their own, so a SIGKILL of the lab's group misses
     them: the reaper kills the groups the lab told it of."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")  # no engine here: nothing to remove
-    (bin_dir / "docker").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    docker_on_path(tmp_path, "#!/bin/sh\nexit 0\n", monkeypatch)  # no engine here: nothing to remove
     lab = subprocess.Popen([sys.executable, "-c", f"""
 import subprocess, sys, time
 sys.path.insert(0, {str(Path(reaper.__file__).parents[2])!r})
@@ -360,13 +354,9 @@ time.sleep(120)
 def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, monkeypatch):
     """`docker start --attach` of a created container fails (a stand-in engine says why): the run
     ends at once naming the task and the engine's reason, not at TIMEOUT with the task 'running'."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text('#!/bin/sh\ncase "$1" in\n'
-                                    '  start) echo "Error response from daemon: no such device" >&2; exit 1 ;;\n'
-                                    '  inspect) echo created ;;\nesac\n')
-    (bin_dir / "docker").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    docker_on_path(tmp_path, '#!/bin/sh\ncase "$1" in\n'
+                             '  start) echo "Error response from daemon: no such device" >&2; exit 1 ;;\n'
+                             '  inspect) echo created ;;\nesac\n', monkeypatch)
     output = compose.TaskOutput(tmp_path, "output.log")
     output.attach("worker-0", "abc")
     with pytest.raises(LabError) as refused:
