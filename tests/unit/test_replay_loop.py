@@ -112,6 +112,9 @@ def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_pat
     assert "[ps-0] exited with code 143 after 5.0 s" in out
     config = json.loads((project.run_dir / "config.json").read_text())
     assert config["settings"] == result["settings"] and config["hosts"]["ps-0"] == "job-ps-0"
+    # Written by the lab's one config.json writer (runfolder.run_config), as every run's is
+    assert config["layout"] == runfolder.LAYOUT and config["created"] and config["tasks"] == project.tasks
+    assert config["tf_config"]["ps-0"]["task"] == {"type": "ps", "index": 0} and config["tfjob"].endswith("tfjob.yaml")
 
 
 def test_a_chief_that_failed_under_backoff_limit_1_fails_the_job_at_its_first_restart(tmp_path, capsys):

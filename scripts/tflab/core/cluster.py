@@ -99,6 +99,11 @@ class Cluster:
     def tf_config(self, task: str) -> dict:
         return tf_config_for(self.spec, task)
 
+    def tf_configs(self) -> dict[str, dict | None]:
+        """Every task's TF_CONFIG, as config.json records them; None for all where there is no
+        cluster (one process)."""
+        return {task: self.tf_config(task) if self.spec else None for task in self.tasks}
+
     def tf_config_env(self, task: str) -> dict[str, str]:
         return tf_config_env(self.spec, task)
 

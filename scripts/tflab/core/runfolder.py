@@ -28,7 +28,7 @@ import stat
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tflab.core import beneath, foreign
 from tflab.core import task as task_contract
@@ -411,21 +411,25 @@ def live_owner(run_dir: Path) -> int | None:
     return owner_of(run_dir).pid
 
 
-def run_config(settings: Settings, run: str, cluster) -> dict:
-    """config.json: the settings, the cluster spec, every task and its TF_CONFIG (cluster.Cluster)."""
+def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster, **more) -> dict:
+    """config.json: the settings, the cluster spec, every task and its TF_CONFIG (cluster.Cluster's
+    names: spec, tasks, tf_configs). The one writer of it, for the lab's runs and a replay's, whose
+    settings are what its manifest says (a mapping, tfjob.replay_settings) and whose cluster is its
+    plan's (replay.stack.ReplayCluster); `more`: a replay's own keys (tfjob, hosts)."""
     return {
         "run": run,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": settings.replace(run=run).to_dict(),
+        "settings": settings.replace(run=run).to_dict() if isinstance(settings, Settings) else dict(settings),
         "cluster": cluster.spec,
         "tasks": list(cluster.tasks),
-        "tf_config": {task: cluster.tf_config(task) if cluster.spec else None for task in cluster.tasks},
+        "tf_config": cluster.tf_configs(),
         "layout": LAYOUT,
+        **more,
     }
 
 
-def write_config(run_dir: Path, settings: Settings, cluster) -> None:
-    write_lab_json(run_dir, CONFIG, run_config(settings, run_dir.name, cluster))
+def write_config(run_dir: Path, settings: "Settings | Mapping[str, Any]", cluster, **more) -> None:
+    write_lab_json(run_dir, CONFIG, run_config(settings, run_dir.name, cluster, **more))
 
 
 def write_lab_json(run_dir: Path, name: str, data) -> None:

@@ -4,12 +4,11 @@ would decide them from the replicas' exit codes."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from tflab import console
-from tflab.backends.replay.stack import ReplayStack
+from tflab.backends.replay.stack import ReplayCluster, ReplayStack
 from tflab.backends.replay.volumes import write_hooks, write_volumes
 from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import runfolder
@@ -47,12 +46,8 @@ class ReplayRun(runner.LabRun):
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
         settings = replay_settings(plan, self.settings, run_dir.name)
-        runfolder.write_json(run_dir / runfolder.CONFIG, {
-            "run": run_dir.name, "tfjob": str(plan.path), "settings": settings,
-            "cluster": plan.spec, "tasks": [t.name for t in plan.tasks],
-            "tf_config": {t.name: json.loads(t.tf_config or t.service["environment"]["TF_CONFIG"])
-                          if t.tf_config or "TF_CONFIG" in t.service["environment"] else None for t in plan.tasks},
-            "hosts": {t.name: t.host for t in plan.tasks}})
+        runfolder.write_config(run_dir, settings, ReplayCluster(plan), tfjob=str(plan.path),
+                               hosts={t.name: t.host for t in plan.tasks})
         write_volumes(plan, run_dir, self.settings)
         write_hooks(plan, run_dir, self.settings)
         self.watcher = Watcher(plan, run_dir)

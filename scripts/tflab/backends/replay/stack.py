@@ -71,6 +71,11 @@ class ReplayCluster:
     def role(self, task: str) -> str:
         return "script"  # every replica runs its own command, watched from outside
 
+    def tf_configs(self) -> dict[str, dict | None]:
+        """Each replica's TF_CONFIG as the operator gives it (or the manifest sets it), None where none."""
+        return {task.name: json.loads(task.tf_config or task.service["environment"]["TF_CONFIG"])
+                if task.tf_config or "TF_CONFIG" in task.service["environment"] else None for task in self.plan.tasks}
+
 
 class ReplayStack(compose.ComposeStack):
     """compose.ComposeStack with the manifest's services instead of the lab's template."""
