@@ -14,15 +14,16 @@ import difflib
 import functools
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 from tflab.core import versions
 from tflab.core.backends import capabilities, those_with
 from tflab.core.commands import MAKE_VARIABLES_ENV, RUNS, check_make_variables
 from tflab.core.grammars import MAX_TASKS, SettingsError, script_env_hint
 
-if TYPE_CHECKING:  # the declaration is built on these rules, so only a type checker imports it back
-    from tflab.core.settings import Settings
+# The Settings dataclass (core/settings.py) is built on these rules; they name it by this bound
+# type, so neither module imports the other back.
+AnySettings = TypeVar("AnySettings", bound="SettingsRules")
 
 EVALUATOR_STRATEGIES = ("multiworker", "parameter_server")
 
@@ -96,7 +97,7 @@ class SettingsRules:
         return self.examples // self.global_batch
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> "Settings":
+    def from_env(cls: type[AnySettings], env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> AnySettings:
         """Settings from NAME=value pairs: `overrides` win over `env`; unknown overrides are refused,
         and so are the Makefile's command-line variables that are no setting (check_make_variables).
         An empty environment variable is the default; a value given by name (an argument, a make
@@ -126,7 +127,7 @@ class SettingsRules:
         return cls(**values).validated()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> "Settings":
+    def from_dict(cls: type[AnySettings], data: Mapping[str, object]) -> AnySettings:
         """Settings saved by `to_dict` (config.json), checked again with the same rules as
         `from_env`, less what only the host can check (SCRIPT exists, RUNS_DIR is a folder):
         the trainer reads them where the host's files are not. A missing key is its default."""
@@ -141,10 +142,10 @@ class SettingsRules:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def replace(self, **changes) -> "Settings":
+    def replace(self: AnySettings, **changes) -> AnySettings:
         return dataclasses.replace(self, **changes).validated()
 
-    def validated(self) -> "Settings":
+    def validated(self: AnySettings) -> AnySettings:
         """Every setting's own check (so that `replace` and `from_dict` take no value `from_env`
         would refuse), then the checks that involve more than one; raises SettingsError."""
         for spec in specs_of(type(self)).values():
