@@ -3,11 +3,11 @@
 
 from pathlib import Path
 
-from tflab.backends import swarm
+from tflab.backends import leftovers, swarm
 from tflab.cli import upkeep
 from tflab.core import runfolder
 from tflab.core.settings import Settings
-from tflab.engine import docker, leftovers
+from tflab.engine import docker
 
 
 def fake_engine(monkeypatch, runs: Path, stack_removed: bool):

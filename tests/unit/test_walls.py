@@ -299,7 +299,7 @@ def test_the_tools_are_outside_the_runtime_folder():
 
 def test_each_backend_is_a_module_or_folder_under_backends():
     """The backends live under backends/ beside the base they share; nothing of them at the top."""
-    assert {"backends.__init__", "backends.base", "backends.compose", "backends.local",
+    assert {"backends.__init__", "backends.base", "backends.leftovers", "backends.compose", "backends.local",
             "backends.replay.__init__", "backends.replay.images", "backends.replay.volumes", "backends.replay.stack",
             "backends.replay.watcher", "backends.replay.run", "backends.swarm.__init__", "backends.swarm.render",
             "backends.swarm.nodes", "backends.swarm.teardown",

@@ -11,13 +11,13 @@ import sys
 import time
 
 from tflab import console, images
-from tflab.backends import compose
+from tflab.backends import compose, leftovers
 from tflab.cli.protocol import command_label
 from tflab.core import runfolder, versions
 from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
-from tflab.engine import docker, labels, leftovers
+from tflab.engine import docker, labels
 from tflab.home import LAB_HOME
 from tflab.images import platforms
 from tflab.reports import tensorboard
