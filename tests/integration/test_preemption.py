@@ -78,11 +78,13 @@ def test_a_grace_not_met_is_killed_said_and_resumed_from_the_last_checkpoint(lab
     assert len(steps) == 1, found
     resumed = steps.pop()
     # Killed at the grace's end, it resumed from its last checkpoint at or before the kill, not from
-    # the start: TF's save on the notice or an epoch's backup, which may lie before the notice's
-    # step as the lab estimates it from the epochs' pace (seen: resumed at 218, notice at 224).
-    # What it trained past that checkpoint is counted as lost.
-    assert 0 < resumed <= found["step_reached"], found
-    assert found["steps_lost"] == found["step_reached"] - resumed, found
+    # the start: TF's save on the notice or an epoch's backup. The steps of the notice and the kill
+    # are the lab's estimates from the epochs' pace, so that checkpoint may lie a little before the
+    # notice's step (seen: resumed at 218, notice at 224) or after the kill's (seen on a loaded
+    # machine: resumed at 288, the epoch's end, where the kill was estimated at 286), never an
+    # epoch past it. What it trained past that checkpoint is counted as lost, never less than none.
+    assert 0 < resumed <= found["step_reached"] + STEPS, found
+    assert found["steps_lost"] == max(0, found["step_reached"] - resumed), found
     for task in run.task_names:  # the step each task's own `restored` event says, as the summary records it
         restored = by_event(attempts(run.events(task))[-1], "restored")
         assert restored and (restored[0]["epoch"] - 1) * STEPS + restored[0]["step"] == resumed, (task, restored)
