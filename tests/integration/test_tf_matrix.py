@@ -1,5 +1,5 @@
 """TF= and make matrix on the real stack, with exactly one older TensorFlow built (2.15, Keras 2
-bundled; the rest is `python -m tflab.reports.bench matrix`): a tf.keras script under
+bundled; the rest is `python -m tflab.reports.matrixbench`): a tf.keras script under
 MultiWorkerMirroredStrategy passes on 2.15 and under tf-keras but fails under Keras 3 on 2.21, explained;
 a script using tf.estimator, which 2.16 removed, passes on 2.15 and fails on 2.21, explained. Each
 matrix leaves its cells' run folders and nothing on the engine."""
