@@ -506,3 +506,15 @@ def test_down_with_an_empty_run_is_refused_however_it_is_given(tmp_path):
     left_out = run_lab("down", f"RUNS_DIR={runs}", env=lab_env(PATH=no_docker))  # every run: as it always was
     assert left_out.stderr.startswith("tflab: docker is not installed"), left_out.stderr
     assert not runs.exists()
+
+
+@pytest.mark.parametrize("command", ["settings", "--help"])
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(command):
+    """`tflab settings | head` printed BrokenPipeError's traceback: the reader closed the pipe
+    before the lab wrote. Closed here before the lab starts, so its first write meets it."""
+    lab = subprocess.Popen([sys.executable, "-m", "tflab", command], cwd=REPO, env=lab_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lab.stdout.close()
+    _, errors = lab.communicate(timeout=60)
+    assert b"Traceback" not in errors, errors.decode(errors="replace")
+    assert lab.returncode in (0, 120), errors.decode(errors="replace")  # 120: Python's own exit on a failed flush

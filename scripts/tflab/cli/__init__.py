@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as error:
         print(f"tflab: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except BrokenPipeError:  # `tflab settings | head`: the reader has what it wanted, no traceback
+        reading.quiet_stdout()
+        return 0
     except KeyboardInterrupt as error:
         number = getattr(error, "signal", signal.SIGINT)
         print(f"tflab: interrupted by {signal.Signals(number).name}", file=sys.stderr)
