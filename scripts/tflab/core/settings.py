@@ -422,5 +422,7 @@ def refuse_unhonoured(command: str, values: "Mapping[str, object] | Settings") -
 
 if __name__ == "__main__":  # PYTHONPATH=scripts python3 -m tflab.core.settings --markdown
     if sys.argv[1:] != ["--markdown"]:
-        sys.exit("usage: python3 -m tflab.core.settings --markdown  (prints docs/settings.md's table of settings)")
+        given = " ".join(sys.argv[1:]) or "no argument"
+        sys.exit(f"tflab: {given} is not allowed: expected --markdown (python3 -m tflab.core.settings --markdown "
+                 "prints docs/settings.md's table of settings)")
     print(settings_markdown(), end="")
