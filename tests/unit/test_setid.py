@@ -186,3 +186,165 @@ def test_a_tree_of_ten_thousand_files_is_walked_within_its_bound(tmp_path):
     plant(tmp_path / "d50" / "sh")
     result = beneath.strip_setid(tmp_path)
     assert result.complete and result.looked_at == 10_101 and [e.path for e in result.found] == ["d50/sh"]
+
+
+# A replay with a claim volume of the run's, a claim CLAIMS gives a host folder, and the lab's hooks
+CLAIM_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: job}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: Never
+      template:
+        spec:
+          securityContext: {runAsUser: 0}
+          containers:
+          - name: tensorflow
+            image: img:1
+            volumeMounts: [{name: data, mountPath: /d}, {name: out, mountPath: /out}]
+          volumes:
+          - {name: data, persistentVolumeClaim: {claimName: data}}
+          - {name: out, persistentVolumeClaim: {claimName: out}}
+"""
+
+
+class Guard:
+    def release(self) -> None:
+        pass
+
+
+def test_a_replays_teardown_strips_every_folder_its_replicas_could_write_before_the_summary(
+        tmp_path, monkeypatch, capsys):
+    """runner.run's teardown, which up, chaos, soak, compare, the fixture and a replay all end with:
+    after the replicas are removed (the stand-in is closed), before summary.json, every set-ID bit
+    in the run folder (tasks/, the hooks folders, the claim volume) and the writable CLAIMS folder
+    is gone, recorded in setid.json and said in one line after the table."""
+    from labtest.fakes import FakeBackend
+    from tflab.backends.replay.run import ReplayRun
+    from tflab.backends.replay.stack import ReplayCluster
+    from tflab.core.settings import Settings
+    from tflab.k8s import tfjob
+    from tflab.supervisor import runner, setid
+
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
+    (tmp_path / "tfjob.yaml").write_text(CLAIM_JOB)
+    closed = tmp_path / "claims"
+    (closed / "out").mkdir(parents=True)
+    closed.chmod(0o700)
+    settings = Settings.from_env({"TFJOB": str(tmp_path / "tfjob.yaml"), "RUNS_DIR": str(tmp_path / "runs"),
+                                  "RUN": "r1", "CLAIMS": f"out={closed / 'out'}"})
+    plan = tfjob.load(settings)
+    run_dir = tmp_path / "runs" / "r1"
+    planted = []
+
+    def plant_everywhere(backend, attempt):
+        volumes = run_dir / "volumes"
+        for folder in (run_dir / "tasks", volumes / "tflab-hooks" / "worker-0", volumes / "data", closed / "out"):
+            planted.append(plant(folder / "rootsh"))
+        (run_dir / "volumes" / "data" / "setgid").mkdir()
+        (run_dir / "volumes" / "data" / "setgid").chmod(0o2777)
+
+    project = FakeBackend(ReplayCluster(plan), run_dir, [[{"worker-0": 0, "worker-1": 0}]], on_start=plant_everywhere)
+    strip_run = setid.strip_run
+    seen = {}
+
+    def watched(*args, **kwargs):
+        seen["closed"], seen["summary"] = project.closed, (run_dir / runfolder.SUMMARY).exists()
+        return strip_run(*args, **kwargs)
+
+    monkeypatch.setattr(setid, "strip_run", watched)
+    assert runner.run(ReplayRun(plan, settings, project, run_dir)) == 0
+    assert seen == {"closed": True, "summary": False}
+    assert setid_left(run_dir) == [] and setid_left(closed) == []
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o755 for path in planted)
+    out = capsys.readouterr().out
+    line = out.strip().splitlines()[-1]
+    assert line.startswith("tflab: stripped the set-ID bits from 5 files a task wrote: ")
+    assert "(uid 0, was 4755)" in line
+    assert "and 2 more (setid.json)" in line
+    record = runfolder.read_lab_json(run_dir, runfolder.SETID)
+    assert {entry["path"] for entry in record["run"]["found"]} == {
+        "tasks/rootsh", "volumes/tflab-hooks/worker-0/rootsh", "volumes/data/rootsh", "volumes/data/setgid"}
+    assert [entry["path"] for entry in record["CLAIMS out"]["found"]] == ["rootsh"]
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+
+
+def test_a_clean_run_says_nothing_of_set_id_bits(tmp_path):
+    from tflab.supervisor import setid
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "a.jsonl").write_text("{}")
+    assert setid.strip_run(tmp_path) == []
+    assert runfolder.read_lab_json(tmp_path, runfolder.SETID)["run"]["found"] == []
+
+
+def test_what_cannot_be_stripped_is_said_with_the_folder_closed(tmp_path, monkeypatch):
+    from tflab.supervisor import setid
+
+    monkeypatch.setattr(beneath, "strip_setid", lambda folder, *a: beneath.Stripping(
+        found=[beneath.SetId("tasks/rootsh", 0, 0o104755, False, "Operation not permitted")], cut="more than 9"))
+    said = setid.strip_run(tmp_path)
+    assert said[0] == ("could not strip set-ID bits from tasks/rootsh (uid 0, mode 4755: Operation not permitted): the "
+                       "run folder is 0700, so no other user of this host can reach what is in it; remove these before "
+                       "you share or open it up")
+    assert said[1].startswith("the set-ID check stopped early in the run folder: more than 9")
+
+
+def test_down_strips_a_run_whose_lab_died_and_its_writable_claims(tmp_path):
+    """`tflab down` removes what a dead lab left on the engine; it also takes the set-ID check the
+    lab never made, over the run folder and the writable CLAIMS its config.json names."""
+    from tflab.supervisor import setid
+
+    run_dir, out, data = tmp_path / "r1", tmp_path / "out", tmp_path / "data"
+    for folder in (run_dir, out, data):
+        folder.mkdir()
+    runfolder.write_lab_json(run_dir, runfolder.CONFIG, {"settings": {"claims": f"out={out}:rw,data={data}:ro"}})
+    plant(run_dir / "tasks" / "sh")
+    plant(out / "sh")
+    plant(data / "sh")  # read-only to the replicas: not theirs, left alone
+    assert setid.outside_of(run_dir) == {"CLAIMS out": out}
+    said = setid.strip_run(run_dir, setid.outside_of(run_dir))
+    assert said[0].startswith("stripped the set-ID bits from 2 files a task wrote: tasks/sh (uid 0, was 4755), "
+                              "CLAIMS out:sh (uid 0, was 4755)"), said
+    assert setid_left(run_dir) == [] and setid_left(out) == [] and setid_left(data) == ["sh"]
+
+
+@pytest.mark.parametrize("modes_on_path, reachable", [
+    ((0o755, 0o755, 0o777), True),  # every folder open: anyone can reach the claim
+    ((0o755, 0o700, 0o777), False),  # a closed parent of the lab's user
+    ((0o755, 0o750, 0o777), True),  # its group may enter
+    ((0o755, 0o755, 0o700), False),  # the claim itself closed
+    ((0o755, 0o744, 0o777), False),  # readable but not searchable by others: closed all the same
+])
+def test_a_writable_claim_other_users_can_reach_is_refused_in_one_line(tmp_path, modes_on_path, reachable):
+    from tflab.core import hostfiles
+    from tflab.core.settings import Settings
+
+    base = Path(tempfile.mkdtemp(prefix="tflab-claims-"))  # under /tmp, itself open to all
+    try:
+        path = base / "a" / "b"
+        path.mkdir(parents=True)
+        for folder, mode in zip((base, base / "a", path), modes_on_path):
+            folder.chmod(mode)
+        assert hostfiles.open_to_others(path) is reachable
+        (tmp_path / "tfjob.yaml").write_text(CLAIM_JOB)
+        given = {"TFJOB": str(tmp_path / "tfjob.yaml"), "CLAIMS": f"out={path}"}
+        if reachable:
+            with pytest.raises(Exception) as error:
+                Settings.from_env(given)
+            assert str(error.value) == (
+                f"CLAIMS out={path} is not allowed: other users of this host can reach it (no folder on its path is "
+                "closed to them), and a replica that writes there could leave a set-ID program for them; expected a "
+                "writable claim inside a folder only you can enter (mkdir -m 700 ~/claims, then the claim inside it), "
+                "or :ro")
+        else:
+            Settings.from_env(given)
+        Settings.from_env({**given, "CLAIMS": f"out={path}:ro"})  # read-only: nothing a replica writes lands there
+    finally:
+        for folder in (base, base / "a"):
+            folder.chmod(0o755)
+        shutil.rmtree(base)

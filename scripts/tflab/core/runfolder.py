@@ -50,6 +50,7 @@ BACKUP = "backup"  # BackupAndRestore's folder, shared by every task (in the tas
 LATEST = "latest"  # the link to the newest run
 OWNER = "owner.json"  # who claimed the run: pid, host, command, and the process's start, for `down`
 ENDED = "ended-by-down"  # `down FORCE=1` was asked to end the run while it ran: its outcome is interrupted
+SETID = "setid.json"  # what the set-ID check at a run's end found in what its tasks wrote (supervisor/setid.py)
 WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/launch.py), in the tasks' space
 # The tasks' space: the one folder of a run that its containers may write (mounted at
 # task.RUN_MOUNT, $TFLAB_OUTPUT): their logs, output, backups, model and working folders. Everything
