@@ -348,3 +348,32 @@ def test_a_writable_claim_other_users_can_reach_is_refused_in_one_line(tmp_path,
         for folder in (base, base / "a"):
             folder.chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_a_replay_says_before_it_starts_which_replicas_run_as_root_and_what_they_can_write(tmp_path):
+    from tflab import backends  # noqa: F401  (the registry, before the replay package)
+    from tflab.backends import replay
+    from tflab.core.settings import Settings
+    from tflab.k8s import tfjob
+
+    closed = tmp_path / "claims"
+    (closed / "out").mkdir(parents=True)
+    (tmp_path / "tfjob.yaml").write_text(CLAIM_JOB)
+    settings = Settings.from_env({"TFJOB": str(tmp_path / "tfjob.yaml"), "CLAIMS": f"out={closed / 'out'}"})
+    plan = tfjob.load(settings)
+    assert replay.as_root(plan, settings, {"img:1": {"User": "1000"}}) == (
+        "worker-0, worker-1 (runAsUser: 0) run as root: they can write their hooks folders and the claim volumes data "
+        f"in the run folder, CLAIMS out ({closed / 'out'}) as root; the run folder (0700) and a writable CLAIMS folder "
+        "are closed to other users of this host, and set-ID bits are stripped from them at the end")
+    by_image = CLAIM_JOB.replace("          securityContext: {runAsUser: 0}\n", "")
+    (tmp_path / "tfjob.yaml").write_text(by_image)
+    plan = tfjob.load(settings)
+    for user in ("", "0", "root", "0:0", "root:staff"):
+        said = replay.as_root(plan, settings, {"img:1": {"User": user}})
+        assert said.startswith("worker-0, worker-1 (their image's user) run as root: "), (user, said)
+    for user in ("1000", "1000:0", "nobody"):
+        assert replay.as_root(plan, settings, {"img:1": {"User": user}}) == ""
+    nonroot = by_image.replace("spec:\n          containers:", "spec:\n          securityContext: {runAsUser: 1000}\n"
+                               "          containers:")
+    (tmp_path / "tfjob.yaml").write_text(nonroot)
+    assert replay.as_root(tfjob.load(settings), settings, {"img:1": {"User": ""}}) == ""
