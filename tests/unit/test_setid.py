@@ -377,3 +377,16 @@ def test_a_replay_says_before_it_starts_which_replicas_run_as_root_and_what_they
                                "          containers:")
     (tmp_path / "tfjob.yaml").write_text(nonroot)
     assert replay.as_root(tfjob.load(settings), settings, {"img:1": {"User": ""}}) == ""
+
+
+def test_why_names_what_was_stripped_and_nothing_where_nothing_was(tmp_path):
+    from tflab.supervisor import setid
+
+    assert setid.why_lines(tmp_path) == []  # no record: a run from before the check
+    plant(tmp_path / "tasks" / "su")
+    setid.strip_run(tmp_path)
+    assert setid.why_lines(tmp_path) == [
+        "finding: set-ID programs a task left: tasks/su (uid 0, was 4755, stripped) (setid.json); the run folder is "
+        "closed to other users of this host; a task that plants them is worth reading"]
+    runfolder.write_lab_json(tmp_path, runfolder.SETID, {"run": {"found": [{"path": 3}, "x"]}, "y": []})
+    assert setid.why_lines(tmp_path) == []  # a record the lab did not write says nothing, raises nothing

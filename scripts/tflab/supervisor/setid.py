@@ -98,3 +98,25 @@ def outside_of(run_dir: Path) -> dict[str, Path]:
         return {}
     return {f"CLAIMS {claim}": Path(folder) for claim, (folder, read_only) in given.items()
             if not read_only and os.path.isabs(folder)}
+
+
+def why_lines(run_dir: Path) -> list[str]:
+    """`tflab why`'s finding, from setid.json (read as foreign: a record the lab did not write, or
+    none, is no finding): what the run's tasks left with a set-ID bit, and whether it is gone."""
+    try:
+        record = runfolder.read_lab_json(run_dir, runfolder.SETID)
+    except (OSError, ValueError, ForeignFile):
+        return []
+    found = []
+    for name, tree in (record.items() if isinstance(record, dict) else []):
+        entries = tree.get("found") if isinstance(tree, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                prefix = "" if name == "run" else f"{name}:"
+                state = "stripped" if entry.get("stripped") is True else "NOT stripped"
+                found.append(f"{prefix}{entry['path']} (uid {entry.get('uid')}, was {entry.get('mode')}, {state})")
+    if not found:
+        return []
+    more = f" and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
+    return [f"finding: set-ID programs a task left: {', '.join(found[:SHOWN])}{more} ({runfolder.SETID}); the run "
+            "folder is closed to other users of this host; a task that plants them is worth reading"]
