@@ -234,3 +234,34 @@ def test_root_replicas_set_id_programs_reach_no_other_user_mid_run_and_lose_thei
            "folders and the claim volumes data in the run folder, CLAIMS out" in output
     assert "tflab: stripped the set-ID bits from 18 files a task wrote: " in output
     assert "Traceback" not in output
+
+
+def test_a_lab_that_is_not_root_strips_a_root_replicas_file_through_a_container(open_folder):
+    """A laptop's lab runs as its user, in the docker group: fchmod of a root replica's set-user-ID
+    file fails (EPERM), so supervisor/setid.py's throwaway container takes the bit away."""
+    import grp
+
+    try:
+        docker_gid = grp.getgrnam("docker").gr_gid
+    except KeyError:
+        pytest.skip("no docker group here to run a non-root lab in")
+    run_dir = open_folder / "not-root-lab"
+    (run_dir / "tasks").mkdir(parents=True)
+    planted = run_dir / "tasks" / "rootsh"
+    shutil.copyfile("/bin/sh", planted)
+    planted.chmod(0o4755)  # root's, as a root replica leaves it
+    for folder in (run_dir, run_dir / "tasks"):
+        os.chown(folder, 1000, 1000)
+    run_dir.chmod(0o700)
+    if subprocess.run(["docker", "image", "inspect", "tflab-base:bookworm"], capture_output=True).returncode != 0:
+        pytest.skip("tflab-base:bookworm is not on this engine")
+    as_lab = ["setpriv", "--reuid=1000", "--regid=1000", f"--groups={docker_gid}", "--", sys.executable, "-c"]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "scripts"), "HOME": "/tmp"}
+    if subprocess.run([*as_lab, "import tflab.supervisor.setid"], env=env, capture_output=True).returncode != 0:
+        pytest.skip("uid 1000 cannot read this checkout or its Python")
+    program = ("from pathlib import Path; from tflab.supervisor import setid; "
+               f"print(setid.strip_run(Path({str(run_dir)!r}), image='tflab-base:bookworm')[0])")
+    result = subprocess.run([*as_lab, program], capture_output=True, text=True, env=env)
+    expected = "stripped the set-ID bit from 1 file a task wrote: tasks/rootsh (uid 0, was 4755)"
+    assert result.stdout.strip() == expected, result.stdout + result.stderr
+    assert stat.S_IMODE(planted.stat().st_mode) == 0o755 and planted.stat().st_uid == 0
