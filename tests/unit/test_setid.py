@@ -390,3 +390,25 @@ def test_why_names_what_was_stripped_and_nothing_where_nothing_was(tmp_path):
         "closed to other users of this host; a task that plants them is worth reading"]
     runfolder.write_lab_json(tmp_path, runfolder.SETID, {"run": {"found": [{"path": 3}, "x"]}, "y": []})
     assert setid.why_lines(tmp_path) == []  # a record the lab did not write says nothing, raises nothing
+
+
+def test_the_labs_own_runs_teardown_strips_the_tasks_space_too(tmp_path, monkeypatch, capsys):
+    """runner.LabRun: what up, chaos, soak, compare, bench, matrix, Swarm's stack-up and the
+    fixture run (each through runner.up, then runner.run), whatever the backend: a SCRIPT task's
+    set-ID program in tasks/ (Swarm's shared runs folder holds the same tasks/) loses its bit."""
+    from labtest.fakes import FakeBackend
+    from tflab.core import cluster
+    from tflab.core.settings import Settings
+    from tflab.supervisor import runner
+
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
+    settings = Settings(workers=2, backend="swarm", runs_dir=str(tmp_path / "runs"), run="r1")
+    run_dir = tmp_path / "runs" / "r1"
+    the_cluster = cluster.build(settings)
+    backend = FakeBackend(the_cluster, run_dir, [[dict.fromkeys(the_cluster.tasks, 0)]],
+                          on_start=lambda backend, attempt: plant(run_dir / "tasks" / "work" / "worker-1" / "su"))
+    runner.run(runner.LabRun(settings, backend, run_dir))
+    assert setid_left(run_dir) == [] and (run_dir / "tasks" / "work" / "worker-1" / "su").exists()
+    assert capsys.readouterr().out.strip().splitlines()[-1] == (
+        "tflab: stripped the set-ID bit from 1 file a task wrote: tasks/work/worker-1/su (uid 0, was 4755)")
