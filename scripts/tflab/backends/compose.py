@@ -185,6 +185,7 @@ class ComposeStack:
                  proxied: frozenset[str] = frozenset(), host_gpus: Sequence[str] = ()):
         self.host_gpus = tuple(host_gpus)
         self.settings = settings
+        self.image = image
         proxied = proxied if the_cluster.jobs else frozenset()
         uid, gid = container_user()
         self.init_project(cli, run_dir, the_cluster.readdressed(cluster.linked_address(proxied)), proxied,

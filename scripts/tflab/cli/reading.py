@@ -14,7 +14,7 @@ from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.reports import compare, report
-from tflab.supervisor import summary, table
+from tflab.supervisor import setid, summary, table
 
 # What reading a file the lab did not write (or one cut short) raises: JSON and UTF-8 errors are
 # ValueErrors, and a file of the wrong shape fails where it is read.
@@ -64,7 +64,7 @@ def command_why(settings: Settings) -> int:
     """What broke and what to do, where a restarted script resumed, the audit's findings: the lines
     a test's `lab.why()` starts with, for a run made with make or tflab."""
     result = finished_summary(settings)
-    lines = table.why_lines(result)
+    lines = table.why_lines(result) + setid.why_lines(runfolder.existing(settings))
     if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
         lines = [f"nothing to explain: no task failed, no script restarted, no audit finding "
                  f"({table.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]

@@ -21,6 +21,7 @@ from tflab.engine import docker, labels
 from tflab.home import LAB_HOME
 from tflab.images import platforms
 from tflab.reports import tensorboard
+from tflab.supervisor import setid
 
 
 def command_down(settings: Settings) -> int:
@@ -46,8 +47,12 @@ def command_down(settings: Settings) -> int:
             end_live_run(run_dir, owner, proof.here)
         ended = f" (run {run_name(run_dir, runs)}, ended by tflab down)" if owner else ""
         kind = "stack " if leftover.kind == "stack" else ""
-        print(f"tflab: removed {kind}{leftover.name}{ended}" if leftover.remove()
+        removed = leftover.remove()
+        print(f"tflab: removed {kind}{leftover.name}{ended}" if removed
               else f"tflab: {kind}{leftover.name} is still being removed")
+        if removed and run_dir and owner is None:  # its lab died before its own set-ID check: done here
+            for line in setid.strip_run(run_dir, setid.outside_of(run_dir)):
+                print(f"tflab: run {run_name(run_dir, runs)}: {line}")
     if not found:
         print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
     return 0

@@ -117,5 +117,26 @@ def claims_on_host(name: str, raw: str) -> str:
         if ":" in str(path) or "," in str(path):
             raise SettingsError(f"{name}={raw} is not allowed: {claim}'s folder resolves to {path}, which has a ':' "
                                 "or ',' (Docker's volume syntax and this setting's split there); expected another")
+        if not read_only and open_to_others(path):
+            raise SettingsError(f"{name} {claim}={path} is not allowed: other users of this host can reach it (no "
+                                "folder on its path is closed to them), and a replica that writes there could leave "
+                                "a set-ID program for them; expected a writable claim inside a folder only you can "
+                                "enter (mkdir -m 700 ~/claims, then the claim inside it), or :ro")
         resolved.append(f"{claim}={path}:{'ro' if read_only else 'rw'}")
     return ",".join(resolved)
+
+
+def open_to_others(folder: Path) -> bool:
+    """Whether another user of this host can reach `folder` (resolved): true unless some folder on
+    its path, itself included, grants no search (x) to group and others and is the lab's user's or
+    root's (issue 41: a writable claim is where a root replica could leave a set-ID program, and it
+    lies outside the run folder, which is closed to them). A folder that cannot be looked at counts
+    as open."""
+    for step in (folder, *folder.parents):
+        try:
+            found = os.stat(step)
+        except OSError:
+            return True
+        if found.st_mode & 0o011 == 0 and found.st_uid in (os.geteuid(), 0):
+            return False
+    return True

@@ -50,6 +50,7 @@ BACKUP = "backup"  # BackupAndRestore's folder, shared by every task (in the tas
 LATEST = "latest"  # the link to the newest run
 OWNER = "owner.json"  # who claimed the run: pid, host, command, and the process's start, for `down`
 ENDED = "ended-by-down"  # `down FORCE=1` was asked to end the run while it ran: its outcome is interrupted
+SETID = "setid.json"  # what the set-ID check at a run's end found in what its tasks wrote (supervisor/setid.py)
 WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/launch.py), in the tasks' space
 # The tasks' space: the one folder of a run that its containers may write (mounted at
 # task.RUN_MOUNT, $TFLAB_OUTPUT): their logs, output, backups, model and working folders. Everything
@@ -57,6 +58,11 @@ WORK = "work"  # SCRIPT: work/<task>/, each task's working directory (trainer/la
 # task's code can neither change nor see the lab's records, and the host reads this folder only as
 # foreign input (beneath.py: from a handle, no link followed, regular files, bounded).
 TASKS = "tasks"
+# A run folder's mode (and that of every folder the lab makes to hold runs): only the lab's user
+# may enter. A task or replica can write files a host user could run (a set-ID copy of a shell,
+# issue 41); the tasks reach their spaces through bind mounts the root daemon makes, so this closed
+# parent does not stop them, but it keeps every other user of the host out, during the run and after.
+PRIVATE = 0o700
 LAYOUT = 2  # config.json's `layout`: 2, the lab's records apart from the tasks' space; none: one folder for both
 
 
@@ -286,18 +292,21 @@ def make(path: Path, link_latest: bool, owner: bool = False) -> None:
     """Claims the run id: the folder is made with os.mkdir, which fails if it exists, so of two
     `up RUN=same` started together exactly one gets it, and the other is refused here before it
     has written or started anything (and so has nothing of the first run's to clean up). The
-    folder is the lab's (its user's, 0755) and holds the tasks' space, `tasks/`, the one folder the
-    trainers' user may write. With `owner` (a run, not a compare's or k8s's folder) the claimant
+    folder is the lab's (its user's, 0700: PRIVATE) and holds the tasks' space, `tasks/`, the one
+    folder the trainers' user may write. With `owner` (a run, not a compare's or k8s's folder) the claimant
     writes owner.json, which `down` reads to tell a live run from one left behind, and makes the
     tasks' space."""
     writable(path.parent)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.parent.is_dir():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.chmod(PRIVATE)  # a RUNS_DIR the lab makes is only its user's; one the user made is theirs
     except OSError as error:  # a dangling link where RUNS_DIR is, a disk full meanwhile
         raise LabError(f"RUNS_DIR={path.parent} is not allowed: it cannot be made ({error.strerror or error}); "
                        f"{RUNS_DIR_ALLOWED}") from None
     try:
-        os.mkdir(path, 0o755)
+        os.mkdir(path, PRIVATE)
+        os.chmod(path, PRIVATE)  # whatever the umask: only the lab's user may enter
     except FileExistsError:
         raise LabError(f"RUN={path.name} already exists ({path}): another run claimed it first; a run's "
                        "outputs are never overwritten: choose another RUN, or leave it empty for a fresh id") from None

@@ -360,6 +360,19 @@ def run_isolated(image: str, entrypoint: str, *args: str, timeout: float = 120) 
     return run("run", "--rm", "--network", "none", "--entrypoint", entrypoint, image, *args, timeout=timeout)
 
 
+def strip_setid_in(image: str, folder: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Set-ID bits removed from everything under a host folder by a throwaway container of `image`
+    (supervisor/setid.py's fallback where the lab is not root and a root replica's file is not its
+    to change): no network, user 0 with no capability but FOWNER (chmod another's file) and
+    DAC_READ_SEARCH (enter its 0700 folders), only that folder mounted, so a link a task left
+    there resolves inside the container, never on the host."""
+    return run("run", "--rm", "--network", "none", "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "FOWNER",
+               "--cap-add", "DAC_READ_SEARCH", "--security-opt", "no-new-privileges",
+               "--mount", f"type=bind,source={folder},target=/d", "--entrypoint", "find", image,
+               "-P", "/d", "-xdev", "-perm", "/6000", "!", "-type", "l", "-exec", "chmod", "u-s,g-s", "{}", "+",
+               timeout=timeout)
+
+
 def create(name: str, image: str, command_args: list[str], options: list[str]) -> subprocess.CompletedProcess:
     """A container created (not started) with `options` before the image."""
     return run("create", "--name", name, *options, image, *command_args)

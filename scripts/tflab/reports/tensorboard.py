@@ -10,7 +10,6 @@ from pathlib import Path
 
 from tflab.backends.compose import COMPOSE_FILE, ComposeCli
 from tflab.core.errors import LabError
-from tflab.core.runfolder import container_user
 from tflab.engine import docker, labels
 from tflab.home import LAB_HOME
 
@@ -38,7 +37,10 @@ def check_port_free(port: int) -> None:
 def serve(cli: ComposeCli, runs_dir: Path, port: int, image: str) -> str:
     """Starts (or keeps) the tensorboard service on 127.0.0.1:port, serving every run under
     runs_dir, and returns its URL once it answers; `make down` removes it."""
-    uid, gid = container_user()
+    # The run folders are the lab's user's alone (runfolder.PRIVATE, 0700), so TensorBoard reads
+    # them as that user: as the trainers' user (1000 under a root lab) it could enter none of them.
+    # The container keeps the trainers' hardening (no capabilities, read-only, the runs read-only).
+    uid, gid = os.getuid(), os.getgid()
     env = {**os.environ, "TFLAB_IMAGE": image, "TFLAB_RUNS_DIR": str(runs_dir), "TFLAB_UID": str(uid),
            "TFLAB_GID": str(gid), "TFLAB_TENSORBOARD_PORT": str(port), "COMPOSE_PROFILES": "tensorboard"}
     project = ["--project-name", labels.tensorboard_project(runs_dir), "--project-directory", str(LAB_HOME),

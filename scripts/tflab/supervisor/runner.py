@@ -28,7 +28,7 @@ from tflab.core.runsummary import Summary
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
 from tflab.engine import reaper
-from tflab.supervisor import progress, resume, summary, table
+from tflab.supervisor import progress, resume, setid, summary, table
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
@@ -122,6 +122,24 @@ class LabRun:
     def finish(self) -> None:
         """Once the run ended, before its tasks are removed."""
 
+    def writable_outside(self) -> dict[str, Path]:
+        """Host folders outside the run folder that its tasks could write (a replay's writable
+        CLAIMS), by the name its lines give them: the set-ID check walks them too."""
+        return {}
+
+    def image(self) -> str:
+        """An image of the run's, for the set-ID check's container where the lab is not root."""
+        return getattr(self.backend, "image", "")
+
+    def strip_setid(self) -> list[str]:
+        """After the tasks are removed, before the summary: every set-ID bit in what they wrote
+        taken away (supervisor/setid.py); the lines to say at the run's end."""
+        try:
+            return setid.strip_run(self.run_dir, self.writable_outside(), self.image())
+        except (OSError, LabError, ForeignFile) as error:
+            return [f"the set-ID check of what the tasks wrote failed ({error}); the run folder is 0700, so no other "
+                    "user of this host can reach it"]
+
     def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
                   oom_killed: dict) -> Summary:
         return summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome, started,
@@ -198,13 +216,20 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
         finally:
             backend.close()
             guard.release()
+    # Nothing a task wrote is handed back with a set-ID bit: once no task can write any more,
+    # before anything of the lab's is written that could fail.
+    stripped = what.strip_setid()
     try:
         result = what.summarise(codes, stopped, outcome, started, time.time(), oom_killed)
         result.chaos = observer.result(run_dir, result)
         result.write(run_dir)
     except OSError as error:
+        for line in stripped:
+            say(line)
         raise LabError(unwritable(run_dir, failure or error)) from None
     print(table.table(result))
+    for line in stripped:
+        say(line)
     if failure is not None:
         raise LabError(unwritable(run_dir, failure))
     if interrupt is not None:

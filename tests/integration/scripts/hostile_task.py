@@ -1,10 +1,12 @@
 """A hostile task: what a pull request's script could try on a host that runs the lab as root
 (issue 34). It plants a link to a root-only host file (HOSTILE_TARGET, named by the test as an
 attacker would guess one) at every name of the run folder it can reach, tries the lab's records,
-and keeps swapping its own log between a file and a link while the lab reads. It needs no
+and keeps swapping its own log between a file and a link while the lab reads; and it leaves set-ID
+copies of the shell and set-group-ID folders where a host user might run them (issue 41). It needs no
 TensorFlow; it exits 0, so the run itself is `ok` unless the lab is fooled."""
 
 import os
+import shutil
 import threading
 import time
 
@@ -40,6 +42,26 @@ for name in NAMES:
 for folder in ("links", "metadata", "volumes"):  # folders the lab might make, each full of links
     os.makedirs(os.path.join(space, f"{folder}-{task}"), exist_ok=True)
     plant(os.path.join(space, f"{folder}-{task}", f"{task}.json"))
+
+# Issue 41: set-ID programs where a host user might run them, as the task's own user (1000): a
+# set-user-ID and a set-group-ID copy of the shell and a set-group-ID folder, in the tasks' space
+# and in the task's working folder.
+SETID = []
+for folder in (space, os.getcwd()):
+    for name, mode in ((f"su-{task}", 0o4755), (f"sg-{task}", 0o2755)):
+        path = os.path.join(folder, name)
+        try:
+            shutil.copyfile("/bin/sh", path)
+            os.chmod(path, mode)
+            SETID.append(path)
+        except OSError as error:
+            print(f"hostile: could not plant {path}: {error.strerror}", flush=True)
+    try:
+        os.makedirs(os.path.join(folder, f"sgdir-{task}"), exist_ok=True)
+        os.chmod(os.path.join(folder, f"sgdir-{task}"), 0o2777)
+    except OSError as error:
+        print(f"hostile: could not make a set-group-ID folder: {error.strerror}", flush=True)
+print(f"hostile: {task} planted {len(SETID)} set-ID programs", flush=True)
 
 for record in ("/lab/config.json", os.path.join(space, "..", "owner.json"), os.path.join(space, "..", "summary.json"),
                os.path.join(space, "..", "output.log")):

@@ -58,6 +58,9 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None, r
     for line in ways_in(plan, settings):
         console.say(line)
     images = image_configs(plan)
+    said = as_root(plan, settings, images)
+    if said:
+        console.say(said)
     stack = ReplayStack(cli, run_dir, plan, settings, images)
     if watching is None:
         return runner.run(ReplayRun(plan, settings, stack, run_dir), link_latest)
@@ -95,3 +98,33 @@ def ways_in(plan: Plan, settings: Settings) -> list[str]:
         lines.append(f"claim {claim}: {console.display_path(Path(folder))}, "
                      f"{'read-only' if read_only else 'writable where the manifest mounts it so'} (CLAIMS)")
     return lines
+
+
+def root_user(user) -> bool:
+    """An image's Config.User as the engine runs it: none, 0 or root (with any group) is root."""
+    return isinstance(user, str) and user.split(":", 1)[0] in ("", "0", "root")
+
+
+def as_root(plan: Plan, settings: Settings, images: dict[str, dict]) -> str:
+    """One line before a replay starts, where some replica will run as root (its pod's runAsUser:
+    0, or else its image's user): what it can then write, and what keeps that from other host
+    users (issue 41). '' where every replica runs as another user."""
+    by_pod = [task.name for task in plan.tasks if str(task.service.get("user", "")).split(":", 1)[0] == "0"]
+    by_image = [task.name for task in plan.tasks
+                if "user" not in task.service and root_user(images.get(task.image, {}).get("User", ""))]
+    if not by_pod and not by_image:
+        return ""
+    who = []
+    if by_pod:
+        who.append(f"{', '.join(by_pod)} (runAsUser: 0)")
+    if by_image:
+        who.append(f"{', '.join(by_image)} ({'its' if len(by_image) == 1 else 'their'} image's user)")
+    given = host_folders(plan, settings)
+    volumes = sorted({volume["claim"] for volume in plan.volumes.values()
+                      if "claim" in volume and volume["claim"] not in given})
+    reach = ["their hooks folders" + (f" and the claim volumes {', '.join(volumes)} in the run folder" if volumes
+                                      else " in the run folder")]
+    reach += [f"CLAIMS {claim} ({folder})" for claim, (folder, read_only) in given.items() if not read_only]
+    return (f"{' and '.join(who)} run as root: they can write {', '.join(reach)} as root; the run folder (0700) and "
+            "a writable CLAIMS folder are closed to other users of this host, and set-ID bits are stripped from "
+            "them at the end")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tflab import console
 from tflab.backends.replay.stack import ReplayCluster, ReplayStack
-from tflab.backends.replay.volumes import write_hooks, write_volumes
+from tflab.backends.replay.volumes import host_folders, write_hooks, write_volumes
 from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import runfolder
 from tflab.core.explain import VANISHED
@@ -244,6 +244,14 @@ class ReplayRun(runner.LabRun):
                    f"{self.restarts_counted} restart{'s' if self.restarts_counted != 1 else ''} counted "
                    f"of backoffLimit {limit}")
         return f"restarting every replica (restart {len(self.restarts_made)}; {counted}), as the restart policy says"
+
+    def writable_outside(self) -> dict[str, Path]:
+        """CLAIMS's host folders a replica could write (not `:ro`)."""
+        return {f"CLAIMS {claim}": Path(folder)
+                for claim, (folder, read_only) in host_folders(self.plan, self.settings).items() if not read_only}
+
+    def image(self) -> str:
+        return self.plan.tasks[0].image if self.plan.tasks else ""
 
     def finish(self) -> None:
         if self.watcher is not None:

@@ -1,0 +1,122 @@
+"""Set-ID bits taken away from what a run's tasks wrote, before the run is handed back (issue 41).
+
+    lines = strip_run(run_dir, outside={"CLAIMS data": Path("/srv/claims/data")}, image="tflab-trainer:latest")
+
+A task (uid 1000) or a replica (root, where its image's user or its pod says so) can leave a
+set-user-ID copy of a shell in what it may write: its tasks' space, a replay's hooks folder and
+claim volumes (all under the run folder), a writable CLAIMS host folder. The run folder is closed
+to other users (runfolder.PRIVATE); this is the second layer: every set-ID bit there is removed
+once the containers are gone (runner.run's teardown, and `tflab down` for a run whose lab died),
+through beneath.strip_setid (no link followed). Where the lab is not root and a root replica's
+file is not its to change (EPERM), a one-shot container of the run's image does it: no network,
+no capability but FOWNER (and DAC_READ_SEARCH, to enter a root replica's 0700 folders), user 0,
+only that folder mounted; a link there resolves inside the container, never on the host. What was
+found is recorded in the lab's space (setid.json) and said in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tflab.core import beneath, runfolder
+from tflab.core.errors import LabError
+from tflab.core.foreign import ForeignFile
+from tflab.core.grammars import claim_folders, claims
+from tflab.core.settings import SettingsError
+from tflab.engine import docker
+
+SHOWN = 3  # entries named in the line; setid.json holds them all
+
+
+def strip_tree(folder: Path, image: str = "") -> beneath.Stripping:
+    """One tree's walk, and the container's where the walk left a bit it could not remove."""
+    result = beneath.strip_setid(folder)
+    if (result.left or result.unentered) and image and os.geteuid() != 0:
+        done = docker.strip_setid_in(image, str(folder))
+        if done.returncode == 0:
+            again = beneath.strip_setid(folder)
+            still = {entry.path for entry in again.left}
+            result.found = [beneath.SetId(e.path, e.uid, e.mode, e.path not in still, e.why if e.path in still else "")
+                            for e in result.found]
+            result.found += [e for e in again.found if e.path not in {f.path for f in result.found}]
+            result.unentered = again.unentered
+    return result
+
+
+def strip_run(run_dir: Path, outside: dict[str, Path] | None = None, image: str = "") -> list[str]:
+    """Strips the run folder and each writable host folder of `outside` (its name in the lines ->
+    its path), records what was found in setid.json (the lab's space) and returns the lines to
+    say: none where nothing had a set-ID bit. Never raises for what it finds."""
+    trees = {"": Path(run_dir), **{name: Path(path) for name, path in (outside or {}).items()}}
+    record, found, left, short = {}, [], [], []
+    for name, folder in trees.items():
+        result = strip_tree(folder, image)
+        prefix = f"{name}:" if name else ""
+        found += [(f"{prefix}{entry.path}", entry) for entry in result.found]
+        left += [f"{prefix}{entry.path} (uid {entry.uid}, mode {entry.mode & 0o7777:o}: {entry.why})"
+                 for entry in result.left]
+        left += [f"{prefix}{where}" for where in result.unentered]
+        if result.cut:
+            short.append(f"{name or 'the run folder'}: {result.cut}")
+        record[name or "run"] = {"folder": str(folder), "looked_at": result.looked_at, "cut": result.cut,
+                                 "found": [entry.to_dict() for entry in result.found],
+                                 "unentered": result.unentered}
+    try:
+        runfolder.write_lab_json(run_dir, runfolder.SETID, record)
+    except (OSError, LabError, ForeignFile):
+        pass  # the lines below still say it; a full disk is said by the run's own summary
+    return lines(found, left, short)
+
+
+def lines(found: list[tuple[str, beneath.SetId]], left: list[str], short: list[str]) -> list[str]:
+    said = []
+    stripped = [(path, entry) for path, entry in found if entry.stripped]
+    if stripped:
+        files = "file" if len(stripped) == 1 else "files"
+        bits = "bit" if len(stripped) == 1 else "bits"
+        named = ", ".join(f"{path} (uid {entry.uid}, was {entry.mode & 0o7777:o})" for path, entry in stripped[:SHOWN])
+        more = f" and {len(stripped) - SHOWN} more ({runfolder.SETID})" if len(stripped) > SHOWN else ""
+        said.append(f"stripped the set-ID {bits} from {len(stripped)} {files} a task wrote: {named}{more}")
+    if left:
+        more = f" and {len(left) - SHOWN} more" if len(left) > SHOWN else ""
+        said.append(f"could not strip set-ID bits from {'; '.join(left[:SHOWN])}{more}: the run folder is 0700, so no "
+                    "other user of this host can reach what is in it; remove these before you share or open it up")
+    for cut in short:
+        said.append(f"the set-ID check stopped early in {cut}; the run folder is 0700, so no other user of this host "
+                    "can reach what was not looked at")
+    return said
+
+
+def outside_of(run_dir: Path) -> dict[str, Path]:
+    """A finished run's writable CLAIMS host folders, from its config.json (the lab's space), for
+    `tflab down` to strip where the run's lab died before it could; none where it names none."""
+    try:
+        raw = runfolder.read_config(run_dir).get("settings", {}).get("claims") or ""
+        given = claim_folders(claims("CLAIMS", raw)) if isinstance(raw, str) and raw else {}
+    except (OSError, ValueError, ForeignFile, SettingsError, AttributeError):
+        return {}
+    return {f"CLAIMS {claim}": Path(folder) for claim, (folder, read_only) in given.items()
+            if not read_only and os.path.isabs(folder)}
+
+
+def why_lines(run_dir: Path) -> list[str]:
+    """`tflab why`'s finding, from setid.json (read as foreign: a record the lab did not write, or
+    none, is no finding): what the run's tasks left with a set-ID bit, and whether it is gone."""
+    try:
+        record = runfolder.read_lab_json(run_dir, runfolder.SETID)
+    except (OSError, ValueError, ForeignFile):
+        return []
+    found = []
+    for name, tree in (record.items() if isinstance(record, dict) else []):
+        entries = tree.get("found") if isinstance(tree, dict) else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                prefix = "" if name == "run" else f"{name}:"
+                state = "stripped" if entry.get("stripped") is True else "NOT stripped"
+                found.append(f"{prefix}{entry['path']} (uid {entry.get('uid')}, was {entry.get('mode')}, {state})")
+    if not found:
+        return []
+    more = f" and {len(found) - SHOWN} more" if len(found) > SHOWN else ""
+    return [f"finding: set-ID programs a task left: {', '.join(found[:SHOWN])}{more} ({runfolder.SETID}); the run "
+            "folder is closed to other users of this host; a task that plants them is worth reading"]
