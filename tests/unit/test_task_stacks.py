@@ -182,3 +182,16 @@ def test_a_replay_signals_only_the_replicas_whose_program_answers(tmp_path, monk
     stack.run_dir = tmp_path
     stack.dump_stacks(["worker-0"])
     assert sent == (["worker-0"] if signalled else [])
+
+
+def test_every_backend_asks_its_own_way_and_a_swarm_through_each_tasks_node():
+    from tflab.backends import swarm
+    from tflab.backends.local import LocalProcesses
+
+    for kind in (compose.ComposeStack, LocalProcesses, swarm.SwarmStack, replay_stack.ReplayStack):
+        assert "dump_stacks" in vars(kind), kind
+    sent = []
+    stack = object.__new__(swarm.SwarmStack)
+    stack._kill = lambda tasks, *signal_name: sent.append((tasks, signal_name))  # the node-aware docker kill
+    stack.dump_stacks(["worker-1"])
+    assert sent == [(["worker-1"], (STACKS_SIGNAL,))]
