@@ -110,15 +110,18 @@ def test_a_long_pause_is_detected_by_the_heartbeat_and_restarted(lab):
     assert 3 < run.summary["chaos"]["detection_seconds"] < 30  # heartbeats, not an instant error
 
 
-def ask_for_stacks_until_hung(run_dir: Path, target: str) -> None:
+def ask_for_stacks_until_hung(run_dir: Path, target: str, timeout: int) -> None:
     """Once the hang is injected, asks every task of the run for its stacks through the backend
     (Backend.dump_stacks), again each second until the target's show it hung; bounded by the
-    run's own pace (its TIMEOUT), never timed."""
-    settings = read_run_config(run_dir / runfolder.CONFIG)[1]
-    stack = compose.ComposeStack(compose.find_compose(), run_dir, settings, "unused", cluster.build(settings))
+    run's own TIMEOUT, never timed."""
     chaos_log, hung = run_dir / runfolder.CHAOS_LOG, run_dir / runfolder.TASKS / stacks_file(target)
-    for _ in range(int(settings.timeout)):
+    stack = None
+    for _ in range(timeout):
         if chaos_log.exists() and "injected" in chaos_log.read_text():
+            if stack is None:  # config.json is there by now
+                settings = read_run_config(run_dir / runfolder.CONFIG)[1]
+                stack = compose.ComposeStack(compose.find_compose(), run_dir, settings, "unused",
+                                             cluster.build(settings))
             stack.dump_stacks(stack.tasks)
             if hung.exists() and "in _hang" in hung.read_text():
                 return
@@ -132,7 +135,7 @@ def test_a_hang_outlasts_the_heartbeat_without_a_restart_and_every_task_tells_wh
     on when it is released. Asked meanwhile, each container writes its Python stacks: the target's
     main thread in the hang, its peer still inside fit, blocked in TensorFlow."""
     run_dir = lab.runs_dir / "test-chaos-hang"
-    asking = threading.Thread(target=ask_for_stacks_until_hung, args=(run_dir, "worker-1"), daemon=True)
+    asking = threading.Thread(target=ask_for_stacks_until_hung, args=(run_dir, "worker-1", 600), daemon=True)
     asking.start()
     run = chaos(lab, "hang", SCENARIO="hang", TARGET="worker-1", AT="epoch:2", HEAL=20, TIMEOUT=600)
     asking.join(timeout=60)
