@@ -4,8 +4,16 @@ Every run trains two workers on the same data and seed as an undisturbed referen
 are stated where they are used; times are generous because the machine is shared, and what is
 asserted is the outcome and its order of magnitude, not a speed."""
 
+import threading
+import time
+from pathlib import Path
+
 import pytest
+from tflab.backends import compose
+from tflab.core import cluster, runfolder
+from tflab.core.runfolder import read_run_config
 from tflab.core.schema import attempts, by_event, completeness, read_events
+from tflab.core.stacks import stacks_file
 
 SIZE = dict(STRATEGY="multiworker", WORKERS=2, EPOCHS=5, EXAMPLES=2048, GLOBAL_BATCH=64, SEED=0)
 STEPS = 2048 // 64
@@ -100,6 +108,47 @@ def test_a_long_pause_is_detected_by_the_heartbeat_and_restarted(lab):
     run = chaos(lab, "pause-long", SCENARIO="pause", TARGET="worker-1", AT="epoch:2", HEAL=40)
     assert_survived(run, restarts=1)
     assert 3 < run.summary["chaos"]["detection_seconds"] < 30  # heartbeats, not an instant error
+
+
+def ask_for_stacks_until_hung(run_dir: Path, target: str, timeout: int) -> None:
+    """Once the hang is injected, asks every task of the run for its stacks through the backend
+    (Backend.dump_stacks), again each second until the target's show it hung; bounded by the
+    run's own TIMEOUT, never timed."""
+    chaos_log, hung = run_dir / runfolder.CHAOS_LOG, run_dir / runfolder.TASKS / stacks_file(target)
+    stack = None
+    for _ in range(timeout):
+        if chaos_log.exists() and "injected" in chaos_log.read_text():
+            if stack is None:  # config.json is there by now
+                settings = read_run_config(run_dir / runfolder.CONFIG)[1]
+                stack = compose.ComposeStack(compose.find_compose(), run_dir, settings, "unused",
+                                             cluster.build(settings))
+            stack.dump_stacks(stack.tasks)
+            if hung.exists() and "in _hang" in hung.read_text():
+                return
+        time.sleep(1)
+
+
+@pytest.mark.xdist_group("chaos-hang")
+def test_a_hang_outlasts_the_heartbeat_without_a_restart_and_every_task_tells_where_it_is(lab):
+    """Hung for 20 s, past TensorFlow's heartbeat timeout (a pause that long is a restart, above):
+    the target's process and heartbeats live on, so nothing fails, its peer waits, and both carry
+    on when it is released. Asked meanwhile, each container writes its Python stacks: the target's
+    main thread in the hang, its peer still inside fit, blocked in TensorFlow."""
+    run_dir = lab.runs_dir / "test-chaos-hang"
+    asking = threading.Thread(target=ask_for_stacks_until_hung, args=(run_dir, "worker-1", 600), daemon=True)
+    asking.start()
+    run = chaos(lab, "hang", SCENARIO="hang", TARGET="worker-1", AT="epoch:2", HEAL=20, TIMEOUT=600)
+    asking.join(timeout=60)
+    assert_survived(run, restarts=0)
+    moments = {record["event"]: record["time"] for record in read_events(run.run_dir / "chaos.jsonl")}
+    ends = [record["time"] for record in run.of("worker-0", "epoch")]
+    overlapping = [later - earlier for earlier, later in zip(ends, ends[1:])
+                   if earlier <= moments["undone"] and later >= moments["injected"]]
+    assert max(overlapping) > 15, (moments, ends)  # the chief waited out most of the 20 s
+    target = (run.run_dir / runfolder.TASKS / stacks_file("worker-1")).read_text()
+    peer = (run.run_dir / runfolder.TASKS / stacks_file("worker-0")).read_text()
+    assert "signals.py" in target and "in _hang" in target
+    assert "in fit" in peer and "in _hang" not in peer
 
 
 @pytest.mark.xdist_group("chaos-partition")

@@ -36,8 +36,9 @@ def test_every_fault_runs_on_compose_and_each_where_it_ran_before_it_was_a_class
     each class; a fault added later declares its own."""
     assert all("compose" in fault.backends for fault in registry.FAULTS.values())
     swarm, replay = set(registry.offered("swarm")), set(registry.REPLAY_SCENARIOS)
-    assert {"kill", "stop", "pause", "partition", "preempt"} <= swarm and not {"slow-link", "slow-node"} & swarm
-    assert {"kill", "stop", "pause", "partition", "slow-node", "preempt"} <= replay and "slow-link" not in replay
+    assert {"kill", "stop", "pause", "partition", "preempt", "hang"} <= swarm and not {"slow-link", "slow-node"} & swarm
+    assert {"kill", "stop", "pause", "partition", "slow-node", "preempt"} <= replay
+    assert not {"slow-link", "hang"} & replay
     assert registry.offered("local") == ()
 
 

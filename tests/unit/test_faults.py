@@ -132,6 +132,7 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
     expected = {"kill": [(("kill", "id-worker-1"), node)],
                 "stop": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)],
                 "pause": [(("pause", "id-worker-1"), node)], "partition": [],
+                "hang": [(("kill", "--signal", "SIGUSR2", "id-worker-1"), node)],
                 "preempt": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)]}[scenario]
     ran = [(args, node_of) for args, _, node_of in engine.calls]
     assert ran == expected and stack.cuts == (["worker-1"] if scenario == "partition" else [])
@@ -264,3 +265,26 @@ def test_soak_takes_a_script_and_checks_every_trial_before_anything_starts(tmp_p
     with pytest.raises(LabError, match="^every trial was checked"):
         soak.soak(Settings(script=str(script), epochs=3, soak=12, runs_dir=str(tmp_path / "runs")))
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_hang_is_released_by_its_own_signal_and_ends_with_a_restart(monkeypatch):
+    """SCENARIO=hang: HANG_SIGNAL in, RELEASE_SIGNAL after HEAL (trainer/signals.py answers both),
+    and a restart starts the target's program again, not hung."""
+    from types import SimpleNamespace
+
+    from tflab.faults.hang import Hang
+
+    engine = FakeEngine(monkeypatch)
+    said = []
+    driver = SimpleNamespace(settings=Settings(scenario="hang"), target="worker-1", pending=True,
+                             undone=lambda by: said.append(by))
+    backend = SimpleNamespace(docker_for=lambda task: ["docker"], container=lambda task: f"id-{task}")
+    hang = Hang(driver)
+    assert hang.inject(backend, "id-worker-1").returncode == 0 and hang.undo(backend).returncode == 0
+    assert [args for args, _, _ in engine.calls] == [("kill", "--signal", "SIGUSR2", "id-worker-1"),
+                                                      ("kill", "--signal", "SIGCONT", "id-worker-1")]
+    hang.after_restart(backend)
+    assert said == ["the restart"]
+    driver.pending = False
+    hang.after_restart(backend)  # released before the restart: nothing more to say
+    assert said == ["the restart"]

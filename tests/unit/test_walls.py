@@ -127,8 +127,8 @@ def test_the_host_side_is_what_is_left():
     # against the host's code is not checked for it), and every trainer module is one they run.
     # (A shared module need not be reached: it is one either side may import.)
     assert container_entry_points() == {"train", "launch", "linkproxy", "metadata", "callback", "trainer.inscript",
-                                        "trainer.observe", "trainer.devices", "trainer.kerasversion", "trainer.audit",
-                                        "trainer.tfconfig", "trainer.replayhooks"}
+                                        "trainer.signals", "trainer.observe", "trainer.devices", "trainer.kerasversion",
+                                        "trainer.audit", "trainer.tfconfig", "trainer.replayhooks"}
     reached = what_runs_in_the_containers()
     assert reached <= TRAINER | SHARED, reached - TRAINER - SHARED
     assert TRAINER <= reached
@@ -142,7 +142,7 @@ def test_the_trainer_folder_is_what_the_containers_run():
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
         "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe", "trainer.devices",
         "trainer.kerasversion", "trainer.audit", "trainer.tfconfig", "trainer.replayhooks", "trainer.backups",
-        "trainer.customloop"}
+        "trainer.customloop", "trainer.signals"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

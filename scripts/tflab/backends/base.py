@@ -38,6 +38,11 @@ class Backend(Protocol):
     def stop(self, tasks: list[str]) -> None:
         """SIGKILL to these tasks (none: nothing)."""
 
+    def dump_stacks(self, tasks: list[str]) -> None:
+        """Sends core/stacks.py's STACKS_SIGNAL to each named live task, which appends its Python
+        stacks to `stacks_file(task)` in its space (trainer/signals.py); never raises for a task
+        that is gone, and returns at once: the caller waits for the files, bounded."""
+
     def save_output(self) -> None:
         """Every task's output, merged and timestamped, into the run folder's output.log."""
 

@@ -27,6 +27,7 @@ from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
 from tflab.core.settings import Settings
+from tflab.core.stacks import STACKS_SIGNAL
 from tflab.engine import docker, labels
 from tflab.engine.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
@@ -335,6 +336,13 @@ class ComposeStack:
         if tasks:
             self.compose("kill", *tasks, timeout=60)
             self.changed()
+
+    def dump_stacks(self, tasks: list[str]) -> None:
+        """STACKS_SIGNAL to each task's running container, whose init hands it to the task's process."""
+        # A container that ended (or went) meanwhile: the engine says so for it, and the others get it.
+        containers = [found for task in tasks for found in docker.project_containers(self.project, task)]
+        if containers:
+            docker.kill(containers, STACKS_SIGNAL, timeout=30)
 
     def save_output(self) -> None:
         """output.log was written as the tasks printed (TaskOutput); this waits for its last lines."""

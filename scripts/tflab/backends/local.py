@@ -23,6 +23,7 @@ from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.runfolder import CONFIG, OUTPUT
 from tflab.core.settings import Settings
+from tflab.core.stacks import STACKS_SIGNAL
 from tflab.home import CODE_ROOT, LAB_HOME
 from tflab.supervisor.user_script import script_command, script_environment
 
@@ -128,6 +129,17 @@ class LocalProcesses:
 
     def terminate(self, tasks: list[str]) -> None:
         self._signal(tasks, signal.SIGTERM)
+
+    def dump_stacks(self, tasks: list[str]) -> None:
+        """STACKS_SIGNAL to each task's own process, not its group: a SCRIPT's launcher hands it on
+        to the script, and the trainer's watchdog, which has no handler, is left alone."""
+        for task in tasks:
+            process = self._processes.get(task)
+            if process is not None and process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.Signals[STACKS_SIGNAL])
+                except ProcessLookupError:
+                    pass
 
     def stop(self, tasks: list[str]) -> None:
         # SIGKILL: TensorFlow installs its own SIGTERM handler in multi-worker processes.

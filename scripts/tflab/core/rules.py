@@ -173,9 +173,9 @@ class SettingsRules:
         if self.loop == "custom" and self.strategy == "parameter_server":
             raise SettingsError("LOOP=custom is not allowed with STRATEGY=parameter_server: "
                                 "expected LOOP=fit (the custom loop is for the synchronous strategies)")
-        if self.heal == "never" and self.scenario != "partition":
+        if self.heal == "never" and self.scenario not in ("partition", "hang"):
             raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
-                                "expected seconds (only a partition may stay)")
+                                "expected seconds (only a partition or a hang may stay)")
         if self.args and not self.script:
             raise SettingsError(f"ARGS={self.args!r} is not allowed without SCRIPT: expected SCRIPT=path/to/train.py "
                                 "(the lab's own trainer takes its settings, not arguments)")

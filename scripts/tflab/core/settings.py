@@ -46,7 +46,7 @@ MODELS = ("mlp", "cnn")
 LOOPS = ("fit", "custom")
 COLLECTIVES = ("auto", "ring", "nccl")
 NETWORKS = ("internal", "bridge")
-SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt")
+SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt", "hang")
 NOTICES = ("sigterm", "gce", "none")  # SCENARIO=preempt: how the task hears of it (faults/)
 PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
 MAX_SIM_NODES = 8
@@ -257,8 +257,8 @@ class Settings(SettingsRules):
             "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), or S "
             "seconds after it is ready (a SCRIPT: after it started)",
             commands=("chaos",))
-    heal: str = setting("5", grammars.heal, "seconds | never (partition only)",
-            "make chaos: when a pause or partition is undone",
+    heal: str = setting("5", grammars.heal, "seconds | never (partition, hang)",
+            "make chaos: when a pause, hang or partition is undone",
             commands=("chaos",))
     notice: str = setting("sigterm", grammars.choice(NOTICES), " | ".join(NOTICES),
             "make chaos SCENARIO=preempt: how the task hears of it: sigterm (Kubernetes), gce (the metadata "

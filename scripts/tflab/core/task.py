@@ -26,6 +26,12 @@ CONFIG = "/lab/config.json"  # the run's config.json, as a container sees it: re
 LINKS_MOUNT = "/lab/links"  # the delay proxies' profiles (runs/<RUN>/links/), read-only, in the proxies only
 METADATA_MOUNT = "/lab/metadata"  # the GCE notices (runs/<RUN>/metadata/), read-only, in the stand-in only
 TMPFS_MOUNT = "/tmp"  # HOME and scratch space
+# make chaos SCENARIO=hang: the signal that stops a task's training where it stands (its process,
+# heartbeats and network alive), and the one that lets it go on (HEAL). The names `docker kill
+# --signal` takes; trainer/signals.py answers both. SIGCONT, whose default does nothing to a
+# running process, so a release that reaches a process without the handler harms nothing.
+HANG_SIGNAL = "SIGUSR2"
+RELEASE_SIGNAL = "SIGCONT"
 # tf-keras: Keras 3's fit fails under MultiWorkerMirroredStrategy (tensorflow#72388, keras#20585).
 LEGACY_KERAS = {"TF_USE_LEGACY_KERAS": "1"}
 ENV = {"TFLAB_CONFIG": CONFIG, "TFLAB_OUTPUT": RUN_MOUNT, **LEGACY_KERAS}

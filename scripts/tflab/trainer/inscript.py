@@ -30,8 +30,8 @@ import threading
 from typing import Callable
 
 # Modules under tflab.trainer whose `install()` runs before the script: each registers its hooks.
-HOOKS: tuple[str, ...] = ("tflab.trainer.observe", "tflab.trainer.devices", "tflab.trainer.kerasversion",
-                          "tflab.trainer.audit")
+HOOKS: tuple[str, ...] = ("tflab.trainer.signals", "tflab.trainer.observe", "tflab.trainer.devices",
+                          "tflab.trainer.kerasversion", "tflab.trainer.audit")
 
 _waiting: dict[str, list[Callable]] = {}
 _lock = threading.RLock()

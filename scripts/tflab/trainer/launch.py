@@ -36,11 +36,16 @@ from tflab.core.explain import exception_head
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog
 from tflab.core.settings import SettingsError
+from tflab.core.stacks import STACKS_SIGNAL
+from tflab.core.task import HANG_SIGNAL, RELEASE_SIGNAL
 from tflab.core.terminal import TerminalLines
 
 # The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
 # TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).
 ERROR_TAIL_LINES = 5000
+# The lab's signals, which the launcher hands on to the script's process: Compose's init gives
+# a container's signals to its child, the launcher, and no further.
+HANDED_ON = tuple(signal.Signals[name] for name in (STACKS_SIGNAL, HANG_SIGNAL, RELEASE_SIGNAL))
 
 
 def versions() -> dict:
@@ -133,10 +138,11 @@ def working_folder(run_dir: Path, task: str, script_dir: Path) -> Path | None:
 def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> tuple[int, list[str]]:
     """Runs the command, passing its stdout and stderr through as terminal lines (TerminalLines),
     each also into `shown` (the task's .out file), and its stderr's into a tail kept for the error
-    message; SIGTERM and SIGINT are handed on to it."""
+    message; SIGTERM and SIGINT are handed on to it, and the lab's own signals (a stack dump, a
+    hang on purpose and its release), which the script's process answers (trainer/signals.py)."""
     # Handlers first, so no signal falls between the child's start and them.
     child: list[subprocess.Popen] = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in (signal.SIGTERM, signal.SIGINT, *HANDED_ON):
         signal.signal(signum, lambda number, _frame: [process.send_signal(number) for process in child])
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     child.append(process)

@@ -37,6 +37,10 @@ CONFIG = "config.json"
 TASK_ENV = "TFLAB_HOOKS_TASK"  # set on the replica by the replay: the hooks' task name
 MARK = "hooks"  # log/hooks: what became of the hooks, one line
 EVENTS = "events.jsonl"  # log/events.jsonl: the hooks' events, which the host copies into <task>.jsonl
+# In the mark where the hooked process is the child of the replica's PID 1 (the replay's `init`),
+# which hands it the lab's signals: its stacks can be asked for. Under a shell that stays (an
+# entrypoint script), the signal would reach the shell, which it ends: the lab sends none.
+ANSWERS = "answers the lab's signals"
 LAB_ENV = ("TFLAB_LOG", "TFLAB_TASK", "TFLAB_CONFIG")  # the lab's own program (its trainer, its launcher) runs here
 
 
@@ -91,7 +95,7 @@ def start(here: str) -> None:
         inscript.task_log()  # cached for every hook: the program's environment stays its own
         inscript.run_settings()
         inscript.install_hooks()
-        mark(log_dir, f"hooked: python {sys.version.split()[0]}")
+        mark(log_dir, f"hooked: python {sys.version.split()[0]}" + (f"; {ANSWERS}" if os.getppid() == 1 else ""))
     except Exception as error:  # noqa: BLE001 - the replica's program runs on without the hooks
         mark(log_dir, f"failed: {type(error).__name__}: {error}")
         print(f"tflab: the lab's hooks could not load, and the program runs on without them: "

@@ -54,7 +54,7 @@ from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckp
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field
 from tflab.core.settings import Settings, SettingsError
-from tflab.trainer import audit, backups, customloop
+from tflab.trainer import audit, backups, customloop, signals
 from tflab.trainer.peerwait import PeerWait
 
 FEATURES = 32  # the MLP's input width, the article's
@@ -80,6 +80,7 @@ def main(argv=None) -> int:
     run_dir = Path(args.output or config_path.parent)
     run_dir.mkdir(parents=True, exist_ok=True)
     log = EventLog(runfolder.log_path(run_dir, args.task), args.task)
+    signals.install_in(str(run_dir), args.task)  # its stacks, and make chaos SCENARIO=hang
     try:
         config, settings = read_run_config(config_path)
     except SettingsError as error:  # the host's own checks refused it: one line, no traceback

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from tflab.backends import compose
 from tflab.backends.replay.images import image_env
-from tflab.backends.replay.volumes import binds, hooks_service
+from tflab.backends.replay.volumes import binds, hooks_mark, hooks_service
 from tflab.core import beneath, runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import DATA_DIR, Settings
 from tflab.core.terminal import TerminalLines
 from tflab.engine import docker, labels
 from tflab.k8s.tfjob import Plan
+from tflab.trainer import replayhooks
 
 COMPOSE_FILE = "compose.tfjob.json"
 
@@ -92,6 +93,15 @@ class ReplayStack(compose.ComposeStack):
                                                                  self.images))
         self.watch()
         self._start_attached(self.tasks)
+
+    def dump_stacks(self, tasks: list[str]) -> None:
+        """As Compose's, to the replicas whose program answers it: the lab's own, or one the hooks
+        are in as the child of the replica's init (replayhooks.ANSWERS). A replica's stacks land in
+        its hooks folder (volumes.hooks_file(task, stacks_file(task))); any other is not signalled,
+        since the signal would end a shell or a program without the hooks."""
+        marks = {task: hooks_mark(self.run_dir, task) for task in tasks}
+        super().dump_stacks([task for task, mark in marks.items()
+                             if mark.startswith("lab") or replayhooks.ANSWERS in mark])
 
     def state(self) -> dict[str, dict]:
         """task -> the engine's State of its container (Status, ExitCode, StartedAt, FinishedAt, Pid)."""

@@ -83,6 +83,7 @@ from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import OUTPUT, write_json, write_whole
 from tflab.core.settings import Settings
+from tflab.core.stacks import STACKS_SIGNAL
 from tflab.engine import docker, dockerswarm, labels
 from tflab.supervisor import user_script
 
@@ -285,6 +286,11 @@ class SwarmStack:
 
     def stop(self, tasks: list[str]) -> None:
         self._kill(tasks)
+
+    def dump_stacks(self, tasks: list[str]) -> None:
+        """STACKS_SIGNAL to each task's running container, through its node's engine (the stack's
+        `init` hands it on); the stacks land in the tasks' space, shared by every node."""
+        self._kill(tasks, STACKS_SIGNAL)
 
     def save_output(self) -> None:
         """Every container's output, each line prefixed with its task, merged by time (as
