@@ -518,3 +518,16 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(command):
     _, errors = lab.communicate(timeout=60)
     assert b"Traceback" not in errors, errors.decode(errors="replace")
     assert lab.returncode in (0, 120), errors.decode(errors="replace")  # 120: Python's own exit on a failed flush
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", [["tflab", "settings"], ["tflab", "--help"], ["tflab", "config"],
+                                     ["tflab.core.settings", "--markdown"]])
+def test_a_write_error_on_stdout_is_one_line(command):
+    """`tflab settings > /dev/full` ended in OSError's traceback (a closed pipe was handled, no other
+    write error): one line naming the error, and a non-zero exit, for every command."""
+    with open("/dev/full", "w") as full:
+        lab = subprocess.run([sys.executable, "-m", *command], cwd=REPO, env=lab_env(), stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    assert lab.stderr == "tflab: cannot write to standard output: No space left on device\n", lab.stderr
+    assert lab.returncode == 1

@@ -89,14 +89,8 @@ def command_logs(settings: Settings) -> int:
         sys.stdout.write(foreign.shown(decoder.decode(b"", final=True), limit=0, keep="\n\t"))
         sys.stdout.flush()
     except BrokenPipeError:  # `tflab logs | head`: the reader has what it wanted
-        quiet_stdout()
+        console.quiet_stdout()
     return 0
-
-
-def quiet_stdout() -> None:
-    """After a reader closed the pipe (`tflab logs | head`, `tflab settings | head`): stdout goes
-    to /dev/null, so that the exit's flush raises nothing either."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 CHECKED_FIRST = ("up", "compare", "matrix", "report", "bench")  # make builds .venv for these: check first

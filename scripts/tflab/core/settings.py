@@ -20,6 +20,7 @@ Docker code.
 """
 
 import dataclasses
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
@@ -420,9 +421,25 @@ def refuse_unhonoured(command: str, values: "Mapping[str, object] | Settings") -
             raise SettingsError(f"{name}={value} is not allowed with {refused}")
 
 
-if __name__ == "__main__":  # PYTHONPATH=scripts python3 -m tflab.core.settings --markdown
-    if sys.argv[1:] != ["--markdown"]:
-        given = " ".join(sys.argv[1:]) or "no argument"
-        sys.exit(f"tflab: {given} is not allowed: expected --markdown (python3 -m tflab.core.settings --markdown "
-                 "prints docs/settings.md's table of settings)")
-    print(settings_markdown(), end="")
+def main(arguments: list[str]) -> int:
+    """PYTHONPATH=scripts python3 -m tflab.core.settings --markdown; a write error on stdout (a full
+    disk) is one line and exit 1, as in the lab's own commands (console.py's, which core cannot import)."""
+    if arguments != ["--markdown"]:
+        given = " ".join(arguments) or "no argument"
+        print(f"tflab: {given} is not allowed: expected --markdown (python3 -m tflab.core.settings --markdown "
+              "prints docs/settings.md's table of settings)", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(settings_markdown())
+        sys.stdout.flush()
+    except OSError as error:  # only stdout is written here
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush is quiet too
+        if isinstance(error, BrokenPipeError):
+            return 0
+        print(f"tflab: cannot write to standard output: {error.strerror or error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
