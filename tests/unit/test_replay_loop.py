@@ -115,6 +115,7 @@ def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_pat
     # Written by the lab's one config.json writer (runfolder.run_config), as every run's is
     assert config["layout"] == runfolder.LAYOUT and config["created"] and config["tasks"] == project.tasks
     assert config["tf_config"]["ps-0"]["task"] == {"type": "ps", "index": 0} and config["tfjob"].endswith("tfjob.yaml")
+    assert config["replay"] == "TFJob"  # what the report names the run by (report.replayed_kind)
 
 
 def test_a_chief_that_failed_under_backoff_limit_1_fails_the_job_at_its_first_restart(tmp_path, capsys):

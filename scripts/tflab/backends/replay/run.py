@@ -46,7 +46,7 @@ class ReplayRun(runner.LabRun):
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
         settings = replay_settings(plan, self.settings, run_dir.name)
-        runfolder.write_config(run_dir, settings, ReplayCluster(plan), tfjob=str(plan.path),
+        runfolder.write_config(run_dir, settings, ReplayCluster(plan), tfjob=str(plan.path), replay=plan.kind,
                                hosts={t.name: t.host for t in plan.tasks})
         write_volumes(plan, run_dir, self.settings)
         write_hooks(plan, run_dir, self.settings)
