@@ -508,6 +508,38 @@ def test_down_with_an_empty_run_is_refused_however_it_is_given(tmp_path):
     assert not runs.exists()
 
 
+EMPTY_INPUTS = ["TRAINJOB", "TFJOB", "SCRIPT", "DATA", "CLAIMS", "KERAS", "TF", "RUNTIME"]
+
+
+@pytest.mark.parametrize("name", EMPTY_INPUTS)
+def test_an_empty_file_or_version_setting_is_refused_however_it_is_given(name, tmp_path):
+    """`make up TRAINJOB=$JOB` with $JOB unset trained the lab's default job (and passed in CI): an
+    empty value of a setting whose empty default is meant by leaving it out is refused as an
+    argument, a flag, on make's command line and from the environment, as `make down RUN=` is.
+    Docker is not on PATH: an `up` that went on would fail on it, not refuse the setting."""
+    runs, no_docker = tmp_path / "runs", shim_path(tmp_path, None)
+    expected = f"tflab: {name}='' is not allowed: an empty {name} is taken for a mistake"
+    flag = "--" + name.lower().replace("_", "-")
+    for arguments, env in (([f"{name}="], {}), ([flag, ""], {}), ([], {name: ""})):
+        result = run_lab("up", f"RUNS_DIR={runs}", *arguments, env=lab_env(PATH=no_docker, **env))
+        assert result.returncode == 2 and result.stdout == "", (arguments, env, result.output)
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(expected), (arguments, result.stderr)
+        assert f"or {name} left out (unset) for " in result.stderr
+    made = run_make("up", f"{name}=", f"RUNS_DIR={runs}", PATH=f"{no_docker}:/usr/bin:/bin")
+    assert made.returncode == 2 and made.stderr.startswith(expected), made.stderr
+    assert not runs.exists()
+
+
+def test_an_empty_exported_setting_is_left_alone_by_a_command_that_never_reads_it(tmp_path):
+    """One environment serves every command: `TFJOB= tflab summary` is not refused for TFJOB, but
+    `tflab summary TFJOB=` (given to it by name) is."""
+    runs = tmp_path / "runs"
+    exported = run_lab("summary", f"RUNS_DIR={runs}", env=lab_env(TFJOB="", TF=""))
+    assert exported.stderr.startswith("tflab: no runs yet in "), exported.stderr
+    named = run_lab("summary", f"RUNS_DIR={runs}", "TFJOB=")
+    assert named.stderr.startswith("tflab: TFJOB='' is not allowed: an empty TFJOB"), named.stderr
+
+
 @pytest.mark.parametrize("command", ["settings", "--help"])
 def test_a_reader_that_closes_the_pipe_gets_no_traceback(command):
     """`tflab settings | head` printed BrokenPipeError's traceback: the reader closed the pipe

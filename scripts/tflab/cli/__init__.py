@@ -29,7 +29,7 @@ import textwrap
 from tflab import console, home
 from tflab.cli import makesignals, reading, training, upkeep
 from tflab.cli.help import HELP_WIDTH, command_settings, flag, settings_epilog
-from tflab.cli.protocol import given_values, named_values, refuse_not_read
+from tflab.cli.protocol import given_values, named_values, refuse_empty_inputs, refuse_not_read
 from tflab.core.errors import LabError
 from tflab.core.settings import SPECS, Settings
 
@@ -185,6 +185,7 @@ def run_command(argv: list[str] | None) -> int:
         # Both before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH. Under check, the
         # command TFLAB_CHECK names (reading.command_check refuses any other).
         command = os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command
+        refuse_empty_inputs(command, os.environ, assignments)
         if "TRAINJOB" in given or "RUNTIME" in given:  # as TFJOB's, in the TrainJob's words
             from tflab.k8s import trainjob
 

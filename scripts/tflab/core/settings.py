@@ -80,12 +80,12 @@ OWN_IMAGE = f"the TFJob's containers run their own image, built or pulled before
 # oldest pyproject.toml allows) has no `X | None` at run time.
 def setting(default: object, parse: Callable[[str, str], object], allowed: str, doc: str, *,
             on_host: Optional[Callable[[str, object], object]] = None, commands: tuple[str, ...] = RUNS,
-            tfjob: str = "", refused: Optional[Mapping[str, str]] = None) -> Any:
+            tfjob: str = "", refused: Optional[Mapping[str, str]] = None, left_out: str = "") -> Any:
     """A field of Settings, declaring its setting: the default, and in the field's metadata the rest
     of the `Setting` (core/rules.py says what each part is for)."""
     return dataclasses.field(default=default, metadata=dict(
         parse=parse, allowed=allowed, doc=doc, on_host=on_host, commands=commands, tfjob=tfjob,
-        refused=refused or {}))
+        refused=refused or {}, left_out=left_out))
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class Settings(SettingsRules):
             "the TensorFlow of the trainer image (one image per version, tagged cpu-tf<version>); empty: the "
             f"lab's own, {versions.DEFAULT}; make matrix: a list, empty: {MATRIX_TF}",
             commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
-            tfjob=OWN_IMAGE)
+            tfjob=OWN_IMAGE, left_out=f"the lab's own, {versions.DEFAULT} (make matrix: {MATRIX_TF})")
     keras: str = setting("", grammars.keras, "empty | " + versions.KERAS_ALLOWED,
             "tf.keras: keras3 (TF 2.16 on), tf-keras (tf_keras, TF_USE_LEGACY_KERAS=1; TF 2.14 to 2.21) or bundled "
             "(Keras 2, TF <= 2.15), or a Keras release in place of the TF line's own (3.10 .. 3.15, nightly: "
@@ -209,7 +209,7 @@ class Settings(SettingsRules):
             "a list, empty: "
             f"{MATRIX_KERAS}",
             commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
-            tfjob=OWN_IMAGE)
+            tfjob=OWN_IMAGE, left_out=f"tf-keras from 2.16, else bundled (make matrix: {MATRIX_KERAS})")
     strategies: str = setting("mirrored multiworker", grammars.strategies,
             " | ".join(MATRIX_STRATEGIES) + ", one or more",
             "make matrix: the strategies each TF and KERAS runs with (WORKERS, REPLICAS as set)",
@@ -281,7 +281,7 @@ class Settings(SettingsRules):
             "empty: the lab's own", on_host=hostfiles.script_on_host,
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
             tfjob="the TFJob's containers run their own command; "
-                  f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED)
+                  f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED, left_out="the lab's own trainer")
     args: str = setting("", grammars.args, "arguments", "arguments for SCRIPT, split as a shell would",
             tfjob=f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args")
     script_env: str = setting("", grammars.script_env, "empty | NAME=value ..., split as a shell would",
@@ -294,28 +294,30 @@ class Settings(SettingsRules):
             f"a data folder for SCRIPT or a TFJob replay, mounted read-only at {DATA_DIR} in every task ($TFLAB_DATA "
             "says where; BACKEND=local: the folder itself)", on_host=hostfiles.data_on_host,
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
-            tfjob=REPLAYED)
+            tfjob=REPLAYED, left_out="no data folder")
     tfjob: str = setting("", grammars.tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
             "Trainer v2 TrainJob and runtime", on_host=hostfiles.tfjob_on_host,
             commands=("up", "k8s", "chaos", "matrix"),
-            tfjob=REPLAYED, refused=TFJOB_REFUSED)
+            tfjob=REPLAYED, refused=TFJOB_REFUSED, left_out="the lab's own training, no TFJob")
     trainjob: str = setting("", grammars.manifest("a TrainJob manifest"), "empty | path/to/trainjob.yaml",
             "tflab up: replay a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), its TensorFlow "
             "runtime and the ConfigMaps in its file, each node a task on Compose that builds its TF_CONFIG as "
             "its pod would", on_host=hostfiles.manifest_on_host("TrainJob manifest"),
-            commands=("up", "chaos", "matrix"), refused=TRAINJOB_REFUSED)
+            commands=("up", "chaos", "matrix"), refused=TRAINJOB_REFUSED,
+            left_out="the lab's own training, no TrainJob")
     runtime: str = setting("", grammars.manifest("a TrainingRuntime or ClusterTrainingRuntime manifest"),
             "empty | path/to/runtime.yaml",
             "tflab up TRAINJOB=: the file holding the runtime the TrainJob names, where it is not in the "
             "TrainJob's own file", on_host=hostfiles.manifest_on_host("runtime manifest"),
-            commands=("up", "chaos", "matrix"))
+            commands=("up", "chaos", "matrix"), left_out="the runtime in the TrainJob's own file")
     claims: str = setting("", grammars.claims, "empty | claim=/host/folder[:ro|:rw],...",
             "tflab up TFJOB=: a folder of this host for each PersistentVolumeClaim named, mounted where the "
             "manifest mounts the claim (ro: read-only; rw, the default: writable, kept after the run); "
             "empty: each claim a fresh folder of the run's (volumes/<claim>/)", on_host=hostfiles.claims_on_host,
-            commands=("up", "chaos", "matrix"), tfjob=REPLAYED)
+            commands=("up", "chaos", "matrix"), tfjob=REPLAYED,
+            left_out="each claim a fresh folder of the run's")
     tensorboard_port: int = setting(6006, grammars.integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",))
