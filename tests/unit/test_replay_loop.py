@@ -464,6 +464,11 @@ def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobs
     assert code == 1 and not result.ok and len(result.restarts) == 1
     assert result.reason == "ReachedMaxRestarts", out
     assert "JobSet marks the job Failed (ReachedMaxRestarts)" in out
+    # A TrainJob has no backoffLimit: its restarts are JobSet's, counted whole (once said as
+    # "2 restarts counted of backoffLimit 1", the training operator's in-place count)
+    assert "tflab: restarting every node (restart 1 of failurePolicy.maxRestarts 1), as JobSet's failurePolicy " \
+           "says" in out
+    assert "backoffLimit" not in out
 
 
 def test_a_trainjob_succeeds_when_every_node_does(tmp_path, capsys):

@@ -240,6 +240,9 @@ class ReplayRun(runner.LabRun):
 
     def restart_line(self) -> str:
         limit = self.plan.backoff_limit
+        if self.plan.kind == "TrainJob":  # no backoffLimit: JobSet counts whole restarts (jobset_condition)
+            return (f"restarting every node (restart {len(self.restarts_made)} of failurePolicy.maxRestarts "
+                    f"{limit or 0}), as JobSet's failurePolicy says")
         counted = ("no backoffLimit" if limit is None else
                    f"{self.restarts_counted} restart{'s' if self.restarts_counted != 1 else ''} counted "
                    f"of backoffLimit {limit}")
