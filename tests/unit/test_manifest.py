@@ -305,6 +305,15 @@ def test_unknown_fields_with_hostile_names_are_listed_escaped(tmp_path):
     assert not any("\x1b" in entry for entry in listed)
 
 
+def test_a_host_port_is_listed_as_not_applied(tmp_path):
+    """A dropped hostPort was said as "not applied: nothing": the replay publishes no port on the host."""
+    text = textwrap.dedent(JOB).replace("workingDir: /app", "workingDir: /app\n            ports: [{name: tf-grpc, "
+                                        "containerPort: 2222, hostPort: 2222, hostIP: 0.0.0.0, protocol: TCP}]")
+    listed = load(tmp_path, text).not_applied
+    at = "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].ports[0]"
+    assert [entry for entry in listed if ".ports[" in entry] == [f"{at}.hostPort", f"{at}.hostIP"], listed
+
+
 def test_nested_config_map_item_paths_are_written_as_kubernetes_does(tmp_path):
     text = textwrap.dedent(JOB).replace("{name: conf, configMap: {name: settings}}", "{name: conf, configMap: {name: "
                                         "settings, items: [{key: config.json, path: a/b/c.json}]}}")
