@@ -563,3 +563,13 @@ def test_a_write_error_on_stdout_is_one_line(command):
                              stderr=subprocess.PIPE, text=True, timeout=120)
     assert lab.stderr == "tflab: cannot write to standard output: No space left on device\n", lab.stderr
     assert lab.returncode == 1
+
+
+@pytest.mark.parametrize("argument, shown", [("--html", "--html"), ("\x1b[2J", "'\\x1b[2J'")])
+def test_the_settings_module_names_a_wrong_argument_escaped(argument, shown):
+    """`python -m tflab.core.settings $'\\e[2J'` echoed the ESC raw into the terminal."""
+    result = subprocess.run([sys.executable, "-m", "tflab.core.settings", argument], cwd=REPO, env=lab_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"tflab: {shown} is not allowed: expected --markdown (python3 -m tflab.core.settings " \
+                            "--markdown prints docs/settings.md's table of settings)\n"

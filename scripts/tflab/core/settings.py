@@ -428,6 +428,7 @@ def main(arguments: list[str]) -> int:
     disk) is one line and exit 1, as in the lab's own commands (console.py's, which core cannot import)."""
     if arguments != ["--markdown"]:
         given = " ".join(arguments) or "no argument"
+        given = given if given.isprintable() and len(given) <= 100 else repr(given[:100])  # an ESC never raw
         print(f"tflab: {given} is not allowed: expected --markdown (python3 -m tflab.core.settings --markdown "
               "prints docs/settings.md's table of settings)", file=sys.stderr)
         return 2
