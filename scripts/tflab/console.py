@@ -2,12 +2,57 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for the annotations: the console imports nothing of the lab's
     from tflab.core.cluster import Cluster
     from tflab.core.settings import Settings
+
+
+class StdoutError(Exception):
+    """Standard output cannot be written (`tflab settings > /dev/full`): said in one line, not a
+    traceback. A closed pipe is not one: the reader has what it wanted (BrokenPipeError)."""
+
+
+class GuardedStdout:
+    """sys.stdout, whose write and flush turn an OSError other than a closed pipe into StdoutError,
+    so that the lab tells its own write errors from any other OSError (a file it reads, the engine)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise StdoutError(error.strerror or str(error)) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise StdoutError(error.strerror or str(error)) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def guard_stdout() -> None:
+    if not isinstance(sys.stdout, GuardedStdout) and sys.stdout is not None:
+        sys.stdout = GuardedStdout(sys.stdout)
+
+
+def quiet_stdout() -> None:
+    """After a reader closed the pipe (`tflab logs | head`) or a write failed (a full disk):
+    stdout goes to /dev/null, so that the exit's flush of what is still buffered raises nothing."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def say(message: str) -> None:

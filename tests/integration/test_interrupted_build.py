@@ -4,6 +4,7 @@ know, which would keep the image under it on the engine (builder.run_build, make
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -30,20 +31,64 @@ def test_an_interrupted_build_removes_what_it_made(engine, trainer_image, tmp_pa
         child.mkdir()
         (child / "payload").write_text("x" * 1000)
         (child / "Dockerfile").write_text(f"FROM {parent}\nCOPY payload /payload\nRUN sleep 120\n")
-        command = builder.build_command(child / "Dockerfile", child, f"{parent}-child", {})
+        command = builder.build_command(child / "Dockerfile", child, tmp_path / "image-id", {})
 
         def say(message: str) -> None:
             if "RUN sleep" in message:  # the COPY step's image exists: Ctrl-C now
                 raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            builder.run_build(command, "building", say, use_buildkit=False, parent=parent)
+            builder.run_build(command, "building", say, use_buildkit=False, parent=parent, tag=f"{parent}-child",
+                              iidfile=tmp_path / "image-id")
         assert builder.untagged_children(parent) == [], "the interrupted build left an untagged image"
     finally:
         leftovers = builder.remove_untagged_children(parent)
         removed = docker.run("image", "rm", parent, timeout=120)
     assert leftovers == []
     assert removed.returncode == 0, removed.stderr
+
+
+def build_steps_running(parent: str) -> list[str]:
+    """The containers of a build's steps on `parent`: `ancestor` matches the images built on it."""
+    return docker.run("ps", "--quiet", "--filter", f"ancestor={parent}").stdout.split()
+
+
+def test_an_interrupted_build_leaves_no_tag_when_the_engine_finishes_it(engine, trainer_image, tmp_path):
+    """The engine finishes a legacy build whose client went: its image came, tagged, 5-8 s after
+    the lab had exited (3 of 3 tries). The build is untagged now and the lab tags it only once it
+    succeeded: here the step the lab left ends, and neither the tag nor an untagged image stays."""
+    if not docker.run("image", "inspect", BASE).returncode == 0:
+        pytest.skip(f"{BASE} is not on this engine")
+    parent = f"tflab-test-parent:{uuid.uuid4().hex[:12]}"
+    tag = f"{parent}-child"
+    (tmp_path / "parent").mkdir()
+    build(f"FROM {BASE}\nLABEL tflab.test={parent.split(':')[1]}\n", tmp_path / "parent", parent)
+    try:
+        child = tmp_path / "child"
+        child.mkdir()
+        (child / "payload").write_text("x" * 1000)
+        (child / "Dockerfile").write_text(f"FROM {parent}\nCOPY payload /payload\nRUN sleep 3\n")
+        command = builder.build_command(child / "Dockerfile", child, tmp_path / "image-id", {})
+
+        def say(message: str) -> None:
+            if "RUN sleep" in message:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            builder.run_build(command, "building", say, use_buildkit=False, parent=parent, tag=tag,
+                              iidfile=tmp_path / "image-id")
+        # Until the step the engine went on with has ended (it sleeps 3 s; bounded, not timed)
+        for _ in range(120):
+            if not build_steps_running(parent):
+                break
+            time.sleep(0.5)
+        assert build_steps_running(parent) == [], "the build's step never ended"
+        assert docker.run("image", "inspect", tag).returncode != 0, "the interrupted build left its tag"
+    finally:
+        docker.run("image", "rm", tag)
+        leftovers = builder.remove_untagged_children(parent)
+        docker.run("image", "rm", parent, timeout=120)
+    assert leftovers == [], "the interrupted build left an untagged image"
 
 
 def test_an_untagged_child_is_found_and_removed_before_its_parent(engine, trainer_image, tmp_path):

@@ -87,12 +87,13 @@ def test_the_reader_still_says_each_step():
 
 def test_the_build_command_for_each_builder():
     context = Path("/ctx")
-    legacy = builder.build_command(context / "Dockerfile", context, "t:1", {"PACKAGES_IMAGE": "p:1"})
+    iid = Path("/tmp/b/image-id")
+    legacy = builder.build_command(context / "Dockerfile", context, iid, {"PACKAGES_IMAGE": "p:1"})
     assert legacy == ["docker", "build", "--force-rm", "--file", "/ctx/Dockerfile", "--build-arg",
-                      "PACKAGES_IMAGE=p:1", "--tag", "t:1", "/ctx"]
-    buildkit = builder.build_command(context / "Dockerfile", context, "t:1", {}, "linux/arm64", use_buildkit=True)
+                      "PACKAGES_IMAGE=p:1", "--iidfile", "/tmp/b/image-id", "/ctx"]
+    buildkit = builder.build_command(context / "Dockerfile", context, iid, {}, "linux/arm64", use_buildkit=True)
     assert buildkit == ["docker", "build", "--progress=plain", "--load", "--file", "/ctx/Dockerfile",
-                        "--platform", "linux/arm64", "--tag", "t:1", "/ctx"]
+                        "--platform", "linux/arm64", "--iidfile", "/tmp/b/image-id", "/ctx"]
     assert builder.build_environment(True)["DOCKER_BUILDKIT"] == "1"
     assert builder.build_environment(False)["DOCKER_BUILDKIT"] == "0"
 
@@ -256,3 +257,39 @@ def test_a_failed_build_is_not_recorded_and_a_built_one_replaces_the_last(monkey
     engine.names.add("tflab-trainer:cpu-bbbbbbbbbbbb")
     tag = trainer_image_build(monkeypatch, tmp_path, engine.names.add)
     assert record.built_images() == [tag] and engine.names == {tag}
+
+
+def test_a_build_is_tagged_only_once_it_succeeded(monkeypatch, tmp_path):
+    """The engine finishes a legacy build whose client went, and tagged its image 5-8 s after an
+    interrupted lab had exited (3 of 3 tries). The build is untagged (--iidfile); the lab tags the
+    image it wrote only after the build succeeded, so an interrupted one leaves no tag."""
+    engine = FakeEngine(monkeypatch, stdout="")
+    iidfile = tmp_path / "image-id"
+    command = builder.build_command(tmp_path / "Dockerfile", tmp_path, iidfile, {})
+    assert "--tag" not in command and command[command.index("--iidfile") + 1] == str(iidfile)
+
+    def built(command, summarise, say, what, **kwargs):
+        iidfile.write_text("sha256:" + "ab" * 32)
+        return 0, "Successfully built abababababab"
+
+    monkeypatch.setattr(progress, "run_summarised", built)
+    code, _ = builder.run_build(command, "building t:1", print, False, tag="t:1", iidfile=iidfile)
+    assert code == 0 and ("tag", "sha256:" + "ab" * 32, "t:1") in [call[0] for call in engine.calls]
+
+    engine.commands.clear()
+
+    def interrupted(command, summarise, say, what, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(progress, "run_summarised", interrupted)
+    monkeypatch.setattr(builder, "remove_interrupted", lambda named, parent, since: None)
+    with pytest.raises(KeyboardInterrupt):
+        builder.run_build(command, "building t:1", print, False, tag="t:1", iidfile=iidfile)
+    assert not [call for call in engine.calls if call[0][0] == "tag"]
+
+    def failed(command, summarise, say, what, **kwargs):
+        return 1, "The command '/bin/sh -c false' returned a non-zero code: 1"
+
+    monkeypatch.setattr(progress, "run_summarised", failed)
+    assert builder.run_build(command, "building t:1", print, False, tag="t:1", iidfile=iidfile)[0] == 1
+    assert not [call for call in engine.calls if call[0][0] == "tag"]

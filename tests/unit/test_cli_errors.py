@@ -508,6 +508,38 @@ def test_down_with_an_empty_run_is_refused_however_it_is_given(tmp_path):
     assert not runs.exists()
 
 
+EMPTY_INPUTS = ["TRAINJOB", "TFJOB", "SCRIPT", "DATA", "CLAIMS", "KERAS", "TF", "RUNTIME"]
+
+
+@pytest.mark.parametrize("name", EMPTY_INPUTS)
+def test_an_empty_file_or_version_setting_is_refused_however_it_is_given(name, tmp_path):
+    """`make up TRAINJOB=$JOB` with $JOB unset trained the lab's default job (and passed in CI): an
+    empty value of a setting whose empty default is meant by leaving it out is refused as an
+    argument, a flag, on make's command line and from the environment, as `make down RUN=` is.
+    Docker is not on PATH: an `up` that went on would fail on it, not refuse the setting."""
+    runs, no_docker = tmp_path / "runs", shim_path(tmp_path, None)
+    expected = f"tflab: {name}='' is not allowed: an empty {name} is taken for a mistake"
+    flag = "--" + name.lower().replace("_", "-")
+    for arguments, env in (([f"{name}="], {}), ([flag, ""], {}), ([], {name: ""})):
+        result = run_lab("up", f"RUNS_DIR={runs}", *arguments, env=lab_env(PATH=no_docker, **env))
+        assert result.returncode == 2 and result.stdout == "", (arguments, env, result.output)
+        assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith(expected), (arguments, result.stderr)
+        assert f"or {name} left out (unset) for " in result.stderr
+    made = run_make("up", f"{name}=", f"RUNS_DIR={runs}", PATH=f"{no_docker}:/usr/bin:/bin")
+    assert made.returncode == 2 and made.stderr.startswith(expected), made.stderr
+    assert not runs.exists()
+
+
+def test_an_empty_exported_setting_is_left_alone_by_a_command_that_never_reads_it(tmp_path):
+    """One environment serves every command: `TFJOB= tflab summary` is not refused for TFJOB, but
+    `tflab summary TFJOB=` (given to it by name) is."""
+    runs = tmp_path / "runs"
+    exported = run_lab("summary", f"RUNS_DIR={runs}", env=lab_env(TFJOB="", TF=""))
+    assert exported.stderr.startswith("tflab: no runs yet in "), exported.stderr
+    named = run_lab("summary", f"RUNS_DIR={runs}", "TFJOB=")
+    assert named.stderr.startswith("tflab: TFJOB='' is not allowed: an empty TFJOB"), named.stderr
+
+
 @pytest.mark.parametrize("command", ["settings", "--help"])
 def test_a_reader_that_closes_the_pipe_gets_no_traceback(command):
     """`tflab settings | head` printed BrokenPipeError's traceback: the reader closed the pipe
@@ -518,3 +550,26 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(command):
     _, errors = lab.communicate(timeout=60)
     assert b"Traceback" not in errors, errors.decode(errors="replace")
     assert lab.returncode in (0, 120), errors.decode(errors="replace")  # 120: Python's own exit on a failed flush
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", [["tflab", "settings"], ["tflab", "--help"], ["tflab", "config"],
+                                     ["tflab.core.settings", "--markdown"]])
+def test_a_write_error_on_stdout_is_one_line(command):
+    """`tflab settings > /dev/full` ended in OSError's traceback (a closed pipe was handled, no other
+    write error): one line naming the error, and a non-zero exit, for every command."""
+    with open("/dev/full", "w") as full:
+        lab = subprocess.run([sys.executable, "-m", *command], cwd=REPO, env=lab_env(), stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    assert lab.stderr == "tflab: cannot write to standard output: No space left on device\n", lab.stderr
+    assert lab.returncode == 1
+
+
+@pytest.mark.parametrize("argument, shown", [("--html", "--html"), ("\x1b[2J", "'\\x1b[2J'")])
+def test_the_settings_module_names_a_wrong_argument_escaped(argument, shown):
+    """`python -m tflab.core.settings $'\\e[2J'` echoed the ESC raw into the terminal."""
+    result = subprocess.run([sys.executable, "-m", "tflab.core.settings", argument], cwd=REPO, env=lab_env(),
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"tflab: {shown} is not allowed: expected --markdown (python3 -m tflab.core.settings " \
+                            "--markdown prints docs/settings.md's table of settings)\n"

@@ -95,6 +95,6 @@ def test_the_argv_builders_for_streams_and_the_swarm_sim():
         "198.18.213.11:2377", "198.18.213.1:2377"]
     assert dockerswarm.swarm_info_command(OTHER) == [*OTHER, "info", "--format", "{{json .Swarm}}"]
     assert dockerswarm.swarm_join_token_command() == ["docker", "swarm", "join-token", "--quiet", "worker"]
-    assert docker.build_command("D", "C", "t", "linux/arm64", ["--build-arg", "A=1"], ["--force-rm"]) == [
+    assert docker.build_command("D", "C", "I", "linux/arm64", ["--build-arg", "A=1"], ["--force-rm"]) == [
         "docker", "build", "--force-rm", "--file", "D", "--platform", "linux/arm64", "--build-arg", "A=1",
-        "--tag", "t", "C"]
+        "--iidfile", "I", "C"]

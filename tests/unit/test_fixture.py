@@ -96,3 +96,17 @@ def test_a_lab_run_reads_a_foreign_folder_in_one_line(tmp_path):
         pytest_plugin.LabRun(0, "", run_dir).summary
     (run_dir / "w.jsonl").write_text("hi\n" + json.dumps({"event": "epoch", "task": "w", "time": 1}) + "\n")
     assert pytest_plugin.LabRun(0, "", run_dir).of("w", "epoch") == []  # no loss: not an epoch the lab wrote
+
+
+def test_audit_is_strict_unless_given(tflab_cluster, lab):
+    tflab_cluster(workers=2)
+    tflab_cluster(workers=2, audit="on")
+    assert [env["AUDIT"] for env in lab.started] == ["strict", "on"]
+
+
+@pytest.mark.parametrize("setting", ["tfjob", "trainjob"])
+def test_a_replay_gets_no_audit_it_never_named(tflab_cluster, lab, tmp_path, setting):
+    """The lab refuses AUDIT with TFJOB= and TRAINJOB= (the job's containers train as they say):
+    the fixture's own AUDIT=strict default made every replay a refusal about AUDIT."""
+    tflab_cluster(**{setting: tmp_path / "job.yaml"})
+    assert "AUDIT" not in lab.started[0] and lab.started[0][setting.upper()] == str(tmp_path / "job.yaml")

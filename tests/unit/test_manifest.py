@@ -17,7 +17,7 @@ from tflab.backends.replay.images import check_images, check_non_root
 from tflab.backends.replay.stack import FoldedOutput, render
 from tflab.backends.replay.volumes import volume_path, write_volumes
 from tflab.core.errors import LabError
-from tflab.core.settings import Settings
+from tflab.core.settings import Settings, SettingsError
 from tflab.k8s import manifest, tfjob
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -305,6 +305,15 @@ def test_unknown_fields_with_hostile_names_are_listed_escaped(tmp_path):
     assert not any("\x1b" in entry for entry in listed)
 
 
+def test_a_host_port_is_listed_as_not_applied(tmp_path):
+    """A dropped hostPort was said as "not applied: nothing": the replay publishes no port on the host."""
+    text = textwrap.dedent(JOB).replace("workingDir: /app", "workingDir: /app\n            ports: [{name: tf-grpc, "
+                                        "containerPort: 2222, hostPort: 2222, hostIP: 0.0.0.0, protocol: TCP}]")
+    listed = load(tmp_path, text).not_applied
+    at = "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].ports[0]"
+    assert [entry for entry in listed if ".ports[" in entry] == [f"{at}.hostPort", f"{at}.hostIP"], listed
+
+
 def test_nested_config_map_item_paths_are_written_as_kubernetes_does(tmp_path):
     text = textwrap.dedent(JOB).replace("{name: conf, configMap: {name: settings}}", "{name: conf, configMap: {name: "
                                         "settings, items: [{key: config.json, path: a/b/c.json}]}}")
@@ -498,6 +507,26 @@ def test_claims_are_checked_in_one_line(value, named, tmp_path):
     assert named in str(error.value) and "\n" not in str(error.value), str(error.value)
     with pytest.raises(Exception, match="CLAIMS=.* is not allowed without TFJOB"):
         Settings().replace(claims="data=/x")
+
+
+def test_a_claims_folder_the_replicas_cannot_read_is_refused_as_datas_is(tmp_path):
+    """DATA's folder had to be readable by everyone (the tasks run as another user); a CLAIMS
+    folder the replicas could not read was accepted, and found out only inside a replica."""
+    closed, open_ = tmp_path / "closed", tmp_path / "open"
+    closed.mkdir(mode=0o700)
+    open_.mkdir(mode=0o755)
+    closed.chmod(0o000)  # unreadable whoever runs the test: root by its mode, anyone else by access()
+    try:
+        with pytest.raises(SettingsError) as refused:
+            Settings.from_env({"TFJOB": str(write(tmp_path, JOB)), "CLAIMS": f"outputs={closed}:ro"})
+    finally:
+        closed.chmod(0o700)
+    assert str(refused.value) == (
+        f"CLAIMS=outputs={closed}:ro is not allowed: {closed}, given to the claim outputs, is not readable by "
+        "everyone, and the replicas run as their image's user in a container; expected a folder they can read: "
+        f"chmod -R o+rX {closed}")
+    settings = Settings.from_env({"TFJOB": str(write(tmp_path, JOB)), "CLAIMS": f"outputs={open_}"})
+    assert settings.claims == f"outputs={open_}:rw"
 
 
 def test_a_claim_the_file_declares_and_a_replica_mounts_is_not_listed_as_not_applied(tmp_path):

@@ -115,6 +115,7 @@ def test_the_chief_done_ends_the_servers_and_their_sigterm_is_no_failure(tmp_pat
     # Written by the lab's one config.json writer (runfolder.run_config), as every run's is
     assert config["layout"] == runfolder.LAYOUT and config["created"] and config["tasks"] == project.tasks
     assert config["tf_config"]["ps-0"]["task"] == {"type": "ps", "index": 0} and config["tfjob"].endswith("tfjob.yaml")
+    assert config["replay"] == "TFJob"  # what the report names the run by (report.replayed_kind)
 
 
 def test_a_chief_that_failed_under_backoff_limit_1_fails_the_job_at_its_first_restart(tmp_path, capsys):
@@ -463,6 +464,11 @@ def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobs
     assert code == 1 and not result.ok and len(result.restarts) == 1
     assert result.reason == "ReachedMaxRestarts", out
     assert "JobSet marks the job Failed (ReachedMaxRestarts)" in out
+    # A TrainJob has no backoffLimit: its restarts are JobSet's, counted whole (once said as
+    # "2 restarts counted of backoffLimit 1", the training operator's in-place count)
+    assert "tflab: restarting every node (restart 1 of failurePolicy.maxRestarts 1), as JobSet's failurePolicy " \
+           "says" in out
+    assert "backoffLimit" not in out
 
 
 def test_a_trainjob_succeeds_when_every_node_does(tmp_path, capsys):
@@ -516,11 +522,38 @@ def test_the_hooks_reach_a_replicas_own_python_and_leave_its_program_alone(tmp_p
     events = [json.loads(line) for line in (root / "log" / "events.jsonl").read_text().splitlines()]
     assert [(e["event"], e["task"], e["module"], e["version"]) for e in events] == \
         [("imported", "worker-0", "keras", "9.9.9")]
-    # the lab's own program (its trainer, with TFLAB_CONFIG): the hooks stand aside
+    # a script the lab's launcher runs (TFLAB_LOG, which only the launcher sets): the hooks stand aside
     lab = hooks_root(tmp_path / "lab")
-    result = in_replica(lab, "import keras", tmp_path, TFLAB_CONFIG="/etc/tflab/config.json")
+    result = in_replica(lab, "import keras", tmp_path, TFLAB_LOG="/tmp/worker-0.jsonl")
     assert result.returncode == 0 and (lab / "log" / "hooks").read_text().startswith("lab:")
     assert not (lab / "log" / "events.jsonl").exists()
+
+
+def test_a_node_that_runs_its_own_command_is_hooked_whatever_tflab_variables_it_has(tmp_path):
+    """A TrainJob node's tfconfig sets TFLAB_TASK for the command it runs, and make k8s's manifests
+    TFLAB_CONFIG: a node that ran `python -c` was said "not audited: it runs the lab's own program".
+    Its own program gets the hooks, and keeps its variables."""
+    root = hooks_root(tmp_path)
+    program = "import os, keras; print(os.environ['TFLAB_TASK'], os.environ['TFLAB_CONFIG'])"
+    result = in_replica(root, program, tmp_path, TFLAB_TASK="worker-0", TFLAB_CONFIG="/etc/tflab/config.json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["worker-0", "/etc/tflab/config.json"]
+    assert (root / "log" / "hooks").read_text().startswith("hooked: python ")
+
+
+@pytest.mark.parametrize("argv, module", [
+    (["python3", "-m", "tflab.train"], "tflab.train"),
+    (["python3", "-u", "-X", "dev", "-mtflab.launch", "--", "x"], "tflab.launch"),
+    (["python3", "-m", "tflab.trainer.tfconfig", "python", "-m", "tflab.train"], "tflab.trainer.tfconfig"),
+    (["python3", "-c", "import tflab"], ""),
+    (["python3", "/app/train.py", "-m", "tflab.train"], ""),
+    (["python3", "-W", "-m", "-c", "pass"], ""),
+])
+def test_the_hooks_tell_the_labs_program_by_the_module_it_runs(argv, module):
+    from tflab.trainer import replayhooks
+
+    assert replayhooks.run_module(argv) == module
+    assert (module in replayhooks.LAB_MODULES) == (module in ("tflab.train", "tflab.launch"))
 
 
 def test_the_watcher_copies_only_the_hooks_events_under_the_replicas_own_name(tmp_path):

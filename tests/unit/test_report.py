@@ -167,3 +167,20 @@ def test_the_report_replaces_a_link_left_in_its_place_and_never_writes_through_i
     (run_dir / "report.csv").mkdir()
     with pytest.raises(ForeignFile, match="linked/report.csv is a folder; the report writes a file there"):
         report.write(run_dir)
+
+
+@pytest.mark.parametrize("replay, expected", [("TFJob", "tfjob"), ("TrainJob", "trainjob"), (None, "tfjob")])
+def test_a_replay_is_a_row_of_its_kind_not_the_guessed_strategy(tmp_path, replay, expected):
+    """A replay's config.json holds strategy multiworker where its job has no PS (the lab's guess
+    for its shape, tfjob.replay_settings): the report called every TFJob and TrainJob replay
+    multiworker. Its row names what it replayed (config.json's "replay"; before that key, "tfjob")."""
+    run_dir = record_run(tmp_path, "job", "multiworker", ["worker-0", "worker-1"], steady=0.01, replicas=2)
+    config = json.loads((run_dir / "config.json").read_text())
+    config.update(tfjob="/jobs/job.yaml", **({"replay": replay} if replay else {}))
+    (run_dir / "config.json").write_text(json.dumps(config))
+    assert [row["strategy"] for row in report.rows(run_dir)] == [expected]
+
+
+def test_a_lab_run_keeps_its_strategy(tmp_path):
+    run_dir = record_run(tmp_path, "lab", "multiworker", ["worker-0", "worker-1"], steady=0.01, replicas=2)
+    assert [row["strategy"] for row in report.rows(run_dir)] == ["multiworker"]

@@ -27,7 +27,8 @@ DOOR_CALLS = ("folder.", "self.folder", "beneath", "runfolder.", "foreign.")  # 
 ALLOWED = {
     "images/builder.py": "build contexts under images/, made and removed by the lab itself",
     "cli/makesignals.py": "/proc of make's processes (signal forwarding)",
-    "cli/reading.py": "/dev/null, for stdout once `tflab logs | head` has closed the pipe",
+    "console.py": "/dev/null, for stdout once `tflab logs | head` has closed the pipe or a write to it failed",
+    "core/settings.py": "/dev/null, for stdout once a write of `--markdown`'s table to it failed",
     "cli/upkeep.py": "RUNS_DIR itself: counts its run folders (clean), makes it (tensorboard)",
     "core/explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
     "core/processes.py": "/proc/<pid>/stat and cmdline (the owner check, the reaper), never a run's file",

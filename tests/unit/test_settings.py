@@ -32,6 +32,18 @@ def test_an_empty_value_given_by_name_is_refused_unless_empty_is_allowed():
     assert Settings.from_env({"GPUS": "", "TFLAB_MAKE_VARIABLES": "GPUS"}, {"RUN": ""}) == Settings()
 
 
+@pytest.mark.parametrize("name", ["TRAINJOB", "TFJOB", "SCRIPT", "DATA", "CLAIMS", "KERAS", "TF", "RUNTIME"])
+def test_an_empty_file_or_version_given_by_name_is_refused(name):
+    """Empty is their default, but `make up TRAINJOB=$JOB` with $JOB unset meant a file: given by
+    name (an argument, make's command line), empty or blank, it is refused naming what leaving it
+    out means; an empty environment variable is left to the command (cli/protocol.py)."""
+    for env, overrides in (({}, {name: ""}), ({}, {name: " "}), ({name: "", "TFLAB_MAKE_VARIABLES": name}, {})):
+        with pytest.raises(SettingsError, match=rf"^{name}='\s?' is not allowed: an empty {name} is taken for a "
+                                                rf"mistake .* or {name} left out \(unset\) for "):
+            Settings.from_env(env, overrides)
+    assert Settings.from_env({name: ""}) == Settings()
+
+
 def test_a_blank_value_is_the_default_only_where_empty_is_allowed():
     """`make compare COMPARE=' '` once ran the whole default compare."""
     assert Settings.from_env({"GPUS": " ", "LINK": "\t", "SCRIPT": "  "}) == Settings()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from labtest.cli import assert_refused, lab_env, run_lab
 from tflab.core import cluster
+from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.k8s import manifest, trainjob
 from tflab.k8s import writer as k8s
@@ -173,6 +174,17 @@ def test_the_written_trainjob_is_planned_as_its_pods_would_run(three, tmp_path):
         assert task.service["cap_drop"] == ["ALL"] and task.service["read_only"] is True
     assert plan.not_applied[0] == "NetworkPolicy tflab-tasks-only"
     assert plan.chief == ["worker-0", "worker-1", "worker-2"]  # JobSet's success: every node completed
+
+
+def test_claims_for_a_trainjob_is_refused_in_the_trainjobs_words(three, tmp_path):
+    """CLAIMS naming a claim no node mounts was refused naming TFJOB= and "the TFJob"."""
+    from tflab.backends.replay.volumes import host_folders
+
+    plan = load(tmp_path, three)
+    with pytest.raises(LabError) as refused:
+        host_folders(plan, Settings(trainjob=str(plan.path), claims=f"data={tmp_path}"))
+    assert str(refused.value) == (f"CLAIMS names the claim data, which no replica of TRAINJOB={plan.path} mounts; "
+                                  "expected no CLAIMS: the TrainJob mounts no claim")
 
 
 def test_the_trainjobs_settings_override_the_runtimes(three, tmp_path):

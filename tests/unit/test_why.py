@@ -51,6 +51,21 @@ def test_why_on_a_clean_run_says_there_is_nothing_and_whether_it_was_audited(tmp
     assert why(tmp_path, "unaudited").stdout.splitlines()[1].endswith("(AUDIT=off: nothing was audited)")
 
 
+def test_why_on_a_failed_run_it_cannot_explain_never_says_nothing_to_explain(tmp_path):
+    """A run whose summary says failed, with no row the lab can explain (a replay failed by its
+    deadline, a task failed with no known signature): `tflab why` said "nothing to explain"."""
+    write_run(tmp_path, "lost", outcome="failed", reason="DeadlineExceeded",
+              tasks=[TaskRow(task="worker-0", status="failed", exit_code=143)])
+    with open(tmp_path / "lost" / "summary.json") as file:
+        data = json.load(file)
+    data["ok"] = False
+    (tmp_path / "lost" / "summary.json").write_text(json.dumps(data))
+    said = why(tmp_path, "lost").stdout.splitlines()
+    assert said == ["run lost: failed",
+                    "failed (DeadlineExceeded), and nothing the lab recorded explains it: no known failure, no script "
+                    "restart, no audit finding; the run's output is in `python3 -m tflab logs RUN=lost` (audited)"]
+
+
 def test_why_on_a_run_without_a_summary_is_one_line(tmp_path):
     (tmp_path / "running").mkdir()
     (tmp_path / "running" / "config.json").write_text("{}")  # a run the lab started, and no summary yet

@@ -26,10 +26,10 @@ import signal
 import sys
 import textwrap
 
-from tflab import home
+from tflab import console, home
 from tflab.cli import makesignals, reading, training, upkeep
 from tflab.cli.help import HELP_WIDTH, command_settings, flag, settings_epilog
-from tflab.cli.protocol import given_values, named_values, refuse_not_read
+from tflab.cli.protocol import given_values, named_values, refuse_empty_inputs, refuse_not_read
 from tflab.core.errors import LabError
 from tflab.core.settings import SPECS, Settings
 
@@ -146,7 +146,33 @@ def given_settings(args: argparse.Namespace) -> dict[str, str]:
     return given
 
 
+WRITE_ERROR = 1  # stdout could not be written: not the user's settings, but the command did not do its job
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command, with what it prints guarded: a write error on stdout (a full disk, /dev/full)
+    is one line on stderr and exit 1, a closed pipe (`tflab settings | head`) a quiet exit 0, in
+    every command and in argparse's --help alike. Flushed here, so that no write is left to the
+    interpreter's exit, where it could only print a traceback-like "Exception ignored"."""
+    console.guard_stdout()
+    try:
+        try:
+            code = run_command(argv)
+        except SystemExit:  # argparse's --help and its errors
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # `tflab settings | head`: the reader has what it wanted, no traceback
+        console.quiet_stdout()
+        return 0
+    except console.StdoutError as error:
+        console.quiet_stdout()
+        print(f"tflab: cannot write to standard output: {error}", file=sys.stderr)
+        return WRITE_ERROR
+
+
+def run_command(argv: list[str] | None) -> int:
     args = make_parser().parse_args(argv)
     for number in INTERRUPTING:
         signal.signal(number, interrupt)
@@ -159,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         # Both before the settings' own checks: WORKERS=3's would name GLOBAL_BATCH. Under check, the
         # command TFLAB_CHECK names (reading.command_check refuses any other).
         command = os.environ.get("TFLAB_CHECK", "") if args.command == "check" else args.command
+        refuse_empty_inputs(command, os.environ, assignments)
         if "TRAINJOB" in given or "RUNTIME" in given:  # as TFJOB's, in the TrainJob's words
             from tflab.k8s import trainjob
 
@@ -190,9 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as error:
         print(f"tflab: {error}", file=sys.stderr)
         return USAGE_ERROR
-    except BrokenPipeError:  # `tflab settings | head`: the reader has what it wanted, no traceback
-        reading.quiet_stdout()
-        return 0
     except KeyboardInterrupt as error:
         number = getattr(error, "signal", signal.SIGINT)
         print(f"tflab: interrupted by {signal.Signals(number).name}", file=sys.stderr)

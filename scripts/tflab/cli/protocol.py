@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from tflab.core.commands import MAKE_VARIABLES_ENV
+from tflab.core.rules import empty_refusal
 from tflab.core.settings import SETTINGS, SPECS, SettingsError
 
 
@@ -29,6 +30,20 @@ def named_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> d
     every command, so each takes from it only what it reads."""
     named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
     return {name: value for name, value in given_values(env, overrides).items() if name in named}
+
+
+def refuse_empty_inputs(command: str, env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> None:
+    """`make up TRAINJOB=$JOB`, `TFJOB=$JOB make up`, `tflab up SCRIPT=` with the variable unset:
+    an empty file or version setting (Setting.left_out) would run the lab's own job, and pass in
+    CI. Refused given by name (to any command, as from_env does) and set empty in the environment
+    for a command that reads it, as `make down RUN=` is; an exported empty variable of a setting the
+    command never reads is none of its business (one environment serves every command)."""
+    overrides = dict(overrides)
+    named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+    for spec in SETTINGS:
+        raw = overrides.get(spec.name, env.get(spec.name))
+        if spec.left_out and raw is not None and not raw.strip() and (spec.name in named or command in spec.commands):
+            raise empty_refusal(spec, raw)
 
 
 def command_label(command: str) -> str:

@@ -10,6 +10,7 @@ import sys
 
 from tflab import console
 from tflab.core import beneath, foreign, runfolder
+from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
@@ -66,8 +67,15 @@ def command_why(settings: Settings) -> int:
     result = finished_summary(settings)
     lines = table.why_lines(result) + setid.why_lines(runfolder.existing(settings))
     if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
-        lines = [f"nothing to explain: no task failed, no script restarted, no audit finding "
-                 f"({table.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
+        notes = [line for line in lines if summary.NOT_AUDITED not in line]
+        if result.ok:
+            said = "nothing to explain: no task failed, no script restarted, no audit finding"
+        else:  # a run that failed with no signature the lab knows: never "nothing to explain"
+            reason = f" ({result.reason})" if result.reason else ""
+            logs = lab_command(f"logs RUN={result.run}")
+            said = (f"{result.outcome}{reason}, and nothing the lab recorded explains it: no known failure, no "
+                    f"script restart, no audit finding; the run's output is in `{logs}`")
+        lines = [f"{said} ({table.audit_state(result)})"] + notes
     print(f"run {foreign.shown(result.run)}: {foreign.shown(result.outcome)}")
     print("\n".join(foreign.shown(line, limit=0) for line in "\n".join(lines).split("\n")))
     return 0
@@ -89,14 +97,8 @@ def command_logs(settings: Settings) -> int:
         sys.stdout.write(foreign.shown(decoder.decode(b"", final=True), limit=0, keep="\n\t"))
         sys.stdout.flush()
     except BrokenPipeError:  # `tflab logs | head`: the reader has what it wanted
-        quiet_stdout()
+        console.quiet_stdout()
     return 0
-
-
-def quiet_stdout() -> None:
-    """After a reader closed the pipe (`tflab logs | head`, `tflab settings | head`): stdout goes
-    to /dev/null, so that the exit's flush raises nothing either."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 CHECKED_FIRST = ("up", "compare", "matrix", "report", "bench")  # make builds .venv for these: check first

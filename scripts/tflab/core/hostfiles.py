@@ -99,15 +99,24 @@ def data_on_host(name: str, value: str) -> str:
     if ":" in str(path):
         raise SettingsError(f"{name}={value} is not allowed: its path {path} has a ':', and Docker's volume "
                             "syntax splits at ':'; expected a folder whose path has none")
-    # As root the tasks run as uid 1000 (user_script.py), who reads only what everyone may.
-    if not os.access(path, os.R_OK | os.X_OK) or (os.getuid() == 0 and os.stat(path).st_mode & 0o005 != 0o005):
+    if not readable_by_tasks(path):
         raise SettingsError(f"{name}={value} is not allowed: {path} is not readable by everyone, and the tasks run "
                             f"as another user in a container; expected a folder they can read: chmod -R o+rX {path}")
     return str(path)
 
 
+def readable_by_tasks(path: Path) -> bool:
+    """Whether the tasks can list and read the folder: as root the lab runs them as uid 1000
+    (user_script.py), and a replay as its image's user, who read only what everyone may; else as you."""
+    try:
+        return os.access(path, os.R_OK | os.X_OK) and (os.getuid() != 0 or os.stat(path).st_mode & 0o005 == 0o005)
+    except OSError:
+        return False
+
+
 def claims_on_host(name: str, raw: str) -> str:
-    """Each folder exists and is one, resolved: the replay binds it where the manifest mounts its claim."""
+    """Each folder exists, is one and the replicas can read it (as DATA's), resolved: the replay
+    binds it where the manifest mounts its claim."""
     resolved = []
     for claim, (folder, read_only) in claim_folders(raw).items():
         path = existing_folder(folder)
@@ -117,6 +126,10 @@ def claims_on_host(name: str, raw: str) -> str:
         if ":" in str(path) or "," in str(path):
             raise SettingsError(f"{name}={raw} is not allowed: {claim}'s folder resolves to {path}, which has a ':' "
                                 "or ',' (Docker's volume syntax and this setting's split there); expected another")
+        if not readable_by_tasks(path):  # as DATA's: refused here, not found out by a replica inside
+            raise SettingsError(f"{name}={raw} is not allowed: {path}, given to the claim {claim}, is not readable by "
+                                "everyone, and the replicas run as their image's user in a container; expected a "
+                                f"folder they can read: chmod -R o+rX {path}")
         if not read_only and open_to_others(path):
             raise SettingsError(f"{name} {claim}={path} is not allowed: other users of this host can reach it (no "
                                 "folder on its path is closed to them), and a replica that writes there could leave "

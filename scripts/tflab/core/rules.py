@@ -50,6 +50,10 @@ class Setting:
     # command -> "make <command>: why", where the setting's very value (from the environment too)
     # cannot be honoured by a command that otherwise runs the settings' training.
     refused: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Where empty is the default but never a value a user means to give (a file, a version): what
+    # leaving the setting out means. `make up TRAINJOB=$JOB` with $JOB unset would otherwise train
+    # the lab's own job, and pass in CI; so an empty value given is refused (empty_refusal).
+    left_out: str = ""
 
     @property
     def field(self) -> str:
@@ -116,6 +120,8 @@ class SettingsRules:
         values = {}
         for name, spec in specs.items():
             raw = overrides.get(name, env.get(name, ""))
+            if raw.strip() == "" and spec.left_out and name in given:
+                raise empty_refusal(spec, raw)
             if raw.strip() == "" and (spec.empty_allowed or (raw == "" and name not in given)):
                 continue
             if raw.strip() == "":
@@ -234,6 +240,15 @@ def _typed(spec: Setting, value: object) -> object:
     if parsed != value:
         raise SettingsError(f"{name}={text} is not allowed: expected {spec.allowed}, written as {parsed}")
     return value
+
+
+def empty_refusal(spec: Setting, raw: str) -> SettingsError:
+    """An empty value of a setting whose empty default is meant by leaving it out (Setting.left_out):
+    given by name, or set in the environment for a command that reads it (cli/protocol.py)."""
+    allowed = spec.allowed.removeprefix("empty | ")
+    return SettingsError(f"{spec.name}={raw!r} is not allowed: an empty {spec.name} is taken for a mistake (a "
+                         f"variable that was empty, as in {spec.name}=$VAR?), not for unset; expected {allowed}, or "
+                         f"{spec.name} left out (unset) for {spec.left_out}")
 
 
 def _one_line(name: str, text: str) -> None:

@@ -20,6 +20,7 @@ Docker code.
 """
 
 import dataclasses
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
@@ -79,12 +80,12 @@ OWN_IMAGE = f"the TFJob's containers run their own image, built or pulled before
 # oldest pyproject.toml allows) has no `X | None` at run time.
 def setting(default: object, parse: Callable[[str, str], object], allowed: str, doc: str, *,
             on_host: Optional[Callable[[str, object], object]] = None, commands: tuple[str, ...] = RUNS,
-            tfjob: str = "", refused: Optional[Mapping[str, str]] = None) -> Any:
+            tfjob: str = "", refused: Optional[Mapping[str, str]] = None, left_out: str = "") -> Any:
     """A field of Settings, declaring its setting: the default, and in the field's metadata the rest
     of the `Setting` (core/rules.py says what each part is for)."""
     return dataclasses.field(default=default, metadata=dict(
         parse=parse, allowed=allowed, doc=doc, on_host=on_host, commands=commands, tfjob=tfjob,
-        refused=refused or {}))
+        refused=refused or {}, left_out=left_out))
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ class Settings(SettingsRules):
             "the TensorFlow of the trainer image (one image per version, tagged cpu-tf<version>); empty: the "
             f"lab's own, {versions.DEFAULT}; make matrix: a list, empty: {MATRIX_TF}",
             commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
-            tfjob=OWN_IMAGE)
+            tfjob=OWN_IMAGE, left_out=f"the lab's own, {versions.DEFAULT} (make matrix: {MATRIX_TF})")
     keras: str = setting("", grammars.keras, "empty | " + versions.KERAS_ALLOWED,
             "tf.keras: keras3 (TF 2.16 on), tf-keras (tf_keras, TF_USE_LEGACY_KERAS=1; TF 2.14 to 2.21) or bundled "
             "(Keras 2, TF <= 2.15), or a Keras release in place of the TF line's own (3.10 .. 3.15, nightly: "
@@ -208,7 +209,7 @@ class Settings(SettingsRules):
             "a list, empty: "
             f"{MATRIX_KERAS}",
             commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
-            tfjob=OWN_IMAGE)
+            tfjob=OWN_IMAGE, left_out=f"tf-keras from 2.16, else bundled (make matrix: {MATRIX_KERAS})")
     strategies: str = setting("mirrored multiworker", grammars.strategies,
             " | ".join(MATRIX_STRATEGIES) + ", one or more",
             "make matrix: the strategies each TF and KERAS runs with (WORKERS, REPLICAS as set)",
@@ -280,7 +281,7 @@ class Settings(SettingsRules):
             "empty: the lab's own", on_host=hostfiles.script_on_host,
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
             tfjob="the TFJob's containers run their own command; "
-                  f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED)
+                  f"edit {CONTAINER_FIELD}.command and args", refused=SCRIPT_REFUSED, left_out="the lab's own trainer")
     args: str = setting("", grammars.args, "arguments", "arguments for SCRIPT, split as a shell would",
             tfjob=f"the TFJob's containers run their own arguments; edit {CONTAINER_FIELD}.args")
     script_env: str = setting("", grammars.script_env, "empty | NAME=value ..., split as a shell would",
@@ -293,28 +294,30 @@ class Settings(SettingsRules):
             f"a data folder for SCRIPT or a TFJob replay, mounted read-only at {DATA_DIR} in every task ($TFLAB_DATA "
             "says where; BACKEND=local: the folder itself)", on_host=hostfiles.data_on_host,
             commands=tuple(c for c in RUNS if c not in SCRIPT_REFUSED),
-            tfjob=REPLAYED)
+            tfjob=REPLAYED, left_out="no data folder")
     tfjob: str = setting("", grammars.tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
             "Trainer v2 TrainJob and runtime", on_host=hostfiles.tfjob_on_host,
             commands=("up", "k8s", "chaos", "matrix"),
-            tfjob=REPLAYED, refused=TFJOB_REFUSED)
+            tfjob=REPLAYED, refused=TFJOB_REFUSED, left_out="the lab's own training, no TFJob")
     trainjob: str = setting("", grammars.manifest("a TrainJob manifest"), "empty | path/to/trainjob.yaml",
             "tflab up: replay a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), its TensorFlow "
             "runtime and the ConfigMaps in its file, each node a task on Compose that builds its TF_CONFIG as "
             "its pod would", on_host=hostfiles.manifest_on_host("TrainJob manifest"),
-            commands=("up", "chaos", "matrix"), refused=TRAINJOB_REFUSED)
+            commands=("up", "chaos", "matrix"), refused=TRAINJOB_REFUSED,
+            left_out="the lab's own training, no TrainJob")
     runtime: str = setting("", grammars.manifest("a TrainingRuntime or ClusterTrainingRuntime manifest"),
             "empty | path/to/runtime.yaml",
             "tflab up TRAINJOB=: the file holding the runtime the TrainJob names, where it is not in the "
             "TrainJob's own file", on_host=hostfiles.manifest_on_host("runtime manifest"),
-            commands=("up", "chaos", "matrix"))
+            commands=("up", "chaos", "matrix"), left_out="the runtime in the TrainJob's own file")
     claims: str = setting("", grammars.claims, "empty | claim=/host/folder[:ro|:rw],...",
             "tflab up TFJOB=: a folder of this host for each PersistentVolumeClaim named, mounted where the "
             "manifest mounts the claim (ro: read-only; rw, the default: writable, kept after the run); "
             "empty: each claim a fresh folder of the run's (volumes/<claim>/)", on_host=hostfiles.claims_on_host,
-            commands=("up", "chaos", "matrix"), tfjob=REPLAYED)
+            commands=("up", "chaos", "matrix"), tfjob=REPLAYED,
+            left_out="each claim a fresh folder of the run's")
     tensorboard_port: int = setting(6006, grammars.integer(1024, 65535), "1024..65535",
             "make tensorboard: the port it serves on, on 127.0.0.1 only",
             commands=("tensorboard",))
@@ -420,9 +423,26 @@ def refuse_unhonoured(command: str, values: "Mapping[str, object] | Settings") -
             raise SettingsError(f"{name}={value} is not allowed with {refused}")
 
 
-if __name__ == "__main__":  # PYTHONPATH=scripts python3 -m tflab.core.settings --markdown
-    if sys.argv[1:] != ["--markdown"]:
-        given = " ".join(sys.argv[1:]) or "no argument"
-        sys.exit(f"tflab: {given} is not allowed: expected --markdown (python3 -m tflab.core.settings --markdown "
-                 "prints docs/settings.md's table of settings)")
-    print(settings_markdown(), end="")
+def main(arguments: list[str]) -> int:
+    """PYTHONPATH=scripts python3 -m tflab.core.settings --markdown; a write error on stdout (a full
+    disk) is one line and exit 1, as in the lab's own commands (console.py's, which core cannot import)."""
+    if arguments != ["--markdown"]:
+        given = " ".join(arguments) or "no argument"
+        given = given if given.isprintable() and len(given) <= 100 else repr(given[:100])  # an ESC never raw
+        print(f"tflab: {given} is not allowed: expected --markdown (python3 -m tflab.core.settings --markdown "
+              "prints docs/settings.md's table of settings)", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(settings_markdown())
+        sys.stdout.flush()
+    except OSError as error:  # only stdout is written here
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush is quiet too
+        if isinstance(error, BrokenPipeError):
+            return 0
+        print(f"tflab: cannot write to standard output: {error.strerror or error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

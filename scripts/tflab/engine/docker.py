@@ -340,11 +340,13 @@ def buildx_available() -> bool:
     return run("buildx", "version", timeout=30).returncode == 0
 
 
-def build_command(dockerfile: str, context: str, tag: str, platform: str | None, build_args: list[str],
+def build_command(dockerfile: str, context: str, iidfile: str, platform: str | None, build_args: list[str],
                   own: list[str]) -> list[str]:
-    """The argv of an image build, for a caller that streams its progress."""
+    """The argv of an image build, for a caller that streams its progress: untagged, its image's id
+    written to `iidfile`, so that only the caller tags it, once the build succeeded (the engine
+    finishes a build its client left, and would tag it after an interrupted lab had gone)."""
     return command("build", *own, "--file", dockerfile, *(["--platform", platform] if platform else []),
-                   *build_args, "--tag", tag, context)
+                   *build_args, "--iidfile", iidfile, context)
 
 
 def commit(container: str, tag: str, changes: list[str], timeout: float = 1800) -> subprocess.CompletedProcess:

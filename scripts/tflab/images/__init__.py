@@ -427,11 +427,13 @@ def docker_build(dockerfile: Path, context: Path, image: str, build_args: dict[s
     per build step and a heartbeat while one is long, and leaves no intermediate image; on failure
     its output's end and a LabError."""
     use_buildkit = builder.buildkit()
-    command = builder.build_command(dockerfile, context, image, build_args, platform, use_buildkit)
     # The image both Dockerfiles build FROM: an interrupted build's images are found on it.
     parent = build_args.get("PACKAGES_IMAGE") or build_args.get("TRAINER_IMAGE", "")
-    code, tail = builder.run_build(command, f"building {image}", say, use_buildkit,
-                                   quiet_below=BUILD_STEP_QUIET_SECONDS, parent=parent)
+    with tempfile.TemporaryDirectory(prefix="tflab-build-") as folder:  # outside the context: never sent
+        iidfile = Path(folder) / "image-id"
+        command = builder.build_command(dockerfile, context, iidfile, build_args, platform, use_buildkit)
+        code, tail = builder.run_build(command, f"building {image}", say, use_buildkit,
+                                       quiet_below=BUILD_STEP_QUIET_SECONDS, parent=parent, tag=image, iidfile=iidfile)
     if code != 0:
         print(tail, file=sys.stderr)
         raise LabError(f"building {image} failed (docker build's output above)")

@@ -50,14 +50,15 @@ def buildkit() -> bool:
         return False
 
 
-def build_command(dockerfile: Path, context: Path, tag: str, build_args: dict[str, str], platform: str = "",
+def build_command(dockerfile: Path, context: Path, iidfile: Path, build_args: dict[str, str], platform: str = "",
                   use_buildkit: bool = False) -> list[str]:
-    """`docker build` for either builder. BuildKit: plain progress (one line per step, which
-    progress.build_step reads) and --load, so that a builder other than the engine's own still
-    leaves the image on the engine. Legacy: --force-rm, so a failed step's container goes too."""
+    """`docker build` for either builder, untagged, its image's id into `iidfile` (run_build tags
+    it). BuildKit: plain progress (one line per step, which progress.build_step reads) and --load,
+    so that a builder other than the engine's own still leaves the image on the engine. Legacy:
+    --force-rm, so a failed step's container goes too."""
     args = [arg for name, value in build_args.items() for arg in ("--build-arg", f"{name}={value}")]
     own = ["--progress=plain", "--load"] if use_buildkit else ["--force-rm"]
-    return docker.build_command(str(dockerfile), str(context), tag, platform, args, own)
+    return docker.build_command(str(dockerfile), str(context), str(iidfile), platform, args, own)
 
 
 def build_environment(use_buildkit: bool) -> dict[str, str]:
@@ -101,13 +102,16 @@ class LegacyOutput:
 
 
 def run_build(command: list[str], what: str, say: Callable[[str], None], use_buildkit: bool,
-              quiet_below: float = 0, parent: str = "") -> tuple[int, str]:
+              quiet_below: float = 0, parent: str = "", tag: str = "", iidfile: Path | None = None) -> tuple[int, str]:
     """Runs a `docker build` with a line per step and a heartbeat (progress.run_summarised), then
-    removes the intermediate images the legacy builder left; returns (exit code, output's tail).
-    Interrupted (Ctrl-C, SIGTERM), the build is ended and what it had made is removed all the
-    same: the images its output named, and the untagged images on `parent` (the image it builds
-    FROM) made since it started, whose lines the build had no time to print. Left, such an image
-    has no name `make clean` knows and blocks removing its parent."""
+    removes the intermediate images the legacy builder left and, where it succeeded, tags the image
+    it wrote to `iidfile` as `tag`; returns (exit code, output's tail). Interrupted (Ctrl-C,
+    SIGTERM), the build is ended and what it had made is removed all the same: the images its
+    output named, and the untagged images on `parent` (the image it builds FROM) made since it
+    started, whose lines the build had no time to print. Left, such an image has no name `make
+    clean` knows and blocks removing its parent. The engine finishes a legacy build whose client
+    went (its image came 5-10 s after the lab had exited): untagged, that image is one of those
+    (make clean removes them), never a tag that says the build is done."""
     output = LegacyOutput()
     started = time.time()
     finished = False
@@ -121,7 +125,20 @@ def run_build(command: list[str], what: str, say: Callable[[str], None], use_bui
                 docker.image_remove(image)
         else:
             remove_interrupted(output.leftovers(), parent, started - 1)
+    if code == 0 and tag and iidfile is not None:
+        code, said = tag_built(iidfile, tag)
+        tail += said
     return code, tail
+
+
+def tag_built(iidfile: Path, tag: str) -> tuple[int, str]:
+    """Tags the image a finished build wrote the id of; (exit code, what went wrong)."""
+    try:
+        image = iidfile.read_text().strip()
+    except OSError as error:
+        return 1, f"\nthe build wrote no image id ({iidfile}: {error.strerror or error})"
+    tagged = docker.tag(image, tag)
+    return tagged.returncode, tagged.stdout + tagged.stderr
 
 
 INTERRUPTED_CLEANUP_SECONDS = 20  # the engine removes an interrupted step's container in its own time

@@ -35,6 +35,9 @@ MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
 APPLIED_CONTAINER = {"name", "image", "command", "args", "env", "workingDir", "resources", "ports",
                      "volumeMounts", "securityContext"}
 APPLIED_POD = {"containers", "volumes", "securityContext", "restartPolicy"}
+# A port's name and number are read (tf-grpc's is the task's port) or, as on Kubernetes, informational;
+# hostPort and hostIP would publish it on the node, which the replay never does.
+APPLIED_PORT = {"name", "containerPort", "protocol"}
 APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsNonRoot",
                     "allowPrivilegeEscalation", "capabilities", "seccompProfile"}
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
@@ -117,6 +120,8 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
     extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
               if isinstance(c, dict) and c is not container]
+    for number, port in enumerate(_get(container, "ports", list, at, [])):
+        extra += _extra(port, APPLIED_PORT, f"{at}.ports[{number}]") if isinstance(port, dict) else []
     image = _get(container, "image", str, at)
     if not image:
         raise ManifestError(f"{at}.image is missing")

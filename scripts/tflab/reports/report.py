@@ -40,6 +40,18 @@ def run_folders(folder: Path) -> list[Path]:
     return [folder]
 
 
+REPLAY_KINDS = {"TFJob": "tfjob", "TrainJob": "trainjob"}  # config.json's "replay" -> the report's strategy
+
+
+def replayed_kind(config: dict) -> str | None:
+    """"tfjob" or "trainjob" for a replay's config.json (its "replay" key; a config written before
+    it had one names its manifest as "tfjob", a TrainJob's too), None for a lab run's."""
+    kind = config.get("replay")
+    if isinstance(kind, str) and kind in REPLAY_KINDS:
+        return REPLAY_KINDS[kind]
+    return "tfjob" if "tfjob" in config else None
+
+
 def run_row(run_dir: Path) -> dict:
     """One report row from a run's config.json, summary.json and task logs."""
     config = read_config(run_dir) if (run_dir / CONFIG).exists() or (run_dir / CONFIG).is_symlink() else {}
@@ -67,7 +79,9 @@ def run_row(run_dir: Path) -> dict:
     probes = by_event(chief_log, "allreduce")
     peaks = [r["peak_rss_bytes"] for log in logs.values() for r in by_event(log, "end")]
     steady = end.get("steady_step_seconds")
-    strategy = _scalar(settings.get("strategy"))
+    # A replay's settings hold a strategy the lab guessed for its shape (multiworker, where no PS),
+    # not one the job chose: its row says what it replayed, as matrix and summary.json do.
+    strategy = replayed_kind(config) or _scalar(settings.get("strategy"))
     replicas = _number(settings.get("workers")) if strategy == "parameter_server" else ready.get("replicas")
     parameters = end.get("parameters")
     moves_gradients = strategy == "parameter_server" or (replicas or 1) > 1

@@ -41,7 +41,15 @@ EVENTS = "events.jsonl"  # log/events.jsonl: the hooks' events, which the host c
 # which hands it the lab's signals: its stacks can be asked for. Under a shell that stays (an
 # entrypoint script), the signal would reach the shell, which it ends: the lab sends none.
 ANSWERS = "answers the lab's signals"
-LAB_ENV = ("TFLAB_LOG", "TFLAB_TASK", "TFLAB_CONFIG")  # the lab's own program (its trainer, its launcher) runs here
+# The lab's own program, which logs itself: its trainer or launcher (python -m), or a script the
+# launcher runs (TFLAB_LOG, which only the launcher sets). Not TFLAB_TASK or TFLAB_CONFIG alone: a
+# TrainJob node's tfconfig sets TFLAB_TASK for whatever command it runs, and make k8s's manifests
+# set TFLAB_CONFIG on a container a user may have given a command of its own (`python -c ...`).
+LAB_MODULES = ("tflab.train", "tflab.launch", "tflab.trainer.train", "tflab.trainer.launch")
+LAB_LOG_ENV = "TFLAB_LOG"
+# Runs a node's own command in its place (os.execvp): that command's Python decides, not this one.
+PASS_THROUGH = ("tflab.trainer.tfconfig",)
+OPTIONS_WITH_VALUE = ("-W", "-X", "-Q", "--check-hash-based-pycs")  # options that take the next word
 
 
 def mark(log_dir: str, text: str) -> None:
@@ -75,6 +83,33 @@ def run_own_sitecustomize(here: str) -> None:
         return
 
 
+def command_line() -> list[str]:
+    """This process's command line as it was started (sys.argv at start-up holds only "-m" or "-c"):
+    sys.orig_argv (Python 3.10 on), else /proc/self/cmdline; [] where neither can be read."""
+    if hasattr(sys, "orig_argv"):
+        return list(sys.orig_argv)
+    try:
+        with open("/proc/self/cmdline", "rb") as file:
+            return [word.decode(errors="replace") for word in file.read(65536).split(b"\0") if word]
+    except OSError:
+        return []
+
+
+def run_module(argv: list[str]) -> str:
+    """The module `python [options] -m MODULE ...` runs; "" for -c, a script, or stdin."""
+    words = iter(argv[1:])
+    for word in words:
+        if word == "-m":
+            return next(words, "")
+        if word.startswith("-m") and not word.startswith("--"):
+            return word[2:]
+        if word in OPTIONS_WITH_VALUE:
+            next(words, None)
+        elif word == "-c" or word.startswith("-c") or not word.startswith("-") or word == "-":
+            return ""
+    return ""
+
+
 def start(here: str) -> None:
     """Called by the replay's sitecustomize (in folder `here`, ROOT/site) in every Python process of a replica."""
     run_own_sitecustomize(here)
@@ -83,11 +118,15 @@ def start(here: str) -> None:
         return
     root = os.path.dirname(here)
     log_dir = os.path.join(root, LOG)
-    if any(name in os.environ for name in LAB_ENV):
+    module = run_module(command_line())
+    if module in PASS_THROUGH:
+        return
+    if LAB_LOG_ENV in os.environ or module in LAB_MODULES:
         mark(log_dir, "lab: the lab's own program runs here and logs itself")
         return
     set_here = {"TFLAB_LOG": os.path.join(log_dir, EVENTS), "TFLAB_TASK": task,
                 "TFLAB_CONFIG": os.path.join(root, CONFIG)}
+    before = {name: os.environ[name] for name in set_here if name in os.environ}  # tfconfig's, a manifest's
     try:
         from tflab.trainer import inscript
 
@@ -103,3 +142,4 @@ def start(here: str) -> None:
     finally:
         for name in set_here:
             os.environ.pop(name, None)
+        os.environ.update(before)

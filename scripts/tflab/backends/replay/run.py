@@ -46,7 +46,7 @@ class ReplayRun(runner.LabRun):
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
         settings = replay_settings(plan, self.settings, run_dir.name)
-        runfolder.write_config(run_dir, settings, ReplayCluster(plan), tfjob=str(plan.path),
+        runfolder.write_config(run_dir, settings, ReplayCluster(plan), tfjob=str(plan.path), replay=plan.kind,
                                hosts={t.name: t.host for t in plan.tasks})
         write_volumes(plan, run_dir, self.settings)
         write_hooks(plan, run_dir, self.settings)
@@ -240,6 +240,9 @@ class ReplayRun(runner.LabRun):
 
     def restart_line(self) -> str:
         limit = self.plan.backoff_limit
+        if self.plan.kind == "TrainJob":  # no backoffLimit: JobSet counts whole restarts (jobset_condition)
+            return (f"restarting every node (restart {len(self.restarts_made)} of failurePolicy.maxRestarts "
+                    f"{limit or 0}), as JobSet's failurePolicy says")
         counted = ("no backoffLimit" if limit is None else
                    f"{self.restarts_counted} restart{'s' if self.restarts_counted != 1 else ''} counted "
                    f"of backoffLimit {limit}")

@@ -43,8 +43,8 @@ def host_folders(plan: Plan, settings: Settings | None) -> dict[str, tuple[str, 
     claims = {volume["claim"] for volume in plan.volumes.values() if "claim" in volume}
     for claim in given:
         if claim not in claims:
-            raise LabError(f"CLAIMS names the claim {claim}, which no replica of TFJOB={plan.path} mounts; expected "
-                           f"{', '.join(sorted(claims)) or 'no CLAIMS: the TFJob mounts no claim'}")
+            raise LabError(f"CLAIMS names the claim {claim}, which no replica of {plan.setting}={plan.path} mounts; "
+                           f"expected {', '.join(sorted(claims)) or f'no CLAIMS: the {plan.kind} mounts no claim'}")
     return given
 
 
