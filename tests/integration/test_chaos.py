@@ -4,6 +4,7 @@ Every run trains two workers on the same data and seed as an undisturbed referen
 are stated where they are used; times are generous because the machine is shared, and what is
 asserted is the outcome and its order of magnitude, not a speed."""
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -61,7 +62,11 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     assert_survived(run, restarts=1)
     result = run.summary["chaos"]
     assert result["detection_seconds"] < 10  # the lab sees the container die within a poll or two
-    assert result["recovery_seconds"] < 120  # restart, imports, rendezvous, restore, one epoch
+    # Restart, imports, rendezvous, restore, one epoch: an undisturbed run's ready and epoch at this
+    # machine's pace, thrice for a restart beside other runs (a fixed 120 s was a third of one
+    # `import tensorflow` at load 12 on 2 cores).
+    assert result["recovery_seconds"] < 3 * (reference.ready_seconds + reference.epoch_seconds), \
+        (result, reference.ready_seconds, reference.epoch_seconds)
     # The kill lands once the lab has seen epoch 2, but epochs take well under a second, so a
     # third may be done (and backed up) by then: the resume point is the epoch after the last
     # one the chief reported before it died, which is never earlier than 3.
@@ -152,16 +157,24 @@ def test_a_hang_outlasts_the_heartbeat_without_a_restart_and_every_task_tells_wh
 
 
 @pytest.mark.xdist_group("chaos-partition")
-def test_a_partition_never_undone_ends_cleanly_naming_the_unreachable_peer(lab):
+def test_a_partition_never_undone_ends_cleanly_naming_the_unreachable_peer(lab, reference):
+    # PEER_TIMEOUT is how long a worker waits for a peer that has not registered, in the first
+    # attempt too, where a peer that only imports TensorFlow more slowly is no fault: a fixed 10 s
+    # gave up on it on a busy machine. So it is the undisturbed run's own time to a formed cluster
+    # here and now (10 s at least); the restarted cluster, cut off again, gives up after it.
+    peer_timeout = max(10, math.ceil(reference.ready_seconds))
     run = chaos(lab, "partition-never", SCENARIO="partition", TARGET="worker-1", AT="epoch:2", HEAL="never",
-                RESTARTS=1, PEER_TIMEOUT=10)
+                RESTARTS=1, PEER_TIMEOUT=peer_timeout)
     assert run.finished.returncode == 1, run.why()
     assert run.summary["chaos"]["outcome"] == "ended cleanly"
     assert len(run.summary["restarts"]) == 1
     messages = [row["error"] for row in run.summary["tasks"]]
-    assert any(m and "gave up after 10 s waiting for the cluster; could not reach worker-" in m
-               for m in messages), messages
-    assert run.summary["wall_seconds"] < 300
+    assert any(m and f"gave up after {peer_timeout} s waiting for the cluster; could not reach worker-" in m
+               for m in messages), (messages, [row["earlier_errors"] for row in run.summary["tasks"]], run.why())
+    # It ended by itself, not by TIMEOUT: two attempts, each an undisturbed run's time and a peer
+    # wait, and a third of that again for the heartbeat's detection, the lab's grace and the restart.
+    assert run.summary["wall_seconds"] < 3 * (reference.summary["wall_seconds"] + peer_timeout), \
+        (run.summary["wall_seconds"], reference.summary["wall_seconds"], peer_timeout)
 
 
 # How much a CPU cap slows the tiny MLP depends on how busy the rest of the machine is: measured

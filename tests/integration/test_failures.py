@@ -71,9 +71,10 @@ def test_killing_a_worker_fails_the_run_quickly_and_leaves_nothing_running(tmp_p
     up = subprocess.Popen([sys.executable, "-m", "tflab", "up"], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 300
+        # As long as the lab runs (its TIMEOUT bounds it), not a fixed 300 s: at load 12 on 2 cores
+        # `import tensorflow` alone took 90 s.
         while not [r for r in read_events(task_space(run_dir) / "worker-1.jsonl") if r["event"] == "epoch"]:
-            assert up.poll() is None and time.monotonic() < deadline, up.stdout.read()
+            assert up.poll() is None, up.stdout.read()
             time.sleep(0.5)
         victim = next(c for c in lab_containers() if c.startswith("tflab-test-kill") and "worker-1" in c)
         killed = time.monotonic()

@@ -28,9 +28,10 @@ def running(trainer_image, tmp_path_factory):
     env = lab_env(RUNS_DIR=str(runs), RUN="hard", EPOCHS="200", CPUS="1", MEMORY="1500m", RESTARTS="0")
     up = subprocess.Popen([sys.executable, "-m", "tflab", "up"], env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
+    # As long as the lab runs (its TIMEOUT bounds it), not a fixed 300 s: at load 12 on 2 cores
+    # `import tensorflow` alone took 90 s.
     while not [r for r in read_events(runs / "hard" / "tasks" / "worker-1.jsonl") if r["event"] == "epoch"]:
-        assert up.poll() is None and time.monotonic() < deadline, up.stdout.read()
+        assert up.poll() is None, up.stdout.read()
         time.sleep(0.5)
     containers = [c for c in lab_containers() if c.startswith("tflab-hard")]
     yield {"up": up, "runs": runs, "containers": docker_json("inspect", *containers),

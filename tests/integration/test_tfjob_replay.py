@@ -108,9 +108,10 @@ def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_imag
                                env=lab_env(RUNS_DIR=str(lab.runs_dir), RUN=run_dir.name,
                                            TFJOB=str(lab.runs_dir / "restore-k8s" / "tfjob.yaml")))
     own_log = run_dir / "volumes" / "out" / "tflab" / "worker-1.jsonl"
-    deadline = time.monotonic() + 600
+    # As long as the lab runs (its TIMEOUT bounds it), not a fixed 600 s: at load 12 on 2 cores
+    # `import tensorflow` alone took 90 s.
     while not (own_log.exists() and len(own_losses(own_log)) >= 2):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()[0]
+        assert process.poll() is None, process.communicate()[0]
         time.sleep(0.5)
     found = subprocess.run(["docker", "ps", "--quiet", "--filter",
                             f"label=com.docker.compose.project={labels.project_name(run_dir)}",

@@ -30,6 +30,21 @@ class LabRun(tflab.pytest_plugin.LabRun):
         return (f"run {self.name}: {super().why()}\n"
                 f"--- tasks' output: {self.run_dir / 'output.log'}")
 
+    # This machine's pace as the lab measured it in this run, for tests to bound their waits by
+    # (a machine shared with other work can be ten times slower than an idle one: `import
+    # tensorflow` took 90 s at load 12 on 2 cores, 3 s idle), never by a wall-clock guess.
+
+    @property
+    def ready_seconds(self) -> float:
+        """The longest any task took from its start to a formed cluster (importing TensorFlow, the
+        rendezvous): its cluster_ready events' `seconds`."""
+        return max(record["seconds"] for task in self.task_names for record in self.of(task, "cluster_ready"))
+
+    @property
+    def epoch_seconds(self) -> float:
+        """The longest epoch of any task."""
+        return max(record["seconds"] for task in self.task_names for record in self.of(task, "epoch"))
+
 
 def engine_objects(scope: Path) -> list[str]:
     """The containers and networks on the engine of the runs under `scope` (a RUNS_DIR, or one run),

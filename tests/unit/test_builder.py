@@ -1,6 +1,7 @@
 """builder.py: the build command for either builder, the images a legacy build leaves (read from
 its own output), and the per-build context. No engine is needed."""
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -172,6 +173,65 @@ def test_the_install_container_is_committed_once_it_succeeded_and_removed_either
     commits = [command for command in commands if command[:2] == ["docker", "commit"]]
     assert commits == ([["docker", "commit", "--change", "USER 1000:1000", name, "p:1"]] if install_code == 0 else [])
     assert commands[-1] == ["docker", "rm", "--force", "--volumes", name] and code == install_code
+
+
+@pytest.mark.parametrize("native_code", [0, 3])
+def test_another_platforms_packages_are_unpacked_natively_and_only_checked_emulated(monkeypatch, native_code):
+    """issue 46: pip and compileall under qemu made the arm64 build 16 minutes. A native container
+    unpacks and compiles; its /opt/venv is copied into the arm64 one, which only runs the check."""
+    commands = FakeEngine(monkeypatch).commands
+    monkeypatch.setattr(builder.progress, "run_summarised", lambda command, *args, **kwargs: (
+        commands.append(command) or ((native_code, "unpacked") if command[-1].endswith("-native") else (0, "ok"))))
+    copies = []
+    monkeypatch.setattr(builder.docker, "copy_between", lambda *args: copies.append(args) or answered([], 0))
+    unpacked = builder.Unpacked("tflab-base:bookworm", ["sh", "/tmp/in/x.sh", "unpack", "aarch64"], "/opt/venv")
+    code, tail = builder.install_and_commit("tflab-base:bookworm-arm64", Path("/ctx"), "/tmp/in",
+                                            ["sh", "/tmp/in/x.sh", "check"], "p:1", [], "tflab.image=trainer",
+                                            "making p:1", lambda message: None, lambda line: None,
+                                            "linux/arm64", unpacked)
+    emulated = commands[0][commands[0].index("--name") + 1]
+    native = commands[1][commands[1].index("--name") + 1]
+    assert native == f"{emulated}-native"
+    assert commands[0][-4:] == ["tflab-base:bookworm-arm64", "sh", "/tmp/in/x.sh", "check"]
+    assert commands[0][commands[0].index("--platform") + 1] == "linux/arm64"
+    assert commands[1][-5:] == ["tflab-base:bookworm", "sh", "/tmp/in/x.sh", "unpack", "aarch64"]
+    assert "--platform" not in commands[1] and "/ctx:/tmp/in:ro" in commands[1]
+    assert commands[2] == ["docker", "start", "--attach", native]
+    commits = [command for command in commands if command[:2] == ["docker", "commit"]]
+    if native_code == 0:
+        assert copies == [(native, "/opt/venv", emulated, "/opt")]
+        assert ["docker", "start", "--attach", emulated] in commands
+        assert commits == [["docker", "commit", emulated, "p:1"]] and code == 0
+    else:  # nothing is copied, started emulated or committed
+        assert copies == [] and ["docker", "start", "--attach", emulated] not in commands and commits == []
+        assert (code, tail) == (3, "unpacked")
+    assert commands[-1] == ["docker", "rm", "--force", "--volumes", emulated, native]
+
+
+@pytest.mark.parametrize("native", [images.AMD64, images.ARM64])
+def test_a_foreign_platforms_packages_are_unpacked_on_the_engines_own_base(monkeypatch, tmp_path, native):
+    seen = {}
+
+    def install(base, folder, mounted_at, command, tag, changes, label, what, say, summarise, platform="",
+                unpacked=None):
+        seen.update(base=base, command=command, platform=platform, unpacked=unpacked)
+        return 0, ""
+
+    monkeypatch.setattr(images.builder, "install_and_commit", install)
+    monkeypatch.setattr(images, "ensure_wheels", lambda image: None)
+    monkeypatch.setattr(images, "ensure_base", lambda requested, platform, native: images.LOCAL_BASES[platform])
+    for module in (images, record):
+        monkeypatch.setattr(module, "image_id", lambda name: None)
+    monkeypatch.setattr(record, "BUILT", tmp_path / "built.json")
+    image = dataclasses.replace(images.variant(platform=images.ARM64), wheels=tmp_path / "wheels")
+    images.ensure_packages(image, "tflab-base:bookworm-arm64", "sha256:base", native)
+    script = ["sh", "/tmp/tflab-install/install-packages.sh"]
+    if native == images.ARM64:  # its own platform: all of it in one container, as on a Mac
+        assert seen == {"base": "tflab-base:bookworm-arm64", "command": script, "platform": "", "unpacked": None}
+    else:
+        assert seen == {"base": "tflab-base:bookworm-arm64", "command": [*script, "check"], "platform": images.ARM64,
+                        "unpacked": builder.Unpacked("tflab-base:bookworm", [*script, "unpack", "aarch64"],
+                                                     "/opt/venv")}
 
 
 class Engine:

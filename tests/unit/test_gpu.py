@@ -219,7 +219,8 @@ def test_each_variant_installs_from_a_folder_of_its_own_pins_and_wheels(monkeypa
     wheelhouse, nothing else: the GPU and arm64 wheels never travel with a CPU image."""
     contexts = {}
 
-    def install(base, folder, mounted_at, command, tag, changes, label, what, say, summarise, platform=""):
+    def install(base, folder, mounted_at, command, tag, changes, label, what, say, summarise, platform="",
+                unpacked=None):
         contexts[tag] = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
         assert base == "tflab-base:bookworm" and command == ["sh", f"{mounted_at}/install-packages.sh"]
         assert (folder / "requirements.txt").read_bytes() == image.requirements.read_bytes()

@@ -4,6 +4,7 @@ and output.log's copy of a task's stream."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labtest.fakes import docker_on_path
-from tflab import backends
+from tflab import backends, cli
 from tflab.backends import compose
 from tflab.cli import makesignals
 from tflab.core import cluster, processes, runfolder
@@ -250,6 +251,71 @@ def test_make_above_and_make_in_its_handler_are_read_from_proc(tmp_path):
                                     text=True).stdout.split():
             os.kill(int(child), signal.SIGKILL)
         make.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def a_make_waiting(tmp_path: Path):
+    """A real make whose recipe has started and waits, in a session of its own so that its group is
+    removed whole."""
+    (tmp_path / "Makefile").write_text("wait:\n\t@echo started; sleep 300\n")
+    make = subprocess.Popen(["make", "-s", "-f", str(tmp_path / "Makefile"), "wait"], start_new_session=True,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert make.stdout.readline() == "started\n"  # make's handlers are in place once it runs a recipe
+        yield make
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGKILL)
+        make.wait()
+        make.stdout.close()
+
+
+def watchers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "make-signals"]
+
+
+def test_a_command_called_in_process_under_make_leaves_no_thread_behind(tmp_path, monkeypatch, capsys):
+    """The unit suite run through make once called the lab in-process 450 times, each call starting
+    a make-signals watcher that lived as long as make: 795 threads and a load of 96 on 2 cores. Each
+    call's watcher runs while its command does and ends with it."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc")
+    during = []
+    monkeypatch.setitem(cli.COMMANDS, "settings", (lambda settings: during.append(len(watchers())) or 0, "stand-in"))
+    with a_make_waiting(tmp_path) as make:
+        monkeypatch.setattr(makesignals, "make_above", lambda: make.pid)
+        before = threading.active_count()
+        for _ in range(CALLS_UNDER_MAKE):
+            assert cli.main(["settings"]) == 0
+        assert threading.active_count() == before, [thread.name for thread in threading.enumerate()]
+    assert during == [1] * CALLS_UNDER_MAKE  # a watcher ran during each command: the count above could rise
+
+
+CALLS_UNDER_MAKE = 50
+
+
+def test_the_signal_make_is_handling_reaches_the_lab(tmp_path, monkeypatch):
+    """make sits in its SIGHUP handler (it does not pass SIGHUP on to its recipe): the watcher sends
+    the lab the same signal, then ends."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc")
+    received = []
+    previous = signal.signal(signal.SIGHUP, lambda number, frame: received.append(number))
+    try:
+        with a_make_waiting(tmp_path) as make:
+            make.send_signal(signal.SIGHUP)
+            while makesignals.in_handler(make.pid) is None:  # its handler blocks SIGHUP while it waits
+                assert make.poll() is None, "make ended without waiting for its recipe"
+                time.sleep(0.05)
+            monkeypatch.setattr(makesignals, "make_above", lambda: make.pid)
+            stop = makesignals.forward_from_make()
+            for watcher in watchers():
+                watcher.join()  # it ends once it has signalled (or if make is gone, which the next line tells)
+            stop()
+            assert make.poll() is None
+        assert received == [signal.SIGHUP]
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def test_a_run_that_cannot_fit_the_engines_memory_is_refused_up_front():

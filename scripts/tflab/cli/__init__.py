@@ -176,9 +176,7 @@ def run_command(argv: list[str] | None) -> int:
     args = make_parser().parse_args(argv)
     for number in INTERRUPTING:
         signal.signal(number, interrupt)
-    above = makesignals.make_above()
-    if above is not None:
-        makesignals.forward_from_make(above)
+    stop_forwarding = makesignals.forward_from_make()
     try:
         assignments = given_settings(args)
         given = given_values(os.environ, assignments)
@@ -221,3 +219,5 @@ def run_command(argv: list[str] | None) -> int:
         number = getattr(error, "signal", signal.SIGINT)
         print(f"tflab: interrupted by {signal.Signals(number).name}", file=sys.stderr)
         return 128 + number
+    finally:
+        stop_forwarding()  # its watcher ends with the command, called in-process (the tests) included

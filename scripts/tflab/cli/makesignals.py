@@ -1,12 +1,13 @@
-"""Make's signal forwarding: which make runs this lab (read from /proc), and a thread that sends the
-lab the SIGINT or SIGHUP make is handling, which GNU make does not pass on to its recipe."""
+"""Make's signal forwarding: which make runs this lab (read from /proc), and a thread that, for as
+long as a command runs, sends the lab the SIGINT or SIGHUP make is handling, which GNU make does not
+pass on to its recipe."""
 
 from __future__ import annotations
 
 import os
 import signal
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -39,26 +40,46 @@ def in_handler(pid: int) -> int | None:
     return next((number for number in (signal.SIGINT, signal.SIGHUP) if blocked & (1 << (number - 1))), None)
 
 
-def forward_from_make(make_pid: int) -> None:
+def forward_from_make() -> Callable[[], None]:
     """GNU make passes SIGTERM on to the recipe it runs, but not SIGINT or SIGHUP: it takes those
     for a terminal's, which reach the whole process group anyway, and waits in its handler for its
     children to end. `kill -INT <make's pid>` (a CI cancel, a supervisor) then left the run
-    training until TIMEOUT. So a thread watches make: while make sits in its handler for SIGINT or
-    SIGHUP (its blocked signals say so, two reads in a row), the lab sends the same signal to
-    itself and ends the run as Ctrl-C does; make then exits as it meant to."""
+    training until TIMEOUT. So, under make, a thread watches make: while make sits in its handler
+    for SIGINT or SIGHUP (its blocked signals say so, two reads in a row), the lab sends the same
+    signal to itself and ends the run as Ctrl-C does; make then exits as it meant to.
+
+    Returns what stops the watcher, which the command calls as it ends: the watcher ends with the
+    command, not with make. A process that called the lab in-process many times under make (the
+    unit suite, run as `make test-unit`) once kept a watcher a call, 795 threads polling /proc."""
+    make_pid = make_above()
+    if make_pid is None:
+        return lambda: None
+    done = threading.Event()
+    # Held while the watcher decides to signal: once stopped, it never does.
+    deciding = threading.Lock()
+
     def watch() -> None:
         seen = None
-        while True:
-            time.sleep(MAKE_POLL_SECONDS)
+        while not done.wait(MAKE_POLL_SECONDS):
             if not Path(f"/proc/{make_pid}").exists():
                 return
             number = in_handler(make_pid)
             if number is not None and number == seen:
-                os.kill(os.getpid(), number)
+                with deciding:
+                    if not done.is_set():
+                        os.kill(os.getpid(), number)
                 return
             seen = number
 
-    threading.Thread(target=watch, daemon=True, name="make-signals").start()
+    watcher = threading.Thread(target=watch, daemon=True, name="make-signals")
+    watcher.start()
+
+    def stop() -> None:
+        with deciding:
+            done.set()
+        watcher.join()
+
+    return stop
 
 
 MAKE_POLL_SECONDS = 0.25

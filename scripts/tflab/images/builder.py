@@ -204,29 +204,56 @@ def created_at(stamp: str) -> float:
     return datetime.fromisoformat(match.group(1) + zone).timestamp() + float("0" + (match.group(2) or ""))
 
 
+@dataclass(frozen=True)
+class Unpacked:
+    """The part of an install that a container of the engine's own platform does for an emulated
+    one: `command` runs in a container of `base` (the same folder mounted), and what it leaves at
+    `path` is copied into the emulated container before that starts."""
+
+    base: str
+    command: list[str]
+    path: str
+
+
 def install_and_commit(base: str, folder: Path, mounted_at: str, command: list[str], tag: str, changes: list[str],
                        label: str, what: str, say: Callable[[str], None], summarise: Callable[[str], str | None],
-                       platform: str = "") -> tuple[int, str]:
+                       platform: str = "", unpacked: Unpacked | None = None) -> tuple[int, str]:
     """Runs `command` as root in a container of `base`, with `folder` mounted read-only at
     `mounted_at` and no network, and commits the container as `tag` with `changes` (Dockerfile
-    instructions: ENV, USER, CMD ...); the container goes whatever happens, an interruption
-    included. Returns (exit code, output's tail)."""
+    instructions: ENV, USER, CMD ...); with `unpacked`, that container first gets what a native
+    one made. The containers go whatever happens, an interruption included. Returns (exit code,
+    output's tail)."""
     name = f"tflab-build-{uuid.uuid4().hex[:12]}"
-    created = docker.create(name, base, command, ["--label", label, "--network", "none", "--user", "0:0",
-                                                  *(["--platform", platform] if platform else []),
-                                                  "--volume", f"{folder}:{mounted_at}:ro"])
+    options = ["--label", label, "--network", "none", "--user", "0:0", "--volume", f"{folder}:{mounted_at}:ro"]
+    created = docker.create(name, base, command, [*(["--platform", platform] if platform else []), *options])
     if created.returncode != 0:
         return created.returncode, created.stdout + created.stderr
+    native = f"{name}-native"
     try:
-        code, tail = progress.run_summarised(docker.start_attached_command(name), summarise, say, what,
+        tail = ""
+        if unpacked is not None:
+            made = docker.create(native, unpacked.base, unpacked.command, options)
+            if made.returncode != 0:
+                return made.returncode, made.stdout + made.stderr
+            code, tail = progress.run_summarised(docker.start_attached_command(native), summarise, say, what,
+                                                 quiet_below=3)
+            if code != 0:
+                return code, tail
+            say(f"{what}: copying the packages into the {platform or 'image'} container")
+            copied = docker.copy_between(native, unpacked.path, name, str(Path(unpacked.path).parent))
+            docker.remove_containers(native, timeout=120)
+            if copied.returncode != 0:
+                return copied.returncode, tail + copied.stderr
+        code, more = progress.run_summarised(docker.start_attached_command(name), summarise, say, what,
                                              quiet_below=3)
+        tail += more
         if code != 0:
             return code, tail
         say(f"{what}: committing the packages as an image")
         committed = docker.commit(name, tag, changes, timeout=1800)
         return committed.returncode, tail + committed.stdout + committed.stderr
     finally:
-        docker.remove_containers(name, timeout=120)
+        docker.remove_containers(name, *([native] if unpacked is not None else []), timeout=120)
 
 
 def place(source: Path, target: Path) -> None:
