@@ -247,11 +247,13 @@ def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVE
             return outcome, stopped
         if outcome != "failed":
             return outcome, stopped
-        restart, why_not = what.restart_verdict(stopped)
+        restart, why = what.restart_verdict(stopped)
         if not restart:
-            if why_not:
-                say(f"not restarting: {why_not}")
+            if why:
+                say(f"not restarting: {why}")
             return outcome, stopped
+        if why:  # restarted all the same (OnFailure), knowing it will happen again
+            say(why)
         left = [task for task, code in backend.exit_codes().items() if code is None]
         backend.stop(left)
         what.restarts_made.append(time.time())
@@ -265,13 +267,15 @@ def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[
     decision: what the summary reads of it (summary.evidence_of), less its output (output.log is
     written at the end of the run)."""
     oom_killed = backend.oom_killed
+    codes = backend.exit_codes()
     found = []
-    for task, code in backend.exit_codes().items():
+    for task, code in codes.items():
         if code in (None, 0) or task in stopped:
             continue
         records = runfolder.events(run_dir, task)
         last = (attempts(records) or [[]])[-1]
-        found.append(summary.evidence_of(task, last, records, code, settings, "", oom_killed.get(task)))
+        found.append(summary.evidence_of(task, last, records, code, settings, "", oom_killed.get(task),
+                                         summary.peers_done(backend.cluster, codes, task)))
     return found
 
 
