@@ -65,7 +65,11 @@ def command_why(settings: Settings) -> int:
     a test's `lab.why()` starts with, for a run made with make or tflab."""
     result = finished_summary(settings)
     lines = table.why_lines(result)
-    if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
+    if all(line.startswith("note: ") for line in lines) and result.outcome in ("timed out", "stalled"):
+        # a run that stopped moving is never "nothing to explain", even where the lab learned no more
+        lines = [f"the run {result.outcome} with no task failed, and the lab has no record of where its tasks were "
+                 "(STALL=off, or no task answered the request for its stacks): read `tflab logs`"] + lines
+    elif all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
         lines = [f"nothing to explain: no task failed, no script restarted, no audit finding "
                  f"({table.audit_state(result)})"] + [line for line in lines if summary.NOT_AUDITED not in line]
     print(f"run {foreign.shown(result.run)}: {foreign.shown(result.outcome)}")

@@ -28,7 +28,7 @@ from tflab.core.runsummary import Summary
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
 from tflab.engine import reaper
-from tflab.supervisor import progress, resume, summary, table
+from tflab.supervisor import progress, resume, stall, summary, table
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
@@ -56,6 +56,22 @@ class LabRun:
         self.settings, self.backend, self.run_dir = settings, backend, run_dir
         self.timeout, self.restarts = settings.timeout, settings.restarts
         self.restarts_made: list[float] = []  # when each restart was made
+        self.stall_finding: dict | None = None  # where every task was at a stall, or before the lab stopped them
+
+    def stall_watch(self) -> stall.Watch:
+        """The run's stall watch (supervisor/stall.py) over its trainers, as STALL says."""
+        return stall.Watch(self.run_dir, self.backend.cluster.trainers, stall.Limits.from_setting(self.settings.stall))
+
+    def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall") -> None:
+        """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace): where each is,
+        said and kept for the summary; the first finding stays."""
+        finding = stall.where(self.backend, self.run_dir, running, codes, found, moment)
+        if finding.kind == "no-stacks" and found is None:
+            return  # nothing learned: a stop's usual lines say enough
+        if self.stall_finding is None:
+            self.stall_finding = finding.to_dict()
+            for line in stall.finding_lines(self.stall_finding):
+                say(line)
 
     @property
     def clean_exits(self) -> bool:
@@ -201,6 +217,7 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
     try:
         result = what.summarise(codes, stopped, outcome, started, time.time(), oom_killed)
         result.chaos = observer.result(run_dir, result)
+        result.stall = what.stall_finding
         result.write(run_dir)
     except OSError as error:
         raise LabError(unwritable(run_dir, failure or error)) from None
@@ -235,10 +252,16 @@ def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVE
     MultiWorkerMirroredStrategy worker cannot rejoin a running cluster (its peers abort as soon as
     it goes), and Docker's own restart policy is off after a `docker kill` or `docker stop` anyway."""
     printer = what.progress()
+    watch = what.stall_watch()
     deadline = what.deadline(time.time() if started is None else started)
     while True:
-        outcome, stopped = follow(backend, what, printer, deadline, observer)
+        outcome, stopped = follow(backend, what, printer, deadline, observer, watch)
         if outcome == "interrupted":
+            return outcome, stopped
+        if outcome == "stalled":
+            # Its tasks were alive: no cluster restarts a pod that has not failed, whatever its policy.
+            say("not restarting: a stall is no failure a restart policy sees (the tasks were alive), and the "
+                "same program stalls again")
             return outcome, stopped
         vanished = [task for task, code in backend.exit_codes().items() if code == explain.VANISHED]
         if vanished:
@@ -259,6 +282,7 @@ def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVE
         what.restarts_made.append(time.time())
         say(what.restart_line())
         backend.restart()
+        watch.restarted()
         observer.after_restart(backend)
 
 
@@ -280,7 +304,7 @@ def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[
 
 
 def follow(backend: Backend, what: LabRun, printer, deadline: float,
-           observer: RunObserver = NO_OBSERVER) -> tuple[str, list[str]]:
+           observer: RunObserver = NO_OBSERVER, watch: stall.Watch | None = None) -> tuple[str, list[str]]:
     """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
     servers = backend.cluster.servers
     evaluators = backend.cluster.evaluators
@@ -290,6 +314,16 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
         codes = backend.exit_codes()
         observer.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
+        if watch is not None:
+            watch.read()
+            found = watch.stalled(running)
+            if found is not None:
+                say(found.line())
+                what.where(running, codes, found)
+                say(f"stopping {', '.join(running)}")
+                backend.stop(running)
+                printer.print_new()
+                return "stalled", running
         vanished = [task for task, code in codes.items() if code == explain.VANISHED]
         if vanished and runfolder.ended_by_down(backend.run_dir):
             say(f"ended by tflab down: {', '.join(vanished)} removed; stopping every task")
@@ -345,12 +379,14 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
             say(f"{failed[0]} exited with code {codes[failed[0]]}; the other {what.tasks_word} get "
                 f"{FAILURE_GRACE_SECONDS} s to end by themselves")
         if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_SECONDS:
+            what.where(running, codes, moment="the end of the failure's grace")
             say(f"stopping {', '.join(running)}")
             backend.stop(running)
             printer.print_new()
             return "failed", running
         if time.monotonic() > deadline:
             say(what.deadline_line(running))
+            what.where(running, codes, moment="TIMEOUT")
             backend.stop(running)
             printer.print_new()
             return "timed out", running
