@@ -60,7 +60,11 @@ class LabRun:
 
     def stall_watch(self) -> stall.Watch:
         """The run's stall watch (supervisor/stall.py) over its trainers, as STALL says."""
-        return stall.Watch(self.run_dir, self.backend.cluster.trainers, stall.Limits.from_setting(self.settings.stall))
+        # The lab's own trainer logs every epoch from its start; a script's or a replica's program is
+        # watched from its first advance (a replica the hooks did not reach never advances)
+        own = not (self.settings.script or self.settings.tfjob or self.settings.trainjob)
+        return stall.Watch(self.run_dir, self.backend.cluster.trainers, stall.Limits.from_setting(self.settings.stall),
+                           armed=own, epochs=self.settings.epochs if own else 0)
 
     def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall") -> None:
         """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace): where each is,
@@ -316,7 +320,7 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
         running = [task for task, code in codes.items() if code is None]
         if watch is not None:
             watch.read()
-            found = watch.stalled(running)
+            found = watch.stalled(running, [task for task, code in codes.items() if code == 0])
             if found is not None:
                 say(found.line())
                 what.where(running, codes, found)

@@ -5,7 +5,8 @@ itself (Watch.capture); the rest is pure logic over the tasks' events and stack 
 The pace is the run's own. Every trainer's events are read as they come (a task's log, as the
 progress printer reads it), and each event that shows training moved (an epoch, a checkpoint, a
 fit's start, an audited batch...) ends a gap since the last one: the first gap holds the first
-step's tracing, and the largest gap seen so far is the pace. A stall is no trainer advancing for
+step's tracing, and the largest gap seen so far is the pace (the start, imports and rendezvous
+before the first advance are none of it). A stall is no trainer advancing for
 FACTOR times the pace, never less than FLOOR_SECONDS nor more than CEILING_SECONDS; before
 training has advanced at all, CEILING_SECONDS (a long first step, a slow start). STALL=<seconds>
 sets the limit instead, STALL=off turns the watch off. The evaluator and parameter servers are
@@ -31,7 +32,7 @@ from tflab.core.foreign import ForeignFile
 from tflab.core.schema import problems
 from tflab.supervisor.progress import new_lines
 
-FACTOR = 10  # a stall: no trainer advanced for FACTOR x the run's pace ...
+FACTOR = 5  # a stall: no trainer advanced for FACTOR x the run's pace ...
 FLOOR_SECONDS = 30.0  # ... never less than this (a run of quick epochs: noise, a checkpoint, a GC pause)
 CEILING_SECONDS = 300.0  # ... nor more; and the limit while the run has not advanced yet
 STACKS_WAIT_SECONDS = 5.0  # how long the lab waits for the tasks' dumps (faulthandler writes at once)
@@ -76,14 +77,25 @@ class Stall:
 
 
 class Watch:
-    """One run's watch; `clock` is injected (tests drive it over recorded event streams)."""
+    """One run's watch; `clock` is injected (tests drive it over recorded event streams).
 
-    def __init__(self, run_dir: Path, watched: list[str], limits: Limits, clock: Callable[[], float] | None = None):
+    armed: whether the watched tasks are bound to advance from their start (the lab's trainer,
+    which logs every epoch); a SCRIPT's are watched from their first advance (a fit's start, a
+    checkpoint), as one that never calls fit says nothing of its pace. A task is watched while it
+    trains: once it has logged the last epoch its fit planned, or its end, its silence is no stall
+    (a long save or evaluation after training), unless a peer trainer has exited 0 meanwhile (a
+    save on the chief alone)."""
+
+    def __init__(self, run_dir: Path, watched: list[str], limits: Limits, clock: Callable[[], float] | None = None,
+                 armed: bool = True, epochs: int = 0):
         self.run_dir, self.watched, self.limits = run_dir, list(watched), limits
         self.clock = clock or time.monotonic
         self.offsets = dict.fromkeys(watched, 0)
         self.last = self.clock()  # the last sign of life of any watched task
         self.pace: float | None = None
+        self.advancing = False  # the first advance of the run was seen: gaps from then on are its pace
+        self.training = set(watched) if armed else set()  # the tasks bound to advance now
+        self.planned = dict.fromkeys(watched, epochs)  # task -> the epochs its fit planned (0: unknown)
         self.advanced: dict[str, dict] = {}  # task -> its last advancing event
         self.stall: Stall | None = None  # the one it found, once
 
@@ -101,16 +113,29 @@ class Watch:
                         self.saw(task, record)
 
     def saw(self, task: str, record: dict) -> None:
-        now = self.clock()
-        if record.get("event") in ADVANCES:
-            gap = now - self.last
-            self.pace = gap if self.pace is None else max(self.pace, gap)
+        now, event = self.clock(), record.get("event")
+        if event in ADVANCES:
+            if self.advancing:  # the start, imports and rendezvous before the first advance are no pace
+                gap = now - self.last
+                self.pace = gap if self.pace is None else max(self.pace, gap)
+            self.advancing = True
             self.advanced[task] = record
+            self.training.add(task)
+        if event == "fit" and isinstance(record.get("epochs"), int):
+            self.planned[task] = record["epochs"]
+        epoch = record.get("epoch")
+        done = event == "epoch" and isinstance(epoch, int) and 0 < self.planned.get(task, 0) <= epoch
+        if done or event in ("end", "error"):
+            self.training.discard(task)
         self.last = now
 
-    def stalled(self, running: list[str]) -> Stall | None:
-        """A stall, the first time the watched tasks still running have been quiet past the limit."""
-        if self.limits.off or self.stall is not None or not set(running) & set(self.watched):
+    def stalled(self, running: list[str], done: list[str] = ()) -> Stall | None:
+        """A stall, the first time the watched tasks still running have been quiet past the limit;
+        done: the trainers that exited 0."""
+        watched = set(running) & set(self.watched)
+        if self.limits.off or self.stall is not None or not watched:
+            return None
+        if not (watched & self.training or (done and self.advancing)):
             return None
         quiet, limit = self.clock() - self.last, self.limits.limit(self.pace)
         if quiet <= limit:
@@ -194,16 +219,29 @@ def _frame_text(frame: stacks.Frame) -> str:
     return f'File "{frame.file}", line {frame.line} in {frame.function}'
 
 
+STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)|^<frozen ")
+LAB_FILES = re.compile(r"[/\\]tflab[/\\](?:trainer[/\\])?(?:inscript|observe|audit|launch|devices|kerasversion|"
+                       r"replayhooks|signals)\.py$")
+
+
 def _own(frame: stacks.Frame) -> bool:
     """A frame of the task's own code: neither TensorFlow's nor Keras's nor Python's library."""
-    return not TF_FILES.search(frame.file) and not re.search(r"[/\\]lib[/\\]python3\.\d+[/\\]", frame.file)
+    return not TF_FILES.search(frame.file) and not STDLIB.search(frame.file) \
+        and not re.search(r"[/\\](?:site|dist)-packages[/\\]", frame.file)
+
+
+def _users(frames: list[stacks.Frame]) -> stacks.Frame | None:
+    """The innermost frame of the task's own code, the lab's hooks around a SCRIPT passed over
+    (observe.py wraps a script's callbacks); the lab's own trainer is its own code."""
+    own = [frame for frame in frames if _own(frame)]
+    return next((frame for frame in own if not LAB_FILES.search(frame.file)), own[0] if own else None)
 
 
 def _phase(frames: list[stacks.Frame]) -> str:
     text = "\n".join(_frame_text(frame) for frame in frames)
     for index, frame in enumerate(frames):  # innermost first: the callback nearest the top of the stack
         if CALLBACK_FILES.search(frame.file) and frame.function.startswith(("on_", "_call")):
-            user = next((f for f in reversed(frames[:index]) if _own(f)), None)
+            user = _users(frames[:index])
             name = user.function if user else frame.function
             return f"a callback ({name})"
     if re.search(explain.SAVE_FRAMES, text):
@@ -213,7 +251,7 @@ def _phase(frames: list[stacks.Frame]) -> str:
     if any(PIPELINE_FILES.search(frame.file) for frame in frames):
         return "the input pipeline"
     if re.search(explain.STEP_FRAMES, text):
-        return "a training step"
+        return "model.fit"
     return ""
 
 
@@ -223,18 +261,21 @@ def place_of(task: str, threads: list[stacks.Thread]) -> Place:
     main = next((thread for thread in threads if thread.current), threads[0] if threads else None)
     frames = main.frames if main else []
     for thread in threads:
-        if thread is not main and any(PIPELINE_FILES.search(f.file) for f in thread.frames) \
-                and thread.frames and _own(thread.frames[0]):
-            return Place(task, thread.frames[0], "the input pipeline", "")
-    innermost = frames[0] if frames else None
-    own = next((frame for frame in frames if _own(frame)), None)
+        if thread is not main and any(PIPELINE_FILES.search(f.file) for f in thread.frames):
+            inner = next((f for f in thread.frames if not STDLIB.search(f.file)), None)
+            if inner is not None and _own(inner):
+                return Place(task, inner, "the input pipeline", "")
+    # Python's own waits (threading, a pool's map) are how TensorFlow waits too: the innermost
+    # frame past them says whose wait it is
+    innermost = next((frame for frame in frames if not STDLIB.search(frame.file)), None)
+    own = _users(frames)
     phase = _phase(frames)
     text = "\n".join(_frame_text(frame) for frame in frames)
     if innermost is not None and TF_FILES.search(innermost.file):
         names = " ".join(frame.function for frame in frames[:6])
         waiting = ("a barrier" if BARRIER.search(names) else
                    "the coordination service" if COORDINATION.search(names) else
-                   "an all-reduce" if phase in ("a training step", "") else f"{phase}'s collective")
+                   "an all-reduce" if phase in ("model.fit", "") else f"{phase}'s collective")
         return Place(task, own or innermost, phase, waiting, text)
     return Place(task, own or innermost, phase, "", text)
 
