@@ -363,3 +363,26 @@ def test_the_summary_names_the_peers_that_exited_0_to_the_survivor_only():
     assert summary.peers_done(the_cluster, codes, "worker-1") == ()
     assert summary.peers_done(cluster.build(Settings(strategy="multiworker", workers=2, evaluator=1)),
                               {"worker-0": 1, "worker-1": 1, "evaluator-0": 0}, "worker-0") == ()
+
+
+def test_a_chief_that_saved_alone_is_not_restarted_and_the_line_names_the_save(tmp_path, capsys):
+    """stall_chief_save.py of issue 42 as the runner sees it: worker-1 exits 0, then worker-0 fails
+    with the coordination service's words; its own output (<task>.out) holds the save's frames."""
+    settings = Settings(workers=2, restarts=2, backup="off", script=str(tmp_path / "chiefsave.py"))
+    heartbeats = "UnavailableError: The following tasks are unhealthy (stopped sending heartbeats)"
+
+    def write_logs(backend: FakeBackend, attempt: int) -> None:
+        for task in backend.tasks:
+            with open(tmp_path / f"{task}.jsonl", "a") as log:
+                log.write(json.dumps({"event": "start", "task": task, "time": 0, "versions": {}}) + "\n")
+        with open(tmp_path / "worker-0.jsonl", "a") as log:
+            log.write(json.dumps({"event": "error", "task": "worker-0", "time": 1, "message": heartbeats}) + "\n")
+        (tmp_path / "worker-0.out").write_text((LOGS / "chief-only-save.log").read_text().partition("\n")[2])
+
+    backend = FakeBackend(cluster.build(settings), tmp_path, [[{"worker-1": 0}, {"worker-0": 1, "worker-1": 0}]],
+                          on_start=write_logs)
+    backend.start()
+    run = runner.LabRun(settings, backend, tmp_path)
+    assert runner.supervise(backend, run) == ("failed", []) and not run.restarts_made
+    assert ("tflab: not restarting: worker-0 failed in a way a restart repeats (chief-only-save), "
+            "RESTART_POLICY=ExitCode") in capsys.readouterr().out

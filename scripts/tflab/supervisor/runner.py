@@ -34,6 +34,7 @@ FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to e
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
 EVALUATOR_END_SECONDS = 60  # after training, how long the evaluator gets to evaluate the last checkpoint
 POLL_SECONDS = 0.5
+OUTPUT_TAIL_BYTES = 256 * 1024  # what the restart decision reads of a SCRIPT task's output: its traceback
 SUCCEEDED, FAILED, WAITING = "succeeded", "failed", "waiting"  # LabRun.job_condition's answers
 
 
@@ -292,8 +293,8 @@ def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVE
 
 def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[str]) -> list[explain.Evidence]:
     """The evidence of every task that failed by itself (not one the lab stopped), for the restart
-    decision: what the summary reads of it (summary.evidence_of), less its output (output.log is
-    written at the end of the run)."""
+    decision: what the summary reads of it (summary.evidence_of), its output from a SCRIPT's own
+    `<task>.out` (output.log is written at the end of the run)."""
     oom_killed = backend.oom_killed
     codes = backend.exit_codes()
     found = []
@@ -302,7 +303,9 @@ def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[
             continue
         records = runfolder.events(run_dir, task)
         last = (attempts(records) or [[]])[-1]
-        found.append(summary.evidence_of(task, last, records, code, settings, "", oom_killed.get(task),
+        # a SCRIPT's traceback is in its <task>.out as it ran (its frames name a deadlock: a save ...)
+        output = stall.tail_of(run_dir, runfolder.output_name(task), OUTPUT_TAIL_BYTES) if settings.script else ""
+        found.append(summary.evidence_of(task, last, records, code, settings, output, oom_killed.get(task),
                                          summary.peers_done(backend.cluster, codes, task)))
     return found
 

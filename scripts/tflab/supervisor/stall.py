@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tflab.core import explain, foreign, runfolder, stacks
+from tflab.core import beneath, explain, foreign, runfolder, stacks
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import problems
 from tflab.supervisor.progress import new_lines
@@ -177,16 +177,25 @@ def _read(run_dir: Path, task: str, offset: int) -> str:
 
 
 def _size(run_dir: Path, task: str) -> int:
-    size = 0
-    while True:
-        try:
-            data = runfolder.read_task_file(run_dir, stacks.stacks_file(task), STACKS_BYTES, offset=size,
-                                            whole=False)
-        except (OSError, ForeignFile):
-            return size
-        size += len(data)
-        if len(data) < STACKS_BYTES:
-            return size
+    return size_of(run_dir, stacks.stacks_file(task))
+
+
+def size_of(run_dir: Path, name: str) -> int:
+    """The size of a file of the tasks' space, 0 where there is none (or none the lab can read)."""
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            return folder.lstat(runfolder.in_tasks(run_dir, name)).st_size
+    except (OSError, ForeignFile):
+        return 0
+
+
+def tail_of(run_dir: Path, name: str, limit: int) -> str:
+    """The last `limit` bytes of a file of the tasks' space (a SCRIPT's `<task>.out`), read as foreign."""
+    start = max(0, size_of(run_dir, name) - limit)
+    try:
+        return runfolder.read_task_file(run_dir, name, limit, offset=start, whole=False).decode(errors="replace")
+    except (OSError, ForeignFile):
+        return ""
 
 
 # -- who waits on whom ---------------------------------------------------------------------------
