@@ -116,6 +116,17 @@ def test_a_save_on_the_chief_alone_with_its_peer_exited_is_the_chief_only_save()
     assert "every worker call save" in found.fix
 
 
+def test_a_hang_on_purpose_is_named_as_such_with_where_training_stood():
+    hung = dump('  File "/opt/tflab/tflab/trainer/signals.py", line 71 in _hang\n'
+                f'  File "{SITE}/tf_keras/src/engine/training.py", line 1853 in fit\n'
+                '  File "/opt/tflab/tflab/trainer/train.py", line 433 in run_task\n'
+                '  File "/opt/tflab/tflab/trainer/train.py", line 82 in main')
+    found = stall.finding(places(worker_0=IN_STEP, worker_1=hung), [], [])
+    assert found.kind == "hang"
+    assert found.what.startswith("worker-1 stopped in a hang on purpose (SCENARIO=hang) at "
+                                 "/opt/tflab/tflab/trainer/train.py:433 in run_task; worker-0 waits for it")
+
+
 def test_every_task_waiting_and_none_done_is_said_as_such_and_silence_too():
     assert stall.finding(places(worker_0=IN_STEP, worker_1=IN_STEP), [], []).kind == "all-waiting"
     found = stall.finding({}, ["worker-0", "worker-1"], [])

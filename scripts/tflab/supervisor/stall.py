@@ -274,6 +274,9 @@ def place_of(task: str, threads: list[stacks.Thread]) -> Place:
             inner = next((f for f in thread.frames if not STDLIB.search(f.file)), None)
             if inner is not None and _own(inner):
                 return Place(task, inner, "the input pipeline", "")
+    if any(frame.function == "_hang" and frame.file.endswith("signals.py") for frame in frames[:3]):
+        # make chaos SCENARIO=hang: the lab's own handler holds the main thread (trainer/signals.py)
+        return Place(task, _users(frames), HUNG, "", "\n".join(_frame_text(frame) for frame in frames))
     # Python's own waits (threading, a pool's map) are how TensorFlow waits too: the innermost
     # frame past them says whose wait it is
     innermost = next((frame for frame in frames if not STDLIB.search(frame.file)), None)
@@ -289,7 +292,10 @@ def place_of(task: str, threads: list[stacks.Thread]) -> Place:
     return Place(task, own or innermost, phase, "", text)
 
 
+HUNG = "a hang on purpose (SCENARIO=hang)"
 KINDS = {  # the stopped task's phase -> the finding's kind and its fix
+    HUNG: ("hang", "nothing to fix in the program: the lab's chaos hung this task's training on purpose; a real "
+                   "stall looks the same from its peers"),
     "the input pipeline": ("stuck-input-pipeline",
                            "make the input pipeline return: a generator or a read that blocks (a file, a queue, a "
                            "network source) stops its worker, and every other worker then waits for it in the next "
