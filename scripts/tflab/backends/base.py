@@ -39,9 +39,9 @@ class Backend(Protocol):
         """SIGKILL to these tasks (none: nothing)."""
 
     def dump_stacks(self, tasks: list[str]) -> None:
-        """Sends core/stacks.py's STACKS_SIGNAL to each named live task, which appends its Python
-        stacks to `stacks_file(task)` in its space (trainer/signals.py); never raises for a task
-        that is gone, and returns at once: the caller waits for the files, bounded."""
+        """Sends STACKS_SIGNAL (core/stacks.py) to each named live task, whose faulthandler appends
+        its Python stacks to tasks/<task>.stacks; never raises for a task that is gone; returns at
+        once (the caller waits for the files, bounded)."""
 
     def save_output(self) -> None:
         """Every task's output, merged and timestamped, into the run folder's output.log."""

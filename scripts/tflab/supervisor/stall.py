@@ -274,8 +274,8 @@ def place_of(task: str, threads: list[stacks.Thread]) -> Place:
             inner = next((f for f in thread.frames if not STDLIB.search(f.file)), None)
             if inner is not None and _own(inner):
                 return Place(task, inner, "the input pipeline", "")
-    if any(frame.function == "_hang" and frame.file.endswith("signals.py") for frame in frames[:3]):
-        # make chaos SCENARIO=hang: the lab's own handler holds the main thread (trainer/signals.py)
+    if any(frame.function == "_hang" and LAB_FILES.search(frame.file) for frame in frames[:3]):
+        # make chaos SCENARIO=hang: the lab's own handler in the task holds the main thread
         return Place(task, _users(frames), HUNG, "", "\n".join(_frame_text(frame) for frame in frames))
     # Python's own waits (threading, a pool's map) are how TensorFlow waits too: the innermost
     # frame past them says whose wait it is
