@@ -322,7 +322,8 @@ def recorded_places(case: str) -> dict[str, stall.Place]:
 def replayed_watch(case: str, armed: bool = False) -> tuple[stall.Watch, Clock]:
     """The watch fed a recorded run's events at the times its tasks logged them."""
     records = sorted((json.loads(line) for path in (RECORDED / case).glob("*.jsonl")
-                      for line in path.read_text().splitlines()), key=lambda record: record["time"])
+                      for line in path.read_text().splitlines()
+                      if path.stem != "chaos"), key=lambda record: record["time"])
     clock = Clock()
     clock.now = records[0]["time"]
     watch = stall.Watch(RECORDED / case, sorted({r["task"] for r in records}), stall.Limits(), clock, armed=armed)
@@ -354,3 +355,45 @@ def test_the_recorded_callback_stall_is_found_well_before_its_timeout():
     assert watch.stalled(["worker-0", "worker-1"]) is None
     clock.now += 2
     assert watch.stalled(["worker-0", "worker-1"]) is not None
+
+
+@pytest.mark.parametrize("case, done, kind, says", [
+    ("callback", [], "stuck-callback", "worker-1 stopped in a callback (on_epoch_end) at "
+                                       "/lab/script/stall_callback.py:23 in on_epoch_end; worker-0 waits for it"),
+    # worker-1 had exited 0; worker-0's second dump waits in the save's all-reduce
+    ("chief_save", ["worker-1"], "chief-only-save", "worker-0 waited in a save's collective for worker-1, which "
+                                                    "had already exited 0"),
+    ("hang", [], "hang", "worker-1 stopped in a hang on purpose (SCENARIO=hang) at /opt/tflab/tflab/trainer/"
+                         "train.py:185 in train; worker-0 waits for it in an all-reduce"),
+    # worker-1 had failed by then (its error explains the run: collective-mismatch); worker-0 waits alone
+    ("uneven_data", [], "all-waiting", "worker-0 waits in an all-reduce inside model.fit at "
+                                       "/lab/script/stall_uneven_data.py:31 in <module>"),
+])
+def test_each_recorded_stall_is_named_as_its_recording_says(case, done, kind, says):
+    """tests/unit/data/stalls/README.md says what happened in each run; the finding must say it."""
+    places = {task: place for task, place in recorded_places(case).items()
+              if (RECORDED / case / f"{task}.stacks").read_text().strip() and task not in done}
+    found = stall.finding(places, [], done)
+    assert found.kind == kind and says in found.what, found.what
+
+
+def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_restarted():
+    from tflab.core import explain
+    output = (RECORDED / "uneven_data" / "worker-1.out").read_text()
+    failed = explain.Evidence("worker-1", 1, error=explain.exception_head(output), output=output)
+    survivor = explain.Evidence("worker-0", 1, error="UnavailableError: The following tasks are unhealthy "
+                                                     "(stopped sending heartbeats)")
+    assert explain.explain(failed).signature == "collective-mismatch"
+    assert explain.restart_verdict("ExitCode", [failed, survivor])[0] is False
+
+
+def test_the_recorded_hang_of_the_labs_trainer_is_found_before_its_timeout():
+    """SCENARIO=hang at epoch 2 on the lab's trainer (watched from its start): the watch over the
+    recorded events calls the stall within the limit its pace sets, before TIMEOUT=120."""
+    watch, clock = replayed_watch("hang", armed=True)
+    summary = json.loads((RECORDED / "hang" / "summary.json").read_text())
+    limit = watch.limits.limit(watch.pace)
+    assert clock.now - summary["launched_at"] + limit < summary["settings"]["timeout"]
+    clock.now += limit + 1
+    found = watch.stalled(["worker-0", "worker-1"])
+    assert found is not None and found.pace_seconds == watch.pace

@@ -181,6 +181,16 @@ SIGNATURES = [
     Signature("preempted", r"^preempted \((?:SIGTERM|GCE notice)\)",
               "preempted: it heard the notice and saved its backup before it exited",
               "nothing: the lab restarts it from the backup (RESTARTS)", TUTORIAL + "#fault_tolerance", True),
+    # Before lost-peer, whose "is aborted by" it carries. Recorded (tests/unit/data/stalls/uneven_data): a
+    # worker whose data ran out began its epoch-end reduce (int64) against its peer's step all-reduce (float).
+    Signature("collective-mismatch",
+              r"Collective instance \d+ expected type \d+ and data_type \d+ but got type \d+ and data_type \d+",
+              "its collective met a different one on a peer: the workers called their collectives in different "
+              "orders, most often because they ran out of data at different steps (one began its epoch's end while "
+              "another still stepped); run where the order differs the other way, it stalls instead",
+              "give every worker the same number of steps: shard one dataset (auto-sharding) or give fit "
+              "steps_per_epoch with a repeated dataset, and call every collective (save, evaluate) on every worker",
+              INPUT_GUIDE, False),
     # Before lost-peer, whose DEADLINE_EXCEEDED it carries: CommunicationOptions(timeout_seconds=...)
     # ended a collective a peer never joined (base_collective_executor.cc's "Collective has timed out").
     Signature("collective-timeout",
