@@ -44,6 +44,8 @@ class FakeBackend:
     def start(self) -> None:
         self.poll, self.ended = 0, {}
         self.starts += 1
+        for task in self.stacks:  # as a task's faulthandler opens its file when it starts
+            (self.run_dir / runfolder.in_tasks(self.run_dir, stacks_file(task))).touch()
         if self.on_start:
             self.on_start(self, self.attempt)
 
@@ -76,7 +78,8 @@ class FakeBackend:
 
     def dump_stacks(self, tasks: list[str]) -> None:
         """Each live task answers with `stacks[task]` (a recorded faulthandler dump) appended to its
-        tasks/<task>.stacks, as a task's faulthandler would; one without a dump does not answer."""
+        tasks/<task>.stacks, as a task's faulthandler would; one without a dump has no such file
+        (start opens it for those that have one) and does not answer."""
         self.asked_stacks.append(list(tasks))
         for task in tasks:
             if task in self.stacks and task not in self.ended:

@@ -64,8 +64,9 @@ class LabRun:
         # The lab's own trainer logs every epoch from its start; a script's or a replica's program is
         # watched from its first advance (a replica the hooks did not reach never advances)
         own = not (self.settings.script or self.settings.tfjob or self.settings.trainjob)
-        return stall.Watch(self.run_dir, self.backend.cluster.trainers, stall.Limits.from_setting(self.settings.stall),
-                           armed=own, epochs=self.settings.epochs if own else 0)
+        return stall.Watch(self.run_dir, stall.trainers(self.backend.cluster),
+                           stall.Limits.from_setting(self.settings.stall), armed=own,
+                           epochs=self.settings.epochs if own else 0)
 
     def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall") -> None:
         """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace): where each is,

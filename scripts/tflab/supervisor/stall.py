@@ -144,12 +144,21 @@ class Watch:
         return self.stall
 
 
+def trainers(cluster) -> list[str]:
+    """The tasks that train, in the names every kind of run's cluster has (a replay's ReplayCluster
+    too): neither servers nor the evaluator."""
+    return [task for task in cluster.tasks if task not in cluster.servers and task not in cluster.evaluators]
+
+
 # -- where every task is -------------------------------------------------------------------------
 
 
 def capture(backend, tasks: list[str], run_dir: Path) -> dict[str, list[stacks.Thread]]:
     """Asks each task for its stacks (Backend.dump_stacks) and reads back what each appended to its
     tasks/<task>.stacks, waiting at most STACKS_WAIT_SECONDS; a task that did not answer is left out."""
+    # A task whose program registered for the signal opened its stacks file when it started: one
+    # without (an image or a program the lab's hooks did not reach) cannot answer, and is not waited for.
+    tasks = [task for task in tasks if _kind(run_dir, stacks.stacks_file(task)) == "file"]
     if not tasks or not hasattr(backend, "dump_stacks"):
         return {}
     clock, sleep = time.monotonic, time.sleep
@@ -178,6 +187,14 @@ def _read(run_dir: Path, task: str, offset: int) -> str:
 
 def _size(run_dir: Path, task: str) -> int:
     return size_of(run_dir, stacks.stacks_file(task))
+
+
+def _kind(run_dir: Path, name: str) -> str | None:
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            return folder.kind(runfolder.in_tasks(run_dir, name))
+    except (OSError, ForeignFile):
+        return None
 
 
 def size_of(run_dir: Path, name: str) -> int:
@@ -365,7 +382,7 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
     stacks, and the finding."""
     dumps = capture(backend, running, run_dir)
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
-    done = [task for task in backend.cluster.trainers if codes.get(task) == 0]
+    done = [task for task in trainers(backend.cluster) if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)
     found.moment = moment
     return found
