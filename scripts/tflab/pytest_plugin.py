@@ -113,6 +113,12 @@ class LabRun:
         return self.summary.findings
 
     @property
+    def stall(self) -> dict | None:
+        """Where every task was at a stall, or before the lab stopped them (summary.json's: kind,
+        what, fix, link, places); None where the lab never had to ask."""
+        return self.summary.stall
+
+    @property
     def tasks(self) -> dict[str, Task]:
         return {row.task: Task(row.task, row, self.events(row.task)) for row in self.summary.tasks}
 

@@ -13,8 +13,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tflab.core import explain
+from tflab.core import explain, runfolder
 from tflab.core.cluster import Cluster
+from tflab.core.stacks import stacks_file
 from tflab.engine import docker
 
 
@@ -37,10 +38,14 @@ class FakeBackend:
         self.cuts: list[str] = []  # cut_off's tasks, in order
         self.reconnected: list[str] = []  # reconnect's
         self.closed = False
+        self.stacks: dict[str, str] = {}  # task -> the dump it answers dump_stacks with
+        self.asked_stacks: list[list[str]] = []
 
     def start(self) -> None:
         self.poll, self.ended = 0, {}
         self.starts += 1
+        for task in self.stacks:  # as a task's faulthandler opens its file when it starts
+            (self.run_dir / runfolder.in_tasks(self.run_dir, stacks_file(task))).touch()
         if self.on_start:
             self.on_start(self, self.attempt)
 
@@ -70,6 +75,16 @@ class FakeBackend:
 
     def stop(self, tasks: list[str]) -> None:
         self.ended |= dict.fromkeys(tasks, 137)
+
+    def dump_stacks(self, tasks: list[str]) -> None:
+        """Each live task answers with `stacks[task]` (a recorded faulthandler dump) appended to its
+        tasks/<task>.stacks, as a task's faulthandler would; one without a dump has no such file
+        (start opens it for those that have one) and does not answer."""
+        self.asked_stacks.append(list(tasks))
+        for task in tasks:
+            if task in self.stacks and task not in self.ended:
+                with open(self.run_dir / runfolder.in_tasks(self.run_dir, stacks_file(task)), "a") as file:
+                    file.write(self.stacks[task])
 
     def save_output(self) -> None:
         pass

@@ -27,10 +27,11 @@ def recorded(name: str, task: str = "worker-0") -> Evidence:
     return Evidence(task=task, exit_code=int(fields.get("exit_code", 1)),
                     error=fields.get("error") or exception_head(output), output=output,
                     oom_killed={"true": True, "false": False}.get(fields.get("oom_killed", "")),
-                    memory=fields.get("memory", "0"))
+                    memory=fields.get("memory", "0"),
+                    peers_done=tuple(fields["peers_done"].split(",")) if fields.get("peers_done") else ())
 
 
-@pytest.mark.parametrize("signature", explain.SIGNATURES, ids=lambda s: s.name)
+@pytest.mark.parametrize("signature", list(explain.BY_NAME.values()), ids=lambda s: s.name)
 def test_each_signature_explains_its_recorded_log(signature):
     found = explain.explain(recorded(signature.name))
     assert found is not None and found.signature == signature.name, found
@@ -322,3 +323,66 @@ def test_keras_3_under_parameter_server_strategy_is_named_with_the_tf_keras_fix(
     found = explain.explain(recorded("keras3-parameter-server", "chief-0"))
     assert found.what.startswith("Keras 3 has no ParameterServerStrategy support")
     assert "DatasetCreator" in found.fix and "TF_USE_LEGACY_KERAS=1" in found.fix and found.retry is False
+
+
+# -- a peer that exited 0 is never a lost peer (issue 42) -----------------------------------------
+
+def test_a_peer_that_exited_0_turns_a_lost_peer_into_a_deadlock_that_is_not_restarted():
+    lost = recorded("chief-only-save")
+    assert explain.explain(dataclasses.replace(lost, peers_done=())).signature == "lost-peer"
+    found = explain.explain(lost)
+    assert found.signature == "chief-only-save" and "worker-1, which had already exited 0" in found.what
+    assert found.retry is False and "every worker call save" in found.fix
+    assert restart_verdict("ExitCode", [lost]) == (
+        False, "worker-0 failed in a way a restart repeats (chief-only-save), RESTART_POLICY=ExitCode")
+    assert restart_verdict("ExitCode", [dataclasses.replace(lost, peers_done=())]) == (True, "")
+
+
+def test_on_failure_restarts_a_deadlock_and_says_it_will_stall_again():
+    restart, why = restart_verdict("OnFailure", [recorded("chief-only-save")])
+    assert restart and why.endswith("as RESTART_POLICY=OnFailure does: it will stall again")
+    assert "worker-0 deadlocked" in why and "(chief-only-save)" in why
+
+
+def test_the_stacks_name_the_deadlock_before_the_error_does():
+    waiting_in_save = ('File "/opt/venv/lib/python3.11/site-packages/tensorflow/python/saved_model/save.py", '
+                       'line 1432 in save')
+    evidence = dataclasses.replace(recorded("peer-exited-mid-collective"), stacks=waiting_in_save)
+    assert explain.explain(evidence).signature == "chief-only-save"
+
+
+def test_a_killed_peer_is_still_a_lost_peer_for_its_survivor():
+    survivor = Evidence("worker-0", 1, error="UnavailableError: Connection reset by peer")
+    assert restart_verdict("ExitCode", [Evidence("worker-1", 137), survivor]) == (True, "")
+
+
+def test_the_summary_names_the_peers_that_exited_0_to_the_survivor_only():
+    the_cluster = cluster.build(Settings(strategy="multiworker", workers=3))
+    codes = {"worker-0": 1, "worker-1": 0, "worker-2": None}
+    assert summary.peers_done(the_cluster, codes, "worker-0") == ("worker-1",)
+    assert summary.peers_done(the_cluster, codes, "worker-1") == ()
+    assert summary.peers_done(cluster.build(Settings(strategy="multiworker", workers=2, evaluator=1)),
+                              {"worker-0": 1, "worker-1": 1, "evaluator-0": 0}, "worker-0") == ()
+
+
+def test_a_chief_that_saved_alone_is_not_restarted_and_the_line_names_the_save(tmp_path, capsys):
+    """stall_chief_save.py of issue 42 as the runner sees it: worker-1 exits 0, then worker-0 fails
+    with the coordination service's words; its own output (<task>.out) holds the save's frames."""
+    settings = Settings(workers=2, restarts=2, backup="off", script=str(tmp_path / "chiefsave.py"))
+    heartbeats = "UnavailableError: The following tasks are unhealthy (stopped sending heartbeats)"
+
+    def write_logs(backend: FakeBackend, attempt: int) -> None:
+        for task in backend.tasks:
+            with open(tmp_path / f"{task}.jsonl", "a") as log:
+                log.write(json.dumps({"event": "start", "task": task, "time": 0, "versions": {}}) + "\n")
+        with open(tmp_path / "worker-0.jsonl", "a") as log:
+            log.write(json.dumps({"event": "error", "task": "worker-0", "time": 1, "message": heartbeats}) + "\n")
+        (tmp_path / "worker-0.out").write_text((LOGS / "chief-only-save.log").read_text().partition("\n")[2])
+
+    backend = FakeBackend(cluster.build(settings), tmp_path, [[{"worker-1": 0}, {"worker-0": 1, "worker-1": 0}]],
+                          on_start=write_logs)
+    backend.start()
+    run = runner.LabRun(settings, backend, tmp_path)
+    assert runner.supervise(backend, run) == ("failed", []) and not run.restarts_made
+    assert ("tflab: not restarting: worker-0 failed in a way a restart repeats (chief-only-save), "
+            "RESTART_POLICY=ExitCode") in capsys.readouterr().out

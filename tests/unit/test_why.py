@@ -66,6 +66,19 @@ def test_why_on_a_failed_run_it_cannot_explain_never_says_nothing_to_explain(tmp
                     "restart, no audit finding; the run's output is in `python3 -m tflab logs RUN=lost` (audited)"]
 
 
+def test_why_on_a_stalled_or_timed_out_run_is_never_nothing_to_explain(tmp_path):
+    """Issue 42: a run stopped at TIMEOUT with no task failed read "nothing to explain"."""
+    found = {"kind": "stuck-callback", "what": "worker-1 stopped in a callback (on_epoch_end) at stall.py:23",
+             "fix": "make the callback return", "link": "", "places": {}, "moment": "stall"}
+    write_run(tmp_path, "stalled", outcome="stalled", tasks=[TaskRow(task="worker-0", status="stopped")], stall=found)
+    write_run(tmp_path, "quiet", outcome="timed out", tasks=[TaskRow(task="worker-0", status="stopped")])
+    assert why(tmp_path, "stalled").stdout.splitlines()[1:] == [
+        "stall (stuck-callback): worker-1 stopped in a callback (on_epoch_end) at stall.py:23",
+        "  fix: make the callback return"]
+    said = why(tmp_path, "quiet").stdout
+    assert "nothing to explain" not in said and "the run timed out with no task failed" in said
+
+
 def test_why_on_a_run_without_a_summary_is_one_line(tmp_path):
     (tmp_path / "running").mkdir()
     (tmp_path / "running" / "config.json").write_text("{}")  # a run the lab started, and no summary yet

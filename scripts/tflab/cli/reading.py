@@ -66,7 +66,12 @@ def command_why(settings: Settings) -> int:
     a test's `lab.why()` starts with, for a run made with make or tflab."""
     result = finished_summary(settings)
     lines = table.why_lines(result) + setid.why_lines(runfolder.existing(settings))
-    if all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
+    if all(line.startswith("note: ") for line in lines) and result.outcome in ("timed out", "stalled"):
+        # a run that stopped moving is never "nothing to explain", even where the lab learned no more
+        logs = lab_command(f"logs RUN={result.run}")
+        lines = [f"the run {result.outcome} with no task failed, and the lab has no record of where its tasks were "
+                 f"(STALL=off, or no task answered the request for its stacks): read `{logs}`"] + lines
+    elif all(line.startswith("note: ") for line in lines):  # nothing but the audit's notes
         notes = [line for line in lines if summary.NOT_AUDITED not in line]
         if result.ok:
             said = "nothing to explain: no task failed, no script restarted, no audit finding"

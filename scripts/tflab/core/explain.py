@@ -181,6 +181,26 @@ SIGNATURES = [
     Signature("preempted", r"^preempted \((?:SIGTERM|GCE notice)\)",
               "preempted: it heard the notice and saved its backup before it exited",
               "nothing: the lab restarts it from the backup (RESTARTS)", TUTORIAL + "#fault_tolerance", True),
+    # Before lost-peer, whose "is aborted by" it carries. Recorded (tests/unit/data/stalls/uneven_data): a
+    # worker whose data ran out began its epoch-end reduce (int64) against its peer's step all-reduce (float).
+    Signature("collective-mismatch",
+              r"Collective instance \d+ expected type \d+ and data_type \d+ but got type \d+ and data_type \d+",
+              "its collective met a different one on a peer: the workers called their collectives in different "
+              "orders, most often because they ran out of data at different steps (one began its epoch's end while "
+              "another still stepped); run where the order differs the other way, it stalls instead",
+              "give every worker the same number of steps: shard one dataset (auto-sharding) or give fit "
+              "steps_per_epoch with a repeated dataset, and call every collective (save, evaluate) on every worker",
+              INPUT_GUIDE, False),
+    # Before lost-peer, whose DEADLINE_EXCEEDED it carries: CommunicationOptions(timeout_seconds=...)
+    # ended a collective a peer never joined (base_collective_executor.cc's "Collective has timed out").
+    Signature("collective-timeout",
+              r"Collective has timed out|Collective ops timeout|collective[^\n]{0,40}timed out",
+              "a collective (an all-reduce, a broadcast) timed out: the timeout_seconds of its "
+              "CommunicationOptions passed while a peer had not joined it; that peer was stuck or never called it",
+              "find the peer that did not join (its stacks in the run folder's tasks/<task>.stacks, `{why}`): "
+              "every worker must run the same steps and call every collective; TensorFlow documents the "
+              "timeout as for debugging only",
+              "https://www.tensorflow.org/api_docs/python/tf/distribute/experimental/CommunicationOptions", None),
     Signature("lost-peer",
               r"\b(?:Unavailable|DeadlineExceeded|Aborted)Error\b|UNAVAILABLE|DEADLINE_EXCEEDED|"
               r"Connection reset by peer|stopped sending heartbeats|Socket closed|is aborted by",
@@ -188,7 +208,45 @@ SIGNATURES = [
               "nothing if the peer was killed or preempted: the lab restarts every task from the backup; "
               "else read the peer's own error above", TUTORIAL + "#fault_tolerance", True),
 ]
-BY_NAME = {signature.name: signature for signature in SIGNATURES}
+# A lost peer's words from a task whose peer had EXITED 0 (Evidence.peers_done): that peer was not
+# lost, it finished while this task still waited on it in a collective (the coordination service
+# then aborts the waiter: "stopped sending heartbeats"). A deadlock of the program, which a restart
+# repeats; these rows replace lost-peer then, the first whose pattern the error, the output or the
+# task's stacks show (the frames of a save, of a restore, of fit's steps), most specific first.
+# A frame as a traceback prints it (`File "...", line 3, in save`) and as faulthandler does (no comma).
+FRAME_AT = r"line \d+,? in "
+SAVE_FRAMES = (rf"saved_model[/\\]save\.py|checkpoint_management\.py\S* {FRAME_AT}save|"
+               rf"{FRAME_AT}(?:save|save_weights|save_model|_save_model|save_counter)\b|\.save(?:_weights)?\(")
+RESTORE_FRAMES = (rf"{FRAME_AT}(?:restore|_restore_from_checkpoint|load_weights|read)\b|"
+                  rf"backup_and_restore\S* {FRAME_AT}on_train_begin|\.restore\(")
+STEP_FRAMES = rf"{FRAME_AT}(?:train_function|step_function|run_step|fit|__next__)\b|OutOfRange|End of sequence"
+PEER_DONE_SIGNATURES = [
+    Signature("chief-only-save", SAVE_FRAMES,
+              "waited in a save's collective for {peers}, which had already exited 0: under "
+              "MultiWorkerMirroredStrategy a save is a collective every worker must join, so a save on the chief "
+              "alone deadlocks until TensorFlow's coordination service aborts it (raydp#447 made this mistake)",
+              "let every worker call save: the chief to the real path, every other worker to a temporary folder "
+              "of its own that it deletes after the save (the tutorial's write_filepath); a restart deadlocks the "
+              "same way", TUTORIAL + "#model_saving_and_loading", False),
+    Signature("deadlock-at-restore", RESTORE_FRAMES,
+              "waited in a restore's collective for {peers}, which had already exited 0: a restore (a "
+              "checkpoint's or BackupAndRestore's) that only some workers make deadlocks the rest",
+              "restore on every worker, from the same checkpoint, at the same point of the program; a restart "
+              "deadlocks the same way", TUTORIAL + "#fault_tolerance", False),
+    Signature("out-of-data-unevenly", STEP_FRAMES,
+              "waited in a training step's all-reduce for {peers}, which had already exited 0: the workers ran "
+              "out of data at different steps (uneven shards, a dataset without repeat()), so one finished "
+              "its fit while the others still stepped",
+              "give every worker the same number of steps: steps_per_epoch with a repeated dataset, or "
+              "drop_remainder=True and shards of equal size; a restart stalls the same way",
+              INPUT_GUIDE, False),
+    Signature("peer-exited-mid-collective", r"",
+              "waited in a collective for {peers}, which had already exited 0: a peer that exits 0 was not "
+              "lost; the program called a collective on some workers only",
+              "make every worker call the same collectives (saves, evaluations, custom all-reduces) the same "
+              "number of times; a restart stalls the same way", TUTORIAL, False),
+]
+BY_NAME = {signature.name: signature for signature in SIGNATURES + PEER_DONE_SIGNATURES}
 
 
 @dataclass(frozen=True)
@@ -204,6 +262,8 @@ class Evidence:
     last_memory_bytes: int | None = None  # its largest measured memory in its log
     network: str = "internal"  # NETWORK: whether the tasks had a route out
     replay: bool = False  # a TFJob's replica: it runs its own image, and the replay's ways in and out apply
+    peers_done: tuple[str, ...] = ()  # its peers (trainers) that had exited 0: none of them is a lost peer
+    stacks: str = ""  # its last stack dump (core/stacks.py), where the lab took one
 
     def header(self) -> str:
         """The engine's state as lines the table's patterns read."""
@@ -238,14 +298,14 @@ def explain(evidence: Evidence) -> Explanation | None:
         signature, matched = found
         internal = evidence.network == "internal"
         who = "replicas" if evidence.replay else "tasks"
-        fields = {"code": evidence.exit_code, "memory": evidence.memory,
+        fields = {"code": evidence.exit_code, "memory": evidence.memory, "peers": " and ".join(evidence.peers_done),
                   "last_memory": _megabytes(evidence.last_memory_bytes),
                   "route": f"the lab's network has no route out, by design (NETWORK=internal: the {who} reach each "
                            "other only, as on many clusters)" if internal else
                            f"could not, though NETWORK=bridge lets the {who} out: this host's own network failed it "
                            "(offline, a proxy, or its DNS)",
                   **{key: value or "?" for key, value in matched.groupdict().items()}}
-        commands = {verb: lab_command(verb) for verb in ("down", "config")}
+        commands = {verb: lab_command(verb) for verb in ("down", "config", "why")}
         commands["or_bridge"] = (f", or let the {who} out with NETWORK=bridge"
                                  + (", as a cluster's pods are" if evidence.replay else "")) if internal else ""
         commands["bring_in"] = REPLAY_BRING_IN if evidence.replay else SCRIPT_BRING_IN
@@ -297,8 +357,21 @@ def find(evidence: Evidence) -> tuple[Signature, re.Match] | None:
         for signature in SIGNATURES:
             matched = re.search(signature.pattern, text, re.M) if text else None
             if matched:
-                return signature, matched
+                return peer_done(evidence, matched) if signature.name == "lost-peer" else (signature, matched)
     return None
+
+
+def peer_done(evidence: Evidence, lost: re.Match) -> tuple[Signature, re.Match]:
+    """A lost peer's words, refined where a peer had exited 0 (PEER_DONE_SIGNATURES): the frames of
+    its stacks first (where it waited when the lab asked), then its error and output."""
+    if not evidence.peers_done:
+        return BY_NAME["lost-peer"], lost
+    for text in (evidence.stacks, evidence.error, evidence.output):
+        for signature in PEER_DONE_SIGNATURES:
+            matched = re.search(signature.pattern, text, re.M) if text and signature.pattern else None
+            if matched:
+                return signature, matched
+    return PEER_DONE_SIGNATURES[-1], lost
 
 
 def describe_code(code: int) -> str:
@@ -390,13 +463,24 @@ def _trim(line: str) -> str:
 
 def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
     """Whether RESTART_POLICY restarts after these failures (the tasks that ended non-zero by
-    themselves, not those the lab stopped), and why not. ExitCode does as Kubeflow's: 128 and up
-    (ended by a signal) and the preemption code are retryable, 1-127 permanent. The lab's evidence
-    refines it: a memory kill or a known bug is never retried (it would come back), and a task that
-    only lost a peer is retried unless another task failed for good (then that one is the cause)."""
+    themselves, not those the lab stopped), and why not (or, restarting, what it foresees).
+    ExitCode does as Kubeflow's: 128 and up (ended by a signal) and the preemption code are
+    retryable, 1-127 permanent. The lab's evidence refines it: a memory kill or a known bug is
+    never retried (it would come back), and a task that only lost a peer is retried unless
+    another task failed for good (then that one is the cause). A peer that exited 0 was never
+    lost (PEER_DONE_SIGNATURES): its survivor deadlocked, for good."""
     if policy == "Never":
         return False, "RESTART_POLICY=Never"
-    if policy == "OnFailure" or not failed:
+    if policy == "OnFailure":
+        # The operator restarts every failure; the lab does too, and says so where it knows a
+        # deadlock the program will meet again (PEER_DONE_SIGNATURES: a chief-only save, ...).
+        repeats = [(e, s) for e in failed if (s := match(e)) and s in PEER_DONE_SIGNATURES]
+        if repeats:
+            evidence, signature = repeats[0]
+            return True, (f"{evidence.task} deadlocked in a way a restart repeats ({signature.name}); restarting "
+                          "all the same, as RESTART_POLICY=OnFailure does: it will stall again")
+        return True, ""
+    if not failed:
         return True, ""
     killed, lost_peer, permanent = [], [], []
     for evidence in failed:

@@ -119,6 +119,13 @@ def backup(name: str, raw: str) -> str:
     raise SettingsError(f"{name}={raw} is not allowed: expected epoch, off, or a number of steps from 1 to 999999999")
 
 
+def stall(name: str, raw: str) -> str:
+    """STALL: auto, off, or a fixed limit in whole seconds (supervisor/stall.py)."""
+    if raw in ("auto", "off") or (re.fullmatch(r"[0-9]{1,5}", raw) and 5 <= int(raw) <= 86_400):
+        return raw
+    raise SettingsError(f"{name}={raw} is not allowed: expected auto, off, or a number of seconds from 5 to 86400")
+
+
 def memory(name: str, raw: str) -> str:
     match = re.fullmatch(r"([0-9]{1,12})([kmg])", raw)
     if raw == "0" or (match and int(match.group(1)) * MEMORY_FACTORS[match.group(2)] >= MIN_MEMORY_BYTES):

@@ -88,7 +88,7 @@ class Summary(Record):
     run: str
     strategy: str  # or "tfjob" for a replay
     backend: str
-    outcome: str  # ok, failed, timed out, interrupted
+    outcome: str  # ok, failed, timed out, stalled, interrupted
     ok: bool
     launched_at: float  # unix time the tasks were started
     wall_seconds: float
@@ -103,6 +103,9 @@ class Summary(Record):
     # AUDIT (tflab/supervisor/audit.py): each finding's kind, tasks, message and fix; notes on cost, one line each.
     findings: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)
+    # Where every task was at a stall, or before the lab stopped them (supervisor/stall.py's Finding):
+    # kind, what (who stopped where, who waits on whom), fix, link, places (task -> where), seconds.
+    stall: dict | None = None
     version: int = SUMMARY_VERSION
 
     def write(self, run_dir: Path) -> None:

@@ -179,6 +179,12 @@ class Settings(SettingsRules):
     timeout: float = setting(900.0, grammars.number(10, 86_400), "10..86400 seconds",
             "how long a whole run may take before the lab stops it and reports it failed",
             tfjob=REPLAYED)
+    stall: str = setting("auto", grammars.stall, "auto | off | 5..86400 seconds",
+            "when the lab calls a run stalled (no trainer advanced), asks every task for its stacks and says who "
+            "waits on whom: auto: 5 x the run's own pace (the largest gap between its steps, epochs, checkpoints..., "
+            "the first step's tracing included), at least 30 s and at most 300 s (300 s before its first advance); "
+            "N: after N s; off: never",
+            tfjob=REPLAYED)
     runs_dir: str = setting("runs", grammars.folder, "a folder, no ':' in its path", "where run folders are written",
             on_host=hostfiles.folder_on_host,
             commands=(*RUNS, *RUN_FOLDERS, "tensorboard"),

@@ -28,12 +28,13 @@ from tflab.core.runsummary import Summary
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
 from tflab.engine import reaper
-from tflab.supervisor import progress, resume, setid, summary, table
+from tflab.supervisor import progress, resume, setid, stall, summary, table
 
 FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to end by themselves
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
 EVALUATOR_END_SECONDS = 60  # after training, how long the evaluator gets to evaluate the last checkpoint
 POLL_SECONDS = 0.5
+OUTPUT_TAIL_BYTES = 256 * 1024  # what the restart decision reads of a SCRIPT task's output: its traceback
 SUCCEEDED, FAILED, WAITING = "succeeded", "failed", "waiting"  # LabRun.job_condition's answers
 
 
@@ -56,6 +57,27 @@ class LabRun:
         self.settings, self.backend, self.run_dir = settings, backend, run_dir
         self.timeout, self.restarts = settings.timeout, settings.restarts
         self.restarts_made: list[float] = []  # when each restart was made
+        self.stall_finding: dict | None = None  # where every task was at a stall, or before the lab stopped them
+
+    def stall_watch(self) -> stall.Watch:
+        """The run's stall watch (supervisor/stall.py) over its trainers, as STALL says."""
+        # The lab's own trainer logs every epoch from its start; a script's or a replica's program is
+        # watched from its first advance (a replica the hooks did not reach never advances)
+        own = not (self.settings.script or self.settings.tfjob or self.settings.trainjob)
+        return stall.Watch(self.run_dir, stall.trainers(self.backend.cluster),
+                           stall.Limits.from_setting(self.settings.stall), armed=own,
+                           epochs=self.settings.epochs if own else 0)
+
+    def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall") -> None:
+        """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace): where each is,
+        said and kept for the summary; the first finding stays."""
+        finding = stall.where(self.backend, self.run_dir, running, codes, found, moment)
+        if finding.kind == "no-stacks" and found is None:
+            return  # nothing learned: a stop's usual lines say enough
+        if self.stall_finding is None:
+            self.stall_finding = finding.to_dict()
+            for line in stall.finding_lines(self.stall_finding):
+                say(line)
 
     @property
     def clean_exits(self) -> bool:
@@ -222,6 +244,7 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
     try:
         result = what.summarise(codes, stopped, outcome, started, time.time(), oom_killed)
         result.chaos = observer.result(run_dir, result)
+        result.stall = what.stall_finding
         result.write(run_dir)
     except OSError as error:
         for line in stripped:
@@ -260,10 +283,16 @@ def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVE
     MultiWorkerMirroredStrategy worker cannot rejoin a running cluster (its peers abort as soon as
     it goes), and Docker's own restart policy is off after a `docker kill` or `docker stop` anyway."""
     printer = what.progress()
+    watch = what.stall_watch()
     deadline = what.deadline(time.time() if started is None else started)
     while True:
-        outcome, stopped = follow(backend, what, printer, deadline, observer)
+        outcome, stopped = follow(backend, what, printer, deadline, observer, watch)
         if outcome == "interrupted":
+            return outcome, stopped
+        if outcome == "stalled":
+            # Its tasks were alive: no cluster restarts a pod that has not failed, whatever its policy.
+            say("not restarting: a stall is no failure a restart policy sees (the tasks were alive), and the "
+                "same program stalls again")
             return outcome, stopped
         vanished = [task for task, code in backend.exit_codes().items() if code == explain.VANISHED]
         if vanished:
@@ -272,36 +301,43 @@ def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVE
             return outcome, stopped
         if outcome != "failed":
             return outcome, stopped
-        restart, why_not = what.restart_verdict(stopped)
+        restart, why = what.restart_verdict(stopped)
         if not restart:
-            if why_not:
-                say(f"not restarting: {why_not}")
+            if why:
+                say(f"not restarting: {why}")
             return outcome, stopped
+        if why:  # restarted all the same (OnFailure), knowing it will happen again
+            say(why)
         left = [task for task, code in backend.exit_codes().items() if code is None]
         backend.stop(left)
         what.restarts_made.append(time.time())
         say(what.restart_line())
         backend.restart()
+        watch.restarted()
         observer.after_restart(backend)
 
 
 def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[str]) -> list[explain.Evidence]:
     """The evidence of every task that failed by itself (not one the lab stopped), for the restart
-    decision: what the summary reads of it (summary.evidence_of), less its output (output.log is
-    written at the end of the run)."""
+    decision: what the summary reads of it (summary.evidence_of), its output from a SCRIPT's own
+    `<task>.out` (output.log is written at the end of the run)."""
     oom_killed = backend.oom_killed
+    codes = backend.exit_codes()
     found = []
-    for task, code in backend.exit_codes().items():
+    for task, code in codes.items():
         if code in (None, 0) or task in stopped:
             continue
         records = runfolder.events(run_dir, task)
         last = (attempts(records) or [[]])[-1]
-        found.append(summary.evidence_of(task, last, records, code, settings, "", oom_killed.get(task)))
+        # a SCRIPT's traceback is in its <task>.out as it ran (its frames name a deadlock: a save ...)
+        output = stall.tail_of(run_dir, runfolder.output_name(task), OUTPUT_TAIL_BYTES) if settings.script else ""
+        found.append(summary.evidence_of(task, last, records, code, settings, output, oom_killed.get(task),
+                                         summary.peers_done(backend.cluster, codes, task)))
     return found
 
 
 def follow(backend: Backend, what: LabRun, printer, deadline: float,
-           observer: RunObserver = NO_OBSERVER) -> tuple[str, list[str]]:
+           observer: RunObserver = NO_OBSERVER, watch: stall.Watch | None = None) -> tuple[str, list[str]]:
     """Prints the tasks' events as they come; returns (outcome, tasks the lab had to stop)."""
     servers = backend.cluster.servers
     evaluators = backend.cluster.evaluators
@@ -311,6 +347,16 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
         codes = backend.exit_codes()
         observer.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
+        if watch is not None:
+            watch.read()
+            found = watch.stalled(running, [task for task, code in codes.items() if code == 0])
+            if found is not None:
+                say(found.line())
+                what.where(running, codes, found)
+                say(f"stopping {', '.join(running)}")
+                backend.stop(running)
+                printer.print_new()
+                return "stalled", running
         vanished = [task for task, code in codes.items() if code == explain.VANISHED]
         if vanished and runfolder.ended_by_down(backend.run_dir):
             say(f"ended by tflab down: {', '.join(vanished)} removed; stopping every task")
@@ -366,12 +412,14 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
             say(f"{failed[0]} exited with code {codes[failed[0]]}; the other {what.tasks_word} get "
                 f"{FAILURE_GRACE_SECONDS} s to end by themselves")
         if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_SECONDS:
+            what.where(running, codes, moment="the end of the failure's grace")
             say(f"stopping {', '.join(running)}")
             backend.stop(running)
             printer.print_new()
             return "failed", running
         if time.monotonic() > deadline:
             say(what.deadline_line(running))
+            what.where(running, codes, moment="TIMEOUT")
             backend.stop(running)
             printer.print_new()
             return "timed out", running

@@ -26,9 +26,9 @@ from tflab.supervisor import audit, resume
 
 def task_row(task: str, role: str, records: list[dict], exit_code: int | None, stopped: bool,
              settings: Settings, output: str = "", oom_killed: bool | None = None,
-             ended_when_done: bool = False) -> TaskRow:
+             ended_when_done: bool = False, done_peers: tuple[str, ...] = ()) -> TaskRow:
     """ended_when_done: see status_of; such a task's exit (a signal's code, the launcher's word on
-    it) is then no error of its own."""
+    it) is then no error of its own. done_peers: its peers that exited 0 (peers_done)."""
     tries = attempts(records)
     last = tries[-1] if tries else []  # after restarts, the task's last attempt is its result
     end = (by_event(last, "end") or [{}])[-1]
@@ -65,7 +65,7 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         error=errors[0]["message"] if errors else None,
         # What happened and what to do (explain.py), for a task that failed by itself.
         explanation=explanation.to_dict() if status == "failed" and (explanation := explain.explain(
-            evidence_of(task, last, records, exit_code, settings, output, oom_killed))) else None,
+            evidence_of(task, last, records, exit_code, settings, output, oom_killed, done_peers))) else None,
         # The evaluator's: each checkpoint it evaluated (its epoch, step and loss).
         evals=[{"epoch": r["epoch"], "step": r["step"], "loss": loss_value(r["loss"])} for r in by_event(last, "eval")]
         if role == "evaluator" else None,
@@ -87,12 +87,22 @@ def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_w
 
 
 def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int | None, settings: Settings,
-                output: str, oom_killed: bool | None) -> explain.Evidence:
+                output: str, oom_killed: bool | None, done_peers: tuple[str, ...] = (),
+                stacks: str = "") -> explain.Evidence:
     errors = by_event(last, "error")
     measured = [r[key] for r in records for key in ("peak_rss_bytes", "rss_bytes") if isinstance(r.get(key), int)]
     return explain.Evidence(task=task, exit_code=exit_code, error=errors[0]["message"] if errors else "",
                             output=output, oom_killed=oom_killed, memory=settings.memory,
-                            last_memory_bytes=max(measured) if measured else None, network=settings.network)
+                            last_memory_bytes=max(measured) if measured else None, network=settings.network,
+                            peers_done=done_peers, stacks=stacks)
+
+
+def peers_done(the_cluster: Cluster, exit_codes: dict, task: str) -> tuple[str, ...]:
+    """The trainers other than `task` that exited 0: a peer that finished was not lost, whatever
+    a collective still waiting on it says (explain.PEER_DONE_SIGNATURES)."""
+    if task not in the_cluster.trainers:
+        return ()
+    return tuple(peer for peer in the_cluster.trainers if peer != task and exit_codes.get(peer) == 0)
 
 
 def task_prefix(task: str) -> re.Pattern:
@@ -168,7 +178,8 @@ def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_code
     # outcome "ok" there: the chief succeeded and nothing failed before the lab ended the rest (runner.follow).
     ended = set(the_cluster.servers + the_cluster.evaluators) if servers_owe_no_exit and outcome == "ok" else set()
     rows = [task_row(task, the_cluster.role(task), records[task], exit_codes.get(task),
-                     task in stopped, settings, outputs[task], oom_killed.get(task), task in ended)
+                     task in stopped, settings, outputs[task], oom_killed.get(task), task in ended,
+                     peers_done(the_cluster, exit_codes, task))
             for task in the_cluster.tasks]
     digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
     # A lab run that ended "ok" has no stopped task (runner.follow), so ok is the replay's rule too.

@@ -1,6 +1,7 @@
 """The finished run in words, from its summary.json (runsummary.Summary, summary.py's one writer):
 the table the run ends with, and the lines `tflab why` and the fixture's why() say beyond its rows
-(what broke and what to do, where a script resumed, a replay's restarts, the audit's findings).
+(a stall's finding, what broke and what to do, where a script resumed, a replay's restarts, the
+audit's findings).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def table(result: Summary) -> str:
     for row in result.tasks:
         if row.error and not row.explanation:
             lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
+    lines += stall_lines(result)
     lines += explanation_lines(result.tasks)
     lines += resume_lines(result.tasks)
     trainers = [row for row in result.tasks if row.role == "trainer"]
@@ -67,8 +69,24 @@ def why_lines(result: Summary) -> list[str]:
     """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
     do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
     (tflab why, and the fixture's why())."""
-    return (explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
+    return (stall_lines(result) + explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
             + audit_lines(result))
+
+
+def stall_lines(result: Summary) -> list[str]:
+    """Where every task was at a stall, or before the lab stopped them (supervisor/stall.py): who
+    stopped where, who waited on whom, the fix. The summary may be foreign: every field is checked
+    and shown escaped."""
+    found = result.get("stall")
+    if not isinstance(found, dict) or not all(isinstance(found.get(key), str) for key in ("kind", "what", "fix")):
+        return []
+    moment = found.get("moment") if isinstance(found.get("moment"), str) else "stall"
+    head = f"stall ({shown(found['kind'], 40)})" if moment == "stall" else \
+        f"where every task was at {shown(moment, 60)} ({shown(found['kind'], 40)})"
+    lines = [f"{head}: {shown(found['what'], 2000)}", f"  fix: {shown(found['fix'], 1000)}"]
+    if isinstance(found.get("link"), str) and found["link"]:
+        lines.append(f"  see: {shown(found['link'], 300)}")
+    return lines
 
 
 def audit_state(result: Summary) -> str:

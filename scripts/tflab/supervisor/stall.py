@@ -1,0 +1,399 @@
+"""The stall watch: when a run stops moving, the lab knows, shows where every task is, and says
+why. The runner calls it at each poll (Watch.read, Watch.stalled) and before any stop it makes
+itself (Watch.capture); the rest is pure logic over the tasks' events and stack dumps.
+
+The pace is the run's own. Every trainer's events are read as they come (a task's log, as the
+progress printer reads it), and each event that shows training moved (an epoch, a checkpoint, a
+fit's start, an audited batch...) ends a gap since the last one: the first gap holds the first
+step's tracing, and the largest gap seen so far is the pace (the start, imports and rendezvous
+before the first advance are none of it). A stall is no trainer advancing for
+FACTOR times the pace, never less than FLOOR_SECONDS nor more than CEILING_SECONDS; before
+training has advanced at all, CEILING_SECONDS (a long first step, a slow start). STALL=<seconds>
+sets the limit instead, STALL=off turns the watch off. The evaluator and parameter servers are
+not watched: they wait by design.
+
+At a stall, the lab asks every live task for its Python stacks (Backend.dump_stacks: STACKS_SIGNAL,
+answered by faulthandler into tasks/<task>.stacks, core/stacks.py), reads what each appended, and
+composes one finding: the task that stopped and where (file, line, function, and the Keras phase:
+a callback, the input pipeline, a save, a restore), the tasks waiting for it and in what (an
+all-reduce, a barrier, the coordination service), and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tflab.core import beneath, explain, foreign, runfolder, stacks
+from tflab.core.foreign import ForeignFile
+from tflab.core.schema import problems
+from tflab.supervisor.progress import new_lines
+
+FACTOR = 5  # a stall: no trainer advanced for FACTOR x the run's pace ...
+FLOOR_SECONDS = 30.0  # ... never less than this (a run of quick epochs: noise, a checkpoint, a GC pause)
+CEILING_SECONDS = 300.0  # ... nor more; and the limit while the run has not advanced yet
+STACKS_WAIT_SECONDS = 5.0  # how long the lab waits for the tasks' dumps (faulthandler writes at once)
+STACKS_BYTES = 1024 * 1024  # what the lab reads of one task's dump
+# The events that show training moved; start, cluster_ready and imported only restart the clock.
+ADVANCES = ("epoch", "checkpoint", "fit", "restored", "eval", "audit_batch", "audit_pass", "audit_write",
+            "audit_weights", "allreduce", "end")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """STALL's meaning: auto (FACTOR x pace, within FLOOR_SECONDS..CEILING_SECONDS), a fixed limit, or off."""
+
+    fixed: float | None = None  # STALL=<seconds>
+    off: bool = False
+
+    @classmethod
+    def from_setting(cls, value: str) -> Limits:
+        if value == "off":
+            return cls(off=True)
+        return cls() if value == "auto" else cls(fixed=float(value))
+
+    def limit(self, pace: float | None) -> float:
+        if self.fixed is not None:
+            return self.fixed
+        if pace is None:
+            return CEILING_SECONDS
+        return min(CEILING_SECONDS, max(FLOOR_SECONDS, FACTOR * pace))
+
+
+@dataclass(frozen=True)
+class Stall:
+    quiet_seconds: float  # since a trainer last advanced
+    limit_seconds: float
+    pace_seconds: float | None  # the largest gap between advances so far; None: none yet
+
+    def line(self) -> str:
+        pace = (f"{FACTOR} x its pace of {self.pace_seconds:.1f} s" if self.pace_seconds is not None
+                else "before its first advance")
+        return (f"stalled: no task advanced for {self.quiet_seconds:.0f} s (the limit: {self.limit_seconds:.0f} s, "
+                f"{pace}); asking every task where it is")
+
+
+class Watch:
+    """One run's watch; `clock` is injected (tests drive it over recorded event streams).
+
+    armed: whether the watched tasks are bound to advance from their start (the lab's trainer,
+    which logs every epoch); a SCRIPT's are watched from their first advance (a fit's start, a
+    checkpoint), as one that never calls fit says nothing of its pace. A task is watched while it
+    trains: once it has logged the last epoch its fit planned, or its end, its silence is no stall
+    (a long save or evaluation after training), unless a peer trainer has exited 0 meanwhile (a
+    save on the chief alone)."""
+
+    def __init__(self, run_dir: Path, watched: list[str], limits: Limits, clock: Callable[[], float] | None = None,
+                 armed: bool = True, epochs: int = 0):
+        self.run_dir, self.watched, self.limits = run_dir, list(watched), limits
+        self.clock = clock or time.monotonic
+        self.offsets = dict.fromkeys(watched, 0)
+        self.last = self.clock()  # the last sign of life of any watched task
+        self.pace: float | None = None
+        self.advancing = False  # the first advance of the run was seen: gaps from then on are its pace
+        self.training = set(watched) if armed else set()  # the tasks bound to advance now
+        self.planned = dict.fromkeys(watched, epochs)  # task -> the epochs its fit planned (0: unknown)
+        self.advanced: dict[str, dict] = {}  # task -> its last advancing event
+        self.stall: Stall | None = None  # the one it found, once
+
+    def restarted(self) -> None:
+        """After a restart: the clock starts again; the pace learned stays."""
+        self.last = self.clock()
+
+    def read(self) -> None:
+        """Takes in every watched task's new events."""
+        for task in self.watched:
+            for lines in new_lines(self.run_dir, runfolder.log_name(task), self.offsets, task, lambda why: None):
+                for line in lines.split(b"\n"):
+                    record, _ = foreign.json_line(line) if line.strip() else (None, "")
+                    if record is not None and not problems(record):
+                        self.saw(task, record)
+
+    def saw(self, task: str, record: dict) -> None:
+        now, event = self.clock(), record.get("event")
+        if event in ADVANCES:
+            if self.advancing:  # the start, imports and rendezvous before the first advance are no pace
+                gap = now - self.last
+                self.pace = gap if self.pace is None else max(self.pace, gap)
+            self.advancing = True
+            self.advanced[task] = record
+            self.training.add(task)
+        if event == "fit" and isinstance(record.get("epochs"), int):
+            self.planned[task] = record["epochs"]
+        epoch = record.get("epoch")
+        done = event == "epoch" and isinstance(epoch, int) and 0 < self.planned.get(task, 0) <= epoch
+        if done or event in ("end", "error"):
+            self.training.discard(task)
+        self.last = now
+
+    def stalled(self, running: list[str], done: list[str] = ()) -> Stall | None:
+        """A stall, the first time the watched tasks still running have been quiet past the limit;
+        done: the trainers that exited 0."""
+        watched = set(running) & set(self.watched)
+        if self.limits.off or self.stall is not None or not watched:
+            return None
+        if not (watched & self.training or (done and self.advancing)):
+            return None
+        quiet, limit = self.clock() - self.last, self.limits.limit(self.pace)
+        if quiet <= limit:
+            return None
+        self.stall = Stall(quiet, limit, self.pace)
+        return self.stall
+
+
+def trainers(cluster) -> list[str]:
+    """The tasks that train, in the names every kind of run's cluster has (a replay's ReplayCluster
+    too): neither servers nor the evaluator."""
+    return [task for task in cluster.tasks if task not in cluster.servers and task not in cluster.evaluators]
+
+
+# -- where every task is -------------------------------------------------------------------------
+
+
+def capture(backend, tasks: list[str], run_dir: Path) -> dict[str, list[stacks.Thread]]:
+    """Asks each task for its stacks (Backend.dump_stacks) and reads back what each appended to its
+    tasks/<task>.stacks, waiting at most STACKS_WAIT_SECONDS; a task that did not answer is left out."""
+    # A task whose program registered for the signal opened its stacks file when it started: one
+    # without (an image or a program the lab's hooks did not reach) cannot answer, and is not waited for.
+    tasks = [task for task in tasks if _kind(run_dir, stacks.stacks_file(task)) == "file"]
+    if not tasks or not hasattr(backend, "dump_stacks"):
+        return {}
+    clock, sleep = time.monotonic, time.sleep
+    before = {task: _size(run_dir, task) for task in tasks}
+    backend.dump_stacks(tasks)
+    deadline = clock() + STACKS_WAIT_SECONDS
+    found: dict[str, list[stacks.Thread]] = {}
+    while True:
+        for task in tasks:
+            if task not in found:
+                threads = stacks.parse(_read(run_dir, task, before[task]))
+                if threads and any(thread.current for thread in threads):  # its dump is whole
+                    found[task] = threads
+        if len(found) == len(tasks) or clock() > deadline:
+            return found
+        sleep(0.2)
+
+
+def _read(run_dir: Path, task: str, offset: int) -> str:
+    try:
+        data = runfolder.read_task_file(run_dir, stacks.stacks_file(task), STACKS_BYTES, offset=offset, whole=False)
+    except (OSError, ForeignFile):
+        return ""
+    return data.decode(errors="replace")
+
+
+def _size(run_dir: Path, task: str) -> int:
+    return size_of(run_dir, stacks.stacks_file(task))
+
+
+def _kind(run_dir: Path, name: str) -> str | None:
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            return folder.kind(runfolder.in_tasks(run_dir, name))
+    except (OSError, ForeignFile):
+        return None
+
+
+def size_of(run_dir: Path, name: str) -> int:
+    """The size of a file of the tasks' space, 0 where there is none (or none the lab can read)."""
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            return folder.lstat(runfolder.in_tasks(run_dir, name)).st_size
+    except (OSError, ForeignFile):
+        return 0
+
+
+def tail_of(run_dir: Path, name: str, limit: int) -> str:
+    """The last `limit` bytes of a file of the tasks' space (a SCRIPT's `<task>.out`), read as foreign."""
+    start = max(0, size_of(run_dir, name) - limit)
+    try:
+        return runfolder.read_task_file(run_dir, name, limit, offset=start, whole=False).decode(errors="replace")
+    except (OSError, ForeignFile):
+        return ""
+
+
+# -- who waits on whom ---------------------------------------------------------------------------
+
+TF_FILES = re.compile(r"[/\\](?:tensorflow|tf_keras|keras|absl)[/\\]")
+PIPELINE_FILES = re.compile(r"[/\\]tensorflow[/\\]python[/\\](?:ops[/\\]script_ops\.py|data[/\\])")
+CALLBACK_FILES = re.compile(r"[/\\](?:tf_keras|keras)[/\\].*callbacks?\.py$|[/\\]callbacks[/\\]")
+BARRIER = re.compile(r"barrier", re.I)
+COORDINATION = re.compile(r"coordination|wait_for_|heartbeat", re.I)
+
+
+@dataclass
+class Place:
+    """Where one task is, from its stacks."""
+
+    task: str
+    frame: stacks.Frame | None  # where it is: its innermost frame of its own code, else its innermost
+    phase: str  # the Keras phase: "a callback (on_epoch_end)", "the input pipeline", "a save", ...
+    waiting: str  # "" where it is in its own code; else what it waits in (an all-reduce, a barrier ...)
+    text: str = ""  # its main thread's frames as a traceback writes them (explain's patterns read it)
+
+    def words(self) -> str:
+        where = f" at {self.frame}" if self.frame else ""
+        if self.waiting:
+            return f"{self.task} waits in {self.waiting}" + (f" inside {self.phase}" if self.phase else "") + where
+        return f"{self.task} stopped in {self.phase or 'its own code'}{where}"
+
+
+def _frame_text(frame: stacks.Frame) -> str:
+    return f'File "{frame.file}", line {frame.line} in {frame.function}'
+
+
+STDLIB = re.compile(r"[/\\]lib[/\\]python3\.\d+[/\\](?!site-packages|dist-packages)|^<frozen ")
+LAB_FILES = re.compile(r"[/\\]tflab[/\\](?:trainer[/\\])?(?:inscript|observe|audit|launch|devices|kerasversion|"
+                       r"replayhooks|signals)\.py$")
+
+
+def _own(frame: stacks.Frame) -> bool:
+    """A frame of the task's own code: neither TensorFlow's nor Keras's nor Python's library."""
+    return not TF_FILES.search(frame.file) and not STDLIB.search(frame.file) \
+        and not re.search(r"[/\\](?:site|dist)-packages[/\\]", frame.file)
+
+
+def _users(frames: list[stacks.Frame]) -> stacks.Frame | None:
+    """The innermost frame of the task's own code, the lab's hooks around a SCRIPT passed over
+    (observe.py wraps a script's callbacks); the lab's own trainer is its own code."""
+    own = [frame for frame in frames if _own(frame)]
+    return next((frame for frame in own if not LAB_FILES.search(frame.file)), own[0] if own else None)
+
+
+def _phase(frames: list[stacks.Frame]) -> str:
+    text = "\n".join(_frame_text(frame) for frame in frames)
+    for index, frame in enumerate(frames):  # innermost first: the callback nearest the top of the stack
+        if CALLBACK_FILES.search(frame.file) and frame.function.startswith(("on_", "_call")):
+            user = _users(frames[:index])
+            name = user.function if user else frame.function
+            return f"a callback ({name})"
+    if re.search(explain.SAVE_FRAMES, text):
+        return "a save"
+    if re.search(explain.RESTORE_FRAMES, text):
+        return "a restore"
+    if any(PIPELINE_FILES.search(frame.file) for frame in frames):
+        return "the input pipeline"
+    if re.search(explain.STEP_FRAMES, text):
+        return "model.fit"
+    return ""
+
+
+def place_of(task: str, threads: list[stacks.Thread]) -> Place:
+    """Where a task is: its main thread (faulthandler's current: Python runs a signal's handler on
+    the main thread) and any input pipeline thread stuck in the task's own code (a generator)."""
+    main = next((thread for thread in threads if thread.current), threads[0] if threads else None)
+    frames = main.frames if main else []
+    for thread in threads:
+        if thread is not main and any(PIPELINE_FILES.search(f.file) for f in thread.frames):
+            inner = next((f for f in thread.frames if not STDLIB.search(f.file)), None)
+            if inner is not None and _own(inner):
+                return Place(task, inner, "the input pipeline", "")
+    if any(frame.function == "_hang" and LAB_FILES.search(frame.file) for frame in frames[:3]):
+        # make chaos SCENARIO=hang: the lab's own handler in the task holds the main thread
+        return Place(task, _users(frames), HUNG, "", "\n".join(_frame_text(frame) for frame in frames))
+    # Python's own waits (threading, a pool's map) are how TensorFlow waits too: the innermost
+    # frame past them says whose wait it is
+    innermost = next((frame for frame in frames if not STDLIB.search(frame.file)), None)
+    own = _users(frames)
+    phase = _phase(frames)
+    text = "\n".join(_frame_text(frame) for frame in frames)
+    if innermost is not None and TF_FILES.search(innermost.file):
+        names = " ".join(frame.function for frame in frames[:6])
+        waiting = ("a barrier" if BARRIER.search(names) else
+                   "the coordination service" if COORDINATION.search(names) else
+                   "an all-reduce" if phase in ("model.fit", "") else f"{phase}'s collective")
+        return Place(task, own or innermost, phase, waiting, text)
+    return Place(task, own or innermost, phase, "", text)
+
+
+HUNG = "a hang on purpose (SCENARIO=hang)"
+KINDS = {  # the stopped task's phase -> the finding's kind and its fix
+    HUNG: ("hang", "nothing to fix in the program: the lab's chaos hung this task's training on purpose; a real "
+                   "stall looks the same from its peers"),
+    "the input pipeline": ("stuck-input-pipeline",
+                           "make the input pipeline return: a generator or a read that blocks (a file, a queue, a "
+                           "network source) stops its worker, and every other worker then waits for it in the next "
+                           "all-reduce; bound the read with a timeout, or read the data before training"),
+    "a save": ("stuck-in-save", "a save that blocks on one worker holds every other in its collective: let every "
+                                "worker call save, to paths of their own, and check the path is writable"),
+    "a restore": ("deadlock-at-restore", "restore on every worker, from the same checkpoint, at the same point"),
+    "a callback": ("stuck-callback",
+                   "make the callback return: a callback runs between steps on its worker, and every other worker "
+                   "waits for it in the next step's all-reduce; bound what it waits on, or run it on a thread of "
+                   "its own"),
+}
+
+
+@dataclass
+class Finding:
+    kind: str
+    what: str
+    fix: str
+    link: str = explain.TUTORIAL
+    places: dict[str, str] = field(default_factory=dict)  # task -> where it is, in words
+    quiet_seconds: float | None = None
+    limit_seconds: float | None = None
+    moment: str = "stall"  # when the lab asked: at a stall, or before a stop of its own (TIMEOUT, ...)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def finding(places: dict[str, Place], silent: list[str], done: list[str], stall: Stall | None = None) -> Finding:
+    """Who waits on whom: the tasks that stopped in their own code, and those waiting for them;
+    where none stopped but a peer exited 0, the deadlock explain.PEER_DONE_SIGNATURES names."""
+    stopped = [place for place in places.values() if not place.waiting]
+    waiting = [place for place in places.values() if place.waiting]
+    words = {task: place.words() for task, place in places.items()} | {task: f"{task}: no stacks (it did not answer)"
+                                                                        for task in silent}
+    timing = dict(quiet_seconds=stall.quiet_seconds, limit_seconds=stall.limit_seconds) if stall else {}
+    waits = "; ".join(f"{place.task} waits for {'it' if len(stopped) == 1 else 'them'} in {place.waiting}"
+                      for place in waiting)
+    if stopped:
+        first = stopped[0]
+        kind, fix = next(((k, f) for phase, (k, f) in KINDS.items() if first.phase.startswith(phase)),
+                         ("stuck-task", "find why it does not return from there: every other worker waits for it "
+                                        "in its next collective"))
+        what = "; ".join(place.words() for place in stopped) + (f"; {waits}" if waits else "")
+        return Finding(kind, what, fix, places=words, **timing)
+    if waiting and done:
+        evidence = explain.Evidence(waiting[0].task, 1, peers_done=tuple(done),
+                                    stacks="\n".join(place.text for place in waiting))
+        signature, _ = explain.peer_done(evidence, re.match("", ""))
+        what = signature.what.format(peers=" and ".join(done))
+        return Finding(signature.name, f"{waiting[0].task} {what}", signature.fix, signature.link, words, **timing)
+    if waiting:
+        return Finding("all-waiting", "every task waits in a collective and none is stopped in its own code: "
+                       + "; ".join(place.words() for place in waiting),
+                       "the tasks call their collectives in different orders or different numbers (a condition "
+                       "on the task's index around a save, an evaluation or a reduce); compare where each is",
+                       places=words, **timing)
+    return Finding("no-stacks", "no task answered the lab's request for its stacks (" + ", ".join(silent)
+                   + "): the lab cannot say where they are", "read `tflab logs`; a task in C code that holds the "
+                   "GIL cannot run Python's signal handler", places=words, **timing)
+
+
+def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall | None = None,
+          moment: str = "stall") -> Finding:
+    """At a stall or before a stop the lab makes (moment: TIMEOUT, ...): each running task's
+    stacks, and the finding."""
+    dumps = capture(backend, running, run_dir)
+    places = {task: place_of(task, threads) for task, threads in dumps.items()}
+    done = [task for task in trainers(backend.cluster) if codes.get(task) == 0]
+    found = finding(places, [task for task in running if task not in dumps], done, stall)
+    found.moment = moment
+    return found
+
+
+def finding_lines(found: dict) -> list[str]:
+    """A finding (Finding.to_dict, as summary.json keeps it) in words: the live output's, the table's and why's."""
+    return [f"{heading(found)}: {found['what']}", f"  fix: {found['fix']}"] + (
+        [f"  see: {found['link']}"] if found.get("link") else [])
+
+
+def heading(found: dict) -> str:
+    moment = found.get("moment") if isinstance(found.get("moment"), str) else "stall"
+    return f"stall ({found['kind']})" if moment == "stall" else f"where every task was at {moment} ({found['kind']})"

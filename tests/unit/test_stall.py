@@ -1,0 +1,399 @@
+"""supervisor/stall.py and core/stacks.py: the watch over event streams with an injected clock
+(no timed assertion), faulthandler's dumps read back, and the finding, who waits on whom, from
+dumps written by hand the way faulthandler writes TensorFlow 2.21's frames (tests of the real
+recordings join them once they are recorded)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from labtest.fakes import FakeBackend
+from tflab.core import cluster, stacks
+from tflab.core.runsummary import Summary
+from tflab.core.settings import Settings, SettingsError
+from tflab.supervisor import runner, stall, table
+
+pytestmark = pytest.mark.unit
+
+SITE = "/opt/venv/lib/python3.11/site-packages"
+EXECUTE = f'  File "{SITE}/tensorflow/python/eager/execute.py", line 53 in quick_execute'
+STEP = "\n".join([
+    EXECUTE,
+    f'  File "{SITE}/tensorflow/python/eager/polymorphic_function/concrete_function.py", line 1322 in _call_flat',
+    f'  File "{SITE}/tensorflow/python/eager/polymorphic_function/polymorphic_function.py", line 878 in _call',
+    f'  File "{SITE}/tf_keras/src/engine/training.py", line 1807 in fit',
+    f'  File "{SITE}/tf_keras/src/utils/traceback_utils.py", line 65 in error_handler'])
+IDLE_THREAD = ("Thread 0x00007f3b5effd6c0 (most recent call first):\n"
+               '  File "/usr/local/lib/python3.11/threading.py", line 331 in wait\n'
+               '  File "/usr/local/lib/python3.11/threading.py", line 1002 in _bootstrap\n\n')
+
+
+def dump(main: str, *others: str) -> str:
+    return "".join(others) + IDLE_THREAD + f"Current thread 0x00007f3b6d5e4740 (most recent call first):\n{main}\n"
+
+
+# stall.py of issue 42: worker-1 blocks in a callback after its first epoch, worker-0 goes on.
+IN_CALLBACK = dump('  File "/lab/script/stall.py", line 23 in on_epoch_end\n'
+                   f'  File "{SITE}/tf_keras/src/callbacks.py", line 453 in on_epoch_end\n'
+                   f'  File "{SITE}/tf_keras/src/engine/training.py", line 1856 in fit\n'
+                   '  File "/lab/script/stall.py", line 40 in <module>')
+IN_STEP = dump(STEP + '\n  File "/lab/script/stall.py", line 40 in <module>')
+# a generator that never yields again: its thread is tf.data's, the main thread waits in the step
+IN_GENERATOR = dump(STEP + '\n  File "/lab/script/pipeline.py", line 51 in <module>',
+                    "Thread 0x00007f3b4ffff6c0 (most recent call first):\n"
+                    '  File "/lab/script/pipeline.py", line 18 in generate\n'
+                    f'  File "{SITE}/tensorflow/python/data/ops/from_generator_op.py", line 135 in generator_py_func\n'
+                    f'  File "{SITE}/tensorflow/python/ops/script_ops.py", line 268 in __call__\n\n')
+# chiefsave.py: worker-0 saves alone, worker-1 has exited 0
+IN_SAVE = dump(EXECUTE + "\n"
+               f'  File "{SITE}/tensorflow/python/checkpoint/functional_saver.py", line 519 in save\n'
+               f'  File "{SITE}/tensorflow/python/saved_model/save.py", line 1432 in save\n'
+               '  File "/lab/script/chiefsave.py", line 41 in <module>')
+
+
+# -- the dump read back --------------------------------------------------------------------------
+
+def test_the_last_dump_of_a_file_is_read_with_every_thread_and_frame():
+    threads = stacks.parse("stray text the task wrote\n" + IN_STEP + IN_CALLBACK)
+    assert [thread.current for thread in threads] == [False, True]
+    main = threads[-1]
+    assert main.frames[0] == stacks.Frame("/lab/script/stall.py", 23, "on_epoch_end")
+    assert main.outermost == stacks.Frame("/lab/script/stall.py", 40, "<module>")
+    assert threads[0].frames[0].function == "wait"
+
+
+def test_a_real_faulthandler_dump_parses(tmp_path):
+    import faulthandler
+    import threading
+    done = threading.Event()
+    waiter = threading.Thread(target=done.wait)
+    waiter.start()
+    with open(tmp_path / "dump", "w") as file:
+        faulthandler.dump_traceback(file, all_threads=True)
+    done.set()
+    waiter.join()
+    threads = stacks.parse((tmp_path / "dump").read_text())
+    assert len(threads) >= 2 and threads[-1].current
+    assert any(frame.function == "test_a_real_faulthandler_dump_parses" for frame in threads[-1].frames)
+    assert any(frame.file.endswith("threading.py") for thread in threads[:-1] for frame in thread.frames)
+
+
+def test_a_half_written_or_hostile_dump_is_bounded_and_never_raises():
+    assert stacks.parse("") == []
+    assert stacks.parse('  File "x.py", line 1 in f\n') == []  # a frame before any thread
+    many = "Current thread 0x1 (most recent call first):\n" + '  File "x.py", line 1 in f\n' * 1000
+    assert len(stacks.parse(many)[0].frames) == stacks.MAX_FRAMES
+    assert stacks.parse("Current thread 0x1 (most recent call first):\n  ...\n")[0].cut
+
+
+# -- who waits on whom ---------------------------------------------------------------------------
+
+def places(**dumps: str) -> dict[str, stall.Place]:
+    return {task.replace("_", "-"): stall.place_of(task.replace("_", "-"), stacks.parse(text))
+            for task, text in dumps.items()}
+
+
+def test_a_callback_that_never_returns_is_named_with_its_line_and_the_peer_waiting_for_it():
+    found = stall.finding(places(worker_0=IN_STEP, worker_1=IN_CALLBACK), [], [])
+    assert found.kind == "stuck-callback"
+    assert found.what == ("worker-1 stopped in a callback (on_epoch_end) at /lab/script/stall.py:23 in on_epoch_end; "
+                          "worker-0 waits for it in an all-reduce")
+    assert "make the callback return" in found.fix
+    assert found.places["worker-0"].startswith("worker-0 waits in an all-reduce inside model.fit")
+
+
+def test_a_stuck_generator_is_the_input_pipeline_though_the_main_thread_waits_in_the_step():
+    found = stall.finding(places(worker_0=IN_STEP, worker_1=IN_GENERATOR), [], [])
+    assert found.kind == "stuck-input-pipeline"
+    assert found.what.startswith("worker-1 stopped in the input pipeline at /lab/script/pipeline.py:18 in generate")
+
+
+def test_a_save_on_the_chief_alone_with_its_peer_exited_is_the_chief_only_save():
+    found = stall.finding(places(worker_0=IN_SAVE), [], ["worker-1"])
+    assert found.kind == "chief-only-save" and "worker-1, which had already exited 0" in found.what
+    assert "every worker call save" in found.fix
+
+
+def test_a_hang_on_purpose_is_named_as_such_with_where_training_stood():
+    hung = dump('  File "/opt/tflab/tflab/trainer/signals.py", line 71 in _hang\n'
+                f'  File "{SITE}/tf_keras/src/engine/training.py", line 1853 in fit\n'
+                '  File "/opt/tflab/tflab/trainer/train.py", line 433 in run_task\n'
+                '  File "/opt/tflab/tflab/trainer/train.py", line 82 in main')
+    found = stall.finding(places(worker_0=IN_STEP, worker_1=hung), [], [])
+    assert found.kind == "hang"
+    assert found.what.startswith("worker-1 stopped in a hang on purpose (SCENARIO=hang) at "
+                                 "/opt/tflab/tflab/trainer/train.py:433 in run_task; worker-0 waits for it")
+
+
+def test_every_task_waiting_and_none_done_is_said_as_such_and_silence_too():
+    assert stall.finding(places(worker_0=IN_STEP, worker_1=IN_STEP), [], []).kind == "all-waiting"
+    found = stall.finding({}, ["worker-0", "worker-1"], [])
+    assert found.kind == "no-stacks" and "worker-0, worker-1" in found.what
+
+
+# -- the watch -----------------------------------------------------------------------------------
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def watching(tmp_path, limits=stall.Limits(), tasks=("worker-0", "worker-1")):
+    clock = Clock()
+    return stall.Watch(tmp_path, list(tasks), limits, clock), clock
+
+
+def feed(watch, clock, events: list[tuple[float, str, str]]) -> list[float]:
+    """(seconds later, task, event): each event seen at its time; returns when a stall was found."""
+    found = []
+    for later, task, event in events:
+        for _ in range(int(later)):  # the runner polls: every second in between, a look
+            clock.now += 1
+            if watch.stalled(["worker-0", "worker-1"]):
+                found.append(clock.now)
+        clock.now += later - int(later)
+        watch.saw(task, {"event": event, "task": task})
+    return found
+
+
+def epochs(count: int, every: float, start: float = 0) -> list[tuple[float, str, str]]:
+    stream = [(start, "worker-0", "cluster_ready"), (0, "worker-1", "cluster_ready")]
+    for _ in range(count):
+        stream += [(every, "worker-0", "epoch"), (0.1, "worker-1", "epoch")]
+    return stream
+
+
+def test_the_pace_is_learned_and_a_stall_is_a_multiple_of_it_within_floor_and_ceiling(tmp_path):
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, epochs(5, 8.0))
+    assert watch.pace == pytest.approx(8.0)
+    assert watch.limits.limit(watch.pace) == stall.FACTOR * 8.0
+    clock.now += stall.FACTOR * 8.0 - 1
+    assert watch.stalled(["worker-0"]) is None
+    clock.now += 2
+    found = watch.stalled(["worker-0"])
+    assert found is not None and found.limit_seconds == 40.0 and "5 x its pace of 8.0 s" in found.line()
+    assert watch.stalled(["worker-0"]) is None  # said once
+
+
+def test_quick_epochs_stall_at_the_floor_and_slow_ones_at_the_ceiling(tmp_path):
+    assert stall.Limits().limit(0.2) == stall.FLOOR_SECONDS
+    assert stall.Limits().limit(100.0) == stall.CEILING_SECONDS
+    assert stall.Limits().limit(None) == stall.CEILING_SECONDS
+    assert stall.Limits.from_setting("45").limit(0.2) == 45.0
+    watch, clock = watching(tmp_path, stall.Limits.from_setting("off"))
+    clock.now += 10_000
+    assert watch.stalled(["worker-0"]) is None
+
+
+@pytest.mark.parametrize("name, stream", [
+    # a long first step (tracing, a slow import): no pace yet, the ceiling holds
+    ("long first step", [(0, "worker-0", "cluster_ready"), (stall.CEILING_SECONDS - 1, "worker-0", "epoch")]),
+    # slow-node: every epoch slower than the last, up to three times the first
+    ("slow node", epochs(3, 5.0) + [(10.0, "worker-0", "epoch"), (15.0, "worker-0", "epoch")]),
+    # a large checkpoint: one gap five times the epochs'
+    ("large checkpoint", epochs(3, 5.0) + [(20.0, "worker-0", "checkpoint"), (5.0, "worker-0", "epoch")]),
+])
+def test_no_stall_on_a_healthy_run_that_is_slow_in_its_own_ways(tmp_path, name, stream):
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, stream), name
+
+
+def test_a_script_is_watched_from_its_first_advance_until_its_fit_planned_epochs_are_done(tmp_path):
+    clock = Clock()
+    watch = stall.Watch(tmp_path, ["worker-0", "worker-1"], stall.Limits(fixed=30), clock, armed=False)
+    clock.now += 1000  # imports, a long preparation: a script that logged nothing says nothing of its pace
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    watch.saw("worker-0", {"event": "fit", "epoch": 1, "step": 0, "epochs": 2})
+    clock.now += 31
+    assert watch.stalled(["worker-0", "worker-1"]) is not None
+    watch = stall.Watch(tmp_path, ["worker-0", "worker-1"], stall.Limits(fixed=30), clock, armed=False)
+    for task in ("worker-0", "worker-1"):
+        watch.saw(task, {"event": "fit", "epoch": 1, "step": 0, "epochs": 2})
+        watch.saw(task, {"event": "epoch", "epoch": 2})
+    clock.now += 1000  # a long save or evaluation after training: no stall ...
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    # ... unless a peer exited 0 meanwhile: the save on the chief alone
+    assert watch.stalled(["worker-0"], done=["worker-1"]) is not None
+
+
+def test_the_evaluator_and_servers_are_not_watched(tmp_path):
+    watch, clock = watching(tmp_path, tasks=["worker-0"])
+    clock.now += stall.CEILING_SECONDS * 2
+    assert watch.stalled(["evaluator-0"]) is None
+    assert watch.stalled(["worker-0", "evaluator-0"]) is not None
+
+
+def test_a_restart_starts_the_clock_again(tmp_path):
+    watch, clock = watching(tmp_path, stall.Limits(fixed=30))
+    clock.now += 29
+    watch.restarted()
+    clock.now += 29
+    assert watch.stalled(["worker-0"]) is None
+
+
+def test_the_watch_reads_the_tasks_logs_as_they_grow(tmp_path):
+    watch, clock = watching(tmp_path)
+    log = tmp_path / "worker-0.jsonl"
+
+    def epoch(number: int) -> str:
+        return json.dumps({"event": "epoch", "task": "worker-0", "time": 1, "epoch": number, "loss": 1.0,
+                           "seconds": 1.0, "steps": 64}) + "\n"
+
+    log.write_text(epoch(1) + "not json\n")
+    clock.now += 3
+    watch.read()
+    assert watch.pace is None and watch.advanced["worker-0"]["epoch"] == 1  # the first advance: no gap yet
+    with open(log, "a") as file:
+        file.write(epoch(2))
+    clock.now += 7
+    watch.read()
+    assert watch.pace == 7 and watch.advanced["worker-0"]["epoch"] == 2
+
+
+def test_stall_is_a_setting_with_its_grammar():
+    assert Settings().stall == "auto"
+    assert Settings.from_env({"STALL": "60"}).stall == "60"
+    with pytest.raises(SettingsError, match="^STALL=2 is not allowed: expected auto, off, or a number of seconds "
+                                            "from 5 to 86400$"):
+        Settings.from_env({"STALL": "2"})
+
+
+# -- in a run ------------------------------------------------------------------------------------
+
+def test_a_stalled_run_says_who_waits_on_whom_is_not_restarted_and_keeps_the_finding(tmp_path, capsys,
+                                                                                   monkeypatch):
+    settings = Settings(workers=2, restarts=2, restart_policy="OnFailure", backup="off", stall="5")
+    backend = FakeBackend(cluster.build(settings), tmp_path, [[{}]])  # both run forever
+    backend.stacks = {"worker-0": IN_STEP, "worker-1": IN_CALLBACK}
+    clock = Clock()
+    monkeypatch.setattr(stall.time, "monotonic", clock)
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: setattr(clock, "now", clock.now + seconds))
+    run = runner.LabRun(settings, backend, tmp_path)
+    backend.start()
+    assert runner.supervise(backend, run) == ("stalled", ["worker-0", "worker-1"])
+    out = capsys.readouterr().out
+    assert "tflab: stalled: no task advanced for 6 s (the limit: 5 s" in out
+    assert "tflab: stall (stuck-callback): worker-1 stopped in a callback (on_epoch_end)" in out
+    assert "tflab: not restarting: a stall is no failure" in out and not run.restarts_made
+    assert backend.asked_stacks == [["worker-0", "worker-1"]] and backend.ended == dict.fromkeys(backend.tasks, 137)
+    result = Summary(run="r", strategy="multiworker", backend="compose", outcome="stalled", ok=False, launched_at=0,
+                     wall_seconds=6, settings={}, weights_agree=False, tasks=[], stall=run.stall_finding)
+    lines = table.why_lines(Summary.from_dict(json.loads(json.dumps(result.to_dict()))))
+    assert lines[0].startswith("stall (stuck-callback): worker-1 stopped") and lines[1].startswith("  fix: ")
+
+
+def test_a_timeout_asks_where_every_task_is_before_it_stops_them(tmp_path, capsys, monkeypatch):
+    settings = Settings(workers=2, backup="off", stall="off", timeout=10)
+    backend = FakeBackend(cluster.build(settings), tmp_path, [[{}]])
+    backend.stacks = {"worker-0": IN_STEP, "worker-1": IN_GENERATOR}
+    run = runner.LabRun(settings, backend, tmp_path)
+    monkeypatch.setattr(run, "deadline", lambda started: 0)  # already passed
+    backend.start()
+    assert runner.supervise(backend, run)[0] == "timed out"
+    out = capsys.readouterr().out
+    assert out.index("TIMEOUT=10 s passed") < out.index(
+        "where every task was at TIMEOUT (stuck-input-pipeline): worker-1 stopped")
+
+
+def test_a_hostile_finding_in_a_summary_is_shown_escaped_or_left_out():
+    base = dict(run="r", strategy="multiworker", backend="compose", outcome="stalled", ok=False, launched_at=0,
+                wall_seconds=1, settings={}, weights_agree=False, tasks=[])
+    assert table.stall_lines(Summary(**base, stall={"kind": 1})) == []
+    lines = table.stall_lines(Summary(**base, stall={"kind": "k", "what": "\x1b[2Jx", "fix": "f"}))
+    assert "\x1b" not in "".join(lines)
+
+
+# -- a real run, recorded (tests/unit/data/stalls/<case>/: its tasks' logs and stacks) -----------
+
+RECORDED = Path(__file__).parent / "data" / "stalls"
+
+
+def recorded_places(case: str) -> dict[str, stall.Place]:
+    return {path.stem: stall.place_of(path.stem, stacks.parse(path.read_text()))
+            for path in sorted((RECORDED / case).glob("*.stacks"))}
+
+
+def replayed_watch(case: str, armed: bool = False) -> tuple[stall.Watch, Clock]:
+    """The watch fed a recorded run's events at the times its tasks logged them."""
+    records = sorted((json.loads(line) for path in (RECORDED / case).glob("*.jsonl")
+                      for line in path.read_text().splitlines()
+                      if path.stem != "chaos"), key=lambda record: record["time"])
+    clock = Clock()
+    clock.now = records[0]["time"]
+    watch = stall.Watch(RECORDED / case, sorted({r["task"] for r in records}), stall.Limits(), clock, armed=armed)
+    for record in records:
+        clock.now = record["time"]
+        watch.saw(record["task"], record)
+    return watch, clock
+
+
+def test_the_recorded_callback_stall_is_named_from_the_real_stacks():
+    """stall_callback.py (issue 42's stall.py), SCRIPT on compose, TF 2.21 and tf-keras: worker-1
+    blocks in on_epoch_end after its first epoch; worker-0 waits in the all-reduce of fit's next
+    epoch (in a pool thread of cross_device_ops, its main thread in Python's threading wait)."""
+    found = stall.finding(recorded_places("callback"), [], [])
+    assert found.kind == "stuck-callback"
+    assert found.what == ("worker-1 stopped in a callback (on_epoch_end) at /lab/script/stall_callback.py:23 in "
+                          "on_epoch_end; worker-0 waits for it in an all-reduce")
+
+
+def test_the_recorded_callback_stall_is_found_well_before_its_timeout():
+    """The watch over the recorded events: the pace is the first step's tracing (about 7 s), so
+    the stall is called about 35 s after the last event, where the recorded run waited for
+    TIMEOUT=150 (the default is 900)."""
+    watch, clock = replayed_watch("callback")
+    summary = json.loads((RECORDED / "callback" / "summary.json").read_text())
+    limit = watch.limits.limit(watch.pace)
+    assert stall.FLOOR_SECONDS <= limit < summary["settings"]["timeout"] - (clock.now - summary["launched_at"])
+    clock.now += limit - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    assert watch.stalled(["worker-0", "worker-1"]) is not None
+
+
+@pytest.mark.parametrize("case, done, kind, says", [
+    ("callback", [], "stuck-callback", "worker-1 stopped in a callback (on_epoch_end) at "
+                                       "/lab/script/stall_callback.py:23 in on_epoch_end; worker-0 waits for it"),
+    # worker-1 had exited 0; worker-0's second dump waits in the save's all-reduce
+    ("chief_save", ["worker-1"], "chief-only-save", "worker-0 waited in a save's collective for worker-1, which "
+                                                    "had already exited 0"),
+    ("hang", [], "hang", "worker-1 stopped in a hang on purpose (SCENARIO=hang) at /opt/tflab/tflab/trainer/"
+                         "train.py:185 in train; worker-0 waits for it in an all-reduce"),
+    # worker-1 had failed by then (its error explains the run: collective-mismatch); worker-0 waits alone
+    ("uneven_data", [], "all-waiting", "worker-0 waits in an all-reduce inside model.fit at "
+                                       "/lab/script/stall_uneven_data.py:31 in <module>"),
+])
+def test_each_recorded_stall_is_named_as_its_recording_says(case, done, kind, says):
+    """tests/unit/data/stalls/README.md says what happened in each run; the finding must say it."""
+    places = {task: place for task, place in recorded_places(case).items()
+              if (RECORDED / case / f"{task}.stacks").read_text().strip() and task not in done}
+    found = stall.finding(places, [], done)
+    assert found.kind == kind and says in found.what, found.what
+
+
+def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_restarted():
+    from tflab.core import explain
+    output = (RECORDED / "uneven_data" / "worker-1.out").read_text()
+    failed = explain.Evidence("worker-1", 1, error=explain.exception_head(output), output=output)
+    survivor = explain.Evidence("worker-0", 1, error="UnavailableError: The following tasks are unhealthy "
+                                                     "(stopped sending heartbeats)")
+    assert explain.explain(failed).signature == "collective-mismatch"
+    assert explain.restart_verdict("ExitCode", [failed, survivor])[0] is False
+
+
+def test_the_recorded_hang_of_the_labs_trainer_is_found_before_its_timeout():
+    """SCENARIO=hang at epoch 2 on the lab's trainer (watched from its start): the watch over the
+    recorded events calls the stall within the limit its pace sets, before TIMEOUT=120."""
+    watch, clock = replayed_watch("hang", armed=True)
+    summary = json.loads((RECORDED / "hang" / "summary.json").read_text())
+    limit = watch.limits.limit(watch.pace)
+    assert clock.now - summary["launched_at"] + limit < summary["settings"]["timeout"]
+    clock.now += limit + 1
+    found = watch.stalled(["worker-0", "worker-1"])
+    assert found is not None and found.pace_seconds == watch.pace
