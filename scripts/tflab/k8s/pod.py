@@ -12,13 +12,13 @@ import re
 
 from tflab.core import cluster
 from tflab.core import task as task_contract
+from tflab.core.grammars import MEMORY_FACTORS as DOCKER_MEMORY_FACTORS
 from tflab.core.grammars import MIN_MEMORY_BYTES
 from tflab.core.settings import MIN_CPUS
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError, shown
+from tflab.k8s.tfoperator import CONTAINER, PORT_NAME
 
-CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
-PORT_NAME = "tfjob-port"  # the operator's: the cluster's port is this container port, else 2222
 # Where no volume may be mounted in a replayed task: the engine refuses the first two outright (a
 # Docker error at start, after the run began), and a mount over the others hides the lab from its task.
 KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps for itself",
@@ -29,8 +29,11 @@ CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take t
 HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (backends/replay/volumes.py)
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
-MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+BINARY_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, **BINARY_MEMORY_UNITS}
+# MEMORY's units as Kubernetes writes them: Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes.
+MEMORY_UNITS = {docker: unit for docker, factor in DOCKER_MEMORY_FACTORS.items()
+                for unit, same in BINARY_MEMORY_UNITS.items() if factor == same}
 # Fields the lab applies (or maps); any other field present is listed as not applied.
 APPLIED_CONTAINER = {"name", "image", "command", "args", "env", "workingDir", "resources", "ports",
                      "volumeMounts", "securityContext"}
@@ -81,6 +84,11 @@ def memory_of(quantity, where: str) -> int:
     if value < MIN_MEMORY_BYTES:
         raise ManifestError(f"{where} is {quantity!r}: Docker's least memory limit is {MIN_MEMORY_BYTES // 2**20}Mi")
     return value
+
+
+def memory_quantity(memory: str) -> str:
+    """A MEMORY setting other than 0 (512m, Docker's) as a Kubernetes quantity (512Mi)."""
+    return memory[:-1] + MEMORY_UNITS[memory[-1]]
 
 
 def port_of(pod: dict, where: str) -> int:

@@ -44,7 +44,6 @@ from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of
 
 API_VERSION = "kubeflow.org/v1"
-REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order tasks are listed
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 # Fields the lab applies of the run policy; any other present is listed as not applied (pod.py: a pod's).
@@ -205,12 +204,12 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     if not replica_specs:
         raise ManifestError("TFJob.spec.tfReplicaSpecs is missing or empty")
     for replica_type in replica_specs:
-        if replica_type not in REPLICA_TYPES:
+        if replica_type not in tfoperator.REPLICA_TYPES:
             raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
-                                f"type; expected {', '.join(REPLICA_TYPES)}")
+                                f"type; expected {', '.join(tfoperator.REPLICA_TYPES)}")
 
     sizes, replicas, policy_of = {}, {}, {}
-    for replica_type in REPLICA_TYPES:
+    for replica_type in tfoperator.REPLICA_TYPES:
         if replica_type not in replica_specs:
             continue
         where = f"spec.tfReplicaSpecs.{replica_type}"

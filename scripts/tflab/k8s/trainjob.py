@@ -38,7 +38,7 @@ from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
-from tflab.k8s import manifest
+from tflab.k8s import manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of
 from tflab.k8s.tfjob import Plan, Task, checked_object, take_config_map
@@ -418,7 +418,7 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     template = copy.deepcopy(worker.get("template") or {})
     pod = template.get("spec") or {}
     port = port_of(pod, "pod")
-    (container,) = [c for c in pod["containers"] if c.get("name") == "tensorflow"]
+    (container,) = [c for c in pod["containers"] if c.get("name") == tfoperator.CONTAINER]
     command = list(container.pop("command", None) or [])
     if not command:
         raise ManifestError("the tensorflow container has no command (its args ran after the image's entrypoint); "

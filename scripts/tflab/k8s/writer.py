@@ -41,19 +41,16 @@ from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, refuse_unhonoured
+from tflab.k8s.pod import memory_quantity
+from tflab.k8s.tfoperator import CONTAINER, PORT_NAME, TYPE_NAMES
 
 CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
 OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
-CONTAINER = "tensorflow"  # the name the training operator looks for: it sets TF_CONFIG only there
-PORT_NAME = "tfjob-port"  # ... and the port name it takes the cluster's port from
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"  # Kubeflow Trainer v2's (v2.3.0)
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # how Trainer v2 finds the trainer's replicated job
 TFCONFIG_COMMAND = ("python", "-m", "tflab.trainer.tfconfig")  # the runtime's: TF_CONFIG, then the TrainJob's args
 RUNTIME_KINDS = {"cluster": "ClusterTrainingRuntime", "namespaced": "TrainingRuntime"}
-# the lab's jobs -> TFJob replica types
-REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
 UID = 1000  # the image's user, as in Compose
-MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi"}  # Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes
 
 
 def write(settings: Settings) -> int:
@@ -321,7 +318,7 @@ def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
         env = {}
         if sum(sizes.values()) == 1:
             env = {"TF_CONFIG": cluster.tf_config_env(spec, f"{job_name}-0")["TF_CONFIG"]}
-        replica_specs[REPLICA_TYPES[job_name]] = {
+        replica_specs[TYPE_NAMES[job_name]] = {
             "replicas": size,
             "restartPolicy": settings.restart_policy,
             "template": pod_template(settings, env, None, task=None),
@@ -406,7 +403,7 @@ def resource_limits(settings: Settings) -> dict[str, str]:
     if settings.cpus:
         limits["cpu"] = f"{round(settings.cpus * 1000)}m"
     if settings.memory != "0":
-        limits["memory"] = settings.memory[:-1] + MEMORY_UNITS[settings.memory[-1]]
+        limits["memory"] = memory_quantity(settings.memory)
     return limits
 
 
