@@ -385,7 +385,7 @@ def from_tfjob(settings: Settings) -> int:
     except OSError as error:
         raise LabError(f"cannot make {folder}: {error.strerror or error}") from None
     try:
-        k8s.write_whole(folder / "trainjob.yaml", text)
+        k8s.write_manifest(folder / "trainjob.yaml", text)
     except LabError:
         k8s.remove_empty(folder)
         raise

@@ -81,7 +81,7 @@ def write(settings: Settings) -> int:
     written: list[Path] = []
     try:
         for name, text in texts.items():
-            write_whole(folder / name, text)
+            write_manifest(folder / name, text)
             written.append(folder / name)
     except LabError:
         for path in written:  # the files go together: one without the other would mislead
@@ -112,8 +112,9 @@ def lab_image(settings: Settings) -> str:
     return images.ensure_image(settings.base_image, images.trainer_variant(settings))
 
 
-def write_whole(path: Path, text: str) -> None:
-    """`path` holds `text` whole, or is not there (runfolder.write_whole); one line says why not."""
+def write_manifest(path: Path, text: str) -> None:
+    """`path` holds `text` whole, or is not there (runfolder.write_whole), and the lab's one line
+    (LabError) says why not, where runfolder.write_whole raises the OSError."""
     try:
         runfolder.write_whole(path, text)
     except OSError as error:

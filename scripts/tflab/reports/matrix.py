@@ -291,7 +291,7 @@ def write(folder: Path, settings: Settings, cells: list[Cell]) -> Matrix:
                     ok=passed(cells))
     runfolder.write_json(folder / MATRIX, result.to_dict())
     runfolder.write_whole(folder / "matrix.md", markdown(result))
-    report.write_whole(folder / "matrix.png", lambda temporary: plot(result, temporary))
+    report.replace_file(folder / "matrix.png", lambda temporary: plot(result, temporary))
     return result
 
 
