@@ -43,7 +43,8 @@ APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsN
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
 
-def _get(obj: dict, key: str, kind, where: str, default=None):
+def field_of(obj: dict, key: str, kind, where: str, default=None):
+    """obj[key] (`default` where it is absent), refused in one line unless it is of `kind`."""
     value = obj.get(key, default)
     if value is default:
         return value
@@ -54,13 +55,14 @@ def _get(obj: dict, key: str, kind, where: str, default=None):
 
 
 def _strings(obj: dict, key: str, where: str) -> list[str] | None:
-    values = _get(obj, key, list, where)
+    values = field_of(obj, key, list, where)
     if values is not None and not all(isinstance(v, str) for v in values):
         raise ManifestError(f"{where}.{key} must be a list of strings")
     return values
 
 
-def _extra(obj: dict, applied: set[str], where: str) -> list[str]:
+def unapplied(obj: dict, applied: set[str], where: str) -> list[str]:
+    """obj's fields that the lab does not apply, each named by its path, for the run to say so."""
     return [manifest.joined(where, key) for key in obj if key not in applied]
 
 
@@ -107,7 +109,7 @@ WHY_TENSORFLOW = "the one the operator gives TF_CONFIG, and the one the lab runs
 
 
 def tensorflow_container(pod: dict, where: str, name: str = CONTAINER, why: str = WHY_TENSORFLOW) -> dict:
-    containers = _get(pod, "containers", list, where) or []
+    containers = field_of(pod, "containers", list, where) or []
     found = [c for c in containers if isinstance(c, dict) and c.get("name") == name]
     if not found:
         raise ManifestError(f"{where}.containers has no container named {name} ({why})")
@@ -122,10 +124,10 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     check beyond it, and what Docker cannot take."""
     container = tensorflow_container(pod, where, name, why)
     at = f"{where}.containers[{name}]"
-    extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
+    extra = unapplied(pod, APPLIED_POD, where) + unapplied(container, APPLIED_CONTAINER, at)
     extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
               if isinstance(c, dict) and c is not container]
-    image = _get(container, "image", str, at)
+    image = field_of(container, "image", str, at)
     if not image:
         raise ManifestError(f"{at}.image is missing")
     manifest.image_reference(image, f"{at}.image")
@@ -137,31 +139,31 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         service["command"] = args or []
     elif args is not None:
         service["command"] = args
-    working_dir = _get(container, "workingDir", str, at)
+    working_dir = field_of(container, "workingDir", str, at)
     if working_dir:
         service["working_dir"] = manifest.absolute_path(working_dir, f"{at}.workingDir")
-    for number, entry in enumerate(_get(container, "env", list, at, [])):
+    for number, entry in enumerate(field_of(container, "env", list, at, [])):
         service["environment"].update([env_entry(entry, f"{at}.env[{number}]", config_maps)])
-    resources = _get(container, "resources", dict, at, {})
-    extra += _extra(resources, {"limits"}, f"{at}.resources")
-    limits = _get(resources, "limits", dict, f"{at}.resources", {})
-    extra += _extra(limits, {"cpu", "memory"}, f"{at}.resources.limits")
+    resources = field_of(container, "resources", dict, at, {})
+    extra += unapplied(resources, {"limits"}, f"{at}.resources")
+    limits = field_of(resources, "limits", dict, f"{at}.resources", {})
+    extra += unapplied(limits, {"cpu", "memory"}, f"{at}.resources.limits")
     if "cpu" in limits:
         service["cpus"] = cpus_of(limits["cpu"], f"{at}.resources.limits.cpu")
     if "memory" in limits:
         service["mem_limit"] = memory_of(limits["memory"], f"{at}.resources.limits.memory")
-    pod_security = _get(pod, "securityContext", dict, where, {})
+    pod_security = field_of(pod, "securityContext", dict, where, {})
     extra += [manifest.joined(f"{where}.securityContext", key) for key in pod_security if key not in APPLIED_SECURITY]
-    extra += [manifest.joined(f"{at}.securityContext", key) for key in _get(container, "securityContext", dict, at, {})
-              if key not in APPLIED_SECURITY]
+    extra += [manifest.joined(f"{at}.securityContext", key)
+              for key in field_of(container, "securityContext", dict, at, {}) if key not in APPLIED_SECURITY]
     security = {**pod_security, **container["securityContext"]} if "securityContext" in container else pod_security
     for key in ("runAsUser", "runAsGroup"):
         value = security.get(key)
         if value is not None and not 0 <= value <= MAX_ID:
             raise ManifestError(f"{at}.securityContext.{key} is {value}, expected 0..{MAX_ID}")
     if "runAsUser" in security:
-        user = _get(security, "runAsUser", int, f"{at}.securityContext")
-        group = _get(security, "runAsGroup", int, f"{at}.securityContext", user)
+        user = field_of(security, "runAsUser", int, f"{at}.securityContext")
+        group = field_of(security, "runAsGroup", int, f"{at}.securityContext", user)
         service["user"] = f"{user}:{group}"
     elif "runAsGroup" in security:
         extra.append(f"{at}.securityContext.runAsGroup without runAsUser")
@@ -175,14 +177,14 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         service["read_only"] = True
     volumes = {}
     by_name = {}
-    for number, volume in enumerate(_get(pod, "volumes", list, where, [])):
+    for number, volume in enumerate(field_of(pod, "volumes", list, where, [])):
         vwhere = f"{where}.volumes[{number}]"
         manifest.dns1123_label(volume.get("name"), f"{vwhere}.name")
         if volume["name"] in by_name:
             raise ManifestError(f"{vwhere}.name {volume['name']} names two volumes; each must be unique")
         by_name[volume["name"]] = (volume, vwhere)
     mounts, tmpfs, targets = [], [], {}
-    for number, mount in enumerate(_get(container, "volumeMounts", list, at, [])):
+    for number, mount in enumerate(field_of(container, "volumeMounts", list, at, [])):
         mwhere = f"{at}.volumeMounts[{number}]"
         target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
         if target == "/":

@@ -46,7 +46,7 @@ from tflab.core import foreign, runfolder, runsummary, versions
 from tflab.core.errors import LabError
 from tflab.core.explain import Evidence, explain
 from tflab.core.foreign import ForeignFile
-from tflab.core.runsummary import Record, SummaryError, _record
+from tflab.core.runsummary import Record, SummaryError, checked_record
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
@@ -108,12 +108,12 @@ class Matrix(Record):
         if data.get("version") not in READABLE_VERSIONS:
             raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not one of "
                                f"{', '.join(map(str, READABLE_VERSIONS))}")
-        cells = [_record(Cell, runsummary.numbers(cell), f"cells[{index}].")
+        cells = [checked_record(Cell, runsummary.numbers(cell), f"cells[{index}].")
                  for index, cell in enumerate(data["cells"])]
         for index, cell in enumerate(cells):
             if cell.outcome not in OUTCOMES:
                 raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
-        result = _record(cls, data, "")
+        result = checked_record(cls, data, "")
         result.cells = cells
         return result
 
