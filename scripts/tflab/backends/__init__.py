@@ -15,6 +15,7 @@ from pathlib import Path
 from tflab import images
 from tflab.backends import compose, local, swarm
 from tflab.backends.base import Backend
+from tflab.backends.swarm import nodes as swarm_nodes
 from tflab.core import backends as table
 from tflab.core import cluster
 from tflab.core.cluster import Cluster
@@ -123,7 +124,7 @@ def _check_local(settings: Settings) -> None:
 
 def _check_swarm(settings: Settings) -> None:
     _check_docker(settings)
-    swarm.check_swarm()
+    swarm_nodes.check_swarm()
     task_image(settings)
 
 
