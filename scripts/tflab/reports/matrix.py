@@ -62,7 +62,7 @@ MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless giv
 OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
 # Relative, per epoch: a synchronous strategy's losses against the single-device run's of the same TF
 # and Keras. Same data, seed and global batch give the same losses but for the all-reduce's float32
-# summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (FACTS, 2026-12-02).
+# summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (2026-12-02, TF 2.21).
 LOSS_TOLERANCE = 1e-3
 COMPARABLE = ("mirrored", "multiworker")  # parameter_server's steps are asynchronous: its losses differ
 LAB_IMAGE = f"{images.REPOSITORY}:"  # a replayed job's images must all start so: the lab's own, which a cell replaces
