@@ -38,16 +38,16 @@ from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
-from tflab.k8s import manifest, tfoperator
+from tflab.k8s import manifest, tfoperator, writer
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
 from tflab.k8s.tfjob import Plan, Task, checked_object, take_config_map
+from tflab.k8s.writer import ANCESTOR_LABEL
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
-API_GROUP = "trainer.kubeflow.org"
-RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-TFCONFIG_COMMANDS = (("python", "-m", "tflab.trainer.tfconfig"), ("python3", "-m", "tflab.trainer.tfconfig"))
+API_VERSION = writer.TRAINER_API
+API_GROUP = writer.TRAINER_API.partition("/")[0]
+RUNTIME_KINDS = tuple(writer.RUNTIME_KINDS.values())
+TFCONFIG_COMMANDS = (writer.TFCONFIG_COMMAND, ("python3", *writer.TFCONFIG_COMMAND[1:]))
 WHY_NODE = "the one Trainer v2 gives the TrainJob's image, command, args and env, and the one the lab runs"
 # Fields the lab applies; any other present is listed as not applied (or refused below).
 APPLIED_SPEC = {"runtimeRef", "trainer", "activeDeadlineSeconds", "suspend"}
@@ -365,7 +365,6 @@ def from_tfjob(settings: Settings) -> int:
     from tflab import console
     from tflab.core import runfolder
     from tflab.k8s import tfjob
-    from tflab.k8s import writer as k8s
 
     path = Path(settings.tfjob)
     plan = tfjob.load(settings)  # every check the replay makes, before anything is turned
@@ -375,7 +374,7 @@ def from_tfjob(settings: Settings) -> int:
     except ManifestError as error:
         raise ManifestError(f"TFJOB={path}: {error}; nothing was written") from None
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
-    text = k8s.to_yaml_documents(converted, "".join(f"# {line}\n" for line in (
+    text = writer.to_yaml_documents(converted, "".join(f"# {line}\n" for line in (
         f"trainjob.yaml: the TFJob {plan.name} of {path.name} as a Kubeflow Trainer v2 TrainJob and its runtime.",
         "Written by `tflab k8s TFJOB=` (scripts/tflab/k8s/trainjob.py). Each node builds its TF_CONFIG itself "
         "(python -m tflab.trainer.tfconfig),",
@@ -386,9 +385,9 @@ def from_tfjob(settings: Settings) -> int:
     except OSError as error:
         raise LabError(f"cannot make {folder}: {error.strerror or error}") from None
     try:
-        k8s.write_manifest(folder / "trainjob.yaml", text)
+        writer.write_manifest(folder / "trainjob.yaml", text)
     except LabError:
-        k8s.remove_empty(folder)
+        writer.remove_empty(folder)
         raise
     console.say(f"wrote {console.display_path(folder)}/trainjob.yaml: TrainJob {plan.name} of {len(plan.tasks)} "
                 f"node{'s' * (len(plan.tasks) != 1)} in namespace {plan.namespace}, from TFJob {plan.name}")
@@ -401,7 +400,6 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     """(trainjob.yaml's objects, what did not carry over). The Worker replicas become the nodes; the
     container `tensorflow` the runtime's `node`, running tfconfig before the TFJob's command and args
     (the TrainJob's args). A lab config.json whose cluster is the TFJob's gets the TrainJob's."""
-    from tflab.k8s import writer as k8s
 
     (job,) = [d for d in documents if d.get("kind") == "TFJob"]
     replica_specs = job["spec"]["tfReplicaSpecs"]
@@ -458,8 +456,8 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
         if document.get("kind") == "ConfigMap" and isinstance(data.get("config.json"), str):
             data["config.json"] = readdressed_config(data["config.json"], plan.spec, name, nodes, said)
         config_maps.append(document)
-    runtime_kind = k8s.RUNTIME_KINDS[settings.k8s_runtime]
-    runtime_metadata = {"name": f"{name}-tensorflow", "labels": {"trainer.kubeflow.org/framework": "tensorflow"}}
+    runtime_kind = writer.RUNTIME_KINDS[settings.k8s_runtime]
+    runtime_metadata = {"name": writer.runtime_name(name), "labels": dict(writer.FRAMEWORK_LABEL)}
     if runtime_kind == "TrainingRuntime":
         runtime_metadata["namespace"] = namespace
     job_template = {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},

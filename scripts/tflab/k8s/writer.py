@@ -50,6 +50,7 @@ TRAINER_API = "trainer.kubeflow.org/v1alpha1"  # Kubeflow Trainer v2's (v2.3.0)
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # how Trainer v2 finds the trainer's replicated job
 TFCONFIG_COMMAND = ("python", "-m", "tflab.trainer.tfconfig")  # the runtime's: TF_CONFIG, then the TrainJob's args
 RUNTIME_KINDS = {"cluster": "ClusterTrainingRuntime", "namespaced": "TrainingRuntime"}
+FRAMEWORK_LABEL = {"trainer.kubeflow.org/framework": "tensorflow"}  # on the lab's TensorFlow runtime
 UID = 1000  # the image's user, as in Compose
 
 
@@ -204,8 +205,9 @@ def trainjob_cluster(settings: Settings, the_cluster: Cluster) -> Cluster:
     return the_cluster.readdressed(cluster.trainjob_address(settings.k8s_name))
 
 
-def runtime_name(settings: Settings) -> str:
-    return f"{settings.k8s_name}-tensorflow"
+def runtime_name(job_name: str) -> str:
+    """The TensorFlow runtime a TrainJob of this name names (make k8s's, and a TFJob's turned)."""
+    return f"{job_name}-tensorflow"
 
 
 def trainjob_documents(settings: Settings, run: str, the_cluster: Cluster) -> list[dict]:
@@ -223,7 +225,7 @@ def training_runtime(settings: Settings) -> dict:
     `node` runs tfconfig before the TrainJob's args. JobSet's failurePolicy restarts the whole job,
     as the lab does: a multi-worker cluster's other workers abort when one goes."""
     kind = RUNTIME_KINDS[settings.k8s_runtime]
-    metadata_ = metadata(settings, runtime_name(settings), **{"trainer.kubeflow.org/framework": "tensorflow"})
+    metadata_ = metadata(settings, runtime_name(settings.k8s_name), **FRAMEWORK_LABEL)
     if kind == "ClusterTrainingRuntime":
         del metadata_["namespace"]  # cluster-scoped
     pod = pod_template(settings, {}, "Never", task=None)
@@ -251,7 +253,7 @@ def trainjob(settings: Settings) -> dict:
     limits = resource_limits(settings)
     if limits:
         node["resourcesPerNode"] = {"limits": limits}
-    runtime_ref = {"name": runtime_name(settings), "apiGroup": TRAINER_API.partition("/")[0],
+    runtime_ref = {"name": runtime_name(settings.k8s_name), "apiGroup": TRAINER_API.partition("/")[0],
                    "kind": RUNTIME_KINDS[settings.k8s_runtime]}
     return {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": metadata(settings, settings.k8s_name),
             "spec": {"runtimeRef": runtime_ref, "activeDeadlineSeconds": deadline(settings), "trainer": node}}
