@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from labtest.swarm import active_swarm, stack_leftovers
-from tflab.backends import swarm
+from tflab.backends.swarm import render as swarm_render
 from tflab.core.schema import completeness
 
 EPOCHS = 3
@@ -108,7 +108,7 @@ def test_the_evaluator_on_local_processes(lab):
 def test_the_evaluator_on_a_swarm(engine_lab):
     with active_swarm():
         run = engine_lab.run("evaluator-swarm", BACKEND="swarm", **EVALUATOR_ON)
-        left = stack_leftovers(swarm.stack_name(run.run_dir))
+        left = stack_leftovers(swarm_render.stack_name(run.run_dir))
     check_the_evaluator(run)
     assert run.task_names == ["worker-0", "worker-1", "evaluator-0"]
     assert left == {"stacks": [], "containers": [], "networks": []}

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from labtest.runs import engine_objects, lab_containers
-from tflab.backends import compose, swarm
+from tflab.backends import compose
+from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster, runfolder
 from tflab.core.settings import Settings
 from tflab.engine import docker, gpus
@@ -127,9 +128,9 @@ def test_a_swarm_stack_passes_dollars_literally(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", "/host-home")
     (tmp_path / "train.py").write_text("")
     settings = Settings.from_env({}, {"SCRIPT": str(tmp_path / "train.py"), "ARGS": DOLLARS})
-    node = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
-    path = tmp_path / swarm.STACK_FILE
-    runfolder.write_json(path, swarm.render_stack(settings, cluster.build(settings), "tflab-script:x", tmp_path,
+    node = swarm_render.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+    path = tmp_path / swarm_render.STACK_FILE
+    runfolder.write_json(path, swarm_render.render_stack(settings, cluster.build(settings), "tflab-script:x", tmp_path,
                                                 node))
     result = docker.run_quiet(["docker", "stack", "config", "--compose-file", str(path)])
     assert result.returncode == 0, result.stderr

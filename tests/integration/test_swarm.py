@@ -7,7 +7,7 @@ import json
 
 import pytest
 from labtest.swarm import active_swarm, stack_leftovers
-from tflab.backends import swarm
+from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster
 from tflab.core.schema import completeness
 from tflab.core.settings import Settings
@@ -25,7 +25,7 @@ def swarm_run(engine_lab):
     as this module needs it (unless one was active before)."""
     with active_swarm():
         run = engine_lab.run("swarm-2", **SETTINGS)
-        yield run, stack_leftovers(swarm.stack_name(run.run_dir))  # tflab-<run>-<digest>
+        yield run, stack_leftovers(swarm_render.stack_name(run.run_dir))  # tflab-<run>-<digest>
 
 
 def test_every_task_exited_0_and_the_lab_said_ok(swarm_run):

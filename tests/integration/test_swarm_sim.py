@@ -5,8 +5,8 @@ found and that nothing of the sim or of the runs is left on any node.
 
 The same run on Compose is the reference: one worker per node must train to the same losses and
 the same final weights. Tolerance: the losses of both are equal to float rounding, 1e-6 relative
-(the same data, seed, global batch and all-reduce order; ../shared/FACTS.md measured 2.5e-7
-relative between strategies, and the runs here agreed exactly); the weights digest must be equal."""
+(the same data, seed, global batch and all-reduce order; 2.5e-7 relative was measured between
+strategies, and the runs here agreed exactly); the weights digest must be equal."""
 
 from __future__ import annotations
 

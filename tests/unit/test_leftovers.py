@@ -3,7 +3,8 @@
 
 from pathlib import Path
 
-from tflab.backends import leftovers, swarm
+from tflab.backends import leftovers
+from tflab.backends.swarm import teardown
 from tflab.cli import upkeep
 from tflab.core import runfolder
 from tflab.core.settings import Settings
@@ -17,8 +18,8 @@ def fake_engine(monkeypatch, runs: Path, stack_removed: bool):
     monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: sorted(run_dirs))
     monkeypatch.setattr(docker, "project_run_dir", run_dirs.get)
     monkeypatch.setattr(docker, "remove_project", removed.append)
-    monkeypatch.setattr(swarm, "stack_run_dirs", lambda scope: {"tflab-c-4": runs / "c", "tflab-d-5": runs / "d"})
-    monkeypatch.setattr(swarm, "remove_stack", lambda stack: removed.append(stack) or stack_removed)
+    monkeypatch.setattr(teardown, "stack_run_dirs", lambda scope: {"tflab-c-4": runs / "c", "tflab-d-5": runs / "d"})
+    monkeypatch.setattr(teardown, "remove_stack", lambda stack: removed.append(stack) or stack_removed)
     pids = {"b": 4242, "d": 4343}
     monkeypatch.setattr(runfolder, "owner_of", lambda run_dir: runfolder.Owner(pids.get(run_dir.name)))
     return removed

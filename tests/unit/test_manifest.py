@@ -567,3 +567,24 @@ def test_a_replicas_output_is_folded_as_a_scripts_each_line_once(tmp_path):
     log = (run_dir / runfolder.OUTPUT).read_text()
     assert summary.task_output(log, "worker-0").splitlines() == \
         ["Epoch 1/1", "100/100 [==========] - loss: 0.0100", "Epoch: 1, accuracy: 0.9", "  1/1 done"]
+
+
+@pytest.mark.parametrize("name, allowed", [("data", True), ("a" * 64 + ".b", True), ("a" * 254, False),
+                                           ("-data", False), ("Data", False), ("a..b", False)])
+def test_a_claims_name_is_one_grammar_for_the_settings_and_the_manifests(tmp_path, name, allowed):
+    """IsDNS1123Subdomain (k8s.io/apimachinery/pkg/util/validation): at most 253, each part unbounded.
+    K8S_PVC, CLAIMS and a manifest's claimName read it from core/grammars.py alike."""
+    from tflab.core import grammars
+    from tflab.k8s import manifest
+
+    assert bool(grammars.DNS1123_SUBDOMAIN.fullmatch(name)) is allowed
+    settings_said = manifest_said = True
+    try:
+        Settings.from_env({}, {"K8S_PVC": name})
+    except LabError:
+        settings_said = False
+    try:
+        manifest.dns1123_subdomain(name, "claimName")
+    except LabError:
+        manifest_said = False
+    assert settings_said is manifest_said is allowed

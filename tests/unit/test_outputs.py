@@ -4,7 +4,7 @@ prints what the tasks' logs say, and only that."""
 import json
 
 from tflab import images
-from tflab.backends import swarm
+from tflab.backends.swarm import teardown
 from tflab.cli import upkeep
 from tflab.core import cluster
 from tflab.core.runsummary import Summary
@@ -24,7 +24,7 @@ def test_clean_keeps_every_run(tmp_path, monkeypatch, capsys):
     # Nothing here may reach the real engine: a real `down` would end every lab run on it
     # (this test once removed a swarm stack an integration test was running).
     monkeypatch.setattr(docker, "lab_projects", lambda scope, tensorboard_project=None: [])
-    monkeypatch.setattr(swarm, "stack_run_dirs", lambda scope: {})
+    monkeypatch.setattr(teardown, "stack_run_dirs", lambda scope: {})
     for module in (images, record):  # image_id is read in both: the builds, and the record's removals
         monkeypatch.setattr(module, "image_id", lambda name: None)
     monkeypatch.setattr(images, "WHEELS", tmp_path / "wheels")

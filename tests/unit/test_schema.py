@@ -179,3 +179,22 @@ def test_a_loss_that_is_not_finite_is_logged_as_a_word_json_can_carry(tmp_path, 
     [read] = read_events(tmp_path / "w.jsonl")
     assert read["loss"] == field and not problems(read)
     assert repr(schema.loss_value(read["loss"])) == repr(value) and schema.finite(read["loss"]) == (field == 0.25)
+
+
+@pytest.mark.parametrize("legacy, package", [("1", "tf-keras"), ("", "keras")])
+def test_the_start_events_versions_name_the_keras_tf_keras_really_is(monkeypatch, legacy, package):
+    """The trainer and the launcher build the start event's versions alike (schema.start_versions):
+    TF_USE_LEGACY_KERAS=1 makes tf.keras tf-keras, else Keras 3; a missing one says so."""
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", legacy)
+    installed = {"tf-keras": "2.21.0", "keras-nightly": "3.16.0.dev2026"}
+
+    def version(name):
+        if name not in installed:
+            raise schema.importlib.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(schema.importlib.metadata, "version", version)
+    versions = schema.start_versions("2.21.0")
+    assert versions["keras"] == {"tf-keras": "tf-keras 2.21.0", "keras": "keras 3.16.0.dev2026"}[package]
+    assert versions["tensorflow"] == "2.21.0" and set(versions) == {"tensorflow", "keras", "python", "machine"}
+    assert schema.distribution_version("tensorflow-cpu", "tensorflow") == "not installed"

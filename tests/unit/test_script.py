@@ -10,7 +10,8 @@ import time
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab.backends import compose, swarm
+from tflab.backends import compose
+from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.schema import completeness, read_events
@@ -212,8 +213,8 @@ def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mou
     assert service["volumes"] == [f"{copy}:/lab/script:ro"] and service["working_dir"] == "/lab/script"
     override = compose.render_run(settings, cluster.build(settings), script_folder=copy)
     assert [service["volumes"] for service in override["services"].values()] == [[f"{copy}:/lab/script:ro"]] * 2
-    node = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
-    stack = swarm.render_stack(settings, cluster.build(settings), "i", run_dir, node, script_folder=copy)
+    node = swarm_render.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+    stack = swarm_render.render_stack(settings, cluster.build(settings), "i", run_dir, node, script_folder=copy)
     assert {service["volumes"][-1] for service in stack["services"].values()} == {f"{copy}:/lab/script:ro"}
 
 

@@ -27,8 +27,8 @@ TRICKY = st.text(alphabet=st.sampled_from("0123456789.-+:,$ \t\n'\"\\/~_eEkmgx\u
 # Image references from a simpler grammar than IMAGE_PATTERN's (whose own generation is slow).
 IMAGE = r"-?(?:[a-z0-9.-]{1,8}(?::[0-9]{1,5})?/)?[a-zA-Z0-9]{1,8}(?:[._-]{1,2}[a-z0-9]{1,8}){0,2}(?::[\w.-]{0,8})?"
 PATTERNS = {"RUN": grammars.RUN_ID_PATTERN, "LINK": grammars.LINK_PATTERN, "SLOW_LINK": grammars.LINK_PATTERN,
-            "K8S_NAME": grammars.K8S_NAME_PATTERN, "K8S_NAMESPACE": grammars.K8S_NAMESPACE_PATTERN,
-            "K8S_PVC": grammars.K8S_PVC_PATTERN, "BASE_IMAGE": IMAGE, "K8S_IMAGE": IMAGE,
+            "K8S_NAME": grammars.K8S_NAME_PATTERN, "K8S_NAMESPACE": grammars.DNS1123_LABEL,
+            "K8S_PVC": grammars.DNS1123_SUBDOMAIN, "BASE_IMAGE": IMAGE, "K8S_IMAGE": IMAGE,
             "COMPARE": grammars.COMPARE_ENTRY}
 
 

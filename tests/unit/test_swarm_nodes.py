@@ -9,7 +9,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tflab.backends import swarm
+from tflab.backends.swarm import link as swarm_link
+from tflab.backends.swarm import nodes as swarm_nodes
+from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
@@ -17,13 +19,13 @@ from tflab.tools import swarmsim
 
 pytestmark = pytest.mark.unit
 
-NODE = swarm.SwarmNode(node_id="n0", engine="20.10.24", api=(1, 41), hostname="vm")
+NODE = swarm_render.SwarmNode(node_id="n0", engine="20.10.24", api=(1, 41), hostname="vm")
 THREE = {"n0": "vm", "n1": "tflab-sim-1", "n2": "tflab-sim-2"}
 ACROSS = dict(workers=3, global_batch=96, registry="198.18.213.1:5000", shared_runs_dir=1)
 
 
-def place(settings: Settings, nodes: dict[str, str]) -> swarm.Placement:
-    return swarm.place(settings, cluster.build(settings), NODE, nodes)
+def place(settings: Settings, nodes: dict[str, str]) -> swarm_nodes.Placement:
+    return swarm_nodes.place(settings, cluster.build(settings), NODE, nodes)
 
 
 def test_spread_puts_one_worker_on_each_node_in_turn():
@@ -57,7 +59,7 @@ def test_across_nodes_without_a_registry_or_a_shared_folder_is_refused(missing, 
 def test_the_stack_file_shows_each_services_node():
     settings = Settings(**ACROSS)
     placement = place(settings, THREE)
-    stack = swarm.render_stack(settings, cluster.build(settings), "r:5000/tflab-trainer@sha256:" + "a" * 64,
+    stack = swarm_render.render_stack(settings, cluster.build(settings), "r:5000/tflab-trainer@sha256:" + "a" * 64,
                                Path("/runs/r1"), NODE, placement.nodes)
     constraints = {task: service["deploy"]["placement"]["constraints"] for task, service in stack["services"].items()}
     assert constraints == {"worker-0": ["node.id == n0"], "worker-1": ["node.id == n1"], "worker-2": ["node.id == n2"]}
@@ -66,10 +68,10 @@ def test_the_stack_file_shows_each_services_node():
 
 def test_other_nodes_are_reached_through_their_engines():
     engines = {"n1": "unix:///sim/n1/docker.sock"}
-    assert swarm.engine_command("n0", "n0", engines) == ["docker"]
-    assert swarm.engine_command(None, "n0", engines) == ["docker"]
-    assert swarm.engine_command("n1", "n0", engines) == ["docker", "-H", "unix:///sim/n1/docker.sock"]
-    assert swarm.engine_command("n9", "n0", engines) == []  # unknown: the manager relays its logs
+    assert swarm_nodes.engine_command("n0", "n0", engines) == ["docker"]
+    assert swarm_nodes.engine_command(None, "n0", engines) == ["docker"]
+    assert swarm_nodes.engine_command("n1", "n0", engines) == ["docker", "-H", "unix:///sim/n1/docker.sock"]
+    assert swarm_nodes.engine_command("n9", "n0", engines) == []  # unknown: the manager relays its logs
 
 
 @pytest.mark.parametrize("name, value, expected", [
@@ -139,18 +141,18 @@ def test_a_recorded_pid_is_ended_only_while_it_is_the_sims(tmp_path):
 
 def test_an_encrypted_overlay_where_the_kernel_has_ipsec():
     settings = Settings(**ACROSS)
-    stack = swarm.render_stack(settings, cluster.build(settings), "i", Path("/runs/r1"), NODE, encrypted=True)
+    stack = swarm_render.render_stack(settings, cluster.build(settings), "i", Path("/runs/r1"), NODE, encrypted=True)
     assert stack["networks"]["cluster"]["driver_opts"] == {"encrypted": ""}
-    plain = swarm.render_stack(settings, cluster.build(settings), "i", Path("/runs/r1"), NODE)
+    plain = swarm_render.render_stack(settings, cluster.build(settings), "i", Path("/runs/r1"), NODE)
     assert "driver_opts" not in plain["networks"]["cluster"]
 
 
 @pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux's unshare (Linux)")
 def test_the_partition_script_sets_the_interface_holding_the_address_down_and_up(tmp_path):
-    """swarm.LINK_SCRIPT, run for real in a network namespace of its own (only `lo`), as the lab
+    """swarm_link.LINK_SCRIPT, run for real in a network namespace of its own (only `lo`), as the lab
     runs it in a task's: it finds the interface by its address and flips IFF_UP. `lo` is up first
     (a new namespace's is down, without its address), by name, through the same ioctls."""
-    (tmp_path / "link.py").write_text(swarm.LINK_SCRIPT)
+    (tmp_path / "link.py").write_text(swarm_link.LINK_SCRIPT)
     (tmp_path / "lo.py").write_text(textwrap.dedent("""
         import fcntl, socket, struct, sys
         s, request = socket.socket(), struct.pack("256s", b"lo")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from tflab.backends import compose, swarm
+from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster, runfolder
 from tflab.core import task as task_contract
 from tflab.core.errors import LabError
@@ -14,12 +15,12 @@ from tflab.core.settings import Settings
 from tflab.engine import labels
 from tflab.supervisor import user_script
 
-NODE = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+NODE = swarm_render.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
 RUN_DIR = Path("/runs/r1")
 
 
-def render(settings: Settings, node: swarm.SwarmNode = NODE) -> dict:
-    return swarm.render_stack(settings, cluster.build(settings), "tflab-trainer:latest", RUN_DIR, node)
+def render(settings: Settings, node: swarm_render.SwarmNode = NODE) -> dict:
+    return swarm_render.render_stack(settings, cluster.build(settings), "tflab-trainer:latest", RUN_DIR, node)
 
 
 def test_a_two_worker_stack_exactly():
@@ -108,15 +109,15 @@ def test_the_stack_carries_compose_files_trainer_block():
         assert service[key] == trainer[key], key
     assert trainer["environment"].items() <= service["environment"].items()
     assert [volume.removesuffix(":ro").rsplit(":", 1)[1] for volume in trainer["volumes"]] == [
-        swarm.RUN_MOUNT, task_contract.CONFIG]
+        swarm_render.RUN_MOUNT, task_contract.CONFIG]
     # `tmpfs:` is what stack deploy ignores: the same path becomes a tmpfs mount.
-    assert trainer["tmpfs"] == [swarm.TMPFS_MOUNT]
+    assert trainer["tmpfs"] == [swarm_render.TMPFS_MOUNT]
     assert {"type": "tmpfs", "target": "/tmp"} in service["volumes"]
     assert trainer["user"] == "${TFLAB_UID:-1000}:${TFLAB_GID:-1000}"
     assert service["user"] == "{}:{}".format(*runfolder.container_user())
     # What a stack cannot apply is named in every swarm run's first line.
     assert trainer["security_opt"] == ["no-new-privileges:true"] and "security_opt" not in service
-    assert "no-new-privileges" in swarm.NOT_APPLIED
+    assert "no-new-privileges" in swarm_render.NOT_APPLIED
     assert "ports" not in service
 
 
@@ -144,7 +145,7 @@ def test_a_users_script_runs_in_every_service_as_under_compose():
 
 
 def test_an_engine_older_than_api_1_41_gets_no_cap_drop_and_says_so():
-    old = swarm.SwarmNode("n0de", "19.03.15", (1, 40))
+    old = swarm_render.SwarmNode("n0de", "19.03.15", (1, 40))
     assert all("cap_drop" not in s for s in render(Settings(), old)["services"].values())
     stack = swarm.SwarmStack(RUN_DIR, Settings(), "img", old, cluster.build(Settings()))
     assert "not applied: no-new-privileges (stack deploy ignores security_opt), cap_drop" in stack.description
@@ -164,10 +165,10 @@ def test_names_and_addresses():
 
 def test_a_run_id_too_long_for_a_service_name_is_refused():
     tasks = cluster.build(Settings(workers=16, global_batch=64)).tasks
-    swarm.check_names("tflab-" + "r" * 47, tasks)  # tflab-rrr..._worker-15: 63 characters
+    swarm_render.check_names("tflab-" + "r" * 47, tasks)  # tflab-rrr..._worker-15: 63 characters
     refusal = r"^RUN=r{48} is too long for BACKEND=swarm: service tflab-r{48}_worker-1\d would exceed"
     with pytest.raises(LabError, match=refusal):
-        swarm.check_names("tflab-" + "r" * 48, tasks)
+        swarm_render.check_names("tflab-" + "r" * 48, tasks)
 
 
 def task(service: str, created: str, state: str, container: str = "", exit_code: int = 0) -> dict:

@@ -10,7 +10,8 @@ import textwrap
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab.backends import compose, swarm
+from tflab.backends import compose
+from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster, explain, grammars
 from tflab.core.commands import lab_command
 from tflab.core.explain import Evidence
@@ -189,8 +190,8 @@ def test_script_env_and_data_reach_every_task_on_every_backend(tmp_path):
         assert service["environment"]["GREETING"] == "hello there" and "TF_CONFIG" in service["environment"]
         assert service["environment"]["X_Y.z"] == "$$HOME"  # Compose reads it as written
         assert service["volumes"][-1] == f"{tmp_path}:/lab/data:ro"
-    node = swarm.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
-    stack = swarm.render_stack(settings, cluster.build(settings), "i", tmp_path, node)
+    node = swarm_render.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
+    stack = swarm_render.render_stack(settings, cluster.build(settings), "i", tmp_path, node)
     for service in stack["services"].values():
         assert service["environment"]["TFLAB_DATA"] == "/lab/data" and "TF_CONFIG" in service["environment"]
         assert f"{tmp_path}:/lab/data:ro" in service["volumes"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from tflab import images
 from tflab.backends import compose, local, swarm
 from tflab.backends.base import Backend
+from tflab.backends.swarm import nodes as swarm_nodes
 from tflab.core import backends as table
 from tflab.core import cluster
 from tflab.core.cluster import Cluster
@@ -73,7 +74,7 @@ def _make_compose(settings: Settings, run_dir: Path, the_cluster: Cluster, proxi
 
 
 # What one task of the lab's trainer takes at its peak: 580 MB RSS each with WORKERS=16 on a 2-core,
-# 24 GiB machine (9.3 GB for the 16; measured 2026-12-04, FACTS.md), nearly all of it TensorFlow's
+# 24 GiB machine (9.3 GB for the 16, measured 2026-12-04), nearly all of it TensorFlow's
 # import, so a user's SCRIPT costs about the same. Rounded up.
 TASK_MEMORY_BYTES = 600 * 10**6
 
@@ -123,7 +124,7 @@ def _check_local(settings: Settings) -> None:
 
 def _check_swarm(settings: Settings) -> None:
     _check_docker(settings)
-    swarm.check_swarm()
+    swarm_nodes.check_swarm()
     task_image(settings)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tflab.backends import swarm
+from tflab.backends.swarm import teardown
 from tflab.engine import docker
 
 
@@ -20,7 +20,7 @@ class Leftover:
     def remove(self) -> bool:
         """Removes it; False for a stack that is still being removed when the wait is over."""
         if self.kind == "stack":
-            return swarm.remove_stack(self.name)
+            return teardown.remove_stack(self.name)
         docker.remove_project(self.name)
         return True
 
@@ -33,4 +33,4 @@ def projects(scope: Path, tensorboard_project: str | None = None) -> list[Leftov
 
 def stacks(scope: Path) -> list[Leftover]:
     """The swarm stacks of the runs under `scope`; none where this engine is no swarm manager."""
-    return [Leftover("stack", stack, run_dir) for stack, run_dir in sorted(swarm.stack_run_dirs(scope).items())]
+    return [Leftover("stack", stack, run_dir) for stack, run_dir in sorted(teardown.stack_run_dirs(scope).items())]

@@ -29,9 +29,11 @@ RESERVED_RUNS = ("latest",)  # RUNS_DIR/latest is the link to the newest run
 # and the tasks' Services are <K8S_NAME>-worker-31 at the longest, so the name leaves room for that.
 K8S_NAME_MAX = 63 - len(f"-worker-{MAX_TASKS - 1}")
 K8S_NAME_PATTERN = re.compile(rf"[a-z](?:[a-z0-9-]{{0,{K8S_NAME_MAX - 2}}}[a-z0-9])?")
-DNS_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-K8S_NAMESPACE_PATTERN = re.compile(DNS_LABEL)  # DNS-1123 label
-K8S_PVC_PATTERN = re.compile(rf"(?=.{{1,253}}$){DNS_LABEL}(?:\.{DNS_LABEL})*")  # DNS-1123 subdomain
+# The API server's two DNS-1123 grammars (k8s.io/apimachinery/pkg/util/validation), for the settings
+# and for the manifests a replay reads: IsDNS1123Label (a namespace, a volume, a host name: at most
+# 63) and IsDNS1123Subdomain (most objects' names, a claim's: at most 253, its parts unbounded).
+DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"(?=.{1,253}\Z)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
 COMPARE_ENTRY = re.compile(r"(single)|(mirrored|multiworker|parameter-server)-([0-9]{1,6})")
 # Docker's smallest memory limit (the engine refuses less: "Minimum memory limit allowed is 6MB")
 # and smallest CPU limit ("Range of CPUs is from 0.01 to ..."); below a millicore Kubernetes would
@@ -348,7 +350,7 @@ def claims(name: str, raw: str) -> str:
         match = CLAIM_ENTRY.fullmatch(entry)
         if not match or not match.group(2) or ":" in match.group(2):
             raise SettingsError(f"{name}={raw} is not allowed: {entry!r} is not claim=folder; {expected}")
-        if not K8S_PVC_PATTERN.fullmatch(match.group(1)):
+        if not DNS1123_SUBDOMAIN.fullmatch(match.group(1)):
             raise SettingsError(f"{name}={raw} is not allowed: {match.group(1)!r} is not a claim's name (a DNS-1123 "
                                 f"subdomain: lowercase letters, digits, '-' and '.'); {expected}")
         if match.group(1) in seen:

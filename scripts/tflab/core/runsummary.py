@@ -119,8 +119,8 @@ class Summary(Record):
         if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
             raise SummaryError("not a summary: no list of tasks")
         data = {**data, "tasks": [numbers(row) for row in data["tasks"]]}
-        rows = [_record(TaskRow, row, f"tasks[{index}].") for index, row in enumerate(data["tasks"])]
-        return _record(cls, {**data, "tasks": rows}, "")
+        rows = [checked_record(TaskRow, row, f"tasks[{index}].") for index, row in enumerate(data["tasks"])]
+        return checked_record(cls, {**data, "tasks": rows}, "")
 
     @classmethod
     def read(cls, run_dir: Path) -> "Summary":
@@ -188,7 +188,9 @@ def _checked_value(where: str, value: Any, allowed: tuple) -> None:
         raise SummaryError(f"{where} is an integer of {len(str(abs(value)))} digits, out of range")
 
 
-def _record(kind, data: Any, where: str):
+def checked_record(kind, data: Any, where: str):
+    """The dataclass `kind` (a Record) from a JSON object, each field checked against its declared
+    type; SummaryError names the first wrong one, `where` its path. summary.json's and matrix.json's."""
     if not isinstance(data, dict):
         raise SummaryError(f"{where.rstrip('.') or 'the summary'} is a JSON {type(data).__name__}, not an object")
     known = {f.name: f for f in dataclasses.fields(kind)}

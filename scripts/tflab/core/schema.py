@@ -9,14 +9,18 @@ Shared by the host side and the trainer: imports neither TensorFlow nor any Dock
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
+import platform
+import sys
 import time
 from pathlib import Path
 from typing import Iterable
 
 from tflab.core import foreign
+from tflab.core.task import LEGACY_KERAS
 
 NUMBER = (int, float)
 # JSON has no NaN or infinity (Python's json writes `NaN`, which jq, Go and JavaScript refuse), so a
@@ -101,6 +105,30 @@ LARGEST_INT = 2**63 - 1  # what any count, size or step of a run fits in (and a 
 
 class SchemaError(ValueError):
     pass
+
+
+def start_versions(tensorflow: str) -> dict:
+    """The `start` event's `versions`, the ones that decide behaviour: `tensorflow` as the caller
+    knows it (the trainer from TensorFlow itself; the launcher, which must not import it, from its
+    distribution); `keras`, the package tf.keras really is (tf-keras with TF_USE_LEGACY_KERAS=1,
+    else Keras 3, perhaps the keras-nightly distribution of TF 2.22's KERAS=nightly), read without
+    importing it; `machine`, the architecture it ran on (aarch64 in the arm64 image, emulated or
+    not)."""
+    legacy = all(os.environ.get(name) == value for name, value in LEGACY_KERAS.items())
+    package = "tf-keras" if legacy else "keras"
+    keras = distribution_version(*(("keras", "keras-nightly") if package == "keras" else (package,)))
+    return {"tensorflow": tensorflow, "keras": f"{package} {keras}", "python": sys.version.split()[0],
+            "machine": platform.machine()}  # x86_64 | aarch64
+
+
+def distribution_version(*names: str) -> str:
+    """The installed release of the first of these distributions that is installed."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "not installed"
 
 
 def problems(record: dict, partial: bool = False) -> list[str]:

@@ -32,8 +32,6 @@ from tflab.core.grammars import (
     DATA_DIR,
     K8S_NAME_MAX,
     K8S_NAME_PATTERN,
-    K8S_NAMESPACE_PATTERN,
-    K8S_PVC_PATTERN,
     MATRIX_STRATEGIES,
     MAX_TASKS,
     MIN_CPUS,
@@ -354,7 +352,7 @@ class Settings(SettingsRules):
             commands=("k8s",),
             tfjob=f"the TFJob's containers name their image; edit {CONTAINER_FIELD}.image")
     k8s_namespace: str = setting("default",
-            grammars.k8s_name(K8S_NAMESPACE_PATTERN, "a DNS-1123 label: lowercase letters, digits and '-', "
+            grammars.k8s_name(grammars.DNS1123_LABEL, "a DNS-1123 label: lowercase letters, digits and '-', "
                                                       "a letter or digit at each end, at most 63 characters"),
             "a DNS-1123 label", "make k8s: the namespace of every object",
             commands=("k8s",),
@@ -372,8 +370,8 @@ class Settings(SettingsRules):
             "in K8S_NAMESPACE (namespaced, for a user who may not make cluster-wide objects)",
             commands=("k8s",))
     k8s_pvc: str = setting("",
-            grammars.k8s_name(K8S_PVC_PATTERN, "the name of a PersistentVolumeClaim (a DNS-1123 subdomain), or "
-                                                "nothing for each pod's own emptyDir"),
+            grammars.k8s_name(grammars.DNS1123_SUBDOMAIN, "the name of a PersistentVolumeClaim (a DNS-1123 "
+                                                          "subdomain), or nothing for each pod's own emptyDir"),
             "empty | a PVC name",
             "make k8s: an existing ReadWriteMany claim every task writes its outputs to, in <K8S_NAME>/; "
             "empty: each pod's own emptyDir, gone with the pod",

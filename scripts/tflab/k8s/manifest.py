@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 
 from tflab.core.errors import LabError
-from tflab.core.grammars import DNS_LABEL, ENV_VAR_NAME
+from tflab.core.grammars import DNS1123_LABEL, DNS1123_SUBDOMAIN, ENV_VAR_NAME
 
 MAX_BYTES = 2 * 2**20  # a Kubernetes object is at most 1.5 MiB in etcd; a ConfigMap's data at most 1 MiB
 MAX_NODES = 200_000  # a TFJob and its ConfigMaps are hundreds; aliases count as what they expand to
@@ -32,9 +32,7 @@ MAX_ALIASES = 64  # a manifest needs none; a few anchors for shared env blocks a
 MAX_DEPTH = 48  # the deepest PodSpec field (affinity's match expressions) is about 20 levels down
 SCHEMAS = Path(__file__).parent / "schemas"
 
-# k8s.io/apimachinery/pkg/util/validation
-DNS1123_LABEL = re.compile(DNS_LABEL)  # at most 63 characters, as the API server has it
-DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# k8s.io/apimachinery/pkg/util/validation (its DNS-1123 grammars are core/grammars.py's)
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 # An image reference as the Docker CLI takes one; never an option (-x), never blank.
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
@@ -359,14 +357,14 @@ def _pattern(pattern: str) -> re.Pattern:
 # The API server's rules for names, keys and paths (k8s.io/apimachinery/pkg/util/validation and
 # pkg/apis/core/validation); each returns the value or raises one line naming `where`.
 def dns1123_label(value, where: str) -> str:
-    if not isinstance(value, str) or len(value) > 63 or not DNS1123_LABEL.fullmatch(value):
+    if not isinstance(value, str) or not DNS1123_LABEL.fullmatch(value):
         raise ManifestError(f"{where} is {shown(value)}, expected a DNS-1123 label (at most 63 of a-z, 0-9 and "
                             "'-', starting and ending with a letter or digit)")
     return value
 
 
 def dns1123_subdomain(value, where: str) -> str:
-    if not isinstance(value, str) or len(value) > 253 or not DNS1123_SUBDOMAIN.fullmatch(value):
+    if not isinstance(value, str) or not DNS1123_SUBDOMAIN.fullmatch(value):
         raise ManifestError(f"{where} is {shown(value)}, expected a DNS-1123 subdomain (at most 253 of a-z, 0-9, "
                             "'-' and '.', each part starting and ending with a letter or digit)")
     return value

@@ -12,13 +12,13 @@ import re
 
 from tflab.core import cluster
 from tflab.core import task as task_contract
+from tflab.core.grammars import MEMORY_FACTORS as DOCKER_MEMORY_FACTORS
 from tflab.core.grammars import MIN_MEMORY_BYTES
 from tflab.core.settings import MIN_CPUS
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError, shown
+from tflab.k8s.tfoperator import CONTAINER, PORT_NAME
 
-CONTAINER = "tensorflow"  # the operator's: TF_CONFIG goes into this container only
-PORT_NAME = "tfjob-port"  # the operator's: the cluster's port is this container port, else 2222
 # Where no volume may be mounted in a replayed task: the engine refuses the first two outright (a
 # Docker error at start, after the run began), and a mount over the others hides the lab from its task.
 KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps for itself",
@@ -29,8 +29,11 @@ CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take t
 HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (backends/replay/volumes.py)
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
-MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-                  "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+BINARY_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, **BINARY_MEMORY_UNITS}
+# MEMORY's units as Kubernetes writes them: Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes.
+MEMORY_UNITS = {docker: unit for docker, factor in DOCKER_MEMORY_FACTORS.items()
+                for unit, same in BINARY_MEMORY_UNITS.items() if factor == same}
 # Fields the lab applies (or maps); any other field present is listed as not applied.
 APPLIED_CONTAINER = {"name", "image", "command", "args", "env", "workingDir", "resources", "ports",
                      "volumeMounts", "securityContext"}
@@ -43,7 +46,8 @@ APPLIED_SECURITY = {"runAsUser", "runAsGroup", "readOnlyRootFilesystem", "runAsN
 MAX_ID = 2**31 - 1  # the API server's bound on runAsUser and runAsGroup
 
 
-def _get(obj: dict, key: str, kind, where: str, default=None):
+def field_of(obj: dict, key: str, kind, where: str, default=None):
+    """obj[key] (`default` where it is absent), refused in one line unless it is of `kind`."""
     value = obj.get(key, default)
     if value is default:
         return value
@@ -54,13 +58,14 @@ def _get(obj: dict, key: str, kind, where: str, default=None):
 
 
 def _strings(obj: dict, key: str, where: str) -> list[str] | None:
-    values = _get(obj, key, list, where)
+    values = field_of(obj, key, list, where)
     if values is not None and not all(isinstance(v, str) for v in values):
         raise ManifestError(f"{where}.{key} must be a list of strings")
     return values
 
 
-def _extra(obj: dict, applied: set[str], where: str) -> list[str]:
+def unapplied(obj: dict, applied: set[str], where: str) -> list[str]:
+    """obj's fields that the lab does not apply, each named by its path, for the run to say so."""
     return [manifest.joined(where, key) for key in obj if key not in applied]
 
 
@@ -86,6 +91,11 @@ def memory_of(quantity, where: str) -> int:
     return value
 
 
+def memory_quantity(memory: str) -> str:
+    """A MEMORY setting other than 0 (512m, Docker's) as a Kubernetes quantity (512Mi)."""
+    return memory[:-1] + MEMORY_UNITS[memory[-1]]
+
+
 def port_of(pod: dict, where: str) -> int:
     container = tensorflow_container(pod, where)
     for port in container.get("ports") or []:
@@ -102,7 +112,7 @@ WHY_TENSORFLOW = "the one the operator gives TF_CONFIG, and the one the lab runs
 
 
 def tensorflow_container(pod: dict, where: str, name: str = CONTAINER, why: str = WHY_TENSORFLOW) -> dict:
-    containers = _get(pod, "containers", list, where) or []
+    containers = field_of(pod, "containers", list, where) or []
     found = [c for c in containers if isinstance(c, dict) and c.get("name") == name]
     if not found:
         raise ManifestError(f"{where}.containers has no container named {name} ({why})")
@@ -117,12 +127,12 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     check beyond it, and what Docker cannot take."""
     container = tensorflow_container(pod, where, name, why)
     at = f"{where}.containers[{name}]"
-    extra = _extra(pod, APPLIED_POD, where) + _extra(container, APPLIED_CONTAINER, at)
+    extra = unapplied(pod, APPLIED_POD, where) + unapplied(container, APPLIED_CONTAINER, at)
     extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
               if isinstance(c, dict) and c is not container]
-    for number, port in enumerate(_get(container, "ports", list, at, [])):
-        extra += _extra(port, APPLIED_PORT, f"{at}.ports[{number}]") if isinstance(port, dict) else []
-    image = _get(container, "image", str, at)
+    for number, port in enumerate(field_of(container, "ports", list, at, [])):
+        extra += unapplied(port, APPLIED_PORT, f"{at}.ports[{number}]") if isinstance(port, dict) else []
+    image = field_of(container, "image", str, at)
     if not image:
         raise ManifestError(f"{at}.image is missing")
     manifest.image_reference(image, f"{at}.image")
@@ -134,31 +144,31 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         service["command"] = args or []
     elif args is not None:
         service["command"] = args
-    working_dir = _get(container, "workingDir", str, at)
+    working_dir = field_of(container, "workingDir", str, at)
     if working_dir:
         service["working_dir"] = manifest.absolute_path(working_dir, f"{at}.workingDir")
-    for number, entry in enumerate(_get(container, "env", list, at, [])):
+    for number, entry in enumerate(field_of(container, "env", list, at, [])):
         service["environment"].update([env_entry(entry, f"{at}.env[{number}]", config_maps)])
-    resources = _get(container, "resources", dict, at, {})
-    extra += _extra(resources, {"limits"}, f"{at}.resources")
-    limits = _get(resources, "limits", dict, f"{at}.resources", {})
-    extra += _extra(limits, {"cpu", "memory"}, f"{at}.resources.limits")
+    resources = field_of(container, "resources", dict, at, {})
+    extra += unapplied(resources, {"limits"}, f"{at}.resources")
+    limits = field_of(resources, "limits", dict, f"{at}.resources", {})
+    extra += unapplied(limits, {"cpu", "memory"}, f"{at}.resources.limits")
     if "cpu" in limits:
         service["cpus"] = cpus_of(limits["cpu"], f"{at}.resources.limits.cpu")
     if "memory" in limits:
         service["mem_limit"] = memory_of(limits["memory"], f"{at}.resources.limits.memory")
-    pod_security = _get(pod, "securityContext", dict, where, {})
+    pod_security = field_of(pod, "securityContext", dict, where, {})
     extra += [manifest.joined(f"{where}.securityContext", key) for key in pod_security if key not in APPLIED_SECURITY]
-    extra += [manifest.joined(f"{at}.securityContext", key) for key in _get(container, "securityContext", dict, at, {})
-              if key not in APPLIED_SECURITY]
+    extra += [manifest.joined(f"{at}.securityContext", key)
+              for key in field_of(container, "securityContext", dict, at, {}) if key not in APPLIED_SECURITY]
     security = {**pod_security, **container["securityContext"]} if "securityContext" in container else pod_security
     for key in ("runAsUser", "runAsGroup"):
         value = security.get(key)
         if value is not None and not 0 <= value <= MAX_ID:
             raise ManifestError(f"{at}.securityContext.{key} is {value}, expected 0..{MAX_ID}")
     if "runAsUser" in security:
-        user = _get(security, "runAsUser", int, f"{at}.securityContext")
-        group = _get(security, "runAsGroup", int, f"{at}.securityContext", user)
+        user = field_of(security, "runAsUser", int, f"{at}.securityContext")
+        group = field_of(security, "runAsGroup", int, f"{at}.securityContext", user)
         service["user"] = f"{user}:{group}"
     elif "runAsGroup" in security:
         extra.append(f"{at}.securityContext.runAsGroup without runAsUser")
@@ -172,14 +182,14 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         service["read_only"] = True
     volumes = {}
     by_name = {}
-    for number, volume in enumerate(_get(pod, "volumes", list, where, [])):
+    for number, volume in enumerate(field_of(pod, "volumes", list, where, [])):
         vwhere = f"{where}.volumes[{number}]"
         manifest.dns1123_label(volume.get("name"), f"{vwhere}.name")
         if volume["name"] in by_name:
             raise ManifestError(f"{vwhere}.name {volume['name']} names two volumes; each must be unique")
         by_name[volume["name"]] = (volume, vwhere)
     mounts, tmpfs, targets = [], [], {}
-    for number, mount in enumerate(_get(container, "volumeMounts", list, at, [])):
+    for number, mount in enumerate(field_of(container, "volumeMounts", list, at, [])):
         mwhere = f"{at}.volumeMounts[{number}]"
         target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
         if target == "/":

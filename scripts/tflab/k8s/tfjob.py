@@ -41,10 +41,9 @@ from tflab.core.errors import LabError
 from tflab.core.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
-from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of
+from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
 
 API_VERSION = "kubeflow.org/v1"
-REPLICA_TYPES = ("Chief", "Master", "Worker", "PS", "Evaluator")  # in the order tasks are listed
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 # Fields the lab applies of the run policy; any other present is listed as not applied (pod.py: a pod's).
@@ -188,45 +187,45 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     metadata = job["metadata"]
     name = manifest.dns1123_label(metadata.get("name"), "TFJob.metadata.name")
     namespace = manifest.dns1123_label(metadata.get("namespace", "default"), "TFJob.metadata.namespace")
-    spec = _get(job, "spec", dict, "TFJob")
+    spec = field_of(job, "spec", dict, "TFJob")
     if spec is None:
         raise ManifestError("TFJob.spec is missing")
     if spec.get("enableDynamicWorker") is True:
         raise ManifestError("TFJob.spec.enableDynamicWorker is true: its sparse TF_CONFIG is not supported; "
                             "expected false or absent")
-    not_applied += _extra(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker", "successPolicy"}, "spec")
-    success_policy = _get(spec, "successPolicy", str, "spec", "")
+    not_applied += unapplied(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker", "successPolicy"}, "spec")
+    success_policy = field_of(spec, "successPolicy", str, "spec", "")
     if success_policy not in tfoperator.SUCCESS_POLICIES:
         raise ManifestError(f"spec.successPolicy is {shown(success_policy)}, expected {tfoperator.ALL_WORKERS} or "
                             "absent (the operator reads no other value, and would take this one as its default)")
-    run_policy = _get(spec, "runPolicy", dict, "spec", {})
-    not_applied += _extra(run_policy, APPLIED_RUN_POLICY, "spec.runPolicy")
-    replica_specs = _get(spec, "tfReplicaSpecs", dict, "spec")
+    run_policy = field_of(spec, "runPolicy", dict, "spec", {})
+    not_applied += unapplied(run_policy, APPLIED_RUN_POLICY, "spec.runPolicy")
+    replica_specs = field_of(spec, "tfReplicaSpecs", dict, "spec")
     if not replica_specs:
         raise ManifestError("TFJob.spec.tfReplicaSpecs is missing or empty")
     for replica_type in replica_specs:
-        if replica_type not in REPLICA_TYPES:
+        if replica_type not in tfoperator.REPLICA_TYPES:
             raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
-                                f"type; expected {', '.join(REPLICA_TYPES)}")
+                                f"type; expected {', '.join(tfoperator.REPLICA_TYPES)}")
 
     sizes, replicas, policy_of = {}, {}, {}
-    for replica_type in REPLICA_TYPES:
+    for replica_type in tfoperator.REPLICA_TYPES:
         if replica_type not in replica_specs:
             continue
         where = f"spec.tfReplicaSpecs.{replica_type}"
-        replica = _get(replica_specs, replica_type, dict, "spec.tfReplicaSpecs")
-        count = _get(replica, "replicas", int, where, 1)  # the operator's default
+        replica = field_of(replica_specs, replica_type, dict, "spec.tfReplicaSpecs")
+        count = field_of(replica, "replicas", int, where, 1)  # the operator's default
         if not 0 <= count <= 64:
             raise ManifestError(f"{where}.replicas is {count}, expected 0..64")
         if count > 1 and replica_type in ("Chief", "Master", "Evaluator"):
             # TF_CONFIG has one chief and one evaluator (the operator's webhook refuses more chiefs)
             raise ManifestError(f"{where}.replicas is {count}, expected 0 or 1 (a job has one {replica_type.lower()})")
-        policy = _get(replica, "restartPolicy", str, where, tfoperator.DEFAULT_RESTART_POLICY)
+        policy = field_of(replica, "restartPolicy", str, where, tfoperator.DEFAULT_RESTART_POLICY)
         if policy not in RESTART_POLICIES:
             raise ManifestError(f"{where}.restartPolicy is {shown(policy)}, expected {', '.join(RESTART_POLICIES)}")
         policy_of[replica_type.lower()] = policy
-        not_applied += _extra(replica, {"replicas", "restartPolicy", "template"}, where)
-        pod = _get(_get(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
+        not_applied += unapplied(replica, {"replicas", "restartPolicy", "template"}, where)
+        pod = field_of(field_of(replica, "template", dict, where, {}), "spec", dict, f"{where}.template")
         if pod is None:
             raise ManifestError(f"{where}.template.spec is missing")
         replicas[replica_type] = (count, pod, f"{where}.template.spec")
@@ -266,13 +265,13 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         not_applied.append(f"PersistentVolumeClaim {claim}'s spec (mounted as a folder: no size, class or access "
                            "mode)" if claim in mounted else f"PersistentVolumeClaim {claim} (no replica mounts it)")
 
-    backoff = _get(run_policy, "backoffLimit", int, "spec.runPolicy", None)
+    backoff = field_of(run_policy, "backoffLimit", int, "spec.runPolicy", None)
     if backoff is not None and backoff < 0:
         raise ManifestError(f"spec.runPolicy.backoffLimit is {backoff}, expected 0 or more")
-    deadline = _get(run_policy, "activeDeadlineSeconds", int, "spec.runPolicy", None)
+    deadline = field_of(run_policy, "activeDeadlineSeconds", int, "spec.runPolicy", None)
     if deadline is not None and deadline < 1:
         raise ManifestError(f"spec.runPolicy.activeDeadlineSeconds is {deadline}, expected 1 or more (seconds)")
-    clean = _get(run_policy, "cleanPodPolicy", str, "spec.runPolicy", tfoperator.DEFAULT_CLEAN_POD_POLICY)
+    clean = field_of(run_policy, "cleanPodPolicy", str, "spec.runPolicy", tfoperator.DEFAULT_CLEAN_POD_POLICY)
     if clean not in CLEAN_POD_POLICIES:
         raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected "
                             f"{', '.join(CLEAN_POD_POLICIES)}")
@@ -339,7 +338,7 @@ def take_config_map(document: dict, name: str, config_maps: dict[str, dict[str, 
     if name in config_maps:
         raise ManifestError(f"ConfigMap {name} is in {where} twice")
     config_maps[name] = data
-    return _extra(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
+    return unapplied(document, {"apiVersion", "kind", "metadata", "data"}, f"ConfigMap {name}")
 
 
 def describe(plan: Plan) -> str:

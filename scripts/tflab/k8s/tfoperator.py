@@ -32,7 +32,13 @@ SUCCESS_POLICIES = ("", ALL_WORKERS)
 COUNTED_IN_BACKOFF = ("OnFailure", "Always", "ExitCode")
 FAILED = f"{KIND}Failed"  # util.NewReason(kind, JobFailedReason): every Failed condition's reason
 SUCCEEDED = f"{KIND}Succeeded"
+# tensorflow_types.go: the names the operator gives a TFJob's parts and looks for in its pods, which
+# make k8s writes (writer.py) and the replay reads (pod.py, tfjob.py, trainjob.py).
+CONTAINER = "tensorflow"  # TFJobDefaultContainerName: TF_CONFIG goes into this container only
+PORT_NAME = "tfjob-port"  # TFJobDefaultPortName: the cluster's port is this container port, else 2222
+# The lab's jobs -> the TFJob's replica types (TFJobReplicaTypeChief ...), in the order tasks are listed.
 TYPE_NAMES = {"chief": "Chief", "master": "Master", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
+REPLICA_TYPES = tuple(TYPE_NAMES.values())
 
 # What a replica's failed container leads to (ReconcilePods, and the kubelet for the pod's own policy).
 IN_PLACE = "restarted in place"  # OnFailure / Always: the kubelet restarts the container; restartCount + 1

@@ -38,16 +38,16 @@ from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
-from tflab.k8s import manifest
+from tflab.k8s import manifest, tfoperator, writer
 from tflab.k8s.manifest import ManifestError, shown
-from tflab.k8s.pod import _extra, _get, claim_folder, port_of, service_of
+from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
 from tflab.k8s.tfjob import Plan, Task, checked_object, take_config_map
+from tflab.k8s.writer import ANCESTOR_LABEL
 
-API_VERSION = "trainer.kubeflow.org/v1alpha1"
-API_GROUP = "trainer.kubeflow.org"
-RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
-TFCONFIG_COMMANDS = (("python", "-m", "tflab.trainer.tfconfig"), ("python3", "-m", "tflab.trainer.tfconfig"))
+API_VERSION = writer.TRAINER_API
+API_GROUP = writer.TRAINER_API.partition("/")[0]
+RUNTIME_KINDS = tuple(writer.RUNTIME_KINDS.values())
+TFCONFIG_COMMANDS = (writer.TFCONFIG_COMMAND, ("python3", *writer.TFCONFIG_COMMAND[1:]))
 WHY_NODE = "the one Trainer v2 gives the TrainJob's image, command, args and env, and the one the lab runs"
 # Fields the lab applies; any other present is listed as not applied (or refused below).
 APPLIED_SPEC = {"runtimeRef", "trainer", "activeDeadlineSeconds", "suspend"}
@@ -130,11 +130,11 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
                          ("runtimePatches", "the lab replays the runtime as written; edit the runtime instead")):
         if spec.get(refused):
             raise ManifestError(f"spec.{refused} is not supported: {why}")
-    not_applied += _extra(spec, APPLIED_SPEC, "spec")
+    not_applied += unapplied(spec, APPLIED_SPEC, "spec")
     runtime = runtime_of(spec, namespace, every)
     runtime_name = f"{runtime['kind']} {runtime['metadata']['name']}"
-    node_trainer = _get(spec, "trainer", dict, "spec", {})
-    not_applied += _extra(node_trainer, APPLIED_TRAINER, "spec.trainer")
+    node_trainer = field_of(spec, "trainer", dict, "spec", {})
+    not_applied += unapplied(node_trainer, APPLIED_TRAINER, "spec.trainer")
 
     runtime_spec = runtime.get("spec") or {}
     ml_policy = runtime_spec.get("mlPolicy")
@@ -142,9 +142,9 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
     if frameworks:
         raise ManifestError(f"{runtime_name} is a {frameworks[0]} runtime (spec.mlPolicy.{frameworks[0]}); the lab "
                             "replays TensorFlow runtimes: no framework plugin, mlPolicy with numNodes only")
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(runtime_spec, {"mlPolicy", "template"}, "spec")]
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(runtime_spec, {"mlPolicy", "template"}, "spec")]
     template = runtime_spec.get("template") or {}
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(template, {"spec"}, "spec.template")]
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(template, {"spec"}, "spec.template")]
     jobset = template.get("spec") or {}
     where = f"{runtime_name}: spec.template.spec"
     network = jobset.get("network") or {}
@@ -154,23 +154,24 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
     if network.get("enableDNSHostnames") is False:
         raise ManifestError(f"{where}.network.enableDNSHostnames is false: the nodes could not reach each other by "
                             "name; expected true or absent")
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(network, {"subdomain", "enableDNSHostnames"},
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(network, {"subdomain", "enableDNSHostnames"},
                                                                    "spec.template.spec.network")]
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(jobset, APPLIED_JOBSET, "spec.template.spec")]
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(jobset, APPLIED_JOBSET, "spec.template.spec")]
     failure = jobset.get("failurePolicy") or {}
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(failure, {"maxRestarts"},
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(failure, {"maxRestarts"},
                                                                    "spec.template.spec.failurePolicy")]
     replicated, job_where = trainer_job(jobset.get("replicatedJobs") or [], where)
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(replicated, {"name", "template"}, job_where)]
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(replicated, {"name", "template"}, job_where)]
     job_template = replicated.get("template") or {}
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(job_template, {"spec", "metadata"}, job_where
+    not_applied += [f"{runtime_name}: {field}" for field in unapplied(job_template, {"spec", "metadata"}, job_where
                                                                    + ".template")]
     job_spec = job_template.get("spec") or {}
     if job_spec.get("completionMode", "Indexed") != "Indexed":
         raise ManifestError(f"{job_where}.template.spec.completionMode is {shown(job_spec['completionMode'])}: a "
                             "node finds its index in JOB_COMPLETION_INDEX, which only an Indexed Job sets; expected "
                             "Indexed or absent")
-    not_applied += [f"{runtime_name}: {field}" for field in _extra(job_spec, APPLIED_JOB, f"{job_where}.template.spec")]
+    not_applied += [f"{runtime_name}: {field}"
+                    for field in unapplied(job_spec, APPLIED_JOB, f"{job_where}.template.spec")]
     for count in ("parallelism", "completions"):
         if count in job_spec:
             not_applied.append(f"{runtime_name}: {job_where}.template.spec.{count} (Trainer v2 sets it to the nodes)")
@@ -225,10 +226,10 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
         tasks.append(Task(f"{cluster.TRAINJOB_JOB}-{index}", cluster.TRAINJOB_JOB, index, host, service["image"],
                           service, non_root, tf_config))
 
-    restarts = _get(failure, "maxRestarts", int, f"{where}.failurePolicy", 0)
+    restarts = field_of(failure, "maxRestarts", int, f"{where}.failurePolicy", 0)
     if restarts < 0:
         raise ManifestError(f"{where}.failurePolicy.maxRestarts is {restarts}, expected 0 or more")
-    deadline = _get(spec, "activeDeadlineSeconds", int, "spec", None)
+    deadline = field_of(spec, "activeDeadlineSeconds", int, "spec", None)
     decided = {"RESTARTS": (f"{runtime_name}'s spec.template.spec.failurePolicy.maxRestarts ({restarts}, JobSet's "
                             "default 0) sets the restarts; edit it")}
     if deadline:
@@ -295,7 +296,7 @@ def node_pod(pod: dict, node_trainer: dict, where: str) -> dict:
     image, command and args replaced where given, env upserted by name, resourcesPerNode merged
     over the container's resources (a resource given in both: the TrainJob's)."""
     pod = copy.deepcopy(pod)
-    containers = _get(pod, "containers", list, where) or []
+    containers = field_of(pod, "containers", list, where) or []
     for container in containers:
         if not isinstance(container, dict) or container.get("name") != cluster.TRAINJOB_NODE:
             continue
@@ -364,7 +365,6 @@ def from_tfjob(settings: Settings) -> int:
     from tflab import console
     from tflab.core import runfolder
     from tflab.k8s import tfjob
-    from tflab.k8s import writer as k8s
 
     path = Path(settings.tfjob)
     plan = tfjob.load(settings)  # every check the replay makes, before anything is turned
@@ -374,7 +374,7 @@ def from_tfjob(settings: Settings) -> int:
     except ManifestError as error:
         raise ManifestError(f"TFJOB={path}: {error}; nothing was written") from None
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
-    text = k8s.to_yaml_documents(converted, "".join(f"# {line}\n" for line in (
+    text = writer.to_yaml_documents(converted, "".join(f"# {line}\n" for line in (
         f"trainjob.yaml: the TFJob {plan.name} of {path.name} as a Kubeflow Trainer v2 TrainJob and its runtime.",
         "Written by `tflab k8s TFJOB=` (scripts/tflab/k8s/trainjob.py). Each node builds its TF_CONFIG itself "
         "(python -m tflab.trainer.tfconfig),",
@@ -385,9 +385,9 @@ def from_tfjob(settings: Settings) -> int:
     except OSError as error:
         raise LabError(f"cannot make {folder}: {error.strerror or error}") from None
     try:
-        k8s.write_whole(folder / "trainjob.yaml", text)
+        writer.write_manifest(folder / "trainjob.yaml", text)
     except LabError:
-        k8s.remove_empty(folder)
+        writer.remove_empty(folder)
         raise
     console.say(f"wrote {console.display_path(folder)}/trainjob.yaml: TrainJob {plan.name} of {len(plan.tasks)} "
                 f"node{'s' * (len(plan.tasks) != 1)} in namespace {plan.namespace}, from TFJob {plan.name}")
@@ -400,7 +400,6 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     """(trainjob.yaml's objects, what did not carry over). The Worker replicas become the nodes; the
     container `tensorflow` the runtime's `node`, running tfconfig before the TFJob's command and args
     (the TrainJob's args). A lab config.json whose cluster is the TFJob's gets the TrainJob's."""
-    from tflab.k8s import writer as k8s
 
     (job,) = [d for d in documents if d.get("kind") == "TFJob"]
     replica_specs = job["spec"]["tfReplicaSpecs"]
@@ -418,7 +417,7 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     template = copy.deepcopy(worker.get("template") or {})
     pod = template.get("spec") or {}
     port = port_of(pod, "pod")
-    (container,) = [c for c in pod["containers"] if c.get("name") == "tensorflow"]
+    (container,) = [c for c in pod["containers"] if c.get("name") == tfoperator.CONTAINER]
     command = list(container.pop("command", None) or [])
     if not command:
         raise ManifestError("the tensorflow container has no command (its args ran after the image's entrypoint); "
@@ -457,8 +456,8 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
         if document.get("kind") == "ConfigMap" and isinstance(data.get("config.json"), str):
             data["config.json"] = readdressed_config(data["config.json"], plan.spec, name, nodes, said)
         config_maps.append(document)
-    runtime_kind = k8s.RUNTIME_KINDS[settings.k8s_runtime]
-    runtime_metadata = {"name": f"{name}-tensorflow", "labels": {"trainer.kubeflow.org/framework": "tensorflow"}}
+    runtime_kind = writer.RUNTIME_KINDS[settings.k8s_runtime]
+    runtime_metadata = {"name": writer.runtime_name(name), "labels": dict(writer.FRAMEWORK_LABEL)}
     if runtime_kind == "TrainingRuntime":
         runtime_metadata["namespace"] = namespace
     job_template = {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},

@@ -41,19 +41,17 @@ from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, refuse_unhonoured
+from tflab.k8s.pod import memory_quantity
+from tflab.k8s.tfoperator import CONTAINER, PORT_NAME, TYPE_NAMES
 
 CONFIG_DIR = "/lab/config"  # the ConfigMap, read-only
 OUTPUT_DIR = "/lab/out"  # the outputs' volume; each job writes in <K8S_NAME>/ under it
-CONTAINER = "tensorflow"  # the name the training operator looks for: it sets TF_CONFIG only there
-PORT_NAME = "tfjob-port"  # ... and the port name it takes the cluster's port from
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"  # Kubeflow Trainer v2's (v2.3.0)
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"  # how Trainer v2 finds the trainer's replicated job
 TFCONFIG_COMMAND = ("python", "-m", "tflab.trainer.tfconfig")  # the runtime's: TF_CONFIG, then the TrainJob's args
 RUNTIME_KINDS = {"cluster": "ClusterTrainingRuntime", "namespaced": "TrainingRuntime"}
-# the lab's jobs -> TFJob replica types
-REPLICA_TYPES = {"chief": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"}
+FRAMEWORK_LABEL = {"trainer.kubeflow.org/framework": "tensorflow"}  # on the lab's TensorFlow runtime
 UID = 1000  # the image's user, as in Compose
-MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi"}  # Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes
 
 
 def write(settings: Settings) -> int:
@@ -84,7 +82,7 @@ def write(settings: Settings) -> int:
     written: list[Path] = []
     try:
         for name, text in texts.items():
-            write_whole(folder / name, text)
+            write_manifest(folder / name, text)
             written.append(folder / name)
     except LabError:
         for path in written:  # the files go together: one without the other would mislead
@@ -115,8 +113,9 @@ def lab_image(settings: Settings) -> str:
     return images.ensure_image(settings.base_image, images.trainer_variant(settings))
 
 
-def write_whole(path: Path, text: str) -> None:
-    """`path` holds `text` whole, or is not there (runfolder.write_whole); one line says why not."""
+def write_manifest(path: Path, text: str) -> None:
+    """`path` holds `text` whole, or is not there (runfolder.write_whole), and the lab's one line
+    (LabError) says why not, where runfolder.write_whole raises the OSError."""
     try:
         runfolder.write_whole(path, text)
     except OSError as error:
@@ -206,8 +205,9 @@ def trainjob_cluster(settings: Settings, the_cluster: Cluster) -> Cluster:
     return the_cluster.readdressed(cluster.trainjob_address(settings.k8s_name))
 
 
-def runtime_name(settings: Settings) -> str:
-    return f"{settings.k8s_name}-tensorflow"
+def runtime_name(job_name: str) -> str:
+    """The TensorFlow runtime a TrainJob of this name names (make k8s's, and a TFJob's turned)."""
+    return f"{job_name}-tensorflow"
 
 
 def trainjob_documents(settings: Settings, run: str, the_cluster: Cluster) -> list[dict]:
@@ -225,7 +225,7 @@ def training_runtime(settings: Settings) -> dict:
     `node` runs tfconfig before the TrainJob's args. JobSet's failurePolicy restarts the whole job,
     as the lab does: a multi-worker cluster's other workers abort when one goes."""
     kind = RUNTIME_KINDS[settings.k8s_runtime]
-    metadata_ = metadata(settings, runtime_name(settings), **{"trainer.kubeflow.org/framework": "tensorflow"})
+    metadata_ = metadata(settings, runtime_name(settings.k8s_name), **FRAMEWORK_LABEL)
     if kind == "ClusterTrainingRuntime":
         del metadata_["namespace"]  # cluster-scoped
     pod = pod_template(settings, {}, "Never", task=None)
@@ -253,7 +253,7 @@ def trainjob(settings: Settings) -> dict:
     limits = resource_limits(settings)
     if limits:
         node["resourcesPerNode"] = {"limits": limits}
-    runtime_ref = {"name": runtime_name(settings), "apiGroup": TRAINER_API.partition("/")[0],
+    runtime_ref = {"name": runtime_name(settings.k8s_name), "apiGroup": TRAINER_API.partition("/")[0],
                    "kind": RUNTIME_KINDS[settings.k8s_runtime]}
     return {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": metadata(settings, settings.k8s_name),
             "spec": {"runtimeRef": runtime_ref, "activeDeadlineSeconds": deadline(settings), "trainer": node}}
@@ -321,7 +321,7 @@ def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
         env = {}
         if sum(sizes.values()) == 1:
             env = {"TF_CONFIG": cluster.tf_config_env(spec, f"{job_name}-0")["TF_CONFIG"]}
-        replica_specs[REPLICA_TYPES[job_name]] = {
+        replica_specs[TYPE_NAMES[job_name]] = {
             "replicas": size,
             "restartPolicy": settings.restart_policy,
             "template": pod_template(settings, env, None, task=None),
@@ -406,7 +406,7 @@ def resource_limits(settings: Settings) -> dict[str, str]:
     if settings.cpus:
         limits["cpu"] = f"{round(settings.cpus * 1000)}m"
     if settings.memory != "0":
-        limits["memory"] = settings.memory[:-1] + MEMORY_UNITS[settings.memory[-1]]
+        limits["memory"] = memory_quantity(settings.memory)
     return limits
 
 

@@ -46,7 +46,7 @@ from tflab.core import foreign, runfolder, runsummary, versions
 from tflab.core.errors import LabError
 from tflab.core.explain import Evidence, explain
 from tflab.core.foreign import ForeignFile
-from tflab.core.runsummary import Record, SummaryError, _record
+from tflab.core.runsummary import Record, SummaryError, checked_record
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
@@ -62,7 +62,7 @@ MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless giv
 OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
 # Relative, per epoch: a synchronous strategy's losses against the single-device run's of the same TF
 # and Keras. Same data, seed and global batch give the same losses but for the all-reduce's float32
-# summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (FACTS, 2026-12-02).
+# summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (2026-12-02, TF 2.21).
 LOSS_TOLERANCE = 1e-3
 COMPARABLE = ("mirrored", "multiworker")  # parameter_server's steps are asynchronous: its losses differ
 LAB_IMAGE = f"{images.REPOSITORY}:"  # a replayed job's images must all start so: the lab's own, which a cell replaces
@@ -108,12 +108,12 @@ class Matrix(Record):
         if data.get("version") not in READABLE_VERSIONS:
             raise SummaryError(f"version is {json.dumps(data.get('version'))[:20]}, not one of "
                                f"{', '.join(map(str, READABLE_VERSIONS))}")
-        cells = [_record(Cell, runsummary.numbers(cell), f"cells[{index}].")
+        cells = [checked_record(Cell, runsummary.numbers(cell), f"cells[{index}].")
                  for index, cell in enumerate(data["cells"])]
         for index, cell in enumerate(cells):
             if cell.outcome not in OUTCOMES:
                 raise SummaryError(f"cells[{index}].outcome is {cell.outcome[:40]!r}, not one of {', '.join(OUTCOMES)}")
-        result = _record(cls, data, "")
+        result = checked_record(cls, data, "")
         result.cells = cells
         return result
 
@@ -291,7 +291,7 @@ def write(folder: Path, settings: Settings, cells: list[Cell]) -> Matrix:
                     ok=passed(cells))
     runfolder.write_json(folder / MATRIX, result.to_dict())
     runfolder.write_whole(folder / "matrix.md", markdown(result))
-    report.write_whole(folder / "matrix.png", lambda temporary: plot(result, temporary))
+    report.replace_file(folder / "matrix.png", lambda temporary: plot(result, temporary))
     return result
 
 

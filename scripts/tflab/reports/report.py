@@ -271,14 +271,15 @@ def write(folder: Path) -> tuple[list[dict], list[Path]]:
     written = [folder / "report.md", folder / "report.csv"]
     texts = [markdown(folder, found), csv_text(found)]
     for path, text in zip(written, texts):
-        write_whole(path, lambda temporary, text=text: temporary.write_text(text))
-    if write_whole(folder / "report.png", lambda temporary: plot(found, temporary)):
+        replace_file(path, lambda temporary, text=text: temporary.write_text(text))
+    if replace_file(folder / "report.png", lambda temporary: plot(found, temporary)):
         written.append(folder / "report.png")
     return found, written
 
 
-def write_whole(path: Path, write) -> bool:
-    """runfolder.replace_whole, refusing a folder where the file goes (ForeignFile)."""
+def replace_file(path: Path, write) -> bool:
+    """runfolder.replace_whole (`write` makes the file by name, then it replaces `path` whole),
+    refusing a folder where the file goes (ForeignFile, one line)."""
     if path.is_dir() and not path.is_symlink():
         raise ForeignFile(f"{foreign.named(path)} is a folder; the report writes a file there")
     return runfolder.replace_whole(path, write)

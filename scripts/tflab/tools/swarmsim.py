@@ -12,7 +12,7 @@ would need), and the namespaced engines read the same file, since they share thi
 filesystem. Sharing the filesystem is also what makes the run folder reachable from every node
 at the same path, as an NFS mount would be on a real swarm (docs/swarm.md).
 
-Traps met when this was first done by hand (../shared/FACTS.md): `ip netns exec` remounts /sys,
+Traps met when this was first done by hand: `ip netns exec` remounts /sys,
 which drops the cgroup v1 mounts dockerd needs, so the launcher mounts them again inside the
 namespace; dockerd reads the host's daemon.json unless given `--config-file`; node-to-node
 traffic crosses the host's FORWARD chain, whose policy Docker sets to DROP, so one accept rule

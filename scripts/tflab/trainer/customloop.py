@@ -16,11 +16,10 @@ from tflab.core.settings import Settings
 from tflab.trainer.backups import gce_notice
 
 
-def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[float]:
-    """The synchronous strategies' step without Keras's fit: the same loss, gradients and Adam
-    update, but one all-reduce per step (every gradient and the loss packed in one flat tensor,
-    where fit reduces each gradient and its metrics apart), and up to STEPS_PER_EXECUTION steps
-    per call. The losses equal fit's to float rounding."""
+def gradient_step(model, settings: Settings):
+    """The custom loops' step, run on each replica: Keras's mse, its gradients and the optimizer's
+    update, with every gradient and the loss packed in one flat tensor so that a step has one
+    all-reduce. The step returns the global batch's mean loss, the same on every replica."""
     variables = model.trainable_variables
     shapes = [v.shape for v in variables]
     sizes = [int(np.prod(v.shape)) for v in variables]
@@ -35,7 +34,17 @@ def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[flo
         flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
         grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
         optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
-        return flat[-1]  # the global batch's mean loss, the same on every replica
+        return flat[-1]
+
+    return step
+
+
+def custom_fit(model, strategy, dataset, settings: Settings, timing) -> list[float]:
+    """The synchronous strategies' step without Keras's fit: the same loss, gradients and Adam
+    update, but one all-reduce per step (every gradient and the loss packed in one flat tensor,
+    where fit reduces each gradient and its metrics apart), and up to STEPS_PER_EXECUTION steps
+    per call. The losses equal fit's to float rounding."""
+    step = gradient_step(model, settings)
 
     @tf.function
     def run_steps(iterator, steps):
@@ -76,33 +85,19 @@ def custom_fit_preemptible(model, strategy, dataset, settings: Settings, timing,
     SIGTERM, TensorFlow's 143 on Google Cloud); after the restart the handler restores them and the
     loop resumes at that very step, its data skipped to it, so the run ends with the weights an
     undisturbed one has. It saves only on a notice: a task killed without one starts over."""
-    variables = model.trainable_variables
-    optimizer = model.optimizer
+    step = gradient_step(model, settings)  # custom_fit's, to the bit
     steps_per_epoch = settings.steps_per_epoch
     with strategy.scope():
         epoch_total = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         trained_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch_total=epoch_total,
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch_total=epoch_total,
                                      trained_steps=trained_steps)
     config = tf.distribute.experimental.TerminationConfig(grace_period=0) if gce_notice(settings) else \
         tf.distribute.experimental.TerminationConfig(exit_fn=lambda: sys.exit(PREEMPTED))
     handler = tf.distribute.experimental.PreemptionCheckpointHandler(
         strategy.cluster_resolver, checkpoint, str(run_dir / runfolder.BACKUP), config)
-
-    shapes = [v.shape for v in variables]
-    sizes = [int(np.prod(v.shape)) for v in variables]
-
-    def step(x, y):  # custom_fit's, to the bit: the same loss, one packed all-reduce, the same update
-        with tf.GradientTape() as tape:
-            per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
-        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
-        flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
-        grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
-        optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)
-        return flat[-1]
 
     @tf.function
     def run_step(iterator):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import codecs
 import collections
-import importlib.metadata
 import os
 import resource
 import signal
@@ -34,7 +33,7 @@ from pathlib import Path
 from tflab.core import runfolder
 from tflab.core.explain import exception_head
 from tflab.core.runfolder import read_run_config
-from tflab.core.schema import EventLog
+from tflab.core.schema import EventLog, distribution_version, start_versions
 from tflab.core.settings import SettingsError
 from tflab.core.stacks import STACKS_SIGNAL
 from tflab.core.task import HANG_SIGNAL, RELEASE_SIGNAL
@@ -46,22 +45,6 @@ ERROR_TAIL_LINES = 5000
 # The lab's signals, which the launcher hands on to the script's process: Compose's init gives
 # a container's signals to its child, the launcher, and no further.
 HANDED_ON = tuple(signal.Signals[name] for name in (STACKS_SIGNAL, HANG_SIGNAL, RELEASE_SIGNAL))
-
-
-def versions() -> dict:
-    """What the script will find installed, read without importing it."""
-    def version(*names: str) -> str:
-        for name in names:
-            try:
-                return importlib.metadata.version(name)
-            except importlib.metadata.PackageNotFoundError:
-                continue
-        return "not installed"
-
-    legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
-    return {"tensorflow": version("tensorflow-cpu", "tensorflow"),
-            "keras": f"tf-keras {version('tf-keras')}" if legacy else f"keras {version('keras', 'keras-nightly')}",
-            "python": sys.version.split()[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{task}] {error}", file=sys.stderr, flush=True)
         return 2
     try:
+        tensorflow = distribution_version("tensorflow-cpu", "tensorflow")  # what the script will find installed
         log.emit("start", role="script", strategy=settings.strategy, cluster=config["cluster"],
-                 versions=versions(), settings=settings.to_dict(), command=command)
+                 versions=start_versions(tensorflow), settings=settings.to_dict(), command=command)
         script = next((part for part in command if part.endswith(".py")), None)
         cwd = working_folder(run_dir, task, Path(script).absolute().parent) if script else None
         # TFLAB_OUTPUT: where a script's own outputs outlive the task, shared by every task.

@@ -34,9 +34,7 @@ os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 
 import argparse
 import hashlib
-import importlib.metadata
 import json
-import platform
 import resource
 import shutil
 import signal
@@ -52,7 +50,7 @@ import tensorflow as tf
 from tflab.core import cluster, runfolder
 from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
 from tflab.core.runfolder import read_run_config
-from tflab.core.schema import EventLog, loss_field
+from tflab.core.schema import EventLog, loss_field, start_versions
 from tflab.core.settings import Settings, SettingsError
 from tflab.trainer import audit, backups, customloop, signals
 from tflab.trainer.peerwait import PeerWait
@@ -124,7 +122,7 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     the_cluster = cluster.recorded(settings, spec)
     role = the_cluster.role(task)
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
-    log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=versions(),
+    log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=start_versions(tf.__version__),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
     if role == "server":
         serve(task, spec, log)
@@ -227,26 +225,6 @@ def build_model(name: str):
         tf.keras.layers.Dense(10, activation="relu", input_shape=(FEATURES,)),
         tf.keras.layers.Dense(1),
     ])
-
-
-def keras_version(package: str) -> str:
-    """The installed release of tf-keras or Keras 3; Keras 3 may be the keras-nightly distribution
-    (TF 2.22, KERAS=nightly), which installs the same module."""
-    for name in (package, "keras-nightly") if package == "keras" else (package,):
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "not installed"
-
-
-def versions() -> dict:
-    """Versions that decide behaviour; `keras` is the package tf.keras really is (tf-keras or Keras 3);
-    `machine` the architecture it ran on (aarch64 in the arm64 image, emulated or not)."""
-    legacy = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
-    keras_package = "tf-keras" if legacy else "keras"
-    return {"tensorflow": tf.__version__, "keras": f"{keras_package} {keras_version(keras_package)}",
-            "python": sys.version.split()[0], "machine": platform.machine()}  # x86_64 | aarch64
 
 
 def build_strategy(settings: Settings):

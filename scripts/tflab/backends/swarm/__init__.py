@@ -49,8 +49,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tflab.backends.swarm.link import LINK_SCRIPT, set_link  # noqa: F401 (swarm.LINK_SCRIPT, as before)
-from tflab.backends.swarm.nodes import (  # noqa: F401 (swarm.check_swarm ... as before)
+from tflab.backends.swarm.link import set_link
+from tflab.backends.swarm.nodes import (
     Placement,
     check_swarm,
     engine_command,
@@ -58,25 +58,10 @@ from tflab.backends.swarm.nodes import (  # noqa: F401 (swarm.check_swarm ... as
     node_engine_map,
     place,
     push,
-    ready_nodes,
     sim_node_engines,
 )
-from tflab.backends.swarm.render import (  # noqa: F401 (swarm.render_stack ... as before)
-    NOT_APPLIED,
-    RUN_MOUNT,
-    STACK_FILE,
-    TMPFS_MOUNT,
-    TRAINER,
-    SwarmNode,
-    check_names,
-    render_stack,
-    stack_name,
-)
-from tflab.backends.swarm.teardown import (  # noqa: F401 (as before)
-    REMOVAL_SECONDS,
-    remove_stack,
-    stack_run_dirs,
-)
+from tflab.backends.swarm.render import NOT_APPLIED, STACK_FILE, SwarmNode, check_names, render_stack, stack_name
+from tflab.backends.swarm.teardown import REMOVAL_SECONDS, remove_stack
 from tflab.core.cluster import Cluster
 from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
