@@ -317,7 +317,7 @@ def test_down_strips_a_run_whose_lab_died_and_its_writable_claims(tmp_path):
     ((0o755, 0o755, 0o777), True),  # every folder open: anyone can reach the claim
     ((0o755, 0o700, 0o777), False),  # a closed parent of the lab's user
     ((0o755, 0o750, 0o777), True),  # its group may enter
-    ((0o755, 0o755, 0o700), False),  # the claim itself closed
+    ((0o755, 0o755, 0o700), False),  # the claim itself closed (and so to the replicas: refused)
     ((0o755, 0o744, 0o777), False),  # readable but not searchable by others: closed all the same
 ])
 def test_a_writable_claim_other_users_can_reach_is_refused_in_one_line(tmp_path, modes_on_path, reachable):
@@ -333,6 +333,12 @@ def test_a_writable_claim_other_users_can_reach_is_refused_in_one_line(tmp_path,
         assert hostfiles.open_to_others(path) is reachable
         (tmp_path / "tfjob.yaml").write_text(CLAIM_JOB)
         given = {"TFJOB": str(tmp_path / "tfjob.yaml"), "CLAIMS": f"out={path}"}
+        if modes_on_path[-1] & 0o005 != 0o005:  # closed to the replicas too: refused as DATA's would be, first
+            for claims in (f"out={path}", f"out={path}:ro"):
+                with pytest.raises(Exception) as error:
+                    Settings.from_env({**given, "CLAIMS": claims})
+                assert "is not readable by everyone" in str(error.value)
+            return
         if reachable:
             with pytest.raises(Exception) as error:
                 Settings.from_env(given)
