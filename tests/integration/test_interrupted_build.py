@@ -20,26 +20,38 @@ def build(dockerfile: str, folder, tag: str) -> None:
                    env=builder.build_environment(False))
 
 
-def test_an_interrupted_build_removes_what_it_made(engine, trainer_image, tmp_path):
+def a_parent(tmp_path) -> str:
+    """A tiny image of the test's own on BASE, which each test removes: the parent of its builds."""
     if not docker.run("image", "inspect", BASE).returncode == 0:
         pytest.skip(f"{BASE} is not on this engine (make images bootstraps it where no registry is reachable)")
     parent = f"tflab-test-parent:{uuid.uuid4().hex[:12]}"
     (tmp_path / "parent").mkdir()
     build(f"FROM {BASE}\nLABEL tflab.test={parent.split(':')[1]}\n", tmp_path / "parent", parent)
+    return parent
+
+
+def interrupt_a_child_build(tmp_path, parent: str, tag: str, sleep_seconds: int) -> None:
+    """The lab's build of a child of `parent` (a COPY step, then `RUN sleep`), interrupted as a
+    user's Ctrl-C would be the moment the RUN step starts, when the COPY step's image exists."""
+    child = tmp_path / "child"
+    child.mkdir()
+    (child / "payload").write_text("x" * 1000)
+    (child / "Dockerfile").write_text(f"FROM {parent}\nCOPY payload /payload\nRUN sleep {sleep_seconds}\n")
+    command = builder.build_command(child / "Dockerfile", child, tmp_path / "image-id", {})
+
+    def say(message: str) -> None:
+        if "RUN sleep" in message:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        builder.run_build(command, "building", say, use_buildkit=False, parent=parent, tag=tag,
+                          iidfile=tmp_path / "image-id")
+
+
+def test_an_interrupted_build_removes_what_it_made(engine, trainer_image, tmp_path):
+    parent = a_parent(tmp_path)
     try:
-        child = tmp_path / "child"
-        child.mkdir()
-        (child / "payload").write_text("x" * 1000)
-        (child / "Dockerfile").write_text(f"FROM {parent}\nCOPY payload /payload\nRUN sleep 120\n")
-        command = builder.build_command(child / "Dockerfile", child, tmp_path / "image-id", {})
-
-        def say(message: str) -> None:
-            if "RUN sleep" in message:  # the COPY step's image exists: Ctrl-C now
-                raise KeyboardInterrupt
-
-        with pytest.raises(KeyboardInterrupt):
-            builder.run_build(command, "building", say, use_buildkit=False, parent=parent, tag=f"{parent}-child",
-                              iidfile=tmp_path / "image-id")
+        interrupt_a_child_build(tmp_path, parent, f"{parent}-child", sleep_seconds=120)
         assert builder.untagged_children(parent) == [], "the interrupted build left an untagged image"
     finally:
         leftovers = builder.remove_untagged_children(parent)
@@ -57,26 +69,10 @@ def test_an_interrupted_build_leaves_no_tag_when_the_engine_finishes_it(engine, 
     """The engine finishes a legacy build whose client went: its image came, tagged, 5-8 s after
     the lab had exited (3 of 3 tries). The build is untagged now and the lab tags it only once it
     succeeded: here the step the lab left ends, and neither the tag nor an untagged image stays."""
-    if not docker.run("image", "inspect", BASE).returncode == 0:
-        pytest.skip(f"{BASE} is not on this engine")
-    parent = f"tflab-test-parent:{uuid.uuid4().hex[:12]}"
+    parent = a_parent(tmp_path)
     tag = f"{parent}-child"
-    (tmp_path / "parent").mkdir()
-    build(f"FROM {BASE}\nLABEL tflab.test={parent.split(':')[1]}\n", tmp_path / "parent", parent)
     try:
-        child = tmp_path / "child"
-        child.mkdir()
-        (child / "payload").write_text("x" * 1000)
-        (child / "Dockerfile").write_text(f"FROM {parent}\nCOPY payload /payload\nRUN sleep 3\n")
-        command = builder.build_command(child / "Dockerfile", child, tmp_path / "image-id", {})
-
-        def say(message: str) -> None:
-            if "RUN sleep" in message:
-                raise KeyboardInterrupt
-
-        with pytest.raises(KeyboardInterrupt):
-            builder.run_build(command, "building", say, use_buildkit=False, parent=parent, tag=tag,
-                              iidfile=tmp_path / "image-id")
+        interrupt_a_child_build(tmp_path, parent, tag, sleep_seconds=3)
         # Until the step the engine went on with has ended (it sleeps 3 s; bounded, not timed)
         for _ in range(120):
             if not build_steps_running(parent):
@@ -94,11 +90,7 @@ def test_an_interrupted_build_leaves_no_tag_when_the_engine_finishes_it(engine, 
 def test_an_untagged_child_is_found_and_removed_before_its_parent(engine, trainer_image, tmp_path):
     """What an interrupted build of an older lab left: `make clean` (command_clean) removes the
     untagged images on each image it removes first, found by their parent, and the parent then goes."""
-    if not docker.run("image", "inspect", BASE).returncode == 0:
-        pytest.skip(f"{BASE} is not on this engine")
-    parent = f"tflab-test-parent:{uuid.uuid4().hex[:12]}"
-    (tmp_path / "parent").mkdir()
-    build(f"FROM {BASE}\nLABEL tflab.test={parent.split(':')[1]}\n", tmp_path / "parent", parent)
+    parent = a_parent(tmp_path)
     (tmp_path / "child").mkdir()
     child = f"{parent}-child"
     try:
