@@ -397,3 +397,87 @@ def test_the_recorded_hang_of_the_labs_trainer_is_found_before_its_timeout():
     clock.now += limit + 1
     found = watch.stalled(["worker-0", "worker-1"])
     assert found is not None and found.pace_seconds == watch.pace
+
+
+# -- before a stop the user asked for: an interrupt, `down FORCE=1` ----------------------------------
+
+class Guard:
+    def release(self) -> None:
+        pass
+
+
+def interrupted_run(tmp_path, monkeypatch, dumps: dict[str, str], before=None):
+    """runner.run of two workers that run on until the lab gets SIGTERM at its first wait (what
+    `down FORCE=1` sends the run's lab, after it marked the run); before(run) runs just before it."""
+    import signal
+
+    from tflab.cli import Interrupted
+
+    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
+    settings = Settings(workers=2, backup="off", runs_dir=str(tmp_path / "runs"), run="r1")
+    run_dir = tmp_path / "runs" / "r1"
+    backend = FakeBackend(cluster.build(settings), run_dir, [[{}]])  # both run on
+    backend.stacks = dumps
+    run = runner.LabRun(settings, backend, run_dir)
+
+    def signalled(seconds):
+        if before:
+            before(run)
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(runner.time, "sleep", signalled)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(run)
+    return backend, Summary.read(run_dir)
+
+
+def test_an_interrupt_asks_where_every_task_is_before_it_stops_them_and_keeps_it(tmp_path, monkeypatch, capsys):
+    backend, result = interrupted_run(tmp_path, monkeypatch, {"worker-0": IN_STEP, "worker-1": IN_CALLBACK})
+    out = capsys.readouterr().out
+    # asked once, of the tasks still running, and answered: the fake answers only while a task runs
+    assert backend.asked_stacks == [["worker-0", "worker-1"]] and backend.ended == dict.fromkeys(backend.tasks, 137)
+    assert out.index("interrupted by SIGTERM: stopping every task") < out.index(
+        "where every task was at SIGTERM to the lab (stuck-callback): worker-1 stopped in a callback (on_epoch_end)")
+    assert result.outcome == "interrupted" and result.stall["moment"] == "SIGTERM to the lab"
+    assert table.why_lines(result)[0].startswith("where every task was at SIGTERM to the lab (stuck-callback): ")
+
+
+def test_a_down_of_a_live_run_is_named_and_only_tasks_with_a_stacks_file_are_asked(tmp_path, monkeypatch, capsys):
+    def marked(run):
+        from tflab.core import runfolder
+        if not runfolder.ended_by_down(run.run_dir):
+            runfolder.mark_ended_by_down(run.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
+
+    # worker-0's program never registered for the signal (no tasks/worker-0.stacks): not asked, not waited for
+    backend, result = interrupted_run(tmp_path, monkeypatch, {"worker-1": IN_GENERATOR}, marked)
+    out = capsys.readouterr().out
+    assert backend.asked_stacks == [["worker-1"]]
+    assert "ended by tflab down: stopping every task" in out
+    assert "where every task was at tflab down (stuck-input-pipeline): worker-1 stopped in the input pipeline" in out
+    assert result.stall["moment"] == "tflab down" and "worker-0: no stacks" in result.stall["places"]["worker-0"]
+
+
+def test_an_interrupt_while_training_advances_says_where_each_task_was_without_a_diagnosis(tmp_path, monkeypatch,
+                                                                                          capsys):
+    def advancing(run):
+        for task in ("worker-0", "worker-1"):
+            run.watch.saw(task, {"event": "epoch", "task": task, "epoch": 1})
+
+    _, result = interrupted_run(tmp_path, monkeypatch, {"worker-0": IN_STEP, "worker-1": IN_CALLBACK}, advancing)
+    assert result.stall["kind"] == "running" and result.stall["fix"].startswith("nothing to fix: training was still")
+    assert "worker-1 stopped in a callback (on_epoch_end)" in result.stall["what"]
+    assert "where every task was at SIGTERM to the lab (running): " in capsys.readouterr().out
+
+
+def test_an_interrupt_whose_stacks_request_fails_still_stops_and_summarises(tmp_path, monkeypatch, capsys):
+    from tflab.core.errors import LabError
+
+    def refused(tasks):
+        raise LabError("docker kill: the engine is gone")
+
+    monkeypatch.setattr(FakeBackend, "dump_stacks", lambda self, tasks: refused(tasks))
+    backend, result = interrupted_run(tmp_path, monkeypatch, {"worker-0": IN_STEP})
+    assert "the lab could not ask worker-0, worker-1 where they are (docker kill: the engine is gone)" in \
+        capsys.readouterr().out
+    assert backend.ended == dict.fromkeys(backend.tasks, 137) and result.outcome == "interrupted"
+    assert result.stall is None

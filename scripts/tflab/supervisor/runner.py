@@ -58,20 +58,31 @@ class LabRun:
         self.timeout, self.restarts = settings.timeout, settings.restarts
         self.restarts_made: list[float] = []  # when each restart was made
         self.stall_finding: dict | None = None  # where every task was at a stall, or before the lab stopped them
+        self.watch: stall.Watch | None = None  # the stall watch supervise follows the run with
 
     def stall_watch(self) -> stall.Watch:
         """The run's stall watch (supervisor/stall.py) over its trainers, as STALL says."""
         # The lab's own trainer logs every epoch from its start; a script's or a replica's program is
         # watched from its first advance (a replica the hooks did not reach never advances)
         own = not (self.settings.script or self.settings.tfjob or self.settings.trainjob)
-        return stall.Watch(self.run_dir, stall.trainers(self.backend.cluster),
-                           stall.Limits.from_setting(self.settings.stall), armed=own,
-                           epochs=self.settings.epochs if own else 0)
+        self.watch = stall.Watch(self.run_dir, stall.trainers(self.backend.cluster),
+                                 stall.Limits.from_setting(self.settings.stall), armed=own,
+                                 epochs=self.settings.epochs if own else 0)
+        return self.watch
 
-    def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall") -> None:
-        """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace): where each is,
-        said and kept for the summary; the first finding stays."""
-        finding = stall.where(self.backend, self.run_dir, running, codes, found, moment)
+    def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall",
+              asked: bool = False) -> None:
+        """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace, an interrupt, a
+        down): where each is, said and kept for the summary; the first finding stays. asked: a stop
+        the user asked for (an interrupt, `down`), which says nothing of the run's health: where the
+        run was still advancing, where each task was is kept without a diagnosis."""
+        try:
+            finding = stall.where(self.backend, self.run_dir, running, codes, found, moment)
+        except (OSError, LabError, ForeignFile) as error:  # the stop goes on: it only learns less
+            say(f"the lab could not ask {', '.join(running)} where they are ({error})")
+            return
+        if asked and self.watch is not None and self.watch.moving():
+            finding = stall.while_moving(finding, self.watch.quiet())
         if finding.kind == "no-stacks" and found is None:
             return  # nothing learned: a stop's usual lines say enough
         if self.stall_finding is None:
@@ -182,8 +193,9 @@ def script_restart(run_dir: Path, chief: str) -> str:
 def up(settings: Settings, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:
     """`make up` (and `make chaos`, with Chaos as its observer): a whole run, restarts included.
     Returns the exit status: 0 only if every task succeeded in the end. An interrupt (Ctrl-C, or
-    SIGTERM and SIGHUP, which cli/__init__.py turns into one) stops and removes every task, writes the
-    summary with outcome "interrupted", and is raised again for the caller (compare and soak stop there)."""
+    SIGTERM and SIGHUP, which cli/__init__.py turns into one; `down FORCE=1` sends SIGTERM) asks each
+    task where it is, stops and removes every task, writes the summary with outcome "interrupted",
+    and is raised again for the caller (compare and soak stop there)."""
     run_dir = runfolder.planned(settings)
     the_cluster = cluster.build(settings)
     observer.check(settings)
@@ -217,8 +229,12 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
         outcome, stopped = supervise(backend, what, observer, started)
     except KeyboardInterrupt as error:
         interrupt = error
-        outcome, stopped = "interrupted", [t for t, c in backend.exit_codes().items() if c is None]
-        say(f"{describe_interrupt(error, run_dir)}: stopping every task")
+        codes = backend.exit_codes()
+        outcome, stopped = "interrupted", [t for t, c in codes.items() if c is None]
+        said = describe_interrupt(error, run_dir)
+        say(f"{said}: stopping every task")
+        # The lab that owns the run asks, before it removes them (`down FORCE=1` signals it and waits)
+        what.where(stopped, codes, moment=interrupt_moment(error, run_dir), asked=True)
         backend.stop(stopped)
     except LabError as error:
         say(str(error))
@@ -274,6 +290,14 @@ def describe_interrupt(error: KeyboardInterrupt, run_dir: Path | None = None) ->
         return "ended by tflab down"
     number = getattr(error, "signal", None)
     return f"interrupted by {signal.Signals(number).name}" if number else "interrupted"
+
+
+def interrupt_moment(error: KeyboardInterrupt, run_dir: Path) -> str:
+    """The moment of an interrupt's finding, as its heading says it: "where every task was at <it>"."""
+    if runfolder.ended_by_down(run_dir):
+        return "tflab down"
+    number = getattr(error, "signal", None)
+    return f"{signal.Signals(number).name} to the lab" if number else "the interrupt"
 
 
 def supervise(backend: Backend, what: LabRun, observer: RunObserver = NO_OBSERVER,

@@ -129,6 +129,16 @@ class Watch:
             self.training.discard(task)
         self.last = now
 
+    def quiet(self) -> float:
+        """Seconds since a watched task last showed a sign of life."""
+        return self.clock() - self.last
+
+    def moving(self) -> bool:
+        """Whether training was advancing: it had advanced, and not been quiet past the limit its pace
+        sets (the auto one where STALL=off, as an interrupt's finding asks this whatever STALL)."""
+        limits = self.limits if self.limits.fixed is not None else Limits()
+        return self.advancing and self.quiet() <= limits.limit(self.pace)
+
     def stalled(self, running: list[str], done: list[str] = ()) -> Stall | None:
         """A stall, the first time the watched tasks still running have been quiet past the limit;
         done: the trainers that exited 0."""
@@ -386,6 +396,18 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
     found = finding(places, [task for task in running if task not in dumps], done, stall)
     found.moment = moment
     return found
+
+
+def while_moving(found: Finding, quiet: float) -> Finding:
+    """A finding at a stop the user asked for (an interrupt, `down`) while training still advanced:
+    where each task was, in words, with no diagnosis (mid-step, the tasks wait in their collectives
+    as a healthy run does, and one in its own code is merely there)."""
+    if found.kind == "no-stacks":
+        return found
+    return Finding("running", "; ".join(found.places.values()),
+                   f"nothing to fix: training was still advancing (its last sign of life {quiet:.0f} s before the "
+                   "stop); a run that stops moving is the stall watch's to find (STALL)", "", found.places,
+                   moment=found.moment)
 
 
 def finding_lines(found: dict) -> list[str]:
