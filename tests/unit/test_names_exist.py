@@ -6,6 +6,7 @@ gone a round before). Upstream files and a user's own names, which the text name
 listed with where they come from."""
 
 import ast
+import fnmatch
 import re
 import subprocess
 from functools import cache
@@ -99,3 +100,81 @@ def test_the_check_finds_what_it_should(text, missing):
     found = sorted({m for m in FILE_NAME.findall(text) if not file_exists(m)}
                    | {f"tflab.{m}" for m in DOTTED.findall(text) if not dotted_exists(m)})
     assert found == missing
+
+
+# Every path the pages name, not only `*.py`: a backticked `images/trainer/Dockerfile`,
+# `requirements/tf/<minor>.txt`, `tests/unit/logs/`, `scripts/gpu-check.sh`, or `core/cluster.py`
+# (the package's folders are named from scripts/tflab/). Until issue 46 the check above saw `.py`
+# alone, and a bare name passed if any folder held a file of that name. A `<placeholder>` or `*`
+# stands for any name and must match at least one path.
+PAGES = ("README.md", *sorted(f"docs/{page.name}" for page in (REPO / "docs").glob("*.md")))
+BACKTICKED = re.compile(r"`([^`\s]+)`")
+# What the lab makes and git ignores: named as where it will be, so held to .gitignore instead.
+MADE = {"images/trainer/.built.json", "images/trainer/wheels-tf<minor>/",
+        "images/trainer/wheels-<variant>-keras<release>/"}
+# The training operator's Go files (kubeflow/training-operator's pkg/), named for where its rules are.
+UPSTREAM = {"core/pod.go", "core/job.go"}
+
+
+@cache
+def folders() -> tuple[str, ...]:
+    return tuple(sorted({"/".join(path.split("/")[:end]) for path in tracked()
+                         for end in range(1, path.count("/") + 1)}))
+
+
+def roots() -> tuple[set[str], set[str]]:
+    """The repository's top folders, and the package's (`core`, `trainer`: named from scripts/tflab/)."""
+    top = {path.split("/")[0] for path in folders()}
+    package = {path.split("/")[2] for path in folders() if path.startswith("scripts/tflab/") and path.count("/") == 2}
+    return top, package
+
+
+def a_repository_path(name: str) -> bool:
+    """Whether a backticked word names a file or folder of this repository, as opposed to one in a
+    run folder (`runs/<RUN>/`), a container (`/lab/run`) or a URL-like name (`kubeflow.org/v1`)."""
+    top, package = roots()
+    first = name.split("/")[0]
+    return ("/" in name and first in top | package) or bool(re.fullmatch(r"[\w.-]+\.(py|sh)", name))
+
+
+def path_exists(name: str) -> bool:
+    top, package = roots()
+    bare = name.rstrip("/")
+    if "/" not in bare:
+        return any(Path(path).name == bare for path in tracked() + folders())
+    pattern = re.sub(r"<[^>]*>", "*", bare)
+    patterns = [pattern] + ([f"scripts/tflab/{pattern}"] if bare.split("/")[0] in package else [])
+    return any(fnmatch.fnmatchcase(path, each) for each in patterns for path in tracked() + folders())
+
+
+def ignored(name: str) -> bool:
+    example = re.sub(r"<[^>]*>", "x", name)
+    return subprocess.run(["git", "check-ignore", "-q", "--no-index", example], cwd=REPO).returncode == 0
+
+
+def missing_paths(text: str) -> list[str]:
+    return sorted({name for name in BACKTICKED.findall(text) if a_repository_path(name)
+                   and name not in MADE | UPSTREAM | NOT_OURS and not path_exists(name)})
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_path_a_page_names_exists(page):
+    assert missing_paths((REPO / page).read_text()) == [], f"{page} names a path that does not exist"
+
+
+def test_what_the_lab_makes_is_ignored_and_not_kept():
+    assert all(ignored(name) and not path_exists(name) for name in MADE)
+
+
+@pytest.mark.parametrize("text, missing", [
+    ("`images/trainer/Dockerfile` and `requirements/tf/<minor>.txt`", []),
+    ("`requirements/trainer-tpu.txt`, `scripts/gpu_check.sh`",
+     ["requirements/trainer-tpu.txt", "scripts/gpu_check.sh"]),
+    ("`core/cluster.py` and `trainer/`", []),
+    ("`core/clusters.py` and `trainers/`, `faults/*.go`", ["core/clusters.py", "faults/*.go"]),
+    ("`tests/unit/logs/<name>.log`, `tests/unit/data/nothing/`", ["tests/unit/data/nothing/"]),
+    ("`runs/<RUN>/config.json`, `/lab/run`, `kubeflow.org/v1`, `summary.json`", []),
+    ("`gpu-check.sh`, `check-gpu.sh`", ["check-gpu.sh"]),
+])
+def test_the_path_check_finds_what_it_should(text, missing):
+    assert missing_paths(text) == missing
