@@ -22,7 +22,7 @@ from typing import Sequence
 
 from tflab.core import cluster, runfolder, versions
 from tflab.core import task as task_contract
-from tflab.core.cluster import Cluster
+from tflab.core.cluster import Cluster, RunCluster
 from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
@@ -189,13 +189,15 @@ class ComposeStack:
         self.image = image
         proxied = proxied if the_cluster.jobs else frozenset()
         uid, gid = container_user()
-        self.init_project(cli, run_dir, the_cluster.readdressed(cluster.linked_address(proxied)), proxied,
+        # The lab's own cluster, which render_run reads by name (init_project takes a replay's too).
+        self.lab_cluster = the_cluster.readdressed(cluster.linked_address(proxied))
+        self.init_project(cli, run_dir, self.lab_cluster, proxied,
                           [COMPOSE_FILE, run_dir / RUN_FILE], f", image {image}",
                           {"TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                            "TFLAB_UID": str(uid), "TFLAB_GID": str(gid), "COMPOSE_PROFILES": ",".join(PROFILES)})
 
-    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster, proxied: frozenset[str], files: list,
-                     described: str = "", env: dict[str, str] | None = None) -> None:
+    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster: RunCluster, proxied: frozenset[str],
+                     files: list, described: str = "", env: dict[str, str] | None = None) -> None:
         """What every run's Compose project holds, the lab's and a TFJob replay's (replay.stack.ReplayStack),
         whatever its services: set here once for both."""
         self.cli = cli
@@ -225,7 +227,7 @@ class ComposeStack:
 
     def start(self) -> None:
         script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
-        override = render_run(self.settings, self.cluster, self.proxied, self.host_gpus, script_folder,
+        override = render_run(self.settings, self.lab_cluster, self.proxied, self.host_gpus, script_folder,
                               self.run_dir)
         mounted = [LINKS] * bool(self.proxied) + [METADATA] * (metadata.SERVICE in override["services"])
         with runfolder.lab_space(self.run_dir) as folder:  # a read-only mount's source must be there first

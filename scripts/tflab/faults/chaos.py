@@ -35,14 +35,14 @@ class Chaos(RunObserver):
     """One fault in one run: a backend.RunObserver that the runner ticks at every poll. It times
     the fault and records it; the fault itself (registry.FAULTS[SCENARIO]) acts."""
 
-    def __init__(self, settings: Settings, the_cluster=None):
+    def __init__(self, settings: Settings, the_cluster: cluster.RunCluster | None = None):
         """`the_cluster`: a replayed job's (replay.stack.ReplayCluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
         self.kind, _, value = settings.at.partition(":")
         self.at = float(value)
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
-        self.cluster = the_cluster or cluster.build(settings)  # the tasks it may act on
+        self.cluster: cluster.RunCluster = the_cluster or cluster.build(settings)  # the tasks it may act on
         # A replayed job's cluster carries its plan, and the setting that named its file.
         plan = getattr(self.cluster, "plan", None)
         self.replayed: str | None = plan.setting if plan is not None else None

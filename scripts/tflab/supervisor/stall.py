@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tflab.core import beneath, explain, foreign, runfolder, stacks
+from tflab.core.cluster import RunCluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import problems
 from tflab.supervisor.progress import new_lines
@@ -154,10 +155,10 @@ class Watch:
         return self.stall
 
 
-def trainers(cluster) -> list[str]:
+def trainers(cluster: RunCluster) -> list[str]:
     """The tasks that train, in the names every kind of run's cluster has (a replay's ReplayCluster
     too): neither servers nor the evaluator."""
-    return [task for task in cluster.tasks if task not in cluster.servers and task not in cluster.evaluators]
+    return cluster.trainers
 
 
 # -- where every task is -------------------------------------------------------------------------

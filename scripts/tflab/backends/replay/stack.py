@@ -55,16 +55,17 @@ def render(plan: Plan, run_dir: Path, settings: Settings | None = None, images: 
 
 
 class ReplayCluster:
-    """A Plan as the runner reads a run's cluster (cluster.Cluster's names): the replay's tasks,
-    its chief as the summary reads it, and the spec. No servers or evaluators: the runner's own
-    rule for them (the lab's training is over once only they run) is not the operator's, and
-    ReplayRun.job_condition decides the job's end instead."""
+    """A Plan as the runner reads a run's cluster (cluster.RunCluster): the replay's tasks, its
+    chief as the summary reads it, and the spec. No servers or evaluators: the runner's own rule
+    for them (the lab's training is over once only they run) is not the operator's, and
+    ReplayRun.job_condition decides the job's end instead; so every replica is a trainer."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
         self.tasks = [task.name for task in plan.tasks]
         self.chiefs = plan.chief
         self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
+        self.trainers = list(self.tasks)
         self.servers: list[str] = []
         self.evaluators: list[str] = []
         self.spec = plan.spec
