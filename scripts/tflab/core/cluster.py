@@ -271,12 +271,12 @@ def trainjob_tf_config_env(hostname: str, index: int, nodes: int, port: int = PO
 
 def local_addresses(ports: Sequence[int]):
     """An address function for the local backend: the i-th task overall gets localhost:ports[i]."""
-    ports = iter(ports)
+    free = iter(ports)
     assigned: dict[tuple[str, int], str] = {}
 
     def address(job: str, index: int) -> str:
         if (job, index) not in assigned:
-            assigned[(job, index)] = f"localhost:{next(ports)}"
+            assigned[(job, index)] = f"localhost:{next(free)}"
         return assigned[(job, index)]
 
     return address

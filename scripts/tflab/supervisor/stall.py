@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -140,7 +140,7 @@ class Watch:
         limits = self.limits if self.limits.fixed is not None else Limits()
         return self.advancing and self.quiet() <= limits.limit(self.pace)
 
-    def stalled(self, running: list[str], done: list[str] = ()) -> Stall | None:
+    def stalled(self, running: list[str], done: Sequence[str] = ()) -> Stall | None:
         """A stall, the first time the watched tasks still running have been quiet past the limit;
         done: the trainers that exited 0."""
         watched = set(running) & set(self.watched)
