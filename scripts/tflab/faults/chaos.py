@@ -53,7 +53,10 @@ class Chaos(RunObserver):
         self.target = settings.target or (workers[-1] if workers else self.cluster.chief)
         self.settings = settings
         self.run_dir: Path | None = None
-        self.injected_at = self.healed_at = self.detected_at = self.recovered_at = None
+        self.injected_at: float | None = None
+        self.healed_at: float | None = None
+        self.detected_at: float | None = None
+        self.recovered_at: float | None = None
         self.fault = fault(self)
 
     @property
@@ -101,6 +104,7 @@ class Chaos(RunObserver):
 
     def record(self, event: str, **fields) -> None:
         line = {"event": event, "time": time.time(), "scenario": self.scenario, "target": self.target, **fields}
+        assert self.run_dir is not None  # the first tick set it, before anything is recorded
         with runfolder.lab_space(self.run_dir) as folder, folder.append(runfolder.CHAOS_LOG) as log:
             log.write((json.dumps(line) + "\n").encode())
         console.say(f"chaos: {event} {json.dumps(fields) if fields else ''}".rstrip())
@@ -130,6 +134,7 @@ class Chaos(RunObserver):
                 self.record("recovered", seconds=self.recovered_at - self.injected_at)
 
     def _events(self, task: str, event: str) -> list[dict]:
+        assert self.run_dir is not None  # tick() and unchecked() set it first
         return by_event(runfolder.events(self.run_dir, task), event)
 
     def _due(self, run_dir: Path) -> bool:

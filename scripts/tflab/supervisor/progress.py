@@ -32,7 +32,8 @@ class ProgressPrinter:
         self.chief = the_cluster.chief
         self.offsets = {task: 0 for task in the_cluster.tasks}
         self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
-        self.tries = {task: [] for task in the_cluster.tasks}  # each task's attempts so far (a script's resume)
+        # each task's attempts so far (a script's resume)
+        self.tries: dict[str, list[list[dict]]] = {task: [] for task in the_cluster.tasks}
         # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (runner.LabRun.clean_exits):
         # their launcher's error then is the lab's SIGTERM, not theirs.
         self.ended_by_lab = set(the_cluster.servers + the_cluster.evaluators) if settings.script else set()
@@ -69,7 +70,7 @@ class ProgressPrinter:
                     continue
                 record, why = foreign.json_line(line)
                 found = problems(record) if record is not None else [why]
-                if found:
+                if record is None or found:
                     self._skipped(task, found[0])
                 else:
                     records.append(record)
