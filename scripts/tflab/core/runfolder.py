@@ -483,7 +483,7 @@ def read_config(run_dir: Path) -> dict:
     return data
 
 
-def read_run_config(path: Path) -> tuple[dict, Settings]:
+def read_run_config(path: str | Path) -> tuple[dict, Settings]:
     """A run's config.json and its settings, checked as the host checks them (from_dict), for
     the trainer and the script launcher; SettingsError (one line naming the file and the field)
     for anything else."""

@@ -285,7 +285,7 @@ def parse_events(data: bytes) -> Events:
 class EventLog:
     """Appends validated events to one task's JSONL file, flushed line by line."""
 
-    def __init__(self, path: Path, task: str):
+    def __init__(self, path: str | Path, task: str):
         self.path = Path(path)
         self.task = task
         # Several processes append to one task's log (the launcher, the script's observer and
