@@ -62,11 +62,12 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     assert_survived(run, restarts=1)
     result = run.summary["chaos"]
     assert result["detection_seconds"] < 10  # the lab sees the container die within a poll or two
-    # Restart, imports, rendezvous, restore, one epoch: an undisturbed run's ready and epoch at this
-    # machine's pace, thrice for a restart beside other runs (a fixed 120 s was a third of one
-    # `import tensorflow` at load 12 on 2 cores).
-    assert result["recovery_seconds"] < 3 * (reference.ready_seconds + reference.epoch_seconds), \
-        (result, reference.ready_seconds, reference.epoch_seconds)
+    # Stop, restart, imports, rendezvous, restore, one epoch: a fresh start of the cluster, so the
+    # undisturbed run's whole time at this machine's pace (its containers' start and stop included),
+    # thrice for a restart beside other runs. A fixed 120 s was a third of one `import tensorflow` at
+    # load 12 on 2 cores; ready plus an epoch alone left out the engine's own start and stop, which
+    # do not shrink with the machine's load (idle: 14.5 s against 3 x (3.6 + 0.7) s).
+    assert result["recovery_seconds"] < 3 * reference.seconds, (result, reference.seconds)
     # The kill lands once the lab has seen epoch 2, but epochs take well under a second, so a
     # third may be done (and backed up) by then: the resume point is the epoch after the last
     # one the chief reported before it died, which is never earlier than 3.

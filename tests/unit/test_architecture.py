@@ -83,7 +83,8 @@ def test_the_callers_of_cluster_build_are_those_the_page_names():
 def test_config_json_is_written_once_a_run_after_the_claim():
     """The flow's "written once, after the run's folder is claimed": the lab's run writes it in
     LabRun.prepare, a replay in ReplayRun.claimed (runner.run calls each once, after the claim)."""
-    writers = {(name, within) for name, tree in modules().items() for within in calls_to(tree, "runfolder", "write_config")}
+    writers = {(name, within) for name, tree in modules().items()
+               for within in calls_to(tree, "runfolder", "write_config")}
     assert writers == {("supervisor/runner.py", "prepare"), ("backends/replay/run.py", "claimed")}
     run = next(node for node in modules()["supervisor/runner.py"].body if isinstance(node, ast.FunctionDef)
                and node.name == "run")

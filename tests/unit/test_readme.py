@@ -66,7 +66,8 @@ def test_every_path_in_the_layout_exists_and_every_module_is_listed():
     tracked = tracked.split()
     top = {name.split("/")[0] for name in tracked} - {".gitignore", ".dockerignore"}
     assert top <= {p.split("/")[0] for p in paths}, top - {p.split("/")[0] for p in paths}
-    # The package's folders, not its modules: each module's job is its docstring (docs/architecture.md maps the folders).
+    # The package's folders, not its modules: each module's job is its docstring
+    # (docs/architecture.md maps the folders).
     folders = {str(Path(name).parent) for name in tracked if name.startswith("scripts/tflab/") and name.count("/") == 3}
     assert folders <= set(paths), folders - set(paths)
     pages = {f"docs/{p.name}" for p in DOCS.glob("*.md")}
