@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePath
+from typing import Any, NoReturn, Protocol, Union
 
 import pytest
 
@@ -49,6 +50,12 @@ SCRIPTS = Path(__file__).resolve().parents[1]  # the folder holding the tflab pa
 USAGE_ERROR = 2  # what `python -m tflab` exits with on a refused setting
 CLEANUP_SECONDS = 60  # after SIGTERM, how long the lab gets to remove its run (it needs about 15 s)
 
+# What a setting takes (environment_value checks it again at run time, for untyped callers): a str,
+# an int or float, a bool (1/0), a path, or for script_env also a dict of names to such values.
+# Union, not |: an alias is evaluated at import, and pyproject.toml allows Python 3.9.
+Scalar = Union[str, int, float, PurePath]
+SettingValue = Union[Scalar, Mapping[str, Scalar]]
+
 
 @dataclass
 class Task:
@@ -58,7 +65,7 @@ class Task:
     row: TaskRow
     events: list[dict] = field(repr=False)
 
-    def __getattr__(self, key: str):
+    def __getattr__(self, key: str) -> Any:  # a summary row's field: str, int, float, list... or None
         try:
             return self.__dict__["row"][key]
         except KeyError:
@@ -143,12 +150,12 @@ class LabRun:
         return f"{head}lab run in {self.run_dir} exited {self.returncode}:\n{self.output[-4000:]}"
 
 
-def refuse(message: str):
+def refuse(message: str) -> NoReturn:
     """The fixture's own one line, as a failed test (no traceback into the plugin)."""
     pytest.fail(f"tflab_cluster: {message}", pytrace=False)
 
 
-def environment_value(key: str, value) -> str:
+def environment_value(key: str, value: object) -> str:
     """A setting's value as the lab takes it (text): a str, int, float, bool (1 or 0) or path;
     anything else is refused, naming the argument and what it takes."""
     if isinstance(value, bool):
@@ -173,7 +180,7 @@ def environment_value(key: str, value) -> str:
            f"bool (1/0) or path, and script_env a dict too (leave {key} out for its default)")
 
 
-def run_lab(runs_dir: Path, run: str, settings: dict, timeout: float | None = None) -> LabRun:
+def run_lab(runs_dir: Path, run: str, settings: Mapping[str, SettingValue], timeout: float | None = None) -> LabRun:
     """Runs `python -m tflab up` with `settings` (lower-case names) in runs_dir/run."""
     names = {name.lower(): name for name in SPECS}
     unknown = sorted(str(key) for key in set(settings) - set(names))
@@ -228,11 +235,19 @@ def end_cleanly(lab: subprocess.Popen) -> tuple[str, str]:
         return lab.communicate()
 
 
-def starter(tmp_path: Path):
+class StartLab(Protocol):
+    """What tflab_cluster hands a test: `tflab_cluster(workers=2, script="train.py")` runs the lab
+    with those settings (lower case; run= and runs_dir= name the run and its folder) and returns the
+    finished run."""
+
+    def __call__(self, **settings: SettingValue) -> LabRun: ...
+
+
+def starter(tmp_path: Path) -> StartLab:
     """What tflab_cluster hands a test: a function that runs the lab with the given settings."""
     count, token = 0, secrets.token_hex(3)
 
-    def start(**settings) -> LabRun:
+    def start(**settings: SettingValue) -> LabRun:
         """run= names the run (the lab checks the name), runs_dir= the folder it is written in."""
         nonlocal count
         count += 1
@@ -255,6 +270,6 @@ def starter(tmp_path: Path):
 
 
 @pytest.fixture
-def tflab_cluster(tmp_path):
+def tflab_cluster(tmp_path: Path) -> StartLab:
     """A function that runs the lab with the given settings and returns its LabRun."""
     return starter(tmp_path)

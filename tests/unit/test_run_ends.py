@@ -340,10 +340,9 @@ def test_task_output_copies_every_line_stamped_and_says_a_full_disk_once(tmp_pat
     stand_in = [sys.executable, "-c", "import sys\nfor i in range(20000): print(f'line {i}')\n"
                 "sys.stdout.write('no newline at the end')"]
     process = subprocess.Popen(stand_in, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    process.container = "c"
     reader = threading.Thread(target=output._copy, args=("worker-0", process, True))
     reader.start()
-    output.followers.append(("worker-0", process, reader))
+    output.followers.append(compose.Follower("worker-0", process, reader, "c"))
     output.finish(["worker-0"])
     lines = (tmp_path / "output.log").read_text().splitlines()
     assert len(lines) == 20001 and lines[-1].endswith(" no newline at the end")

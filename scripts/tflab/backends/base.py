@@ -10,11 +10,14 @@ import subprocess
 from pathlib import Path
 from typing import Protocol
 
-from tflab.core.cluster import Cluster
+from tflab.core.cluster import RunCluster
 
 
 class Backend(Protocol):
-    cluster: Cluster  # the run's cluster at this backend's addresses (Cluster.readdressed)
+    @property
+    def cluster(self) -> RunCluster:
+        """The run's cluster at this backend's addresses (Cluster.readdressed), or a replayed job's
+        (replay.stack.ReplayCluster)."""
     run_dir: Path  # the run's folder, claimed (runfolder.make) before the backend starts anything
     tasks: list[str]  # the cluster's tasks, in start order
     description: str  # for the run's first line: what runs it, and where

@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from tflab.core import cluster, runfolder, versions
 from tflab.core import task as task_contract
-from tflab.core.cluster import Cluster
+from tflab.core.cluster import Cluster, RunCluster
 from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
@@ -102,7 +102,7 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
     `script_folder`: see user_script.stage."""
     services: dict[str, dict] = {}
     gpus = gpu_requests(settings, the_cluster, host_gpus)
-    limits = {}
+    limits: dict[str, float | str] = {}
     if settings.cpus:
         limits["cpus"] = settings.cpus
     if settings.memory != "0":
@@ -189,13 +189,15 @@ class ComposeStack:
         self.image = image
         proxied = proxied if the_cluster.jobs else frozenset()
         uid, gid = container_user()
-        self.init_project(cli, run_dir, the_cluster.readdressed(cluster.linked_address(proxied)), proxied,
+        # The lab's own cluster, which render_run reads by name (init_project takes a replay's too).
+        self.lab_cluster = the_cluster.readdressed(cluster.linked_address(proxied))
+        self.init_project(cli, run_dir, self.lab_cluster, proxied,
                           [COMPOSE_FILE, run_dir / RUN_FILE], f", image {image}",
                           {"TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                            "TFLAB_UID": str(uid), "TFLAB_GID": str(gid), "COMPOSE_PROFILES": ",".join(PROFILES)})
 
-    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster, proxied: frozenset[str], files: list,
-                     described: str = "", env: dict[str, str] | None = None) -> None:
+    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster: RunCluster, proxied: frozenset[str],
+                     files: list, described: str = "", env: dict[str, str] | None = None) -> None:
         """What every run's Compose project holds, the lab's and a TFJob replay's (replay.stack.ReplayStack),
         whatever its services: set here once for both."""
         self.cli = cli
@@ -225,7 +227,7 @@ class ComposeStack:
 
     def start(self) -> None:
         script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
-        override = render_run(self.settings, self.cluster, self.proxied, self.host_gpus, script_folder,
+        override = render_run(self.settings, self.lab_cluster, self.proxied, self.host_gpus, script_folder,
                               self.run_dir)
         mounted = [LINKS] * bool(self.proxied) + [METADATA] * (metadata.SERVICE in override["services"])
         with runfolder.lab_space(self.run_dir) as folder:  # a read-only mount's source must be there first
@@ -354,6 +356,14 @@ class ComposeStack:
         self.compose("down", "--volumes", "--remove-orphans", "--timeout", "5", timeout=180)
 
 
+class Follower(NamedTuple):
+    """The `docker` process that copies one task's container's streams, and the thread reading it."""
+    task: str
+    process: subprocess.Popen
+    reader: threading.Thread
+    container: str
+
+
 class TaskOutput:
     """output.log, streamed: each container's output is copied into it as it comes, with the host's
     time on each line, not read from the engine at the end. The engine's log driver rotates what it
@@ -370,7 +380,7 @@ class TaskOutput:
         self.path = run_dir / name
         self.file = None
         self.lock = threading.Lock()
-        self.followers: list[tuple[str, subprocess.Popen, threading.Thread]] = []
+        self.followers: list[Follower] = []
         self.last: dict[str, bytes] = {}  # each task's last line, for a container that did not start
         self.error: OSError | None = None  # the first write that failed (a full disk), raised by finish()
 
@@ -401,10 +411,9 @@ class TaskOutput:
             process = docker.open_output(container, attach, since)
         except OSError as error:
             raise LabError(f"cannot run docker for {task}'s output: {error}") from None
-        process.container = container
         reader = threading.Thread(target=self._copy, args=(task, process, stamp), daemon=True)
         reader.start()
-        self.followers.append((task, process, reader))
+        self.followers.append(Follower(task, process, reader, container))
 
     def check_started(self, timeout: float = 120) -> None:
         """LabError if a container did not start (`docker start` ended and it is still `created`),
@@ -412,11 +421,11 @@ class TaskOutput:
         deadline = time.monotonic() + timeout
         waiting = list(self.followers)
         while waiting and time.monotonic() < deadline:
-            ids = [process.container for _, process, _ in waiting]
+            ids = [follower.container for follower in waiting]
             states = dict(zip(ids, docker.inspect(ids, "{{.State.Status}}").split()))
             for entry in list(waiting):
-                task, process, reader = entry
-                if states.get(process.container, "created") != "created":
+                task, process, reader, container = entry
+                if states.get(container, "created") != "created":
                     waiting.remove(entry)
                 elif process.poll() is not None:
                     reader.join(timeout=5)
@@ -427,6 +436,7 @@ class TaskOutput:
 
     def _copy(self, task: str, process: subprocess.Popen, stamp: bool) -> None:
         prefix = f"{task} | ".encode()
+        assert process.stdout is not None  # docker.open_output pipes it
         for line in process.stdout:  # read to the end even when writes fail, so the CLI never blocks
             said = line
             if stamp:
@@ -448,10 +458,10 @@ class TaskOutput:
         delay proxy runs until `down`), then closes output.log; raises the first OSError a write
         met (a full disk), once."""
         deadline = time.monotonic() + wait_seconds
-        for task, process, reader in self.followers:
+        for task, process, reader, _ in self.followers:
             if task in tasks:
                 reader.join(timeout=max(0.0, deadline - time.monotonic()))
-        for _, process, reader in self.followers:
+        for _, process, reader, _ in self.followers:
             docker.end(process)
             reader.join(timeout=1)
         self.followers = []

@@ -73,7 +73,7 @@ class LocalProcesses:
         self._processes: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
         self._output_lock = threading.Lock()
-        self._output = None
+        self._output: io.TextIOWrapper | None = None  # output.log, from start() on
 
     def start(self) -> None:
         with runfolder.lab_space(self.run_dir) as folder:
@@ -109,6 +109,7 @@ class LocalProcesses:
             self._readers.append(reader)
 
     def _copy_output(self, task: str, process: subprocess.Popen) -> None:
+        assert process.stdout is not None and self._output is not None  # _launch pipes it, after start opened it
         for line in process.stdout:
             stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
             with self._output_lock:

@@ -15,31 +15,31 @@ from tflab.core.rules import empty_refusal
 from tflab.core.settings import SETTINGS, SPECS, SettingsError
 
 
-def given_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> dict[str, str]:
+def given_values(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings a user gave, as given, in the table's order: by name (an argument, a flag, on
     make's command line, which make hands on as environment) or as an environment variable that is
     not blank (from_env takes an empty one as unset)."""
-    overrides = dict(overrides)
+    overrides = dict(overrides or {})
     return {name: overrides.get(name, env.get(name, "")) for name in SPECS
             if name in overrides or env.get(name, "").strip()}
 
 
-def named_values(env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> dict[str, str]:
+def named_values(env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings a user gave by name for this command: an argument, a flag, or on make's command
     line (TFLAB_MAKE_VARIABLES). An exported variable is not among them: one environment serves
     every command, so each takes from it only what it reads."""
-    named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+    named = set(overrides or {}) | set(env.get(MAKE_VARIABLES_ENV, "").split())
     return {name: value for name, value in given_values(env, overrides).items() if name in named}
 
 
-def refuse_empty_inputs(command: str, env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> None:
+def refuse_empty_inputs(command: str, env: Mapping[str, str], overrides: Mapping[str, str] | None = None) -> None:
     """`make up TRAINJOB=$JOB`, `TFJOB=$JOB make up`, `tflab up SCRIPT=` with the variable unset:
     an empty file or version setting (Setting.left_out) would run the lab's own job, and pass in
     CI. Refused given by name (to any command, as from_env does) and set empty in the environment
     for a command that reads it, as `make down RUN=` is; an exported empty variable of a setting the
     command never reads is none of its business (one environment serves every command)."""
-    overrides = dict(overrides)
-    named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+    overrides = dict(overrides or {})
+    named = set(overrides or {}) | set(env.get(MAKE_VARIABLES_ENV, "").split())
     for spec in SETTINGS:
         raw = overrides.get(spec.name, env.get(spec.name))
         if spec.left_out and raw is not None and not raw.strip() and (spec.name in named or command in spec.commands):

@@ -86,7 +86,7 @@ class Beneath:
             os.close(self.fd)
             self.fd = -1
 
-    def _error(self, error: OSError, where) -> OSError:
+    def _error(self, error: OSError, where) -> OSError | Refused:
         """FileNotFoundError stays what it is (a reader may take it as "not yet"); a link, a file
         where a folder should be and the like become Refused, naming the path."""
         if error.errno == errno.ENOENT:
@@ -294,7 +294,8 @@ class Beneath:
     def walk(self, relative: str, suffix: str, depth: int = 8, most: int = 10000) -> list[str]:
         """The regular files under a folder whose names end in `suffix`, as paths relative to this
         folder: no link followed, at most `depth` folders down and `most` entries looked at."""
-        found, stack, seen = [], [(relative, 0)], 0
+        found: list[str] = []
+        stack, seen = [(relative, 0)], 0
         while stack:
             folder, level = stack.pop()
             try:

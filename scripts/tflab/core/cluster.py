@@ -20,12 +20,38 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from tflab.core.settings import Settings
 
 PORT = 2222
 EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evaluator
+
+
+class RunCluster(Protocol):
+    """What the runner, the summary, the progress printers, config.json and make chaos read of a run's
+    cluster: the names every kind of run's cluster has, the lab's own (Cluster) and a replayed job's
+    (backends/replay/stack.py's ReplayCluster, its replicas as tasks). What only the lab's own has (its
+    jobs, each task's TF_CONFIG environment, readdressed) is read from a Cluster by name."""
+
+    @property
+    def tasks(self) -> list[str]: ...
+    @property
+    def chief(self) -> str: ...
+    @property
+    def chiefs(self) -> list[str]: ...
+    @property
+    def trainers(self) -> list[str]: ...
+    @property
+    def servers(self) -> list[str]: ...
+    @property
+    def evaluators(self) -> list[str]: ...
+    @property
+    def spec(self) -> Mapping[str, Sequence[str]]: ...
+
+    def role(self, task: str) -> str: ...
+
+    def tf_configs(self) -> dict[str, dict | None]: ...
 
 
 @dataclass(frozen=True)
@@ -245,12 +271,12 @@ def trainjob_tf_config_env(hostname: str, index: int, nodes: int, port: int = PO
 
 def local_addresses(ports: Sequence[int]):
     """An address function for the local backend: the i-th task overall gets localhost:ports[i]."""
-    ports = iter(ports)
+    free = iter(ports)
     assigned: dict[tuple[str, int], str] = {}
 
     def address(job: str, index: int) -> str:
         if (job, index) not in assigned:
-            assigned[(job, index)] = f"localhost:{next(ports)}"
+            assigned[(job, index)] = f"localhost:{next(free)}"
         return assigned[(job, index)]
 
     return address

@@ -476,19 +476,21 @@ def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
         # deadlock the program will meet again (PEER_DONE_SIGNATURES: a chief-only save, ...).
         repeats = [(e, s) for e in failed if (s := match(e)) and s in PEER_DONE_SIGNATURES]
         if repeats:
-            evidence, signature = repeats[0]
-            return True, (f"{evidence.task} deadlocked in a way a restart repeats ({signature.name}); restarting "
+            repeating, deadlock = repeats[0]
+            return True, (f"{repeating.task} deadlocked in a way a restart repeats ({deadlock.name}); restarting "
                           "all the same, as RESTART_POLICY=OnFailure does: it will stall again")
         return True, ""
     if not failed:
         return True, ""
-    killed, lost_peer, permanent = [], [], []
+    killed: list[Evidence] = []
+    lost_peer: list[Evidence] = []
+    permanent: list[Evidence] = []
     for evidence in failed:
         signature = match(evidence)
         if signature and signature.retry is False:
             return False, (f"{evidence.task} failed in a way a restart repeats ({signature.name}), "
                            "RESTART_POLICY=ExitCode")
-        if evidence.exit_code >= FIRST_SIGNAL_CODE or evidence.exit_code == PREEMPTED:
+        if (evidence.exit_code or 0) >= FIRST_SIGNAL_CODE or evidence.exit_code == PREEMPTED:
             killed.append(evidence)
         elif signature and signature.retry:
             lost_peer.append(evidence)
@@ -511,7 +513,8 @@ def script_warnings(path: Path, strategy: str) -> list[str]:
     except (OSError, SyntaxError, ValueError):
         return []
     found = []
-    keras_3 = [node.lineno for node in ast.walk(tree) if _imports_keras_3(node)]
+    keras_3 = [node.lineno for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) and _imports_keras_3(node)]
     if keras_3 and strategy == "multiworker":
         found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
                      f"MultiWorkerMirroredStrategy ({KERAS_ISSUE}); fix: {BY_NAME['keras3-multiworker'].fix}")

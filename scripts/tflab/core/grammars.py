@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from tflab.core import task, versions
@@ -52,40 +53,68 @@ IMAGE_PATTERN = re.compile(
 
 # Every pattern here spells its digits [0-9]: Python's \d and str.isdigit also take other
 # scripts' digits (٣, ²), which int() may refuse or Docker and Kubernetes would.
-def integer(low: int, high: int) -> Callable[[str, str], int]:
-    def parse(name: str, raw: str) -> int:
+# integer, number and choice are callables that also say what they take (range, choices), for the
+# property test (tests/unit/test_settings_property.py).
+@dataclass(frozen=True)
+class Integer:
+    low: int
+    high: int
+
+    @property
+    def range(self) -> tuple[int, int]:
+        return self.low, self.high
+
+    def __call__(self, name: str, raw: str) -> int:
+        low, high = self.low, self.high
         if not re.fullmatch(r"[+-]?[0-9]{1,20}", raw) or not low <= int(raw) <= high:
             raise SettingsError(f"{name}={raw} is not allowed: expected an integer from {low} to {high}")
         return int(raw)
 
-    parse.range = (low, high)  # for the property test (tests/unit/test_settings_property.py)
-    return parse
+
+def integer(low: int, high: int) -> Integer:
+    return Integer(low, high)
 
 
 DECIMAL = re.compile(r"[0-9]{1,12}(?:\.[0-9]{0,12})?|\.[0-9]{1,12}")
 
 
-def number(low: float, high: float, what: str = "seconds", zero: str = "") -> Callable[[str, str], float]:
+@dataclass(frozen=True)
+class Number:
     """A decimal number from low to high (or exactly 0, where `zero` says what it means)."""
-    def parse(name: str, raw: str) -> float:
+    low: float
+    high: float
+    what: str = "seconds"
+    zero: str = ""
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return self.low, self.high
+
+    def __call__(self, name: str, raw: str) -> float:
+        low, high, zero = self.low, self.high, self.zero
         value = float(raw) if DECIMAL.fullmatch(raw) else float("nan")
         if not (low <= value <= high or (zero and value == 0)):  # also false for nan
-            expected = f"{what} from {low:g} to {high:g}" + (f", or 0 ({zero})" if zero else "")
+            expected = f"{self.what} from {low:g} to {high:g}" + (f", or 0 ({zero})" if zero else "")
             raise SettingsError(f"{name}={raw} is not allowed: expected {expected}")
         return value
 
-    parse.range = (low, high)
-    return parse
+
+def number(low: float, high: float, what: str = "seconds", zero: str = "") -> Number:
+    return Number(low, high, what, zero)
 
 
-def choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
-    def parse(name: str, raw: str) -> str:
-        if raw not in choices:
-            raise SettingsError(f"{name}={raw} is not allowed: expected one of {', '.join(choices)}")
+@dataclass(frozen=True)
+class Choice:
+    choices: tuple[str, ...]
+
+    def __call__(self, name: str, raw: str) -> str:
+        if raw not in self.choices:
+            raise SettingsError(f"{name}={raw} is not allowed: expected one of {', '.join(self.choices)}")
         return raw
 
-    parse.choices = choices
-    return parse
+
+def choice(choices: tuple[str, ...]) -> Choice:
+    return Choice(choices)
 
 
 def run_id(name: str, raw: str) -> str:
@@ -107,8 +136,8 @@ def compare(name: str, raw: str) -> str:
         what = f"entry {bad[0]}" if bad else "a repeated entry" if entries else "nothing"
         raise SettingsError(f"{name}={raw!r} is not allowed ({what}): expected distinct entries such as "
                             "single mirrored-2 multiworker-4 parameter-server-2")
-    for entry in entries:
-        count = COMPARE_ENTRY.fullmatch(entry).group(3)
+    for match in filter(None, map(COMPARE_ENTRY.fullmatch, entries)):  # every entry, matched above
+        entry, count = match.group(0), match.group(3)
         if count is not None and not 1 <= int(count) <= MAX_TASKS:
             raise SettingsError(f"{name}={raw!r} is not allowed (entry {entry}): expected a count from 1 to "
                                 f"{MAX_TASKS}, such as {entry.rsplit('-', 1)[0]}-2")
@@ -289,7 +318,7 @@ DATA_DIR = "/lab/data"  # where DATA is mounted in a task, read-only ($TFLAB_DAT
 
 def script_env_pairs(raw: str) -> list[tuple[str, str]]:
     """SCRIPT_ENV's NAME=value entries, split as a shell would (quote a value with spaces)."""
-    return [tuple(entry.split("=", 1)) for entry in shlex.split(raw)]
+    return [(name, value) for name, value in (entry.split("=", 1) for entry in shlex.split(raw))]
 
 
 def script_env_hint(name: str, given: Mapping[str, str]) -> str:
@@ -335,8 +364,8 @@ CLAIM_ENTRY = re.compile(r"([^=,]*)=([^,]*?)(?::(ro|rw))?")
 def claim_folders(raw: str) -> dict[str, tuple[str, bool]]:
     """CLAIMS's entries: claim name -> (its folder, read-only). Checked by _claims already."""
     found = {}
-    for entry in filter(None, raw.split(",")):
-        name, folder, mode = CLAIM_ENTRY.fullmatch(entry).groups()
+    for match in filter(None, map(CLAIM_ENTRY.fullmatch, filter(None, raw.split(",")))):
+        name, folder, mode = match.groups()
         found[name] = (folder, mode == "ro")
     return found
 

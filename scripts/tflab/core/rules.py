@@ -14,7 +14,7 @@ import difflib
 import functools
 import json
 from dataclasses import dataclass
-from typing import Callable, Mapping, TypeVar
+from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from tflab.core import versions
 from tflab.core.backends import capabilities, those_with
@@ -41,7 +41,8 @@ class Setting:
     parse: Callable[[str, str], object]  # text -> value, the same on the host and in the trainer
     allowed: str  # what a user may give, for errors and the settings table
     doc: str
-    on_host: Callable[[str, object], object] | None = None  # checks of the host's files, from_env only
+    # Checks of the host's files, from_env only: a path setting's parsed text -> the text it keeps.
+    on_host: Callable[[str, str], str] | None = None
     # The commands that read it; given by name to any other, it is refused. Most are a run's.
     commands: tuple[str, ...] = RUNS
     # `tflab up TFJOB=`: why the TFJob decides this setting instead (then it is refused with TFJOB),
@@ -71,15 +72,51 @@ class Setting:
         return cls(name=field.name.upper(), default=field.default, **field.metadata)
 
 
-@functools.cache
 def specs_of(settings: type) -> dict[str, Setting]:
     """NAME -> Setting for every field of a settings dataclass, in declaration order."""
+    return _specs_of(settings)
+
+
+# Cached apart from specs_of: mypy takes no `type[T]` of a TypeVar (the rules' cls) for the Hashable
+# a cached function's arguments must be (python/mypy#11470, #20409), while a plain `type` it takes.
+@functools.cache
+def _specs_of(settings: type) -> dict[str, Setting]:
     return {spec.name: spec for spec in map(Setting.of, dataclasses.fields(settings))}
 
 
 class SettingsRules:
     """What every `Settings` does beyond holding its values (the dataclass itself, one field per
     setting with its default and rules, is declared in core/settings.py)."""
+
+    # What the rules read of the settings, as the type checker (pyproject.toml's [tool.mypy]) holds
+    # every subclass to it: the dataclass's own fields, each declared there with its default and
+    # grammar. Annotations only: a class that is no dataclass gives a dataclass below it no field,
+    # and core/settings.py (_check_declared_types) holds each name to a field of Settings.
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+    strategy: str
+    workers: int
+    replicas: int
+    gpus: str
+    ps: int
+    chief: int
+    evaluator: int
+    global_batch: int
+    examples: int
+    loop: str
+    collective: str
+    backend: str
+    platform: str
+    tf: str
+    keras: str
+    heal: str
+    scenario: str
+    script: str
+    args: str
+    script_env: str
+    data: str
+    tfjob: str
+    trainjob: str
+    claims: str
 
     @property
     def gpu_indexes(self) -> tuple[str, ...]:
@@ -101,12 +138,13 @@ class SettingsRules:
         return self.examples // self.global_batch
 
     @classmethod
-    def from_env(cls: type[AnySettings], env: Mapping[str, str], overrides: Mapping[str, str] = ()) -> AnySettings:
+    def from_env(cls: type[AnySettings], env: Mapping[str, str],
+                 overrides: Mapping[str, str] | None = None) -> AnySettings:
         """Settings from NAME=value pairs: `overrides` win over `env`; unknown overrides are refused,
         and so are the Makefile's command-line variables that are no setting (check_make_variables).
         An empty environment variable is the default; a value given by name (an argument, a make
         variable), and a blank one anywhere, is refused empty where the table allows no empty one."""
-        overrides, specs = dict(overrides), specs_of(cls)
+        overrides, specs = dict(overrides or {}), specs_of(cls)
         unknown = sorted(set(overrides) - set(specs))
         if unknown:
             close = difflib.get_close_matches(unknown[0].upper(), specs, n=1, cutoff=0.6)
@@ -129,7 +167,10 @@ class SettingsRules:
                                     f"expected {spec.allowed} (leave {name} out for {_shown_default(spec)})")
             _one_line(name, raw.strip())
             value = spec.parse(name, raw.strip())
-            values[spec.field] = spec.on_host(name, value) if spec.on_host else value
+            if spec.on_host:
+                assert isinstance(value, str), f"{name}: on_host on a setting of {type(value)}"  # settings.py: str only
+                value = spec.on_host(name, value)
+            values[spec.field] = value
         return cls(**values).validated()
 
     @classmethod

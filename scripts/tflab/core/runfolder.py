@@ -32,6 +32,7 @@ from typing import Any, Mapping
 
 from tflab.core import beneath, foreign
 from tflab.core import task as task_contract
+from tflab.core.cluster import RunCluster
 from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
@@ -420,7 +421,7 @@ def live_owner(run_dir: Path) -> int | None:
     return owner_of(run_dir).pid
 
 
-def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster, **more) -> dict:
+def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster: RunCluster, **more) -> dict:
     """config.json: the settings, the cluster spec, every task and its TF_CONFIG (cluster.Cluster's
     names: spec, tasks, tf_configs). The one writer of it, for the lab's runs and a replay's, whose
     settings are what its manifest says (a mapping, tfjob.replay_settings) and whose cluster is its
@@ -437,7 +438,7 @@ def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster, **mo
     }
 
 
-def write_config(run_dir: Path, settings: "Settings | Mapping[str, Any]", cluster, **more) -> None:
+def write_config(run_dir: Path, settings: "Settings | Mapping[str, Any]", cluster: RunCluster, **more) -> None:
     write_lab_json(run_dir, CONFIG, run_config(settings, run_dir.name, cluster, **more))
 
 
@@ -482,7 +483,7 @@ def read_config(run_dir: Path) -> dict:
     return data
 
 
-def read_run_config(path: Path) -> tuple[dict, Settings]:
+def read_run_config(path: str | Path) -> tuple[dict, Settings]:
     """A run's config.json and its settings, checked as the host checks them (from_dict), for
     the trainer and the script launcher; SettingsError (one line naming the file and the field)
     for anything else."""

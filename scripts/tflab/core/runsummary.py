@@ -12,7 +12,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 from tflab.core import foreign
 from tflab.core.foreign import ForeignFile
@@ -25,6 +25,8 @@ SUMMARY_VERSION = 1  # 1: the first versioned summary (2026-12); a file without 
 class Record(Mapping):
     """A typed record that also reads as the dict its JSON is: `summary.ok` and `summary["ok"]`
     both work, so tests written against the JSON (the fixture's users' among them) keep working."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # every Record is a dataclass
 
     def __getitem__(self, key: str):
         if key not in self._keys():
@@ -165,7 +167,7 @@ CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
 # preemption.result_line), so each is checked as the lab writes it.
 NONE = type(None)
 NUMBER = (int, float)
-INSIDE = {
+INSIDE: dict[str, dict[str, tuple[type, ...]]] = {
     "restored": {"epoch": (int,), "step": (int,)},  # summary.py
     "evals": {"epoch": (int,), "step": (int,), "loss": NUMBER},  # summary.py
     "resumes": {"attempt": (int,), "resumed": (bool, NONE), "words": (str,)},  # resume.resumes
@@ -195,7 +197,7 @@ def checked_record(kind, data: Any, where: str):
         raise SummaryError(f"{where.rstrip('.') or 'the summary'} is a JSON {type(data).__name__}, not an object")
     known = {f.name: f for f in dataclasses.fields(kind)}
     for name, field in known.items():
-        value = data.get(name)
+        value: Any = data.get(name)  # JSON from a file, checked below against the field's type
         if name not in data:
             if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
                 raise SummaryError(f"{where}{name} is missing")

@@ -28,7 +28,8 @@ NUMBER = (int, float)
 # its epochs, and says so (loss_value reads either back as a float).
 NONFINITE = ("nan", "inf", "-inf")
 LOSS = (int, float, str)
-COMMON = {"event": str, "task": str, "time": NUMBER}
+Kinds = dict[str, "type | tuple[type, ...]"]  # field -> the JSON types it may hold
+COMMON: Kinds = {"event": str, "task": str, "time": NUMBER}
 # trainer: the lab's training script; server: parameter_server's workers and ps, which only
 # serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/trainer/launch.py;
 # evaluator: EVALUATOR=1's evaluator-0, which evaluates the chief's checkpoints.
@@ -90,11 +91,11 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # How many of the weights were NaN or infinite (the audit's since issue 36).
     "audit_weights": {"nonfinite": int},
 }
-LAB_START = {"baseline_loss": NUMBER}  # what the lab's own data set scores predicting 0
-SCRIPT_END = {"exit_code": int}  # the user's script's own exit code
-TRAINER_END = {"final_loss": LOSS, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
+LAB_START: Kinds = {"baseline_loss": NUMBER}  # what the lab's own data set scores predicting 0
+SCRIPT_END: Kinds = {"exit_code": int}  # the user's script's own exit code
+TRAINER_END: Kinds = {"final_loss": LOSS, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
-EVALUATOR_END = {"evaluations": int}
+EVALUATOR_END: Kinds = {"evaluations": int}
 OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "imported", "audit_batch", "audit_pass", "audit_write",
                    "audit_weights")
 # What readers index in any record they take (the runner's restart decision, chaos's timing), so
@@ -149,7 +150,7 @@ def problems(record: dict, partial: bool = False) -> list[str]:
     if event == "start" and role in ("trainer", "server", "evaluator"):
         fields.update(LAB_START)
     if event == "end":
-        fields.update({"trainer": TRAINER_END, "script": SCRIPT_END, "evaluator": EVALUATOR_END}.get(role, {}))
+        fields.update({"trainer": TRAINER_END, "script": SCRIPT_END, "evaluator": EVALUATOR_END}.get(role or "", {}))
     optional = OPTIONAL_FIELDS.get(event, {})
     for name, kind in {**fields, **optional}.items():
         if name not in record:
@@ -284,7 +285,7 @@ def parse_events(data: bytes) -> Events:
 class EventLog:
     """Appends validated events to one task's JSONL file, flushed line by line."""
 
-    def __init__(self, path: Path, task: str):
+    def __init__(self, path: str | Path, task: str):
         self.path = Path(path)
         self.task = task
         # Several processes append to one task's log (the launcher, the script's observer and

@@ -77,7 +77,7 @@ OWN_IMAGE = f"the TFJob's containers run their own image, built or pulled before
 # or float), as the dataclass reads it from the annotation; so `Optional`, as Python 3.9 (the
 # oldest pyproject.toml allows) has no `X | None` at run time.
 def setting(default: object, parse: Callable[[str, str], object], allowed: str, doc: str, *,
-            on_host: Optional[Callable[[str, object], object]] = None, commands: tuple[str, ...] = RUNS,
+            on_host: Optional[Callable[[str, str], str]] = None, commands: tuple[str, ...] = RUNS,
             tfjob: str = "", refused: Optional[Mapping[str, str]] = None, left_out: str = "") -> Any:
     """A field of Settings, declaring its setting: the default, and in the field's metadata the rest
     of the `Setting` (core/rules.py says what each part is for)."""
@@ -385,10 +385,18 @@ SETTINGS: tuple[Setting, ...] = tuple(SPECS.values())
 
 
 def _check_declared_types() -> None:
-    """A field's type is its default's, str, int or float: config.json and its checks rely on it."""
-    for field in dataclasses.fields(Settings):
+    """A field's type is its default's, str, int or float: config.json and its checks rely on it. A
+    check of the host's files (on_host) is a text setting's. And every setting the rules read
+    (SettingsRules' annotations, core/rules.py) is a field here."""
+    fields = dataclasses.fields(Settings)
+    for field in fields:
         if field.type not in (str, int, float) or type(field.default) is not field.type:
             raise TypeError(f"Settings.{field.name}: {field.default!r} is no {field.type}; expected str, int or float")
+        if field.metadata["on_host"] is not None and field.type is not str:
+            raise TypeError(f"Settings.{field.name}: on_host on a {field.type}; expected it on str settings only")
+    undeclared = set(SettingsRules.__annotations__) - {field.name for field in fields} - {"__dataclass_fields__"}
+    if undeclared:
+        raise TypeError(f"SettingsRules reads {', '.join(sorted(undeclared))}, no field of Settings")
 
 
 _check_declared_types()

@@ -163,8 +163,9 @@ class Changes:
         except OSError:
             return None
 
-    def _follow(self, process: subprocess.Popen, since: float) -> None:
-        while True:
+    def _follow(self, process: subprocess.Popen | None, since: float) -> None:
+        while process is not None:
+            assert process.stdout is not None  # _open pipes it
             for _ in process.stdout:
                 self.report()
             until = since + self.SPAN_SECONDS
@@ -175,8 +176,6 @@ class Changes:
                 if self.closed:
                     break
                 process = self.process = self._open(since)
-            if process is None:
-                break
         with self.lock:
             self.process = None  # the stream ended: from now on every ask reads again
 
@@ -385,6 +384,7 @@ def copy_between(source: str, path: str, target: str, into: str, timeout: float 
     both created or stopped, as a tar stream through this client: `docker cp` out, `docker cp` in.
     Nothing runs in either container, so neither's platform matters."""
     out = subprocess.Popen(command("cp", f"{source}:{path}", "-"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert out.stdout is not None and out.stderr is not None  # both piped
     try:
         copied = subprocess.run(command("cp", "-", f"{target}:{into}"), stdin=out.stdout, capture_output=True,
                                 timeout=timeout)

@@ -48,7 +48,7 @@ class Guard:
     def watch_group(self, pid: int) -> None:
         """A task process that leads its own process group (BACKEND=local): killed with its group
         if the lab dies. Its start time goes along, so a pid reused meanwhile is left alone."""
-        if self.process is None:
+        if self.process is None or self.process.stdin is None:  # stdin: piped where there is a process
             return
         try:
             self.process.stdin.write(f"group {pid} {processes.process_start(pid)}\n".encode())
@@ -59,7 +59,7 @@ class Guard:
     def release(self) -> None:
         """The run removed itself: the reaper exits without touching anything."""
         process, self.process = self.process, None
-        if process is None:
+        if process is None or process.stdin is None:
             return
         try:
             process.stdin.write(RELEASED)

@@ -35,14 +35,14 @@ class Chaos(RunObserver):
     """One fault in one run: a backend.RunObserver that the runner ticks at every poll. It times
     the fault and records it; the fault itself (registry.FAULTS[SCENARIO]) acts."""
 
-    def __init__(self, settings: Settings, the_cluster=None):
+    def __init__(self, settings: Settings, the_cluster: cluster.RunCluster | None = None):
         """`the_cluster`: a replayed job's (replay.stack.ReplayCluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
         self.kind, _, value = settings.at.partition(":")
         self.at = float(value)
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
-        self.cluster = the_cluster or cluster.build(settings)  # the tasks it may act on
+        self.cluster: cluster.RunCluster = the_cluster or cluster.build(settings)  # the tasks it may act on
         # A replayed job's cluster carries its plan, and the setting that named its file.
         plan = getattr(self.cluster, "plan", None)
         self.replayed: str | None = plan.setting if plan is not None else None
@@ -53,7 +53,10 @@ class Chaos(RunObserver):
         self.target = settings.target or (workers[-1] if workers else self.cluster.chief)
         self.settings = settings
         self.run_dir: Path | None = None
-        self.injected_at = self.healed_at = self.detected_at = self.recovered_at = None
+        self.injected_at: float | None = None
+        self.healed_at: float | None = None
+        self.detected_at: float | None = None
+        self.recovered_at: float | None = None
         self.fault = fault(self)
 
     @property
@@ -101,6 +104,7 @@ class Chaos(RunObserver):
 
     def record(self, event: str, **fields) -> None:
         line = {"event": event, "time": time.time(), "scenario": self.scenario, "target": self.target, **fields}
+        assert self.run_dir is not None  # the first tick set it, before anything is recorded
         with runfolder.lab_space(self.run_dir) as folder, folder.append(runfolder.CHAOS_LOG) as log:
             log.write((json.dumps(line) + "\n").encode())
         console.say(f"chaos: {event} {json.dumps(fields) if fields else ''}".rstrip())
@@ -130,6 +134,7 @@ class Chaos(RunObserver):
                 self.record("recovered", seconds=self.recovered_at - self.injected_at)
 
     def _events(self, task: str, event: str) -> list[dict]:
+        assert self.run_dir is not None  # tick() and unchecked() set it first
         return by_event(runfolder.events(self.run_dir, task), event)
 
     def _due(self, run_dir: Path) -> bool:

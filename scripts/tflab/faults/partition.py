@@ -33,22 +33,22 @@ class Partition(Fault):
 
     def tick(self, backend, codes: dict) -> None:
         if self.cut_again is not None:
-            self._cut_again(backend)
+            self._cut_again(backend, self.cut_again)
 
     def after_restart(self, backend) -> None:
         """A restart reconnects the recreated container (Compose does): one never undone is cut again."""
         if self.chaos.pending and self.chaos.heal is None:
             self.cut_again = time.time()
-            self._cut_again(backend)
+            self._cut_again(backend, self.cut_again)
 
-    def _cut_again(self, backend) -> None:
+    def _cut_again(self, backend, since: float) -> None:
         """Cuts the restarted target off; until a swarm has given it a container (Compose has at
         once), it is tried again at every tick, for CUT_AGAIN_SECONDS at most."""
         try:
             result = backend.cut_off(self.target)
         except LabError as error:
             result = subprocess.CompletedProcess([], 1, "", str(error))
-        if result.returncode == 0 or time.time() > self.cut_again + CUT_AGAIN_SECONDS:
+        if result.returncode == 0 or time.time() > since + CUT_AGAIN_SECONDS:
             self.cut_again = None
             self.chaos.record("cut again after the restart", ok=result.returncode == 0,
                               **({"error": result.stderr.strip()} if result.returncode else {}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
+from tflab.core.cluster import RunCluster
 from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.faults.base import Fault
@@ -14,7 +15,7 @@ class SlowNode(Fault):
 
     name = "slow-node"
 
-    def check(self, settings: Settings, the_cluster) -> None:
+    def check(self, settings: Settings, the_cluster: RunCluster) -> None:
         docker.check_cpus("SLOW_CPUS", settings.slow_cpus)
 
     def words(self) -> str:

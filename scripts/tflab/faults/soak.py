@@ -45,7 +45,10 @@ def soak(settings: Settings) -> int:
     for index, trial in enumerate(trials):
         console.say(f"--- soak {index + 1} of {settings.soak}: {Chaos(trial).fault_words()}")
         runner.up(trial, link_latest=False, observer=Chaos(trial))
-        results.append(Summary.read(folder / trial.run).chaos)
+        chaos = Summary.read(folder / trial.run).chaos
+        if chaos is None:  # a summary written by hand, or by another version
+            raise LabError(f"{folder / trial.run}: its summary.json has no chaos record, which every soak run writes")
+        results.append(chaos)
     outcomes = ("survived", "ended cleanly", "hung")
     counts = {outcome: sum(r["outcome"] == outcome for r in results) for outcome in outcomes}
     detection = [r["detection_seconds"] for r in results if r["detection_seconds"] is not None]

@@ -78,6 +78,7 @@ from tflab.images.record import (
     REPOSITORY,
     SCRIPT_IMAGE,
     building,
+    existing_id,
     image_id,
     record_built,
     remove_built,
@@ -337,21 +338,21 @@ def remove_rebuildable() -> None:
     print("tflab: removed the wheelhouses")
 
 
-def ensure_keras_layer(image: Variant, base: str, base_id: str, native: str) -> str:
+def ensure_keras_layer(image: Variant, parent: Variant, base: str, base_id: str, native: str) -> str:
     """A Keras release's packages image: its parent's (built unless it exists), with the TF line's
     Keras uninstalled and the release's wheels installed, committed; its tag."""
     tag = packages_tag(image, base_id)
     if image_id(tag):
         return tag
-    parent = ensure_packages(image.parent, base, base_id, native)
+    parent_tag = ensure_packages(parent, base, base_id, native)
     ensure_wheels(image)
     wanted = pinned_wheels(image)
-    say(f"making {tag} on {parent}: Keras from {image.requirements.relative_to(REPO)} ({len(wanted)} wheel(s))")
+    say(f"making {tag} on {parent_tag}: Keras from {image.requirements.relative_to(REPO)} ({len(wanted)} wheel(s))")
     files = {"install-keras.sh": KERAS_INSTALL_SCRIPT, "requirements.txt": image.requirements,
              **{f"wheels/{wheel.name}": wheel for wheel in wanted}}
     with builder.context(image.wheels.parent, files) as context:
         code, tail = builder.install_and_commit(
-            parent, context, "/tmp/tflab-install", ["sh", "/tmp/tflab-install/install-keras.sh"], tag,
+            parent_tag, context, "/tmp/tflab-install", ["sh", "/tmp/tflab-install/install-keras.sh"], tag,
             [*PACKAGES_CONFIG, f"LABEL {IMAGE_LABEL}"], IMAGE_LABEL, f"making {tag}", say,
             progress.InstallCounter(len(wanted)), foreign_platform(image, native))
     if code != 0:
@@ -374,7 +375,7 @@ def pinned_wheels(image: Variant) -> list[Path]:
 def ensure_packages(image: Variant, base: str, base_id: str, native: str) -> str:
     """The packages image for this variant on this base, built unless it exists; its tag."""
     if image.parent is not None:
-        return ensure_keras_layer(image, base, base_id, native)
+        return ensure_keras_layer(image, image.parent, base, base_id, native)
     tag = packages_tag(image, base_id)
     if image_id(tag):
         return tag
@@ -415,7 +416,7 @@ def ensure_image(base_image: str = "", image: Variant | None = None) -> str:
     base = ensure_base(base_image, image.platform, native)
     if image.platform != native:
         check_emulation(image.platform, base)
-    base_id = image_id(base)
+    base_id = existing_id(base)
     tag = image_tag(image, base_id)
     if image_id(tag):
         return tag

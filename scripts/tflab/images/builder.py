@@ -86,9 +86,9 @@ class LegacyOutput:
             self._cached = False
         elif line == "---> Using cache":
             self._cached = True
-        elif IMAGE.match(line) and self.stage_images:
+        elif (image := IMAGE.match(line)) and self.stage_images:
             if not self._cached and not self._from:  # a FROM's image is the base: never ours
-                self.stage_images[-1] = IMAGE.match(line).group(1)
+                self.stage_images[-1] = image.group(1)
             self._cached = self._from = False
         built = BUILT.match(line)
         if built:

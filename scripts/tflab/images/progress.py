@@ -46,11 +46,12 @@ class WheelCounter:
 
     def __call__(self, line: str) -> str | None:
         downloading, have = PIP_DOWNLOADING.search(line), PIP_HAVE.search(line)
-        if not downloading and not have:
+        if have:
+            self.count += 1
+            return f"wheel {self.count} of {self.expected}: {have.group(1).rsplit('/', 1)[-1]} (already here)"
+        if not downloading:
             return None
         self.count += 1
-        if have:
-            return f"wheel {self.count} of {self.expected}: {have.group(1).rsplit('/', 1)[-1]} (already here)"
         size = float(downloading.group(2)) * UNITS[downloading.group(3)]
         self.megabytes += size
         return (f"wheel {self.count} of {self.expected}: {downloading.group(1)} ({size:.1f} MB; "
@@ -86,6 +87,7 @@ def run_summarised(command: list[str], summarise: Callable[[str], str | None], s
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
+        assert process.stdout is not None  # piped
         for line in process.stdout:
             lines.put(line)
         lines.put(None)

@@ -14,6 +14,7 @@ import tempfile
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator
 
+from tflab.core.errors import LabError
 from tflab.engine import docker
 from tflab.home import LAB_HOME as REPO
 from tflab.images import builder
@@ -31,6 +32,15 @@ BUILT = REPO / "images/trainer/.built.json"  # {"images": [tags this checkout bu
 def image_id(name: str) -> str | None:
     result = docker.image_inspect(name, "{{.Id}}")
     return result.stdout.strip() if result.returncode == 0 else None
+
+
+def existing_id(name: str) -> str:
+    """The id of an image the lab has just built, pulled or found; LabError where the engine no
+    longer has it (removed meanwhile), instead of a tag computed from no id."""
+    found = image_id(name)
+    if found is None:
+        raise LabError(f"image {name} is no longer on the engine (removed while the lab was using it?); run again")
+    return found
 
 
 def built_images(key: str = "images") -> list[str]:
@@ -69,7 +79,8 @@ def _built_record_changed() -> Iterator[dict]:
 
 def record_built(tag: str, key: str = "images") -> None:
     with _built_record_changed() as record:
-        recorded = record.get(key) if isinstance(record.get(key), list) else []
+        old = record.get(key)
+        recorded = old if isinstance(old, list) else []
         record[key] = [*[old for old in recorded if old != tag], tag]
 
 

@@ -111,7 +111,7 @@ def _loader():
             # reviewer would read the first, the lab would run the second. Checked as composed,
             # before a `<<` merge adds keys (which the mapping's own may override).
             node = super().compose_mapping_node(anchor)
-            seen = {}
+            seen: dict[tuple[str, object], int] = {}  # (tag, value) -> its line
             for key_node, _ in node.value:
                 if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
                     key = (key_node.tag, key_node.value)

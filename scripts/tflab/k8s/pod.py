@@ -30,7 +30,8 @@ HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
 BINARY_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-MEMORY_FACTORS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, **BINARY_MEMORY_UNITS}
+MEMORY_FACTORS: dict[str | None, int] = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+MEMORY_FACTORS.update(BINARY_MEMORY_UNITS.items())
 # MEMORY's units as Kubernetes writes them: Docker's 512m is 512 MiB; Kubernetes' 512m is 0.512 bytes.
 MEMORY_UNITS = {docker: unit for docker, factor in DOCKER_MEMORY_FACTORS.items()
                 for unit, same in BINARY_MEMORY_UNITS.items() if factor == same}
@@ -180,7 +181,7 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     service["x-non-root"] = security.get("runAsNonRoot") is True and "runAsUser" not in security
     if security.get("readOnlyRootFilesystem") is True:
         service["read_only"] = True
-    volumes = {}
+    volumes: dict[str, dict] = {}  # folder of volumes/ -> what it holds (claim_folder)
     by_name = {}
     for number, volume in enumerate(field_of(pod, "volumes", list, where, [])):
         vwhere = f"{where}.volumes[{number}]"
@@ -188,7 +189,8 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         if volume["name"] in by_name:
             raise ManifestError(f"{vwhere}.name {volume['name']} names two volumes; each must be unique")
         by_name[volume["name"]] = (volume, vwhere)
-    mounts, tmpfs, targets = [], [], {}
+    mounts, tmpfs = [], []
+    targets: dict[str, str] = {}  # mountPath -> the mount that takes it
     for number, mount in enumerate(field_of(container, "volumeMounts", list, at, [])):
         mwhere = f"{at}.volumeMounts[{number}]"
         target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")

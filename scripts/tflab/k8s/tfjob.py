@@ -342,7 +342,7 @@ def take_config_map(document: dict, name: str, config_maps: dict[str, dict[str, 
 
 
 def describe(plan: Plan) -> str:
-    counts = {}
+    counts: dict[str, int] = {}
     for task in plan.tasks:
         counts[task.job] = counts.get(task.job, 0) + 1
     return f"{plan.kind} {plan.name} ({', '.join(f'{n} {job}' for job, n in counts.items())}) from {plan.path.name}"

@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 from tflab.core import cluster
 from tflab.core.backends import replays_on
@@ -267,7 +268,8 @@ def trainer_job(replicated_jobs: list, where: str) -> tuple[dict, str]:
     """The one replicated job Trainer v2 runs the nodes in: labelled as the trainer's ancestor,
     named `node` (its plugins address nodes as <trainjob>-node-0-<i>). Any other (a dataset or model
     initializer, a launcher) is refused: the lab replays the nodes alone."""
-    trainers, others = [], []
+    trainers: list[tuple[int, dict]] = []
+    others: list[tuple[int, dict]] = []
     for number, replicated in enumerate(replicated_jobs):
         labels = ((replicated.get("template") or {}).get("metadata") or {}).get("labels") or {}
         (trainers if labels.get(ANCESTOR_LABEL) == "trainer" else others).append((number, replicated))
@@ -457,7 +459,7 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
             data["config.json"] = readdressed_config(data["config.json"], plan.spec, name, nodes, said)
         config_maps.append(document)
     runtime_kind = writer.RUNTIME_KINDS[settings.k8s_runtime]
-    runtime_metadata = {"name": writer.runtime_name(name), "labels": dict(writer.FRAMEWORK_LABEL)}
+    runtime_metadata: dict[str, Any] = {"name": writer.runtime_name(name), "labels": dict(writer.FRAMEWORK_LABEL)}
     if runtime_kind == "TrainingRuntime":
         runtime_metadata["namespace"] = namespace
     job_template = {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},

@@ -332,7 +332,7 @@ def tfjob(settings: Settings, the_cluster: Cluster) -> dict:
     clean = "Running" if "ps" in spec else "None"
     run_policy = {"cleanPodPolicy": clean, "backoffLimit": settings.restarts,
                   "activeDeadlineSeconds": deadline(settings)}
-    body = {"runPolicy": run_policy}
+    body: dict[str, object] = {"runPolicy": run_policy}
     if "chief" not in spec:
         body["successPolicy"] = "AllWorkers"  # not worker-0 alone: the others' ends would be cut off
     body["tfReplicaSpecs"] = replica_specs

@@ -75,7 +75,8 @@ def run(folder: Path, label: str, settings: Settings) -> dict:
 def best_of(results: list[dict]) -> dict:
     """The run that reached its first step soonest, with the best steady throughput of them all."""
     done = [result for result in results if result["ok"]] or results
-    best = dict(min(done, key=lambda result: result.get("to_first_step", float("inf"))))
+    soonest = min(done, key=lambda result: result.get("to_first_step", float("inf")))
+    best = dict(soonest)
     best["examples_per_second"] = max(result.get("examples_per_second", 0) for result in done)
     best["steady_step_seconds"] = min(result.get("steady_step_seconds", float("inf")) for result in done)
     best["ok"] = all(result["ok"] for result in results)
@@ -163,7 +164,7 @@ def bench(settings: Settings) -> int:
     floor = (r["best"]["allreduce_seconds"] or 0) + (step["single-best"] or 0)
     size = docker.image_size(image)
     base = images.ensure_base(settings.base_image, trainer.platform, trainer.platform)
-    rebuild = imagebench.code_only_rebuild_seconds(trainer, images.packages_tag(trainer, images.image_id(base)))
+    rebuild = imagebench.code_only_rebuild_seconds(trainer, images.packages_tag(trainer, images.existing_id(base)))
     eight = r["eight"]
     eps = {name: result.get("examples_per_second") for name, result in r.items()}
     first = {name: result.get("to_first_step") for name, result in r.items()}

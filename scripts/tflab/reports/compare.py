@@ -15,8 +15,8 @@ def compare_runs(settings: Settings) -> list[tuple[str, Settings]]:
     """(label, settings) for each COMPARE entry, each checked: `mirrored-4` is STRATEGY=mirrored
     REPLICAS=4, `parameter-server-2` is STRATEGY=parameter_server WORKERS=2 (and PS)."""
     runs = []
-    for label in settings.compare.split():
-        match = COMPARE_ENTRY.fullmatch(label)
+    for match in filter(None, map(COMPARE_ENTRY.fullmatch, settings.compare.split())):  # each, as COMPARE checked
+        label = match.group(0)
         strategy = (match.group(1) or match.group(2)).replace("-", "_")
         count = int(match.group(3) or 1)
         size = {"mirrored": {"replicas": count}, "single": {}}.get(strategy, {"workers": count})
@@ -34,7 +34,7 @@ def compare(settings: Settings) -> int:
     runfolder.make(folder, link_latest=True)
     labels = [label for label, _ in entries]
     runfolder.write_json(folder / runfolder.COMPARE, {"settings": settings.to_dict(), "runs": labels})
-    codes = []
+    codes: list[int] = []
     for label, entry in entries:
         say(f"--- compare {folder.name}: {label} ({len(codes) + 1} of {len(entries)})")
         codes.append(runner.up(entry.replace(runs_dir=str(folder)), link_latest=False))

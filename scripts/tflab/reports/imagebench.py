@@ -72,7 +72,7 @@ def figures(runs: int = 3, base_image: str = "") -> list[str]:
     trainer = images.variant()
     tag = images.ensure_image(base_image, trainer)
     base = images.ensure_base(base_image, trainer.platform, trainer.platform)
-    packages = images.packages_tag(trainer, images.image_id(base))
+    packages = images.packages_tag(trainer, images.existing_id(base))
     wheels = sum(wheel.stat().st_size for wheel in trainer.wheels.glob("*.whl"))
     code = sum(path.stat().st_size for path in images.CODE.rglob("*.py"))
     size = docker.image_size(tag)

@@ -168,9 +168,9 @@ def sized(settings: Settings, given: Mapping[str, str]) -> Settings:
 def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]:
     """Every cell, with the settings of its run (None: n/a). A setting no cell can run with (a
     GLOBAL_BATCH the workers do not divide) is refused, naming the cell, before anything runs."""
-    planned = []
+    planned: list[tuple[Cell, Settings | None]] = []
     strategies = [replayed(settings)] if replayed(settings) else settings.strategies.split()
-    for tf in (settings.tf or " ".join(versions.canonical(word) for word in MATRIX_TF.split())).split():
+    for tf in (settings.tf or " ".join(versions.canonical(word) or word for word in MATRIX_TF.split())).split():
         for keras in (settings.keras or MATRIX_KERAS).split():
             for strategy in strategies:
                 cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run")
@@ -395,9 +395,10 @@ def plot(result: Matrix, path: Path) -> bool:
     return True
 
 
-def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
+def matrix(settings: Settings, given: Mapping[str, str] | None = None) -> int:
     """Runs every cell one after another; writes the matrix after each; 0 only if every cell that
     can be is ok."""
+    given = dict(given or {})
     settings = sized(settings, given)
     folder = runfolder.planned(settings)
     planned = plan(settings, folder)
@@ -437,7 +438,7 @@ def matrix(settings: Settings, given: Mapping[str, str] = ()) -> int:
             not_started(cell, error)
         else:
             try:
-                fill(cell, folder / cell.run)
+                fill(cell, folder / one.run)  # the cell's run (plan)
             except (LabError, OSError) as error:  # a run folder it cannot read: the cell failed, said so
                 cell.outcome, cell.what = "failed", f"its run folder could not be read: {error}"
             compare_with_single(cells, settings)  # the single cell may come before or after

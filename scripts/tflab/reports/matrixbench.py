@@ -44,7 +44,7 @@ def build_seconds(tf: str, variant: images.Variant | None = None) -> tuple[str, 
     its layer) or the code layer only."""
     variant = variant or images.tf_variant(tf)
     base = images.ensure_base("", variant.platform, variant.platform)
-    base_id = images.image_id(base)
+    base_id = images.existing_id(base)
     tag = images.image_tag(variant, base_id)
     if images.image_id(tag):
         return tag, None, False

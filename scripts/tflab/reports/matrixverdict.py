@@ -57,7 +57,7 @@ def verdict(cells: list) -> str:
     tfs = list(dict.fromkeys(versions.label(cell.tf) for cell in cells))
     span = f"{tfs[0]} → {tfs[-1]}" if len(tfs) > 1 else tfs[0]
     parts = releases_verdict(cells)
-    broken: dict[tuple[str, str, str], list[str]] = {}
+    broken: dict[tuple[str, str, str, bool], list[str]] = {}  # (strategy, keras, why, wrong) -> TF lines
     unfinished = [cell for cell in ran if cell.outcome in ("interrupted", "not run")]
     for cell in ran:
         if cell.outcome not in ("ok", "interrupted", "not run") and not versions.is_keras_release(cell.keras):

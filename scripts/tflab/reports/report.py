@@ -136,8 +136,9 @@ def status_of(summary: Summary | None, logs: dict[str, list[dict]]) -> str:
     bad = [row for row in summary.tasks if row.status != "ok"]
     first = bad[0] if bad else {"task": "?", "status": summary.outcome, "exit_code": None, "error": None}
     why = f"{first['task']} {first['status']} (exit {first['exit_code']})"
-    if first.get("error"):
-        why += f": {first['error'].splitlines()[0][:120]}"
+    error = first.get("error")
+    if isinstance(error, str) and error:
+        why += f": {error.splitlines()[0][:120]}"
     return f"{summary.outcome}: {why}"
 
 

@@ -53,10 +53,10 @@ def step_at(epochs: list[dict], moment: float, steps_per_epoch: int, first_step:
     return reached
 
 
-def checkpoint_step(reached: int, steps_per_epoch: int, backup: str) -> int | None:
+def checkpoint_step(reached: int | None, steps_per_epoch: int, backup: str) -> int | None:
     """The step of the last backup a task had at `reached` (BACKUP=epoch: the last whole epoch;
-    N: the last multiple of N); None where there is no backup."""
-    if backup == "off":
+    N: the last multiple of N); None where there is no backup, or no step known (no epoch logged)."""
+    if backup == "off" or reached is None:
         return None
     every = steps_per_epoch if backup == "epoch" else int(backup)
     return reached // every * every
@@ -105,8 +105,13 @@ class Preemption:
         self.target, self.notice, self.grace = target, settings.notice, float(settings.grace)
         self.steps_per_epoch, self.backup = settings.steps_per_epoch, settings.backup
         self.record = record  # chaos.Chaos.record: a line in chaos.jsonl and on the terminal
-        self.noticed_at = self.exited_at = self.training_again_at = None
-        self.step_at_notice = self.reached = self.checkpoint = self.exit_code = None
+        self.noticed_at: float | None = None
+        self.exited_at: float | None = None
+        self.training_again_at: float | None = None
+        self.step_at_notice: int | None = None
+        self.reached: int | None = None  # the step the target reached before it ended
+        self.checkpoint: int | None = None
+        self.exit_code: int | None = None
         self.killed = False
         self.resumed: dict[str, int] = {}
 
@@ -139,6 +144,7 @@ class Preemption:
             self._resumed(backend)
 
     def _exited(self, backend, code: int, now: float) -> None:
+        assert self.noticed_at is not None  # tick() hears of an exit only after the notice
         self.exited_at, self.exit_code = now, code
         if self.notice == "gce":
             runfolder.set_notice(backend.run_dir, self.target, False)  # its replacement is told nothing
@@ -162,6 +168,7 @@ class Preemption:
                 later[task] = (epochs[0]["time"], 0)  # no backup to restore: it started over
         if not later:
             return
+        assert self.noticed_at is not None  # tick() looks for a resume only after the exit, after the notice
         self.training_again_at = min(moment for moment, _ in later.values())
         self.resumed = {task: step for task, (_, step) in later.items()}
         if self.reached is None:  # it saved on the notice: it resumes exactly where it was

@@ -214,8 +214,10 @@ def run(what: LabRun, link_latest: bool = True, observer: RunObserver = NO_OBSER
     if hasattr(backend, "guard"):  # a backend of processes (local) tells the reaper their groups
         backend.guard = guard
     started = time.time()
-    outcome, stopped, interrupt, failure = "failed", [], None, None
-    codes, oom_killed = {task: None for task in backend.tasks}, {}
+    outcome, interrupt, failure = "failed", None, None
+    stopped: list[str] = []
+    codes: dict[str, int | None] = {task: None for task in backend.tasks}
+    oom_killed: dict[str, bool] = {}
     try:
         what.prepare()
         for line in what.announce():
@@ -400,7 +402,7 @@ def follow(backend: Backend, what: LabRun, printer, deadline: float,
             time.sleep(POLL_SECONDS)
             continue
         if condition == SUCCEEDED:
-            stopped = []
+            stopped: list[str] = []
             if running:
                 say(what.done_line.format(running=", ".join(running)))
                 codes, stopped = end_servers(backend, running)

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tflab.core import beneath, explain, foreign, runfolder, stacks
+from tflab.core.cluster import RunCluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import problems
 from tflab.supervisor.progress import new_lines
@@ -139,7 +140,7 @@ class Watch:
         limits = self.limits if self.limits.fixed is not None else Limits()
         return self.advancing and self.quiet() <= limits.limit(self.pace)
 
-    def stalled(self, running: list[str], done: list[str] = ()) -> Stall | None:
+    def stalled(self, running: list[str], done: Sequence[str] = ()) -> Stall | None:
         """A stall, the first time the watched tasks still running have been quiet past the limit;
         done: the trainers that exited 0."""
         watched = set(running) & set(self.watched)
@@ -154,10 +155,10 @@ class Watch:
         return self.stall
 
 
-def trainers(cluster) -> list[str]:
+def trainers(cluster: RunCluster) -> list[str]:
     """The tasks that train, in the names every kind of run's cluster has (a replay's ReplayCluster
     too): neither servers nor the evaluator."""
-    return [task for task in cluster.tasks if task not in cluster.servers and task not in cluster.evaluators]
+    return cluster.trainers
 
 
 # -- where every task is -------------------------------------------------------------------------
@@ -359,7 +360,7 @@ def finding(places: dict[str, Place], silent: list[str], done: list[str], stall:
     waiting = [place for place in places.values() if place.waiting]
     words = {task: place.words() for task, place in places.items()} | {task: f"{task}: no stacks (it did not answer)"
                                                                         for task in silent}
-    timing = dict(quiet_seconds=stall.quiet_seconds, limit_seconds=stall.limit_seconds) if stall else {}
+    quiet, limit = (stall.quiet_seconds, stall.limit_seconds) if stall else (None, None)
     waits = "; ".join(f"{place.task} waits for {'it' if len(stopped) == 1 else 'them'} in {place.waiting}"
                       for place in waiting)
     if stopped:
@@ -368,22 +369,25 @@ def finding(places: dict[str, Place], silent: list[str], done: list[str], stall:
                          ("stuck-task", "find why it does not return from there: every other worker waits for it "
                                         "in its next collective"))
         what = "; ".join(place.words() for place in stopped) + (f"; {waits}" if waits else "")
-        return Finding(kind, what, fix, places=words, **timing)
+        return Finding(kind, what, fix, places=words, quiet_seconds=quiet, limit_seconds=limit)
     if waiting and done:
         evidence = explain.Evidence(waiting[0].task, 1, peers_done=tuple(done),
                                     stacks="\n".join(place.text for place in waiting))
-        signature, _ = explain.peer_done(evidence, re.match("", ""))
+        nothing = re.match("", "")  # peer_done's match where no text matched, unread here
+        assert nothing is not None
+        signature, _ = explain.peer_done(evidence, nothing)
         what = signature.what.format(peers=" and ".join(done))
-        return Finding(signature.name, f"{waiting[0].task} {what}", signature.fix, signature.link, words, **timing)
+        return Finding(signature.name, f"{waiting[0].task} {what}", signature.fix, signature.link, words,
+                       quiet_seconds=quiet, limit_seconds=limit)
     if waiting:
         return Finding("all-waiting", "every task waits in a collective and none is stopped in its own code: "
                        + "; ".join(place.words() for place in waiting),
                        "the tasks call their collectives in different orders or different numbers (a condition "
                        "on the task's index around a save, an evaluation or a reduce); compare where each is",
-                       places=words, **timing)
+                       places=words, quiet_seconds=quiet, limit_seconds=limit)
     return Finding("no-stacks", "no task answered the lab's request for its stacks (" + ", ".join(silent)
                    + "): the lab cannot say where they are", "read `tflab logs`; a task in C code that holds the "
-                   "GIL cannot run Python's signal handler", places=words, **timing)
+                   "GIL cannot run Python's signal handler", places=words, quiet_seconds=quiet, limit_seconds=limit)
 
 
 def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall | None = None,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tflab.console import say
 from tflab.core import beneath, explain, foreign
-from tflab.core.cluster import Cluster
+from tflab.core.cluster import RunCluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.runfolder import OUTPUT, events, log_name
 from tflab.core.runsummary import Summary, TaskRow
@@ -97,7 +97,7 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
                             peers_done=done_peers, stacks=stacks)
 
 
-def peers_done(the_cluster: Cluster, exit_codes: dict, task: str) -> tuple[str, ...]:
+def peers_done(the_cluster: RunCluster, exit_codes: dict, task: str) -> tuple[str, ...]:
     """The trainers other than `task` that exited 0: a peer that finished was not lost, whatever
     a collective still waiting on it says (explain.PEER_DONE_SIGNATURES)."""
     if task not in the_cluster.trainers:
@@ -141,7 +141,7 @@ class Replayed:
 NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
 
 
-def summarise(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
+def summarise(settings: Settings, the_cluster: RunCluster, run_dir: Path, exit_codes: dict, stopped: list[str],
               outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None,
               restarts: list[float] | None = None, chaos: dict | None = None,
               replayed: Replayed | None = None, servers_owe_no_exit: bool = False) -> Summary:

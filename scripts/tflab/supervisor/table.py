@@ -12,7 +12,7 @@ from tflab.core.runsummary import Summary, TaskRow
 from tflab.supervisor import preemption
 from tflab.supervisor.summary import NOT_AUDITED
 
-COLUMNS = [  # header, row key, format
+COLUMNS: list[tuple[str, str, str] | tuple[str, str, str, float]] = [  # header, row key, format[, scale]
     ("task", "task", "{}"),
     ("status", "status", "{}"),
     ("exit", "exit_code", "{}"),
@@ -126,7 +126,7 @@ def audit_lines(result: Summary) -> list[str]:
 
 def explanation_lines(rows: list[TaskRow]) -> list[str]:
     """Per failed task, what happened and what to do; tasks that failed alike share the lines."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[TaskRow]] = {}
     for row in rows:
         found = row.get("explanation")
         if found:

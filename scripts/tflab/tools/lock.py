@@ -133,6 +133,7 @@ def keras_lines(tf: str, keras: str, resolved: list[tuple[str, str, str]] | None
               f"{keraslock.LAYERS_ON}{keraslock.relative(parent)} sha256:{keraslock.sha256(parent)}"]
     if reason is not None:
         return [*header, f"{keraslock.NOT_INSTALLABLE}{reason}"]
+    assert resolved is not None  # pip resolved it, where no reason says it could not
     own = parent_pins(parent)
     changed = sorted(pin for pin in resolved if own.get(pin[0]) != pin[1])
     installed = {name: version for name, version, _ in resolved}

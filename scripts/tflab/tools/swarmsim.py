@@ -34,6 +34,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from tflab.backends.swarm.nodes import SIM_STATE
 from tflab.console import say
@@ -234,7 +235,7 @@ def make_bridge(state: dict) -> None:
 def start_engine(state: dict, index: int) -> None:
     name, address = node_name(index), node_address(index)
     folder = node_dir(name)
-    node = {"name": name, "netns": name, "veth": f"tflabsim{index}h", "address": address,
+    node: dict[str, Any] = {"name": name, "netns": name, "veth": f"tflabsim{index}h", "address": address,
             "dir": str(folder), "socket": socket_of(name), "pid": None, "node_id": None}
     state["nodes"].append(node)
     save(state)
@@ -289,7 +290,7 @@ def node_answers(node: dict) -> bool:
 def start_registry(state: dict) -> None:
     folder = SIM_ROOT / "registry"
     (folder / "data").mkdir(parents=True, exist_ok=True)
-    registry = {"dir": str(folder), "pid": None, "certs_d": str(CERTS_D), "address": REGISTRY}
+    registry: dict[str, Any] = {"dir": str(folder), "pid": None, "certs_d": str(CERTS_D), "address": REGISTRY}
     state["registry"] = registry
     save(state)
     key, cert = folder / "ca.key", folder / "ca.crt"

@@ -32,6 +32,7 @@ import threading
 import time
 import traceback
 import weakref
+from typing import Any
 
 from tflab.core.backends import capabilities
 from tflab.trainer import inscript
@@ -306,7 +307,7 @@ def patch_tensorflow(audit: Audit) -> None:
             except Exception:  # noqa: BLE001
                 pass
             return result
-        wrapper._tflab_audit = True
+        setattr(wrapper, "_tflab_audit", True)  # a mark on TensorFlow's method, which readers getattr
         return wrapper
 
     base = distribute_lib.StrategyBase
@@ -401,7 +402,7 @@ def patch_keras(audit: Audit, package: str) -> None:
 
     model.__init__ = init
 
-    callback_base = module.callbacks.Callback
+    callback_base: Any = module.callbacks.Callback  # the Keras in use's (tf_keras or keras), untyped
 
     class WeightsAudit(callback_base):
         def on_epoch_end(self, epoch, logs=None):
@@ -413,14 +414,14 @@ def patch_keras(audit: Audit, package: str) -> None:
 
     @functools.wraps(original_fit)
     def fit(self, *args, **kwargs):
-        args = list(args)
-        if len(args) > 5:  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
-            args[5] = list(args[5] or []) + [WeightsAudit()]
+        given = list(args)
+        if len(given) > 5:  # fit(x, y, batch_size, epochs, verbose, callbacks, ...)
+            given[5] = list(given[5] or []) + [WeightsAudit()]
         else:
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [WeightsAudit()]
         audit.in_fit += 1
         try:
-            return original_fit(self, *args, **kwargs)
+            return original_fit(self, *given, **kwargs)
         finally:
             audit.in_fit -= 1
 

@@ -126,8 +126,12 @@ def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> t
     hang on purpose and its release), which the script's process answers (trainer/signals.py)."""
     # Handlers first, so no signal falls between the child's start and them.
     child: list[subprocess.Popen] = []
+    def hand_on(number: int, _frame: object) -> None:
+        for process in child:
+            process.send_signal(number)
+
     for signum in (signal.SIGTERM, signal.SIGINT, *HANDED_ON):
-        signal.signal(signum, lambda number, _frame: [process.send_signal(number) for process in child])
+        signal.signal(signum, hand_on)
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     child.append(process)
     tail: collections.deque[str] = collections.deque(maxlen=ERROR_TAIL_LINES)

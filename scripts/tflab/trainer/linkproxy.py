@@ -35,7 +35,7 @@ class Link:
     def __init__(self, control: Path):
         self.control = control
         self.profile = Profile()
-        self._seen = None
+        self._seen: int | None = None  # the control file's mtime, as last read
 
     async def watch(self) -> None:
         while True:

@@ -26,6 +26,7 @@ import functools
 import os
 import sys
 import time
+from typing import Any
 
 from tflab.core.schema import loss_field
 from tflab.trainer import inscript
@@ -120,9 +121,9 @@ def _on_epoch_end(self, epoch, logs=None, *args, **kwargs):
     fit = self.__dict__.get(MARK)
     if fit is None or fit.quiet:
         return
-    loss = (logs or {}).get("loss") if isinstance(logs, dict) else None
+    logged: Any = (logs or {}).get("loss") if isinstance(logs, dict) else None  # whatever Keras put there
     try:
-        loss = float(loss)
+        loss = float(logged)
     except (TypeError, ValueError):  # none, or a value that is not a number here (a RemoteValue)
         return
     # A NaN loss is logged too (schema.loss_field): the epoch happened, and learned nothing.

@@ -41,6 +41,7 @@ class PeerWait:
 
     def done(self) -> None:
         if self._watchdog is not None:
+            assert self._watchdog.stdin is not None  # piped
             self._watchdog.stdin.close()  # EOF: the wait is over, one way or the other
             self._watchdog.wait()
             self._watchdog = None

@@ -293,7 +293,7 @@ def evaluate(settings: Settings, task: str, run_dir: Path, log: EventLog, x, y) 
         print(f"[{task}] ended by the lab", flush=True)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     log.emit("end", role="evaluator", total_seconds=time.time() - STARTED, peak_rss_bytes=peak_rss_bytes(),
-             evaluations=evals.count, **({"final_loss": loss_field(evals.last)} if evals.count else {}))
+             evaluations=evals.count, **({"final_loss": loss_field(evals.last)} if evals.last is not None else {}))
 
 
 class EvalLog(tf.keras.callbacks.Callback):
@@ -303,7 +303,8 @@ class EvalLog(tf.keras.callbacks.Callback):
     def __init__(self, task: str, settings: Settings, log: EventLog):
         super().__init__()
         self.task, self.settings, self.log = task, settings, log
-        self.count, self.last = 0, None
+        self.count = 0
+        self.last: float | None = None  # the last evaluation's loss, once there is one
 
     def on_test_begin(self, logs=None):
         self._started = time.perf_counter()
@@ -391,7 +392,8 @@ class StepTiming(tf.keras.callbacks.Callback):
         if not self._started_any:
             self._resumed_epoch = epoch
         self._epoch_started = time.perf_counter()
-        self._last_batch = self._first_batch = None
+        self._first_batch: int | None = None
+        self._last_batch: int | None = None
         self.per_step_by_epoch.append([])
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -421,6 +423,7 @@ class StepTiming(tf.keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._epoch_started
+        assert self._first_batch is not None and self._last_batch is not None  # fit ran a batch of the epoch
         steps = self._last_batch - self._first_batch + 1  # after a mid-epoch restore: fewer than an epoch
         if self.asynchronous:
             self.per_step_by_epoch[-1] = [seconds / steps] * steps

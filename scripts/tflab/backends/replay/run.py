@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Sequence
 
 from tflab import console
 from tflab.backends.replay.stack import ReplayCluster, ReplayStack
@@ -34,6 +35,7 @@ class ReplayRun(runner.LabRun):
     def __init__(self, plan: Plan, settings: Settings, stack: ReplayStack, run_dir: Path):
         super().__init__(settings, stack, run_dir)
         self.plan = plan
+        self.stack = stack  # the backend, as the replay's own stack (its containers' states)
         self.timeout = plan.timeout
         self.watcher: Watcher | None = None
         self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
@@ -122,7 +124,8 @@ class ReplayRun(runner.LabRun):
         return progress.Printers(self, progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
 
     def print_new(self) -> None:
-        self.watcher.tick(self.backend.state())
+        assert self.watcher is not None  # claimed() made it, before the runner prints anything
+        self.watcher.tick(self.stack.state())
 
     def deadline(self, started: float) -> float:
         """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
@@ -137,7 +140,7 @@ class ReplayRun(runner.LabRun):
                 f"({tfoperator.FAILED}: {tfoperator.deadline_message(self.plan.name)}); {self.left_words(running)}; "
                 f"stopping {', '.join(running)}")
 
-    def own_failures(self, codes: dict, stopped: list[str] = ()) -> dict[str, tuple[int, str, str]]:
+    def own_failures(self, codes: dict, stopped: Sequence[str] = ()) -> dict[str, tuple[int, str, str]]:
         """task -> (exit code, its restartPolicy, what the operator makes of it: tfoperator.after_failure),
         for every replica that failed by itself (not one the lab stopped, nor one removed from outside)."""
         job_of = {task.name: task.job for task in self.plan.tasks}

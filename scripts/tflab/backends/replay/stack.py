@@ -55,16 +55,17 @@ def render(plan: Plan, run_dir: Path, settings: Settings | None = None, images: 
 
 
 class ReplayCluster:
-    """A Plan as the runner reads a run's cluster (cluster.Cluster's names): the replay's tasks,
-    its chief as the summary reads it, and the spec. No servers or evaluators: the runner's own
-    rule for them (the lab's training is over once only they run) is not the operator's, and
-    ReplayRun.job_condition decides the job's end instead."""
+    """A Plan as the runner reads a run's cluster (cluster.RunCluster): the replay's tasks, its
+    chief as the summary reads it, and the spec. No servers or evaluators: the runner's own rule
+    for them (the lab's training is over once only they run) is not the operator's, and
+    ReplayRun.job_condition decides the job's end instead; so every replica is a trainer."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
         self.tasks = [task.name for task in plan.tasks]
         self.chiefs = plan.chief
         self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
+        self.trainers = list(self.tasks)
         self.servers: list[str] = []
         self.evaluators: list[str] = []
         self.spec = plan.spec
@@ -88,7 +89,7 @@ class ReplayStack(compose.ComposeStack):
         self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
         self.output = FoldedOutput(run_dir, runfolder.OUTPUT)  # folded, as a SCRIPT's launcher folds
 
-    def start(self, spec: dict = None) -> None:
+    def start(self, spec: dict | None = None) -> None:
         runfolder.write_json(self.run_dir / COMPOSE_FILE, render(self.plan, self.run_dir, self.replay_settings,
                                                                  self.images))
         self.watch()
@@ -130,7 +131,6 @@ class FoldedOutput(compose.TaskOutput):
             process = docker.open_output(container, attach, since, apart=True)
         except OSError as error:
             raise LabError(f"cannot run docker for {task}'s output: {error}") from None
-        process.container = container
         shown = self._task_output(task)
         readers = [threading.Thread(target=self._fold, args=(task, stream, not stamp, shown), daemon=True)
                    for stream in (process.stdout, process.stderr)]
@@ -138,7 +138,7 @@ class FoldedOutput(compose.TaskOutput):
             reader.start()
         closer = threading.Thread(target=self._close_after, args=(readers, shown), daemon=True)
         closer.start()
-        self.followers.append((task, process, closer))
+        self.followers.append(compose.Follower(task, process, closer, container))
 
     def _task_output(self, task: str) -> int | None:
         """`<task>.out`, appended to (a restart's lines after the last attempt's), never through a link."""

@@ -105,7 +105,7 @@ def unaudited(plan: Plan, run_dir: Path, images: dict[str, dict] | None) -> list
             why = f"the lab's hooks failed in its Python ({foreign.shown(mark.partition(': ')[2], 300)})"
         else:
             command = list(task.service.get("entrypoint") or (images.get(task.image) or {}).get("Entrypoint") or [])
-            command += list(task.service.get("command") if "command" in task.service else
+            command += list(task.service["command"] if "command" in task.service else
                             (images.get(task.image) or {}).get("Cmd") or [])
             first = os.path.basename(str(command[0])) if command else ""
             why = (f"no Python of its started (its command starts with {foreign.shown(first, 80)}, not Python; a shell "

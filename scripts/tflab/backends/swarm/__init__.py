@@ -256,15 +256,16 @@ class SwarmStack:
     def reconnect(self, task: str) -> subprocess.CompletedProcess:
         return set_link(self.docker_for(task), self.container(task), self.network(), up=True)
 
-    def _kill(self, tasks: list[str], *signal: str) -> None:
+    def _kill(self, tasks: list[str], signal: str | None = None) -> None:
         newest = self._newest()
-        by_engine: dict[tuple, list[str]] = {}
+        by_engine: dict[tuple[str, ...], list[str]] = {}
         for task in tasks:
-            if task in newest and exit_code_of(newest[task]) is None and container_of(newest[task]):
+            container = container_of(newest[task]) if task in newest else None
+            if container and exit_code_of(newest[task]) is None:
                 command = engine_command(newest[task].get("NodeID"), self.node.node_id, self.engines)
-                by_engine.setdefault(tuple(command), []).append(container_of(newest[task]))
-        for command, containers in by_engine.items():
-            docker.kill(containers, *signal, timeout=60, engine=list(command))
+                by_engine.setdefault(tuple(command), []).append(container)
+        for engine, containers in by_engine.items():
+            docker.kill(containers, signal, timeout=60, engine=list(engine))
 
     def terminate(self, tasks: list[str]) -> None:
         self._kill(tasks, "SIGTERM")

@@ -42,7 +42,8 @@ def check_swarm() -> SwarmNode:
     version = docker.server_version()
     engine, api_text = (version.stdout.split() + ["unknown", "0.0"])[:2]
     try:
-        api = tuple(int(part) for part in api_text.split(".")[:2])
+        major, minor = (int(part) for part in (api_text.split(".") + ["0"])[:2])
+        api = (major, minor)
     except ValueError:
         api = (0, 0)  # unknown: the stack leaves out what needs a newer engine
     return SwarmNode(node_id, engine, api, hostname)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tflab.backends.compose import literal
 from tflab.core import runfolder
@@ -28,7 +29,7 @@ NOT_APPLIED = "no-new-privileges (stack deploy ignores security_opt)"
 MAX_SERVICE_NAME = 63  # swarm service names are DNS labels
 
 # docker-compose.yml's x-trainer block, as a stack service (see backends/swarm/__init__.py's docstring).
-TRAINER = {
+TRAINER: dict[str, Any] = {  # a Compose service, as JSON
     "init": True,  # a real PID 1, so signals reach the trainer and its watchdog is reaped
     "read_only": True,
     "cap_drop": ["ALL"],

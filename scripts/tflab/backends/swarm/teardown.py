@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Sequence
 
 from tflab.engine import docker, dockerswarm, labels
 
@@ -35,7 +36,7 @@ def stack_networks(stack: str) -> list[str]:
     return docker.labelled_networks(f"{labels.STACK_LABEL}={stack}")
 
 
-def remove_stack(stack: str, engines: list[list[str]] = ()) -> bool:
+def remove_stack(stack: str, engines: Sequence[list[str]] = ()) -> bool:
     """`docker stack rm`, then waits until its containers (here, and on the other nodes' `engines`
     the lab can reach) and network are gone (False if they are not in time): stack rm returns
     before the engines have removed them, and a network can only go once nothing uses it."""
