@@ -42,7 +42,7 @@ ALLOWED = {
     "backends/swarm/nodes.py": "the simulated swarm's state file under the lab's own folder",
     "tools/swarmsim.py": "provisioning: network namespaces and engine folders of its own",
     "tools/lock.py": "requirements/ lock files, written by a maintainer",
-    "supervisor/user_script.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
+    "backends/userscript.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
     "backends/replay/volumes.py": "a replay's volumes, made before any replica starts (no link followed)",
     "backends/replay/watcher.py": "a replica container's peak memory from its cgroup under /sys/fs/cgroup",
     "k8s/writer.py": "removes its own manifests when writing them failed",

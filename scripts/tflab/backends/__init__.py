@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import images
-from tflab.backends import compose, local, swarm
+from tflab.backends import compose, local, swarm, userscript
 from tflab.backends.base import Backend
 from tflab.backends.swarm import nodes as swarm_nodes
 from tflab.core import backends as table
@@ -23,7 +23,6 @@ from tflab.core.errors import LabError
 from tflab.core.grammars import MEMORY_FACTORS
 from tflab.core.settings import Settings
 from tflab.engine import docker, gpus
-from tflab.supervisor import user_script
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ def _check_docker(settings: Settings) -> None:
     """What every backend on the engine checks first."""
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
-    user_script.check(settings)
+    userscript.check(settings)
 
 
 def _make_local(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str]) -> Backend:
