@@ -65,7 +65,7 @@ def test_a_base_fault_says_its_name_and_adds_nothing():
 
 
 class ReplayedCluster:
-    """A replayed job's cluster as the driver reads it (backends/replay/'s ReplayCluster)."""
+    """A replayed job's cluster as the driver reads it (replay/'s ReplayCluster)."""
 
     def __init__(self, settings: Settings, setting: str):
         built = cluster.build(settings)
@@ -81,7 +81,7 @@ class ReplayedCluster:
      "NOTICE=sigterm (the kubelet's notice) or none"),
 ])
 def test_what_a_replay_cannot_take_is_refused_before_anything_else(changes, expected):
-    """What backends/replay/ refused itself before it made the observer: now the fault's (a bad
+    """What replay/ refused itself before it made the observer: now the fault's (a bad
     TARGET too is refused after it, as it was)."""
     settings = Settings().replace(**changes)
     with pytest.raises(LabError) as refused:
@@ -90,7 +90,7 @@ def test_what_a_replay_cannot_take_is_refused_before_anything_else(changes, expe
 
 
 @pytest.mark.parametrize("module", [f"faults.{m.name}" for m in pkgutil.iter_modules(faults.__path__)]
-                         + ["faults", "backends.replay"])
+                         + ["faults", "replay"])
 def test_each_module_imports_alone(module):
     code = f"import tflab.{module}"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
@@ -99,10 +99,10 @@ def test_each_module_imports_alone(module):
 
 
 def test_the_replay_imports_nothing_of_faults():
-    """faults/chaos.py runs a replayed job through backends/replay/, which hands the observer it
+    """faults/chaos.py runs a replayed job through replay/, which hands the observer it
     is given the job's replicas; it imported the replay's scenarios from faults/ (lazily, a cycle)
     and now asks nothing of it: the fault refuses what a replay cannot take (Chaos.check)."""
-    from tflab.backends import replay
+    from tflab import replay
 
     modules = sorted(Path(replay.__file__).parent.glob("*.py"))
     assert len(modules) > 1  # the package's modules, all of them

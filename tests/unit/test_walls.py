@@ -95,7 +95,7 @@ def container_entry_points() -> set[str]:
     from tflab.trainer import inscript
 
     hooks = {name.removeprefix("tflab.") for name in inscript.HOOKS}  # imported by name, before the script
-    from tflab.backends.replay import volumes
+    from tflab.replay import volumes
 
     # a TFJob replica's own Python imports the hooks through the sitecustomize the replay writes
     site = {f"trainer.{name}" for name in re.findall(r"from tflab\.trainer import (\w+)", volumes.SITE_FILE)}
@@ -297,10 +297,10 @@ def test_the_tools_are_outside_the_runtime_folder():
 
 
 def test_each_backend_is_a_module_or_folder_under_backends():
-    """The backends live under backends/ beside the base they share; nothing of them at the top."""
+    """The backends BACKEND= names live under backends/ beside the base they share; nothing of them
+    at the top. A replay's stack (replay/stack.py) is a Compose stack of a manifest's replicas that
+    only the replay starts, so it lives with the replay, above the supervisor."""
     assert {"backends.__init__", "backends.base", "backends.leftovers", "backends.compose", "backends.local",
-            "backends.userscript", "backends.replay.__init__", "backends.replay.images", "backends.replay.volumes",
-            "backends.replay.stack", "backends.replay.watcher", "backends.replay.run", "backends.swarm.__init__",
-            "backends.swarm.render", "backends.swarm.nodes", "backends.swarm.teardown",
-            "backends.swarm.link"} == module_names(PACKAGE / "backends")
+            "backends.userscript", "backends.swarm.__init__", "backends.swarm.render", "backends.swarm.nodes",
+            "backends.swarm.teardown", "backends.swarm.link"} == module_names(PACKAGE / "backends")
     assert not {path.stem for path in PACKAGE.glob("*.py")} & {"backend", "compose", "local", "replay", "swarm"}

@@ -2,8 +2,8 @@
 and the one registry BACKEND is chosen through (`REGISTRY`): each name's construction with every
 check it needs done before anything is written or started, its engine checks, and the cluster
 `make config` shows; and the image its tasks run. Each name and what it can do are core/backends.py's
-`TABLE`, which settings' validation reads too; a Kind here refers to its entry. replay/ runs a
-TFJob through compose's stack."""
+`TABLE`, which settings' validation reads too; a Kind here refers to its entry. A TFJob's replay
+runs on compose's stack from its own folder above the supervisor (tflab/replay/)."""
 
 from __future__ import annotations
 

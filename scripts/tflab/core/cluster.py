@@ -31,7 +31,7 @@ EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evalu
 class RunCluster(Protocol):
     """What the runner, the summary, the progress printers, config.json and make chaos read of a run's
     cluster: the names every kind of run's cluster has, the lab's own (Cluster) and a replayed job's
-    (backends/replay/stack.py's ReplayCluster, its replicas as tasks). What only the lab's own has (its
+    (replay/stack.py's ReplayCluster, its replicas as tasks). What only the lab's own has (its
     jobs, each task's TF_CONFIG environment, readdressed) is read from a Cluster by name."""
 
     @property

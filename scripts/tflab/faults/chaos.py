@@ -212,10 +212,10 @@ def outcome_of(summary: Summary | dict) -> str:
 
 def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`make chaos`: the run with its fault as the runner's observer. A replayed job (TFJOB=,
-    TRAINJOB=) is run by backends/replay/, which makes the observer once it has the job's
+    TRAINJOB=) is run by replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
-        from tflab.backends import replay  # PyYAML is needed only here
+        from tflab import replay  # PyYAML is needed only here
 
         return replay.up(settings, given, observer=lambda the_cluster: Chaos(settings, the_cluster))
     return runner.up(settings, observer=Chaos(settings))
