@@ -69,7 +69,7 @@ class ReplayedCluster:
 
     def __init__(self, settings: Settings, setting: str):
         built = cluster.build(settings)
-        self.tasks, self.chief, self.plan = built.tasks, built.chief, SimpleNamespace(setting=setting)
+        self.tasks, self.chief, self.replayed_from = built.tasks, built.chief, setting
 
 
 @pytest.mark.parametrize("changes, expected", [
@@ -87,6 +87,32 @@ def test_what_a_replay_cannot_take_is_refused_before_anything_else(changes, expe
     with pytest.raises(LabError) as refused:
         Chaos(settings, ReplayedCluster(settings, "TFJOB")).check(settings)
     assert str(refused.value) == expected
+
+
+REPLAYED_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: job}
+spec:
+  tfReplicaSpecs:
+    Worker: {replicas: 2, template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+"""
+
+
+def test_chaos_asks_the_cluster_what_it_replays(tmp_path):
+    """Issue 46: the driver told a replay from the lab's run by getattr(cluster, "plan", None);
+    now every kind's cluster declares it (cluster.RunCluster.replayed_from), mypy holding both."""
+    import yaml
+    from tflab.k8s import tfjob
+    from tflab.replay.stack import ReplayCluster
+
+    settings = Settings(scenario="slow-link")
+    plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml.safe_load(REPLAYED_JOB)], Settings())
+    assert (cluster.build(settings).replayed_from, Chaos(settings).replayed) == (None, None)
+    replayed = Chaos(settings, ReplayCluster(plan))
+    assert replayed.replayed == "TFJOB" and replayed.target == "worker-1"
+    with pytest.raises(LabError, match="^SCENARIO=slow-link is not allowed with TFJOB: "):
+        replayed.check(settings)
 
 
 @pytest.mark.parametrize("module", [f"faults.{m.name}" for m in pkgutil.iter_modules(faults.__path__)]

@@ -48,6 +48,9 @@ class RunCluster(Protocol):
     def evaluators(self) -> list[str]: ...
     @property
     def spec(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def replayed_from(self) -> str | None:
+        """The setting whose manifest this run replays (TFJOB or TRAINJOB); None: the lab's own run."""
 
     def role(self, task: str) -> str: ...
 
@@ -99,6 +102,10 @@ class Cluster:
         if self.strategy != "parameter_server":
             return []
         return [task for task in self.tasks if parse_task(task)[0] in ("worker", "ps")]
+
+    @property
+    def replayed_from(self) -> str | None:
+        return None  # the lab's own run: built from the settings, replaying no manifest
 
     @property
     def trainers(self) -> list[str]:

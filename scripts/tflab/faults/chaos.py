@@ -43,9 +43,7 @@ class Chaos(RunObserver):
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
         self.cluster: cluster.RunCluster = the_cluster or cluster.build(settings)  # the tasks it may act on
-        # A replayed job's cluster carries its plan, and the setting that named its file.
-        plan = getattr(self.cluster, "plan", None)
-        self.replayed: str | None = plan.setting if plan is not None else None
+        self.replayed = self.cluster.replayed_from  # TFJOB or TRAINJOB for a replayed job's replicas
         # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
         # Keras epochs through the hooks), not the lab's trainer's.
         self.their_own = bool(settings.script or settings.tfjob or settings.trainjob)

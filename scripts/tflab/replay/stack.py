@@ -62,6 +62,7 @@ class ReplayCluster:
 
     def __init__(self, plan: Plan):
         self.plan = plan
+        self.replayed_from: str | None = plan.setting  # TFJOB or TRAINJOB: the setting that named the file
         self.tasks = [task.name for task in plan.tasks]
         self.chiefs = plan.chief
         self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
