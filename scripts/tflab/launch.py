@@ -1,4 +1,4 @@
-"""`python -m tflab.launch`: the command every SCRIPT task runs (user_script.script_command), so
+"""`python -m tflab.launch`: the command every SCRIPT task runs (userscript.script_command), so
 the name stays; the launcher itself is tflab/trainer/launch.py."""
 
 import sys

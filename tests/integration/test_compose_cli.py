@@ -10,12 +10,11 @@ import pytest
 import yaml
 from labtest.cli import lab_env, run_lab
 from labtest.runs import engine_objects, lab_containers
-from tflab.backends import compose
+from tflab.backends import compose, userscript
 from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster, runfolder
 from tflab.core.settings import Settings
 from tflab.engine import docker, gpus
-from tflab.supervisor import user_script
 
 
 @pytest.fixture(params=["v1", "v2"])
@@ -114,7 +113,7 @@ def test_both_clis_pass_dollars_in_args_and_paths_literally(cli_env, tmp_path, m
     # `config` prints a file Compose can read again, so both CLIs print a literal `$` escaped, as `$$`.
     service = yaml.safe_load(result.stdout)["services"]["worker-0"]
     command = [part.replace("$$", "$") for part in service["command"]]
-    assert command == user_script.script_command(settings, f"{user_script.SCRIPT_DIR}/train.py")
+    assert command == userscript.script_command(settings, f"{userscript.SCRIPT_DIR}/train.py")
     assert command[-9:] == ["--home", "$HOME", "--user", "${USER}", "--price", "$5", "$$", "--end", "$"]
     assert service["command"][-8] == "$$HOME"  # escaped once: interpolated, it would be /host-home
     # The script's folder, not interpolated (v1 prints a volume's path unescaped, v2 escaped).
@@ -135,7 +134,7 @@ def test_a_swarm_stack_passes_dollars_literally(tmp_path, monkeypatch):
     result = docker.run_quiet(["docker", "stack", "config", "--compose-file", str(path)])
     assert result.returncode == 0, result.stderr
     service = yaml.safe_load(result.stdout)["services"]["worker-1"]
-    assert service["command"] == user_script.script_command(settings, f"{user_script.SCRIPT_DIR}/train.py")
+    assert service["command"] == userscript.script_command(settings, f"{userscript.SCRIPT_DIR}/train.py")
     assert "/host-home" not in result.stdout
 
 

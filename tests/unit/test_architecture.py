@@ -85,7 +85,7 @@ def test_config_json_is_written_once_a_run_after_the_claim():
     LabRun.prepare, a replay in ReplayRun.claimed (runner.run calls each once, after the claim)."""
     writers = {(name, within) for name, tree in modules().items()
                for within in calls_to(tree, "runfolder", "write_config")}
-    assert writers == {("supervisor/runner.py", "prepare"), ("backends/replay/run.py", "claimed")}
+    assert writers == {("supervisor/runner.py", "prepare"), ("replay/run.py", "claimed")}
     run = next(node for node in modules()["supervisor/runner.py"].body if isinstance(node, ast.FunctionDef)
                and node.name == "run")
     called = [ast.unparse(node.func) for node in ast.walk(run) if isinstance(node, ast.Call)]

@@ -5,11 +5,10 @@ import re
 
 import pytest
 import yaml
-from tflab.backends import compose
+from tflab.backends import compose, userscript
 from tflab.core import cluster
 from tflab.core.settings import Settings
 from tflab.engine import labels
-from tflab.supervisor import user_script
 
 
 @pytest.fixture(scope="module")
@@ -101,4 +100,4 @@ def test_every_dollar_is_escaped_so_compose_interpolates_nothing(tmp_path):
     assert service["volumes"] == [f"{tmp_path}/a$$b:/lab/script:ro"]
     assert compose.literal({"a": ["$x", 1, {"b": "$"}], "c": None}) == {"a": ["$$x", 1, {"b": "$$"}], "c": None}
     unescaped = json.loads(json.dumps(compose.render_run(settings, cluster.build(settings))).replace("$$", "$"))
-    assert unescaped["services"]["worker-1"]["command"] == user_script.script_command(settings, "/lab/script/train.py")
+    assert unescaped["services"]["worker-1"]["command"] == userscript.script_command(settings, "/lab/script/train.py")

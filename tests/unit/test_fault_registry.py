@@ -65,11 +65,11 @@ def test_a_base_fault_says_its_name_and_adds_nothing():
 
 
 class ReplayedCluster:
-    """A replayed job's cluster as the driver reads it (backends/replay/'s ReplayCluster)."""
+    """A replayed job's cluster as the driver reads it (replay/'s ReplayCluster)."""
 
     def __init__(self, settings: Settings, setting: str):
         built = cluster.build(settings)
-        self.tasks, self.chief, self.plan = built.tasks, built.chief, SimpleNamespace(setting=setting)
+        self.tasks, self.chief, self.replayed_from = built.tasks, built.chief, setting
 
 
 @pytest.mark.parametrize("changes, expected", [
@@ -81,7 +81,7 @@ class ReplayedCluster:
      "NOTICE=sigterm (the kubelet's notice) or none"),
 ])
 def test_what_a_replay_cannot_take_is_refused_before_anything_else(changes, expected):
-    """What backends/replay/ refused itself before it made the observer: now the fault's (a bad
+    """What replay/ refused itself before it made the observer: now the fault's (a bad
     TARGET too is refused after it, as it was)."""
     settings = Settings().replace(**changes)
     with pytest.raises(LabError) as refused:
@@ -89,8 +89,34 @@ def test_what_a_replay_cannot_take_is_refused_before_anything_else(changes, expe
     assert str(refused.value) == expected
 
 
+REPLAYED_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: job}
+spec:
+  tfReplicaSpecs:
+    Worker: {replicas: 2, template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+"""
+
+
+def test_chaos_asks_the_cluster_what_it_replays(tmp_path):
+    """Issue 46: the driver told a replay from the lab's run by getattr(cluster, "plan", None);
+    now every kind's cluster declares it (cluster.RunCluster.replayed_from), mypy holding both."""
+    import yaml
+    from tflab.k8s import tfjob
+    from tflab.replay.stack import ReplayCluster
+
+    settings = Settings(scenario="slow-link")
+    plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml.safe_load(REPLAYED_JOB)], Settings())
+    assert (cluster.build(settings).replayed_from, Chaos(settings).replayed) == (None, None)
+    replayed = Chaos(settings, ReplayCluster(plan))
+    assert replayed.replayed == "TFJOB" and replayed.target == "worker-1"
+    with pytest.raises(LabError, match="^SCENARIO=slow-link is not allowed with TFJOB: "):
+        replayed.check(settings)
+
+
 @pytest.mark.parametrize("module", [f"faults.{m.name}" for m in pkgutil.iter_modules(faults.__path__)]
-                         + ["faults", "backends.replay"])
+                         + ["faults", "replay"])
 def test_each_module_imports_alone(module):
     code = f"import tflab.{module}"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
@@ -99,10 +125,10 @@ def test_each_module_imports_alone(module):
 
 
 def test_the_replay_imports_nothing_of_faults():
-    """faults/chaos.py runs a replayed job through backends/replay/, which hands the observer it
+    """faults/chaos.py runs a replayed job through replay/, which hands the observer it
     is given the job's replicas; it imported the replay's scenarios from faults/ (lazily, a cycle)
     and now asks nothing of it: the fault refuses what a replay cannot take (Chaos.check)."""
-    from tflab.backends import replay
+    from tflab import replay
 
     modules = sorted(Path(replay.__file__).parent.glob("*.py"))
     assert len(modules) > 1  # the package's modules, all of them

@@ -12,13 +12,13 @@ import pytest
 import yaml
 from kubernetes_validate.utils import schema_contents
 from labtest.fakes import FakeEngine, answered
-from tflab.backends import replay
-from tflab.backends.replay.images import check_images, check_non_root
-from tflab.backends.replay.stack import FoldedOutput, render
-from tflab.backends.replay.volumes import volume_path, write_volumes
+from tflab import replay
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
 from tflab.k8s import manifest, tfjob
+from tflab.replay.images import check_images, check_non_root
+from tflab.replay.stack import FoldedOutput, render
+from tflab.replay.volumes import volume_path, write_volumes
 
 SCHEMAS = Path(__file__).parent / "schemas"
 KUBERNETES_OBJECTS = {"ConfigMap": "io.k8s.api.core.v1.ConfigMap",
@@ -378,7 +378,7 @@ def test_the_engine_checks_refuse_root_images_and_cpu_beyond_the_engine(tmp_path
         command, 0, ('""' if command[1:3] == ["image", "inspect"] else "8") + "\n"))
     with pytest.raises(tfjob.ManifestError, match="image mine:1 runs as root, but its pod asks runAsNonRoot"):
         check_images(plan)
-    monkeypatch.setattr("tflab.backends.replay.images.check_non_root", lambda image, user: None)
+    monkeypatch.setattr("tflab.replay.images.check_non_root", lambda image, user: None)
     with pytest.raises(tfjob.ManifestError, match="worker-0's resources.limits.cpu is 64, more than this Docker "
                                                   "engine's 8 CPUs"):
         check_images(plan)

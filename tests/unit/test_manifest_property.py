@@ -19,11 +19,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import utils as conjecture_utils
-from tflab.backends.replay.stack import render
-from tflab.backends.replay.volumes import write_volumes
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.k8s import manifest, tfjob
+from tflab.replay.stack import render
+from tflab.replay.volumes import write_volumes
 
 
 class _Many:

@@ -370,8 +370,8 @@ def test_make_matrix_trainjob_refuses_strategies(tmp_path):
 
 
 def test_each_replayed_cell_runs_on_its_image_with_its_keras(stood_in, tmp_path, monkeypatch):
-    """The cells of a replay go to the replay (backends/replay.up) with the plan recast, not to runner.up."""
-    from tflab.backends import replay
+    """The cells of a replay go to the replay (replay.up) with the plan recast, not to runner.up."""
+    from tflab import replay
 
     ran, outcomes, _ = stood_in
     replayed, built = [], []

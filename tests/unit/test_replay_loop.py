@@ -13,15 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from labtest.fakes import FakeBackend
-from tflab.backends.replay.run import ReplayRun
-from tflab.backends.replay.stack import ReplayCluster
-from tflab.backends.replay.volumes import SITE_FILE, hooks_folder, write_hooks
-from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import explain, runfolder
 from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, read_events
 from tflab.core.settings import Settings
 from tflab.k8s import tfjob
+from tflab.replay.run import ReplayRun
+from tflab.replay.stack import ReplayCluster
+from tflab.replay.volumes import SITE_FILE, hooks_folder, write_hooks
+from tflab.replay.watcher import Watcher, unaudited
 from tflab.supervisor import runner
 
 PS_JOB = """

@@ -10,13 +10,12 @@ import time
 
 import pytest
 from labtest.cli import REPO, lab_env
-from tflab.backends import compose
+from tflab.backends import compose, userscript
 from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.schema import completeness, read_events
 from tflab.core.settings import Settings, SettingsError
-from tflab.supervisor import user_script
 
 TUTORIAL = REPO / "examples/multiworker-tutorial/train.py"
 
@@ -176,7 +175,7 @@ def test_a_folder_or_file_is_readable_by_its_mode_for_the_trainers_class(mode, o
     uid, gid = 1000, 1000
     status = os.stat_result((0o40000 | mode, 0, 0, 1, *{"them": (1000, 1000), "group": (7, 1000), "other": (7, 7),
                                                          "root": (0, 0)}[owner], 0, 0, 0, 0))
-    assert user_script.readable(status, 0 if owner == "root" else uid, gid, bits) is expected
+    assert userscript.readable(status, 0 if owner == "root" else uid, gid, bits) is expected
 
 
 def script_folder(tmp_path, mode=0o700):
@@ -194,12 +193,12 @@ def script_folder(tmp_path, mode=0o700):
 
 def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mounted(tmp_path, monkeypatch,
                                                                                        capsys):
-    monkeypatch.setattr(user_script, "container_user", stranger)
+    monkeypatch.setattr(userscript, "container_user", stranger)
     folder, run_dir = script_folder(tmp_path), tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
     settings = Settings(script=str(folder / "train.py"), runs_dir=str(tmp_path / "runs"))
-    user_script.check(settings)
-    copy = user_script.stage(settings, run_dir)
+    userscript.check(settings)
+    copy = userscript.stage(settings, run_dir)
     assert copy == run_dir / "script"
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == ["data", "data/x.csv", "link", "train.py"]
     assert (copy / "train.py").read_text() == "print('hi')\n" and os.readlink(copy / "link") == "data/x.csv"
@@ -209,7 +208,7 @@ def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mou
     assert stat.S_IMODE(copy.stat().st_mode) == 0o700
     if os.getuid() == 0:  # only root can give files away
         assert {(p.lstat().st_uid, p.lstat().st_gid) for p in [copy, *copy.rglob("*")]} == {stranger()}
-    service = user_script.script_service(settings, copy)
+    service = userscript.script_service(settings, copy)
     assert service["volumes"] == [f"{copy}:/lab/script:ro"] and service["working_dir"] == "/lab/script"
     override = compose.render_run(settings, cluster.build(settings), script_folder=copy)
     assert [service["volumes"] for service in override["services"].values()] == [[f"{copy}:/lab/script:ro"]] * 2
@@ -219,34 +218,34 @@ def test_a_folder_the_trainers_cannot_read_is_copied_into_the_run_folder_and_mou
 
 
 def test_a_folder_the_trainers_can_read_is_mounted_where_it_is(tmp_path, monkeypatch):
-    monkeypatch.setattr(user_script, "container_user", stranger)
+    monkeypatch.setattr(userscript, "container_user", stranger)
     folder, run_dir = script_folder(tmp_path, mode=0o755), tmp_path / "r1"
     run_dir.mkdir()
     settings = Settings(script=str(folder / "train.py"))
-    assert user_script.stage(settings, run_dir) is None and list(run_dir.iterdir()) == []
-    assert user_script.script_service(settings)["volumes"] == [f"{folder}:/lab/script:ro"]
+    assert userscript.stage(settings, run_dir) is None and list(run_dir.iterdir()) == []
+    assert userscript.script_service(settings)["volumes"] == [f"{folder}:/lab/script:ro"]
 
 
 def test_the_runs_folder_inside_the_script_folder_is_not_copied(tmp_path, monkeypatch):
-    monkeypatch.setattr(user_script, "container_user", stranger)
+    monkeypatch.setattr(userscript, "container_user", stranger)
     folder = script_folder(tmp_path)
     run_dir = folder / "runs" / "r1"
     run_dir.mkdir(parents=True)
     (folder / "runs" / "older").mkdir()
-    copy = user_script.stage(Settings(script=str(folder / "train.py"), runs_dir=str(folder / "runs")), run_dir)
+    copy = userscript.stage(Settings(script=str(folder / "train.py"), runs_dir=str(folder / "runs")), run_dir)
     assert not (copy / "runs").exists() and (copy / "train.py").exists()
 
 
 @pytest.mark.parametrize("limit", ["COPY_LIMIT_FILES", "COPY_LIMIT_BYTES"])
 def test_a_folder_too_big_to_copy_is_refused_in_one_line_before_anything_starts(limit, tmp_path, monkeypatch):
-    monkeypatch.setattr(user_script, "container_user", stranger)
-    monkeypatch.setattr(user_script, limit, 4 if limit == "COPY_LIMIT_FILES" else 2**20)
+    monkeypatch.setattr(userscript, "container_user", stranger)
+    monkeypatch.setattr(userscript, limit, 4 if limit == "COPY_LIMIT_FILES" else 2**20)
     folder = script_folder(tmp_path)
     for i in range(5):
         (folder / f"part-{i}.bin").write_bytes(b"\0" * 300_000)
     settings = Settings(script=str(folder / "train.py"), runs_dir=str(tmp_path / "runs"))
     with pytest.raises(LabError) as refused:
-        user_script.check(settings)
+        userscript.check(settings)
     message = str(refused.value)
     assert message.startswith(f"SCRIPT={folder / 'train.py'} is not allowed: its folder {folder} (mode 0700) is not "
                               f"readable by uid {stranger()[0]}, as whom the tasks run, and it is too big to copy")
@@ -272,7 +271,7 @@ def test_an_unreadable_script_is_refused_in_one_line(tmp_path):
 def test_a_copy_leaves_out_secrets_and_what_the_trainers_could_not_read_and_says_so(tmp_path, monkeypatch, capsys):
     """A root's script folder copied for uid 1000 once carried its root-only files along, made
     uid 1000's in the copy: a repository's history, .env, keys, a 0600 file."""
-    monkeypatch.setattr(user_script, "container_user", stranger)
+    monkeypatch.setattr(userscript, "container_user", stranger)
     folder, run_dir = script_folder(tmp_path), tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
     (folder / "train.py").chmod(0o600)  # the script itself: named by the user, always taken
@@ -286,7 +285,7 @@ def test_a_copy_leaves_out_secrets_and_what_the_trainers_could_not_read_and_says
     (folder / "private").mkdir(mode=0o700)
     (folder / "private" / "notes.txt").write_text("x\n")
     settings = Settings(script=str(folder / "train.py"), runs_dir=str(tmp_path / "runs"))
-    copy = user_script.stage(settings, run_dir)
+    copy = userscript.stage(settings, run_dir)
     assert sorted(str(p.relative_to(copy)) for p in copy.rglob("*")) == [
         "data", "data/x.csv", "keys", "keys/id_ed25519.pub", "link", "model.py", "train.py"]
     assert stat.S_IMODE((copy / "train.py").stat().st_mode) == 0o600
@@ -298,12 +297,12 @@ def test_a_copy_leaves_out_secrets_and_what_the_trainers_could_not_read_and_says
 
 def test_what_is_left_out_is_not_counted_against_the_copys_limits(tmp_path, monkeypatch):
     """A big .git once made a small script's folder too big to copy."""
-    monkeypatch.setattr(user_script, "container_user", stranger)
-    monkeypatch.setattr(user_script, "COPY_LIMIT_BYTES", 2**20)
+    monkeypatch.setattr(userscript, "container_user", stranger)
+    monkeypatch.setattr(userscript, "COPY_LIMIT_BYTES", 2**20)
     folder = script_folder(tmp_path)
     (folder / ".git").mkdir()
     (folder / ".git" / "pack").write_bytes(b"\0" * 2 * 2**20)
-    found = user_script.copied(folder, script=folder / "train.py", user=stranger())
+    found = userscript.copied(folder, script=folder / "train.py", user=stranger())
     assert found.secrets == [".git/"] and folder / ".git" / "pack" not in found.taken
 
 
@@ -312,5 +311,5 @@ def test_the_script_itself_is_copied_whatever_its_name_or_mode(tmp_path):
     (folder / "run.key").write_text("print('named like a key')\n")
     (folder / "run.key").chmod(0o600)
     (folder / "other.key").write_text("")
-    found = user_script.copied(folder, script=folder / "run.key", user=stranger())
+    found = userscript.copied(folder, script=folder / "run.key", user=stranger())
     assert folder / "run.key" in found.taken and found.secrets == ["other.key"]

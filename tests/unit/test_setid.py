@@ -223,10 +223,10 @@ def test_a_replays_teardown_strips_every_folder_its_replicas_could_write_before_
     in the run folder (tasks/, the hooks folders, the claim volume) and the writable CLAIMS folder
     is gone, recorded in setid.json and said in one line after the table."""
     from labtest.fakes import FakeBackend
-    from tflab.backends.replay.run import ReplayRun
-    from tflab.backends.replay.stack import ReplayCluster
     from tflab.core.settings import Settings
     from tflab.k8s import tfjob
+    from tflab.replay.run import ReplayRun
+    from tflab.replay.stack import ReplayCluster
     from tflab.supervisor import runner, setid
 
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
@@ -357,8 +357,10 @@ def test_a_writable_claim_other_users_can_reach_is_refused_in_one_line(tmp_path,
 
 
 def test_a_replay_says_before_it_starts_which_replicas_run_as_root_and_what_they_can_write(tmp_path):
-    from tflab import backends  # noqa: F401  (the registry, before the replay package)
-    from tflab.backends import replay
+    from tflab import (
+        backends,  # noqa: F401  (the registry, before the replay package)
+        replay,
+    )
     from tflab.core.settings import Settings
     from tflab.k8s import tfjob
 

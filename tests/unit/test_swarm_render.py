@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tflab.backends import compose, swarm
+from tflab.backends import compose, swarm, userscript
 from tflab.backends.swarm import render as swarm_render
 from tflab.core import cluster, runfolder
 from tflab.core import task as task_contract
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.engine import labels
-from tflab.supervisor import user_script
 
 NODE = swarm_render.SwarmNode(node_id="n0de", engine="20.10.24", api=(1, 41))
 RUN_DIR = Path("/runs/r1")
@@ -138,7 +137,7 @@ def test_a_users_script_runs_in_every_service_as_under_compose():
                                       {"type": "bind", "source": str(RUN_DIR / "config.json"),
                                        "target": "/lab/config.json", "read_only": True},
                                       {"type": "tmpfs", "target": "/tmp"}, f"{script.parent}:/lab/script:ro"]
-        assert service["command"] == user_script.script_command(settings, "/lab/script/train.py")
+        assert service["command"] == userscript.script_command(settings, "/lab/script/train.py")
         assert service["working_dir"] == "/lab/script"
         assert json.loads(service["environment"]["TF_CONFIG"]) == cluster.tf_config_for(
             cluster.cluster_spec(settings), task)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from labtest.fakes import FakeEngine, answered
 from tflab.backends import compose
-from tflab.backends.replay import stack as replay_stack
 from tflab.core import cluster
 from tflab.core.settings import Settings
 from tflab.core.stacks import STACKS_SIGNAL, stacks_file
 from tflab.core.task import HANG_SIGNAL, RELEASE_SIGNAL
+from tflab.replay import stack as replay_stack
 from tflab.trainer import launch, replayhooks
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

@@ -178,7 +178,7 @@ def test_the_written_trainjob_is_planned_as_its_pods_would_run(three, tmp_path):
 
 def test_claims_for_a_trainjob_is_refused_in_the_trainjobs_words(three, tmp_path):
     """CLAIMS naming a claim no node mounts was refused naming TFJOB= and "the TFJob"."""
-    from tflab.backends.replay.volumes import host_folders
+    from tflab.replay.volumes import host_folders
 
     plan = load(tmp_path, three)
     with pytest.raises(LabError) as refused:

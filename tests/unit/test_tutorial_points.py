@@ -12,13 +12,13 @@ import pytest
 from labtest.cli import REPO, lab_env
 from tflab.backends import compose
 from tflab.backends.swarm import render as swarm_render
+from tflab.backends.userscript import script_environment
 from tflab.core import cluster, explain, grammars
 from tflab.core.commands import lab_command
 from tflab.core.explain import Evidence
 from tflab.core.schema import read_events
 from tflab.core.settings import Settings, SettingsError
 from tflab.supervisor import progress
-from tflab.supervisor.user_script import script_environment
 from tflab.trainer.launch import TerminalLines
 
 pytestmark = pytest.mark.unit

@@ -77,10 +77,9 @@ def container_entry_points() -> set[str]:
     command in docker-compose.yml, the delay proxy's and the metadata stand-in's services the run's
     override renders, the launcher every SCRIPT task runs, the TrainJob runtime's TF_CONFIG builder; and
     callback, which a user's script imports there."""
-    from tflab.backends import compose
+    from tflab.backends import compose, userscript
     from tflab.core import cluster
     from tflab.core.settings import Settings
-    from tflab.supervisor import user_script
 
     commands = [yaml.safe_load((PACKAGE.parents[1] / "docker-compose.yml").read_text())["x-trainer"]["command"]]
     proxied = frozenset({"worker-1"})
@@ -88,7 +87,7 @@ def container_entry_points() -> set[str]:
     commands.append(compose.render_run(Settings(), linked, proxied)["services"]["worker-1-link"]["command"])
     gce = Settings(scenario="preempt", notice="gce")  # make chaos's GCE metadata stand-in
     commands.append(compose.render_run(gce, cluster.build(gce))["services"]["metadata"]["command"])
-    commands.append(user_script.script_command(Settings(), "/lab/script/train.py"))
+    commands.append(userscript.script_command(Settings(), "/lab/script/train.py"))
     from tflab.k8s import writer  # the TrainJob's runtime: its node container builds TF_CONFIG, then runs the args
 
     (node_job,) = writer.training_runtime(Settings(k8s_image="t:1"))["spec"]["template"]["spec"]["replicatedJobs"]
@@ -96,7 +95,7 @@ def container_entry_points() -> set[str]:
     from tflab.trainer import inscript
 
     hooks = {name.removeprefix("tflab.") for name in inscript.HOOKS}  # imported by name, before the script
-    from tflab.backends.replay import volumes
+    from tflab.replay import volumes
 
     # a TFJob replica's own Python imports the hooks through the sitecustomize the replay writes
     site = {f"trainer.{name}" for name in re.findall(r"from tflab\.trainer import (\w+)", volumes.SITE_FILE)}
@@ -298,10 +297,10 @@ def test_the_tools_are_outside_the_runtime_folder():
 
 
 def test_each_backend_is_a_module_or_folder_under_backends():
-    """The backends live under backends/ beside the base they share; nothing of them at the top."""
+    """The backends BACKEND= names live under backends/ beside the base they share; nothing of them
+    at the top. A replay's stack (replay/stack.py) is a Compose stack of a manifest's replicas that
+    only the replay starts, so it lives with the replay, above the supervisor."""
     assert {"backends.__init__", "backends.base", "backends.leftovers", "backends.compose", "backends.local",
-            "backends.replay.__init__", "backends.replay.images", "backends.replay.volumes", "backends.replay.stack",
-            "backends.replay.watcher", "backends.replay.run", "backends.swarm.__init__", "backends.swarm.render",
-            "backends.swarm.nodes", "backends.swarm.teardown",
-            "backends.swarm.link"} == module_names(PACKAGE / "backends")
+            "backends.userscript", "backends.swarm.__init__", "backends.swarm.render", "backends.swarm.nodes",
+            "backends.swarm.teardown", "backends.swarm.link"} == module_names(PACKAGE / "backends")
     assert not {path.stem for path in PACKAGE.glob("*.py")} & {"backend", "compose", "local", "replay", "swarm"}

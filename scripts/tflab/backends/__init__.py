@@ -2,8 +2,8 @@
 and the one registry BACKEND is chosen through (`REGISTRY`): each name's construction with every
 check it needs done before anything is written or started, its engine checks, and the cluster
 `make config` shows; and the image its tasks run. Each name and what it can do are core/backends.py's
-`TABLE`, which settings' validation reads too; a Kind here refers to its entry. replay/ runs a
-TFJob through compose's stack."""
+`TABLE`, which settings' validation reads too; a Kind here refers to its entry. A TFJob's replay
+runs on compose's stack from its own folder above the supervisor (tflab/replay/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tflab import images
-from tflab.backends import compose, local, swarm
+from tflab.backends import compose, local, swarm, userscript
 from tflab.backends.base import Backend
 from tflab.backends.swarm import nodes as swarm_nodes
 from tflab.core import backends as table
@@ -23,7 +23,6 @@ from tflab.core.errors import LabError
 from tflab.core.grammars import MEMORY_FACTORS
 from tflab.core.settings import Settings
 from tflab.engine import docker, gpus
-from tflab.supervisor import user_script
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ def _check_docker(settings: Settings) -> None:
     """What every backend on the engine checks first."""
     docker.check()
     docker.check_cpus("CPUS", settings.cpus)
-    user_script.check(settings)
+    userscript.check(settings)
 
 
 def _make_local(settings: Settings, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str]) -> Backend:

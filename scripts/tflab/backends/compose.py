@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from tflab.backends import userscript
+from tflab.backends.userscript import script_service
 from tflab.core import cluster, runfolder, versions
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster, RunCluster
@@ -31,8 +33,6 @@ from tflab.core.stacks import STACKS_SIGNAL
 from tflab.engine import docker, labels
 from tflab.engine.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
-from tflab.supervisor import user_script
-from tflab.supervisor.user_script import script_service
 from tflab.trainer import metadata
 
 COMPOSE_FILE = LAB_HOME / "docker-compose.yml"
@@ -99,7 +99,7 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
     """The run's Compose override: one service per cluster task, each extending the `task`
     template with its TF_CONFIG; a delay proxy in front of each task in `proxied`; every task's
     resource limits and GPUs; and the network's mode. `host_gpus`: see gpus.check_gpus;
-    `script_folder`: see user_script.stage."""
+    `script_folder`: see userscript.stage."""
     services: dict[str, dict] = {}
     gpus = gpu_requests(settings, the_cluster, host_gpus)
     limits: dict[str, float | str] = {}
@@ -226,7 +226,7 @@ class ComposeStack:
         return docker.run_quiet(self.command(*args), timeout=timeout, env=self.env)
 
     def start(self) -> None:
-        script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
+        script_folder = userscript.stage(self.settings, self.run_dir) if self.settings.script else None
         override = render_run(self.settings, self.lab_cluster, self.proxied, self.host_gpus, script_folder,
                               self.run_dir)
         mounted = [LINKS] * bool(self.proxied) + [METADATA] * (metadata.SERVICE in override["services"])

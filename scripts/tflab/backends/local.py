@@ -17,6 +17,7 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tflab.backends.userscript import script_command, script_environment
 from tflab.core import cluster, runfolder
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
@@ -25,7 +26,6 @@ from tflab.core.runfolder import CONFIG, OUTPUT
 from tflab.core.settings import Settings
 from tflab.core.stacks import STACKS_SIGNAL
 from tflab.home import CODE_ROOT, LAB_HOME
-from tflab.supervisor.user_script import script_command, script_environment
 
 
 def find_python() -> str:

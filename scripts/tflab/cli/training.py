@@ -16,7 +16,7 @@ from tflab.supervisor import runner
 def command_up(settings: Settings, given: dict[str, str] | None = None) -> int:
     """given: the settings the user gave (given_values), which a TFJob replay refuses where the TFJob decides."""
     if settings.tfjob or settings.trainjob:
-        from tflab.backends import replay  # PyYAML is needed only here
+        from tflab import replay  # PyYAML is needed only here
 
         return replay.up(settings, given)
     return runner.up(settings)

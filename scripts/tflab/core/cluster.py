@@ -31,7 +31,7 @@ EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evalu
 class RunCluster(Protocol):
     """What the runner, the summary, the progress printers, config.json and make chaos read of a run's
     cluster: the names every kind of run's cluster has, the lab's own (Cluster) and a replayed job's
-    (backends/replay/stack.py's ReplayCluster, its replicas as tasks). What only the lab's own has (its
+    (replay/stack.py's ReplayCluster, its replicas as tasks). What only the lab's own has (its
     jobs, each task's TF_CONFIG environment, readdressed) is read from a Cluster by name."""
 
     @property
@@ -48,6 +48,9 @@ class RunCluster(Protocol):
     def evaluators(self) -> list[str]: ...
     @property
     def spec(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def replayed_from(self) -> str | None:
+        """The setting whose manifest this run replays (TFJOB or TRAINJOB); None: the lab's own run."""
 
     def role(self, task: str) -> str: ...
 
@@ -99,6 +102,10 @@ class Cluster:
         if self.strategy != "parameter_server":
             return []
         return [task for task in self.tasks if parse_task(task)[0] in ("worker", "ps")]
+
+    @property
+    def replayed_from(self) -> str | None:
+        return None  # the lab's own run: built from the settings, replaying no manifest
 
     @property
     def trainers(self) -> list[str]:

@@ -56,7 +56,7 @@ def script_on_host(name: str, raw: str) -> str:
     except OSError:
         mode = 0
     # Root reads any file, so root's os.access says yes to a mode-000 script; the tasks (uid 1000
-    # when the lab runs as root, user_script.py) could not, even in a copy, and would fail inside.
+    # when the lab runs as root, backends/userscript.py) could not, even in a copy, and would fail inside.
     if not os.access(resolved, os.R_OK) or (os.getuid() == 0 and not mode & 0o444):
         reader = "no one but root" if os.getuid() == 0 else f"not you (uid {os.getuid()}), as whom the tasks run"
         raise SettingsError(f"{name}={raw} is not allowed: {resolved} has mode {mode:04o}, readable by {reader}; "
@@ -107,7 +107,7 @@ def data_on_host(name: str, value: str) -> str:
 
 def readable_by_tasks(path: Path) -> bool:
     """Whether the tasks can list and read the folder: as root the lab runs them as uid 1000
-    (user_script.py), and a replay as its image's user, who read only what everyone may; else as you."""
+    (backends/userscript.py), and a replay as its image's user, who read only what everyone may; else as you."""
     try:
         return os.access(path, os.R_OK | os.X_OK) and (os.getuid() != 0 or os.stat(path).st_mode & 0o005 == 0o005)
     except OSError:

@@ -1,7 +1,7 @@
 """A stream of a program's output cut into the lines a terminal would show (TerminalLines).
 
 Shared: the launcher folds a SCRIPT's output with it inside its container (trainer/launch.py), and
-the host folds a TFJob replica's with it (backends/replay/stack.py), whose image runs no launcher of the
+the host folds a TFJob replica's with it (replay/stack.py), whose image runs no launcher of the
 lab's; so both kinds of run leave the same lines in `<task>.out` and output.log. Stdlib only.
 """
 

@@ -43,9 +43,7 @@ class Chaos(RunObserver):
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
         self.cluster: cluster.RunCluster = the_cluster or cluster.build(settings)  # the tasks it may act on
-        # A replayed job's cluster carries its plan, and the setting that named its file.
-        plan = getattr(self.cluster, "plan", None)
-        self.replayed: str | None = plan.setting if plan is not None else None
+        self.replayed = self.cluster.replayed_from  # TFJOB or TRAINJOB for a replayed job's replicas
         # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
         # Keras epochs through the hooks), not the lab's trainer's.
         self.their_own = bool(settings.script or settings.tfjob or settings.trainjob)
@@ -212,10 +210,10 @@ def outcome_of(summary: Summary | dict) -> str:
 
 def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`make chaos`: the run with its fault as the runner's observer. A replayed job (TFJOB=,
-    TRAINJOB=) is run by backends/replay/, which makes the observer once it has the job's
+    TRAINJOB=) is run by replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
-        from tflab.backends import replay  # PyYAML is needed only here
+        from tflab import replay  # PyYAML is needed only here
 
         return replay.up(settings, given, observer=lambda the_cluster: Chaos(settings, the_cluster))
     return runner.up(settings, observer=Chaos(settings))

@@ -26,7 +26,7 @@ KEPT_PATHS = {"/proc": "the engine keeps for itself", "/sys": "the engine keeps 
               "/opt/tflab": "holds the lab's code, which every task runs",
               "/opt/tflab-hooks": "holds the lab's hooks, which the replay puts in every replica"}
 CONFIG_MAPS = "configmaps"  # volumes/configmaps/<name>/: so no claim may take this name
-HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (backends/replay/volumes.py)
+HOOKS = "tflab-hooks"  # volumes/tflab-hooks/: the lab's hooks in each replica (replay/volumes.py)
 CPU = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m?)")
 MEMORY = re.compile(r"([0-9]+)(Ki|Mi|Gi|Ti|k|M|G|T)?")
 BINARY_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}

@@ -22,7 +22,7 @@ The manifest is untrusted input (tflab/k8s/manifest.py): a bounded YAML read, ev
 schema, then the API server's rules for names, keys and paths, all before anything is planned or
 written; every host path the replay writes comes from manifest.path_under.
 
-This module reads and plans, and touches neither the engine nor a run folder; backends/replay/ runs the
+This module reads and plans, and touches neither the engine nor a run folder; replay/ runs the
 plan through the lab's one pipeline (runner.run). PyYAML is the host side's one dependency, for
 this file alone (pyproject.toml).
 """

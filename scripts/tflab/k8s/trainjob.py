@@ -18,7 +18,7 @@ TF_CONFIG is built where the pod builds it: inside the container, by the runtime
 `python -m tflab.trainer.tfconfig` (cluster.trainjob_tf_config_env); the plan records what that
 function gives each node. A node whose command is another gets no TF_CONFIG, as on a cluster.
 
-The result is the TFJob replay's own Plan (tfjob.py), so the replay (backends/replay/__init__.py) runs it
+The result is the TFJob replay's own Plan (tfjob.py), so the replay (replay/__init__.py) runs it
 through the same pipeline. The manifest is untrusted input as a TFJob is: the same bounded reader,
 each object against its CRD's schema (Trainer v2.3.0's, schemas/), the same rules for the pod
 (pod.service_of). What the lab cannot replay (another framework's runtime, initializers, runtime

@@ -406,7 +406,7 @@ def matrix(settings: Settings, given: Mapping[str, str] | None = None) -> int:
 
     job = None
     if replayed(settings):  # the manifest read and checked whole before the engine is asked anything
-        from tflab.backends import replay  # PyYAML is needed only here
+        from tflab import replay  # PyYAML is needed only here
 
         job = replay.load_plan(settings)
         replay.refuse_decided(job, dict(given))

@@ -49,6 +49,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tflab.backends import userscript
 from tflab.backends.swarm.link import set_link
 from tflab.backends.swarm.nodes import (
     Placement,
@@ -70,7 +71,6 @@ from tflab.core.runfolder import OUTPUT, write_json, write_whole
 from tflab.core.settings import Settings
 from tflab.core.stacks import STACKS_SIGNAL
 from tflab.engine import docker, dockerswarm, labels
-from tflab.supervisor import user_script
 
 NO_CONTAINER_EXIT = 125  # a task that never got a container, as `docker run` reports its own failures
 RESTART_SECONDS = 60
@@ -168,7 +168,7 @@ class SwarmStack:
 
     def start(self) -> None:
         path = self.run_dir / STACK_FILE
-        script_folder = user_script.stage(self.settings, self.run_dir) if self.settings.script else None
+        script_folder = userscript.stage(self.settings, self.run_dir) if self.settings.script else None
         write_json(path, render_stack(self.settings, self.cluster, self.image, self.run_dir, self.node,
                                       self.placement.nodes, self.encrypted, script_folder))
         result = dockerswarm.stack_deploy(str(path), self.stack, timeout=300)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tflab.backends.compose import literal
+from tflab.backends.userscript import script_service
 from tflab.core import runfolder
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
@@ -20,7 +21,6 @@ from tflab.core.errors import LabError
 from tflab.core.runfolder import container_user
 from tflab.core.settings import Settings
 from tflab.engine import labels
-from tflab.supervisor.user_script import script_service
 
 STACK_FILE = "stack.run.json"  # the run's whole stack, in its folder
 STACK_FILE_VERSION = "3.9"  # the newest format docker stack deploy reads; `init` needs 3.7

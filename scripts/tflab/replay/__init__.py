@@ -5,7 +5,9 @@ outside (watcher.py's Watcher: each replica's start and end into <task>.jsonl), 
 and summarised as run.py's ReplayRun says where a TFJob differs from the lab's own run. tfjob.py
 reads and plans; this package is what touches the engine (images.py: what the engine must hold)
 and the run folder (volumes.py: the replay's volumes and the lab's hooks). Here: `up`, and what is
-checked and said before anything starts.
+checked and said before anything starts. It sits above the supervisor, whose runner it drives, and
+below faults/, reports/ and cli/, which start it; its stack is a compose.ComposeStack, a backend
+that only the replay starts, so it lives here rather than under backends/.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from pathlib import Path
 
 from tflab import console
 from tflab.backends import compose
-from tflab.backends.replay.images import check_images, image_configs
-from tflab.backends.replay.run import ReplayRun
-from tflab.backends.replay.stack import ReplayCluster, ReplayStack
-from tflab.backends.replay.volumes import host_folders
 from tflab.core import runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import DATA_DIR, Settings
 from tflab.engine import docker
 from tflab.k8s.tfjob import Plan, load, refuse_decided
+from tflab.replay.images import check_images, image_configs
+from tflab.replay.run import ReplayRun
+from tflab.replay.stack import ReplayCluster, ReplayStack
+from tflab.replay.volumes import host_folders
 from tflab.supervisor import runner
 
 

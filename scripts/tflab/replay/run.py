@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Sequence
 
 from tflab import console
-from tflab.backends.replay.stack import ReplayCluster, ReplayStack
-from tflab.backends.replay.volumes import host_folders, write_hooks, write_volumes
-from tflab.backends.replay.watcher import Watcher, unaudited
 from tflab.core import runfolder
 from tflab.core.explain import VANISHED
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.k8s import tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
+from tflab.replay.stack import ReplayCluster, ReplayStack
+from tflab.replay.volumes import host_folders, write_hooks, write_volumes
+from tflab.replay.watcher import Watcher, unaudited
 from tflab.supervisor import progress, runner, summary
 
 

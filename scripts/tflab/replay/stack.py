@@ -14,14 +14,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tflab.backends import compose
-from tflab.backends.replay.images import image_env
-from tflab.backends.replay.volumes import binds, hooks_mark, hooks_service
 from tflab.core import beneath, runfolder
 from tflab.core.errors import LabError
 from tflab.core.settings import DATA_DIR, Settings
 from tflab.core.terminal import TerminalLines
 from tflab.engine import docker, labels
 from tflab.k8s.tfjob import Plan
+from tflab.replay.images import image_env
+from tflab.replay.volumes import binds, hooks_mark, hooks_service
 from tflab.trainer import replayhooks
 
 COMPOSE_FILE = "compose.tfjob.json"
@@ -62,6 +62,7 @@ class ReplayCluster:
 
     def __init__(self, plan: Plan):
         self.plan = plan
+        self.replayed_from: str | None = plan.setting  # TFJOB or TRAINJOB: the setting that named the file
         self.tasks = [task.name for task in plan.tasks]
         self.chiefs = plan.chief
         self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]

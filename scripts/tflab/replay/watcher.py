@@ -9,11 +9,11 @@ import os
 import re
 from pathlib import Path
 
-from tflab.backends.replay.volumes import hooks_file, hooks_mark
 from tflab.core import beneath, foreign, runfolder
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import EventLog, SchemaError, problems
 from tflab.k8s.tfjob import Plan
+from tflab.replay.volumes import hooks_file, hooks_mark
 from tflab.supervisor import summary
 from tflab.trainer import replayhooks
 
