@@ -347,6 +347,7 @@ class Finding:
     quiet_seconds: float | None = None
     limit_seconds: float | None = None
     moment: str = "stall"  # when the lab asked: at a stall, or before a stop of its own (TIMEOUT, ...)
+    found_at: float | None = None  # unix time the lab composed it (make bench BENCH=stall: stall to finding)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -394,7 +395,7 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
     done = [task for task in trainers(backend.cluster) if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)
-    found.moment = moment
+    found.moment, found.found_at = moment, time.time()
     return found
 
 
@@ -407,7 +408,7 @@ def while_moving(found: Finding, quiet: float) -> Finding:
     return Finding("running", "; ".join(found.places.values()),
                    f"nothing to fix: training was still advancing (its last sign of life {quiet:.0f} s before the "
                    "stop); a run that stops moving is the stall watch's to find (STALL)", "", found.places,
-                   moment=found.moment)
+                   moment=found.moment, found_at=found.found_at)
 
 
 def finding_lines(found: dict) -> list[str]:
