@@ -181,7 +181,7 @@ class Settings(SettingsRules):
     stall: str = setting("auto", grammars.stall, "auto | off | 5..86400 seconds",
             "when the lab calls a run stalled (no trainer advanced), asks every task for its stacks and says who "
             "waits on whom: auto: 5 x the run's own pace (the largest gap between its steps, epochs, checkpoints..., "
-            "the first step's tracing included), at least 30 s and at most 300 s (300 s before its first advance); "
+            "the first step's tracing included), at least 30 s and at most 300 s (300 s before its first step); "
             "N: after N s; off: never",
             tfjob=REPLAYED)
     runs_dir: str = setting("runs", grammars.folder, "a folder, no ':' in its path", "where run folders are written",
