@@ -12,7 +12,7 @@ Three parts, one run each in runs/<RUN>/, figures printed and kept in stallbench
 - healthy: runs that must end ok with no stall finding, those the integration tests do not
   already run: a long first step (every worker's first batch 45 s, past the watch's floor) and a
   large checkpoint (every worker saves 512 MB after each epoch), both SCRIPTs, and a slow link of
-  50 ms on a worker of the lab's trainer (1024 examples: 16 steps an epoch); each with the largest
+  20 ms on a worker of the lab's trainer (1024 examples: 16 steps an epoch); each with the largest
   gap between advances it showed;
 - cost: BENCH_PAIRS pairs of the lab's default run, STALL=auto and STALL=off in turn, the chief's
   steady step of each (medians) and their ratio. The watch runs on the host, so the figure to
@@ -45,7 +45,9 @@ STALL_SCRIPT = home.CODE_ROOT.parent / "tests" / "integration" / "scripts" / "st
 SCRIPT_EPOCHS, SCRIPT_STEPS = 5, 16  # the script's fit: 5 epochs of 16 steps
 SLOW_FIRST_SECONDS = 45  # past stall.FLOOR_SECONDS: a first step the floor alone would call a stall
 CHECKPOINT_MB = 512
-SLOW_LINK = "50ms,100mbit"  # five times the integration test's (10ms,100mbit)
+# Twice the integration test's (10ms,100mbit). At 50 ms the lab's trainer failed: its collectives
+# ended in DeadlineExceeded 37 s after the link slowed, restarts and all (no stall: tasks failed).
+SLOW_LINK = "20ms,100mbit"
 SLOW_LINK_EXAMPLES = 1024  # 16 steps an epoch: each takes some 0.3 s over that link, so the run ends in minutes
 HEALTHY_TIMEOUT = 480.0  # a healthy run's TIMEOUT: ample, and a bound on the bench
 CHAOS_LOG_BYTES = 1 << 20
@@ -271,7 +273,7 @@ def bench(settings: Settings) -> int:
         pairs.append(pair)
         keep()
     lines = [f"stalls injected at random points (SEED={base.seed}), WORKERS={base.workers}: {tally(stalls)}"]
-    lines += [f"  {r['where']:<58} -> {r['kind'] or 'none'}"
+    lines += [f"  {r['where']:<66} -> {r['kind'] or 'none'}"
               f"{'' if r['moment'] in (None, 'stall') else ' at ' + r['moment']}, stopped: {r['stopped'] or '-'}, "
               f"stall to finding {fmt(r['seconds_to_finding'])}"
               f" (limit {fmt(r['limit_seconds'])}){'' if r['correct'] else '  WRONG'}" for r in stalls]
