@@ -98,7 +98,7 @@ report: ## rebuild the report of a compare folder or a run from its logs (RUN=<i
 	$(CHECK_THEN_VENV)
 	@$(LAB_ENV) $(VENV_PYTHON) -m tflab report
 
-bench: ## measure the lab's overhead and the multi-worker step; prints one line per figure
+bench: ## measure the lab's overhead, or its stall watch (BENCH=stall); one line a figure
 	$(CHECK_THEN_VENV)
 	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB_ENV) $(VENV_PYTHON) -m tflab bench
 

@@ -194,6 +194,11 @@ def test_quick_epochs_stall_at_the_floor_and_slow_ones_at_the_ceiling(tmp_path):
 @pytest.mark.parametrize("name, stream", [
     # a long first step (tracing, a slow import): no pace yet, the ceiling holds
     ("long first step", [(0, "worker-0", "cluster_ready"), (stall.CEILING_SECONDS - 1, "worker-0", "epoch")]),
+    # a SCRIPT's long first step: each worker's fit starts a fraction of a second after the other's,
+    # a gap that is no pace; only a step that ran bounds the wait by the pace (make bench BENCH=stall
+    # saw the 30 s floor call a 45 s first step a stall)
+    ("script's long first step", [(0, "worker-0", "fit"), (0.2, "worker-1", "fit"),
+                                  (stall.CEILING_SECONDS - 1, "worker-0", "audit_batch")]),
     # slow-node: every epoch slower than the last, up to three times the first
     ("slow node", epochs(3, 5.0) + [(10.0, "worker-0", "epoch"), (15.0, "worker-0", "epoch")]),
     # a large checkpoint: one gap five times the epochs'
@@ -202,6 +207,18 @@ def test_quick_epochs_stall_at_the_floor_and_slow_ones_at_the_ceiling(tmp_path):
 def test_no_stall_on_a_healthy_run_that_is_slow_in_its_own_ways(tmp_path, name, stream):
     watch, clock = watching(tmp_path)
     assert not feed(watch, clock, stream), name
+
+
+def test_before_a_step_ran_the_ceiling_bounds_the_wait_and_after_it_the_pace(tmp_path):
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, [(0, "worker-0", "fit"), (0.2, "worker-1", "fit")])
+    clock.now += stall.CEILING_SECONDS + 1
+    found = watch.stalled(["worker-0", "worker-1"])
+    assert found is not None and found.limit_seconds == stall.CEILING_SECONDS and found.pace_seconds is None
+    assert "before its first step" in found.line()
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, [(0, "worker-0", "fit"), (0.2, "worker-1", "fit"), (2.0, "worker-0", "audit_batch")])
+    assert feed(watch, clock, [(stall.FLOOR_SECONDS + 2, "worker-1", "cluster_ready")])  # now the floor holds
 
 
 def test_a_script_is_watched_from_its_first_advance_until_its_fit_planned_epochs_are_done(tmp_path):

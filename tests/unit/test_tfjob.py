@@ -228,7 +228,7 @@ DECIDED = {
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
 OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK",
-                  "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT",
+                  "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT", "BENCH", "BENCH_STALLS", "BENCH_PAIRS",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
                   "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE", "K8S_RUNTIME",
                   # the TrainJob replay's, refused with TFJOB by trainjob.refuse_given (tests/unit/test_trainjob.py)

@@ -61,7 +61,8 @@ COMMANDS = {
     "matrix": (training.command_matrix, "run the job on every TF x KERAS x STRATEGIES and say what breaks: "
                "matrix.json/md/png"),
     "report": (reading.command_report, "rebuild the report of a compare folder or a run (RUN=...)"),
-    "bench": (training.command_bench, "measure the lab's overhead and the multi-worker step, side by side"),
+    "bench": (training.command_bench,
+              "measure the lab's overhead and the multi-worker step, or the stall watch (BENCH=stall)"),
     "chaos": (training.command_chaos, "a run with one fault injected: SCENARIO, TARGET, AT, HEAL"),
     "soak": (training.command_soak, "SOAK runs with random faults; prints survived/ended-cleanly/hung counts"),
     "config": (training.command_config, "print the cluster spec and every task's TF_CONFIG"),

@@ -73,7 +73,7 @@ def settings_epilog(command: str) -> str:
     if command == "check":
         lines = ["settings of the command TFLAB_CHECK names (up's shown), as --flag VALUE, NAME=value, or NAME",
                  "in the environment:"] + lines[1:]
-    elif len(others) > 20:  # the commands that read only a few: the rest is the whole table
+    elif len(others) > len(SPECS) // 2:  # the commands that read only a few: the rest is most of the table
         lines.append(f"the other {len(others)} settings are other commands' (`tflab settings` lists them all), "
                      "refused here")
     elif others:  # a line breaks between entries only, so each reads whole

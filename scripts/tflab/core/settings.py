@@ -53,6 +53,7 @@ RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.rest
 COMPOSE_CLIS = ("auto", "v2", "v1")
 PLATFORMS = ("linux/amd64", "linux/arm64")
 AUDITS = ("on", "strict", "off")  # AUDIT: report findings, fail on them, or look at nothing
+BENCHES = ("overhead", "stall")  # make bench: the lab's overhead (reports/bench.py), or the stall watch
 K8S_RUNTIMES = ("cluster", "namespaced")  # make k8s: a ClusterTrainingRuntime, or a TrainingRuntime in K8S_NAMESPACE
 
 DEFAULT_COMPARE = "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2"
@@ -180,7 +181,7 @@ class Settings(SettingsRules):
     stall: str = setting("auto", grammars.stall, "auto | off | 5..86400 seconds",
             "when the lab calls a run stalled (no trainer advanced), asks every task for its stacks and says who "
             "waits on whom: auto: 5 x the run's own pace (the largest gap between its steps, epochs, checkpoints..., "
-            "the first step's tracing included), at least 30 s and at most 300 s (300 s before its first advance); "
+            "the first step's tracing included), at least 30 s and at most 300 s (300 s before its first step); "
             "N: after N s; off: never",
             tfjob=REPLAYED)
     runs_dir: str = setting("runs", grammars.folder, "a folder, no ':' in its path", "where run folders are written",
@@ -280,6 +281,17 @@ class Settings(SettingsRules):
             commands=("chaos", "soak"))
     soak: int = setting(20, grammars.integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs",
             commands=("soak",))
+    bench: str = setting("overhead", grammars.choice(BENCHES), " | ".join(BENCHES),
+            "make bench: overhead: the lab's own overhead and the multi-worker step; stall: the stall watch, "
+            "BENCH_STALLS stalls at random points (seeded by SEED) named or not, a healthy set, and its cost "
+            "on the steady step over BENCH_PAIRS pairs of STALL=auto and off",
+            commands=("bench",))
+    bench_stalls: int = setting(10, grammars.integer(1, 100), "1..100",
+            "make bench BENCH=stall: the stalls it injects, alternately in the lab's trainer and in a SCRIPT",
+            commands=("bench",))
+    bench_pairs: int = setting(3, grammars.integer(1, 20), "1..20",
+            "make bench BENCH=stall: the STALL=auto and STALL=off runs it alternates, for the watch's cost",
+            commands=("bench",))
     script: str = setting("", grammars.script, "empty | path/to/train.py, no ':' in its path",
             "your own training script, unmodified, in every task with the generated TF_CONFIG; "
             "empty: the lab's own", on_host=hostfiles.script_on_host,

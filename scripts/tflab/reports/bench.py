@@ -1,4 +1,5 @@
-"""`make bench`: the lab's own overhead and the multi-worker step, measured side by side in one go.
+"""`make bench`: the lab's own overhead and the multi-worker step, measured side by side in one go
+(BENCH=stall measures the stall watch instead: reports/stallbench.py).
 
 Prints one line per figure, ratios first, and keeps them in runs/<RUN>/bench.txt and bench.json
 beside the runs they come from. Figures, not assertions: the machines are shared and noisy, so
@@ -115,7 +116,12 @@ def ratio(a, b) -> str:
 
 def plan(settings: Settings) -> Settings:
     """The bench's base run, multiworker 2 on compose, with every variant it derives checked, so
-    that a GLOBAL_BATCH the 8 workers cannot split is refused before the bench's folder exists."""
+    that a GLOBAL_BATCH the 8 workers cannot split is refused before the bench's folder exists;
+    BENCH=stall's, its own (reports/stallbench.py)."""
+    if settings.bench == "stall":
+        from tflab.reports import stallbench
+
+        return stallbench.plan(settings)
     if settings.gpus:
         raise LabError(f"make bench does not take GPUS={settings.gpus}: it measures the lab against "
                        "BACKEND=local, which runs on CPUs; leave GPUS empty")
@@ -131,6 +137,10 @@ def plan(settings: Settings) -> Settings:
 
 
 def bench(settings: Settings) -> int:
+    if settings.bench == "stall":
+        from tflab.reports import stallbench
+
+        return stallbench.bench(settings)
     two = plan(settings)
     folder = runfolder.planned(settings)
     docker.check()

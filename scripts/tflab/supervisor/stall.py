@@ -7,8 +7,8 @@ progress printer reads it), and each event that shows training moved (an epoch, 
 fit's start, an audited batch...) ends a gap since the last one: the first gap holds the first
 step's tracing, and the largest gap seen so far is the pace (the start, imports and rendezvous
 before the first advance are none of it). A stall is no trainer advancing for
-FACTOR times the pace, never less than FLOOR_SECONDS nor more than CEILING_SECONDS; before
-training has advanced at all, CEILING_SECONDS (a long first step, a slow start). STALL=<seconds>
+FACTOR times the pace, never less than FLOOR_SECONDS nor more than CEILING_SECONDS; before a
+step has run (STEPPED), CEILING_SECONDS (a long first step, a slow start). STALL=<seconds>
 sets the limit instead, STALL=off turns the watch off. The evaluator and parameter servers are
 not watched: they wait by design.
 
@@ -41,6 +41,10 @@ STACKS_BYTES = 1024 * 1024  # what the lab reads of one task's dump
 # The events that show training moved; start, cluster_ready and imported only restart the clock.
 ADVANCES = ("epoch", "checkpoint", "fit", "restored", "eval", "audit_batch", "audit_pass", "audit_write",
             "audit_weights", "allreduce", "end")
+# The advances only a step that ran can log. Until one, the first step is still running (its tracing,
+# a slow first read) and the ceiling bounds it: a fit's start on each worker, a fraction of a second
+# apart, is a pace of nothing, which once called a 45 s first step a stall at the 30 s floor.
+STEPPED = ("epoch", "eval", "audit_batch", "audit_pass", "audit_weights", "allreduce", "end")
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ class Stall:
 
     def line(self) -> str:
         pace = (f"{FACTOR} x its pace of {self.pace_seconds:.1f} s" if self.pace_seconds is not None
-                else "before its first advance")
+                else "before its first step")
         return (f"stalled: no task advanced for {self.quiet_seconds:.0f} s (the limit: {self.limit_seconds:.0f} s, "
                 f"{pace}); asking every task where it is")
 
@@ -95,6 +99,7 @@ class Watch:
         self.last = self.clock()  # the last sign of life of any watched task
         self.pace: float | None = None
         self.advancing = False  # the first advance of the run was seen: gaps from then on are its pace
+        self.stepped = False  # a step ran (STEPPED): until then the pace bounds nothing, the ceiling does
         self.training = set(watched) if armed else set()  # the tasks bound to advance now
         self.planned = dict.fromkeys(watched, epochs)  # task -> the epochs its fit planned (0: unknown)
         self.advanced: dict[str, dict] = {}  # task -> its last advancing event
@@ -120,6 +125,7 @@ class Watch:
                 gap = now - self.last
                 self.pace = gap if self.pace is None else max(self.pace, gap)
             self.advancing = True
+            self.stepped = self.stepped or event in STEPPED
             self.advanced[task] = record
             self.training.add(task)
         if event == "fit" and isinstance(record.get("epochs"), int):
@@ -138,7 +144,11 @@ class Watch:
         """Whether training was advancing: it had advanced, and not been quiet past the limit its pace
         sets (the auto one where STALL=off, as an interrupt's finding asks this whatever STALL)."""
         limits = self.limits if self.limits.fixed is not None else Limits()
-        return self.advancing and self.quiet() <= limits.limit(self.pace)
+        return self.advancing and self.quiet() <= limits.limit(self.known_pace())
+
+    def known_pace(self) -> float | None:
+        """The pace, once a step ran; None before (the first step's length is not known yet)."""
+        return self.pace if self.stepped else None
 
     def stalled(self, running: list[str], done: Sequence[str] = ()) -> Stall | None:
         """A stall, the first time the watched tasks still running have been quiet past the limit;
@@ -148,10 +158,10 @@ class Watch:
             return None
         if not (watched & self.training or (done and self.advancing)):
             return None
-        quiet, limit = self.clock() - self.last, self.limits.limit(self.pace)
+        quiet, limit = self.clock() - self.last, self.limits.limit(self.known_pace())
         if quiet <= limit:
             return None
-        self.stall = Stall(quiet, limit, self.pace)
+        self.stall = Stall(quiet, limit, self.known_pace())
         return self.stall
 
 
@@ -348,6 +358,7 @@ class Finding:
     quiet_seconds: float | None = None
     limit_seconds: float | None = None
     moment: str = "stall"  # when the lab asked: at a stall, or before a stop of its own (TIMEOUT, ...)
+    found_at: float | None = None  # unix time the lab composed it (make bench BENCH=stall: stall to finding)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -398,7 +409,7 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
     done = [task for task in trainers(backend.cluster) if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)
-    found.moment = moment
+    found.moment, found.found_at = moment, time.time()
     return found
 
 
@@ -411,7 +422,7 @@ def while_moving(found: Finding, quiet: float) -> Finding:
     return Finding("running", "; ".join(found.places.values()),
                    f"nothing to fix: training was still advancing (its last sign of life {quiet:.0f} s before the "
                    "stop); a run that stops moving is the stall watch's to find (STALL)", "", found.places,
-                   moment=found.moment)
+                   moment=found.moment, found_at=found.found_at)
 
 
 def finding_lines(found: dict) -> list[str]:
