@@ -101,7 +101,7 @@ def draw(seed: int, count: int, workers: int, epochs: int) -> list[Injection]:
 def named_correctly(injection: Injection, stall: dict | None) -> bool:
     """The finding came at a stall (not at TIMEOUT), of the kind the stall's making expects, and names
     the injected worker as the one that stopped."""
-    return bool(stall) and stall.get("moment") == "stall" and stall.get("kind") == injection.expected \
+    return stall is not None and stall.get("moment") == "stall" and stall.get("kind") == injection.expected \
         and str(stall.get("what", "")).startswith(f"{injection.target} stopped")
 
 
@@ -250,7 +250,9 @@ def bench(settings: Settings) -> int:
     backends.check_engine(base)
     runfolder.make(folder, link_latest=True)
     began = time.time()
-    stalls, healthy, pairs = [], [], []
+    stalls: list[dict] = []
+    healthy: list[dict] = []
+    pairs: list[dict] = []
 
     def keep() -> None:  # after every run, so that a bench stopped midway leaves what it measured
         runfolder.write_json(folder / "stallbench.json", {"stalls": stalls, "healthy": healthy, "pairs": pairs})
