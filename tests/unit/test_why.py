@@ -43,6 +43,23 @@ def test_why_says_what_broke_where_a_script_resumed_and_the_audits_findings(tmp_
         "note: every worker reads all the data"]
 
 
+def test_what_broke_comes_before_where_the_others_were_when_the_lab_stopped_them(tmp_path):
+    """A swarm run whose peers could not reach each other: the lab's why led with the end of the
+    failure's grace, the others "waiting in a collective" in the strategy's setup, and its fix of
+    mismatched collectives, before the peer that could not be reached (seen 2026-12-06)."""
+    unreachable = Explanation("worker-0", "cluster-not-formed", "the cluster never formed", "check the peer", "",
+                              False).to_dict()
+    waiting = {"kind": "all-waiting", "what": "every task waits in a collective", "fix": "compare where each is",
+               "link": "", "moment": "the end of the failure's grace", "places": {}}
+    write_run(tmp_path, "r2", outcome="failed", stall=waiting, tasks=[
+        TaskRow(task="worker-0", status="failed", exit_code=1, error="gave up", explanation=unreachable),
+        TaskRow(task="worker-1", status="failed", exit_code=137)])
+    lines = why(tmp_path, "r2").stdout.splitlines()
+    assert lines[1] == "worker-0: the cluster never formed"
+    assert lines.index("where every task was at the end of the failure's grace (all-waiting): every task waits in a "
+                       "collective") > lines.index("  fix: check the peer")
+
+
 def test_why_on_a_clean_run_says_there_is_nothing_and_whether_it_was_audited(tmp_path):
     write_run(tmp_path, "clean", tasks=[TaskRow(task="worker-0", status="ok")])
     write_run(tmp_path, "unaudited", tasks=[TaskRow(task="worker-0", status="ok")], settings={"audit": "off"})

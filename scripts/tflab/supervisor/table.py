@@ -32,8 +32,8 @@ def table(result: Summary) -> str:
     for row in result.tasks:
         if row.error and not row.explanation:
             lines.append(f"{shown(row.task)}: {row.error.splitlines()[0][:300]}")
+    lines += explanation_lines(result.tasks)  # what broke first, then where the rest were (why_lines)
     lines += stall_lines(result)
-    lines += explanation_lines(result.tasks)
     lines += resume_lines(result.tasks)
     trainers = [row for row in result.tasks if row.role == "trainer"]
     agree = "" if len(trainers) < 2 or any(row.weights_sha256 is None for row in trainers) else (
@@ -68,9 +68,12 @@ def table(result: Summary) -> str:
 def why_lines(result: Summary) -> list[str]:
     """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
     do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
-    (tflab why, and the fixture's why())."""
-    return (stall_lines(result) + explanation_lines(result.tasks) + resume_lines(result.tasks) + restart_lines(result)
-            + audit_lines(result))
+    (tflab why, and the fixture's why()). What broke comes first: where a task failed, its
+    explanation leads, and where every task was when the lab stopped the rest follows it (a peer
+    unreachable before the cluster formed leaves the others waiting in the strategy's first
+    collective, which alone reads as a program's mismatched collectives)."""
+    return (explanation_lines(result.tasks) + stall_lines(result) + resume_lines(result.tasks)
+            + restart_lines(result) + audit_lines(result))
 
 
 def stall_lines(result: Summary) -> list[str]:
