@@ -195,3 +195,21 @@ def test_a_slow_link_or_node_slows_the_steps_after_it(lab, reference, scenario, 
     after = [e["seconds"] for e in epochs_after(run, "worker-0", 3)]
     assert after[-1] > 1.5 * before, (before, after)
     assert run.losses("worker-0") == pytest.approx(reference.losses("worker-0"), rel=1e-6)
+
+
+@pytest.mark.xdist_group("chaos-hang-never")
+def test_a_hang_never_released_is_a_stall_named_at_its_target_and_not_restarted(lab):
+    """Issue 42 on the real stack: a worker that stops taking part while its process, heartbeats
+    and network live on. Before, the run waited for TIMEOUT and said "nothing to explain"; now the
+    watch calls it within its own limit, asks every task where it is, names the target, and does
+    not restart a stall."""
+    run = chaos(lab, "hang-never", SCENARIO="hang", TARGET="worker-1", AT="epoch:2", HEAL="never", TIMEOUT=900)
+    summary = run.summary
+    assert (run.finished.returncode, summary["outcome"], summary["restarts"]) == (1, "stalled", []), run.why()
+    found = summary["stall"]
+    assert (found["moment"], found["kind"]) == ("stall", "hang"), found
+    assert found["what"].startswith("worker-1 stopped"), found
+    assert set(found["places"]) == {"worker-0", "worker-1"}, found
+    # Called by the watch, at its limit (5 x the run's pace, 30 s to 300 s), not by TIMEOUT
+    assert found["limit_seconds"] <= found["quiet_seconds"] < summary["wall_seconds"] < 900, found
+    assert run.why().startswith("run chaos-hang-never: stall (hang): worker-1 stopped"), run.why()

@@ -135,3 +135,17 @@ def test_a_scripts_stray_lines_in_its_log_are_skipped_and_the_run_ends_with_its_
     assert [task.status for task in lab.tasks.values()] == ["ok"]
     assert re.search(r"^\[single\] skipped a line of single.jsonl that is not one of the lab's events "
                      r"\(.*\); the summary skips such lines too$", lab.output, re.M), lab.output
+
+
+def test_a_save_on_the_chief_alone_is_named_and_never_restarted(tflab_cluster):
+    """raydp#447's mistake, as the fixture's user meets it: `tf.saved_model.save` on worker-0
+    only. Worker-1 ends with 0 and worker-0 waits in the save's all-reduce for ever. Before, the
+    lab took worker-1 for a lost peer, restarted the cluster twice and timed out (156.5 s), with
+    advice about BackupAndRestore; now it is named for what it is and not restarted."""
+    lab = tflab_cluster(workers=2, script=REPO / "tests/integration/scripts/stall_chief_save.py", timeout=900)
+    assert lab.returncode == 1 and not lab.summary["ok"] and lab.summary["restarts"] == [], lab.why()
+    assert lab.tasks["worker-1"].exit_code == 0, lab.why()
+    named = [lab.stall["kind"]] if lab.stall else []
+    named += [row["explanation"]["signature"] for row in lab.summary["tasks"] if row.get("explanation")]
+    assert "chief-only-save" in named, lab.why()
+    assert "BackupAndRestore" not in lab.why()
