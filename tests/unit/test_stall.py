@@ -254,6 +254,24 @@ def test_a_restart_starts_the_clock_again(tmp_path):
     assert watch.stalled(["worker-0"]) is None
 
 
+def test_a_restarted_cluster_is_held_to_the_ceiling_until_its_first_step(tmp_path):
+    """sim-pause on a simulated swarm: after the restart the new attempt took over 30 s to its first
+    step, and the pace of the attempt before (0.8 s) called that a stall at the 30 s floor."""
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, epochs(3, 0.8))
+    watch.restarted()
+    assert not feed(watch, clock, [(stall.FLOOR_SECONDS * 3, "worker-0", "cluster_ready"),
+                                   (stall.FLOOR_SECONDS * 3, "worker-0", "restored")])
+    clock.now += stall.CEILING_SECONDS + 1  # a restart that never comes back is still a stall
+    assert watch.stalled(["worker-0", "worker-1"]) is not None
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, epochs(3, 0.8))
+    watch.restarted()
+    assert not feed(watch, clock, [(40, "worker-0", "cluster_ready"), (1.0, "worker-0", "epoch"),
+                                   (0.1, "worker-1", "epoch")])
+    assert feed(watch, clock, [(stall.FLOOR_SECONDS + 2, "worker-1", "cluster_ready")])  # the pace holds again
+
+
 def test_the_watch_reads_the_tasks_logs_as_they_grow(tmp_path):
     watch, clock = watching(tmp_path)
     log = tmp_path / "worker-0.jsonl"

@@ -100,14 +100,20 @@ class Watch:
         self.pace: float | None = None
         self.advancing = False  # the first advance of the run was seen: gaps from then on are its pace
         self.stepped = False  # a step ran (STEPPED): until then the pace bounds nothing, the ceiling does
+        self.armed = armed  # the lab's own trainer: bound to advance from its start
         self.training = set(watched) if armed else set()  # the tasks bound to advance now
         self.planned = dict.fromkeys(watched, epochs)  # task -> the epochs its fit planned (0: unknown)
         self.advanced: dict[str, dict] = {}  # task -> its last advancing event
         self.stall: Stall | None = None  # the one it found, once
 
     def restarted(self) -> None:
-        """After a restart: the clock starts again; the pace learned stays."""
+        """After a restart: the clock starts again, and the new attempt is held to the ceiling until
+        a step of its own ran (its start, imports, rendezvous and restore are no pace: a simulated
+        swarm's restart took over 30 s to its first step, and the floor of a 0.8 s pace called it a
+        stall); the pace learned stays for after that step."""
         self.last = self.clock()
+        self.advancing = self.stepped = False
+        self.training = set(self.watched) if self.armed else set()
 
     def read(self) -> None:
         """Takes in every watched task's new events."""
