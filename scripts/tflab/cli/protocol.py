@@ -39,7 +39,7 @@ def refuse_empty_inputs(command: str, env: Mapping[str, str], overrides: Mapping
     for a command that reads it, as `make down RUN=` is; an exported empty variable of a setting the
     command never reads is none of its business (one environment serves every command)."""
     overrides = dict(overrides or {})
-    named = set(overrides or {}) | set(env.get(MAKE_VARIABLES_ENV, "").split())
+    named = set(overrides) | set(env.get(MAKE_VARIABLES_ENV, "").split())
     for spec in SETTINGS:
         raw = overrides.get(spec.name, env.get(spec.name))
         if spec.left_out and raw is not None and not raw.strip() and (spec.name in named or command in spec.commands):

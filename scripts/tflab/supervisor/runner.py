@@ -65,7 +65,7 @@ class LabRun:
         # The lab's own trainer logs every epoch from its start; a script's or a replica's program is
         # watched from its first advance (a replica the hooks did not reach never advances)
         own = not (self.settings.script or self.settings.tfjob or self.settings.trainjob)
-        self.watch = stall.Watch(self.run_dir, stall.trainers(self.backend.cluster),
+        self.watch = stall.Watch(self.run_dir, self.backend.cluster.trainers,
                                  stall.Limits.from_setting(self.settings.stall), armed=own,
                                  epochs=self.settings.epochs if own else 0)
         return self.watch

@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tflab.core import beneath, explain, foreign, runfolder, stacks
-from tflab.core.cluster import RunCluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import problems
 from tflab.supervisor.progress import new_lines
@@ -169,12 +168,6 @@ class Watch:
             return None
         self.stall = Stall(quiet, limit, self.known_pace())
         return self.stall
-
-
-def trainers(cluster: RunCluster) -> list[str]:
-    """The tasks that train, in the names every kind of run's cluster has (a replay's ReplayCluster
-    too): neither servers nor the evaluator."""
-    return cluster.trainers
 
 
 # -- where every task is -------------------------------------------------------------------------
@@ -413,7 +406,7 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
     stacks, and the finding."""
     dumps = capture(backend, running, run_dir)
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
-    done = [task for task in trainers(backend.cluster) if codes.get(task) == 0]
+    done = [task for task in backend.cluster.trainers if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)
     found.moment, found.found_at = moment, time.time()
     return found
