@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for the annotations: the console imports nothing of the lab's
-    from tflab.core.cluster import RunCluster
+    from tflab.core.cluster import Cluster
     from tflab.core.settings import Settings
 
 
@@ -88,7 +88,7 @@ def cell(value, fmt: str, scale: float = 1) -> str:
     return "".join(repr(char)[1:-1] if not char.isprintable() else char for char in text[:80])
 
 
-def describe_run(settings: Settings, the_cluster: RunCluster) -> str:
+def describe_run(settings: Settings, the_cluster: Cluster) -> str:
     """The run's shape in words, for its first line and the manifests' comments."""
     if settings.strategy == "multiworker":
         shape = "a chief, " * settings.chief + f"{settings.workers} worker{'s' * (settings.workers != 1)}"

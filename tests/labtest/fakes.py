@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tflab.core import explain, runfolder
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.stacks import stacks_file
 from tflab.engine import docker
 
@@ -26,10 +26,12 @@ class FakeBackend:
     (a test writes the task's logs there). Each task's container lives on a node of its own,
     reached by its own docker command; a partition's cut is recorded, not done."""
 
-    def __init__(self, the_cluster: RunCluster, run_dir: Path, attempts: list[list[dict[str, int]]],
+    def __init__(self, the_cluster: Cluster, run_dir: Path, attempts: list[list[dict[str, int]]],
                  on_start: Callable[[FakeBackend, int], None] | None = None, description: str = "a stand-in"):
         self.cluster, self.run_dir, self.attempts, self.on_start = the_cluster, run_dir, attempts, on_start
         self.tasks, self.description = the_cluster.tasks, description
+        self.name = "compose"  # what it stands in for: the stack of a run on Compose
+        self.images: dict[str, dict] | None = None  # a replay's image configs (ReplayStack): none, no hooks
         self.proxied: frozenset[str] = frozenset()
         self.oom_killed: dict[str, bool] = {}
         self.attempt = self.poll = self.starts = 0  # attempt: restarts made; starts: start() calls

@@ -82,15 +82,15 @@ def test_the_callers_of_cluster_build_are_those_the_page_names():
 
 def test_config_json_is_written_once_a_run_after_the_claim():
     """The flow's "written once, after the run's folder is claimed": the lab's run writes it in
-    LabRun.prepare, a replay in ReplayRun.claimed (runner.run calls each once, after the claim)."""
+    labrun.LabRun.prepare, a replay in ReplayRun.claimed (runner.run calls each once, after the claim)."""
     writers = {(name, within) for name, tree in modules().items()
                for within in calls_to(tree, "runfolder", "write_config")}
-    assert writers == {("supervisor/runner.py", "prepare"), ("replay/run.py", "claimed")}
+    assert writers == {("supervisor/labrun.py", "prepare"), ("replay/run.py", "claimed")}
     run = next(node for node in modules()["supervisor/runner.py"].body if isinstance(node, ast.FunctionDef)
                and node.name == "run")
     called = [ast.unparse(node.func) for node in ast.walk(run) if isinstance(node, ast.Call)]
-    assert called.count("what.claimed") == called.count("what.prepare") == 1
-    assert called.index("runfolder.make") < called.index("what.claimed")
+    assert called.count("kind.claimed") == called.count("kind.prepare") == 1
+    assert called.index("runfolder.make") < called.index("kind.claimed")
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -13,6 +13,7 @@ from tflab.core import cluster, explain
 from tflab.core.explain import Evidence, exception_head, restart_verdict, script_warnings
 from tflab.core.settings import Settings, SettingsError
 from tflab.supervisor import runner, summary, table
+from tflab.supervisor.labrun import LabRun
 
 pytestmark = pytest.mark.unit
 LOGS = Path(__file__).parent / "logs"
@@ -214,9 +215,9 @@ KERAS_3 = "train.py exited with code 1: " + exception_head((LOGS / "keras3-multi
 def test_supervise_restarts_as_the_policy_says_and_restarts_bound_it(tmp_path, capsys, policy, attempts, restarts):
     settings = Settings(workers=2, restarts=2, restart_policy=policy, backup="off")
     backend = ending_at_once(tmp_path, attempts)
-    run = runner.LabRun(settings, backend, tmp_path)
+    run = LabRun(settings, backend, tmp_path)
     made = run.restarts_made
-    outcome, _ = runner.supervise(backend, run)
+    outcome, _ = runner.supervise(runner.Supervision(run))
     assert len(made) == restarts and backend.starts == restarts + 1
     assert outcome == ("ok" if attempts[-1]["worker-0"][0] == 0 else "failed")
     if policy == "ExitCode" and not restarts:
@@ -231,14 +232,14 @@ def test_a_task_removed_from_outside_is_named_before_the_failures_it_caused(tmp_
     settings = Settings(workers=2, restarts=2, backup="off")
     backend = ending_at_once(tmp_path, [{"worker-0": (1, "UnavailableError: Socket closed", False),
                                       "worker-1": (explain.VANISHED, "", False)}])
-    run = runner.LabRun(settings, backend, tmp_path)
+    run = LabRun(settings, backend, tmp_path)
     made = run.restarts_made
-    assert runner.supervise(backend, run) == ("failed", [])
+    assert runner.supervise(runner.Supervision(run)) == ("failed", [])
     out = capsys.readouterr().out
     assert "tflab: worker-1 vanished: its container or service was removed from outside the lab; ending the run" in out
     assert "tflab: not restarting: worker-1 vanished" in out and not made
-    result = summary.summarise(settings, cluster.build(settings), tmp_path, backend.exit_codes(), [], "failed",
-                               0, 1, {})
+    result = summary.summarise(tmp_path, summary.lab_rows(settings, cluster.build(settings), tmp_path,
+                                                         backend.exit_codes(), [], "failed", {}), "failed", 0, 1)
     rows = {row["task"]: row for row in result["tasks"]}
     assert rows["worker-1"]["explanation"]["signature"] == "vanished"
     assert rows["worker-0"]["explanation"]["signature"] == "lost-peer"
@@ -263,8 +264,9 @@ def test_the_summary_and_its_table_carry_the_explanation(tmp_path):
         (tmp_path / f"{task}.jsonl").write_text(json.dumps({"event": "error", "task": task, "time": 0,
                                                             "message": KERAS_3}) + "\n")
     (tmp_path / "output.log").write_text("worker-0 | 2026-12-03T12:00:00.000Z hello\n")
-    result = summary.summarise(settings, cluster.build(settings), tmp_path, {"worker-0": 1, "worker-1": 137}, [],
-                               "failed", 0, 1, {"worker-1": True})
+    result = summary.summarise(tmp_path, summary.lab_rows(settings, cluster.build(settings), tmp_path,
+                                                         {"worker-0": 1, "worker-1": 137}, [], "failed",
+                                                         {"worker-1": True}), "failed", 0, 1)
     rows = {row["task"]: row for row in result["tasks"]}
     assert rows["worker-0"]["explanation"]["signature"] == "keras3-multiworker"
     assert rows["worker-1"]["explanation"]["signature"] == "oom-killed"
@@ -382,7 +384,7 @@ def test_a_chief_that_saved_alone_is_not_restarted_and_the_line_names_the_save(t
     backend = FakeBackend(cluster.build(settings), tmp_path, [[{"worker-1": 0}, {"worker-0": 1, "worker-1": 0}]],
                           on_start=write_logs)
     backend.start()
-    run = runner.LabRun(settings, backend, tmp_path)
-    assert runner.supervise(backend, run) == ("failed", []) and not run.restarts_made
+    run = LabRun(settings, backend, tmp_path)
+    assert runner.supervise(runner.Supervision(run)) == ("failed", []) and not run.restarts_made
     assert ("tflab: not restarting: worker-0 failed in a way a restart repeats (chief-only-save), "
             "RESTART_POLICY=ExitCode") in capsys.readouterr().out

@@ -65,7 +65,7 @@ def test_a_base_fault_says_its_name_and_adds_nothing():
 
 
 class ReplayedCluster:
-    """A replayed job's cluster as the driver reads it (replay/'s ReplayCluster)."""
+    """A replayed job's cluster as the driver reads it (tfjob.Plan.as_cluster)."""
 
     def __init__(self, settings: Settings, setting: str):
         built = cluster.build(settings)
@@ -101,15 +101,14 @@ spec:
 
 def test_chaos_asks_the_cluster_what_it_replays(tmp_path):
     """Issue 46: the driver told a replay from the lab's run by getattr(cluster, "plan", None);
-    now every kind's cluster declares it (cluster.RunCluster.replayed_from), mypy holding both."""
+    now every kind's cluster declares it (cluster.Cluster.replayed_from), mypy holding both."""
     import yaml
     from tflab.k8s import tfjob
-    from tflab.replay.stack import ReplayCluster
 
     settings = Settings(scenario="slow-link")
     plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml.safe_load(REPLAYED_JOB)], Settings())
     assert (cluster.build(settings).replayed_from, Chaos(settings).replayed) == (None, None)
-    replayed = Chaos(settings, ReplayCluster(plan))
+    replayed = Chaos(settings, plan.as_cluster())
     assert replayed.replayed == "TFJOB" and replayed.target == "worker-1"
     with pytest.raises(LabError, match="^SCENARIO=slow-link is not allowed with TFJOB: "):
         replayed.check(settings)

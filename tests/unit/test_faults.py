@@ -16,6 +16,7 @@ from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
 from tflab.faults import chaos, registry, soak
 from tflab.supervisor import runner
+from tflab.supervisor.labrun import LabRun
 from tflab.trainer import linkproxy
 
 
@@ -127,7 +128,7 @@ def test_kill_stop_pause_and_partition_act_on_a_stacks_containers_too(scenario, 
         "cluster_ready", seconds=1.0, replicas=2, devices=[])
     the_cluster = cluster.build(settings)  # every task runs for three polls, then exits 0
     stack = FakeBackend(the_cluster, tmp_path, [[{}, {}, {}, dict.fromkeys(the_cluster.tasks, 0)]])
-    assert runner.supervise(stack, runner.LabRun(settings, stack, tmp_path), fault) == ("ok", [])
+    assert runner.supervise(runner.Supervision(LabRun(settings, stack, tmp_path)), fault) == ("ok", [])
     node = ["docker", "-H", "ssh://node-of-worker-1"]
     expected = {"kill": [(("kill", "id-worker-1"), node)],
                 "stop": [(("kill", "--signal", "SIGTERM", "id-worker-1"), node)],

@@ -150,8 +150,8 @@ def read_everything(run_dir: Path, commands=("summary", "why", "logs", "report")
                         progress.ScriptOutputPrinter(the_cluster, run_dir)):
             printer.print_new()
         try:
-            made = summary.summarise(Settings(workers=2), the_cluster, run_dir, {t: 0 for t in TASKS}, [], "ok",
-                                     0.0, 1.0)
+            made = summary.summarise(run_dir, summary.lab_rows(Settings(workers=2), the_cluster, run_dir,
+                                                                  {t: 0 for t in TASKS}, [], "ok"), "ok", 0.0, 1.0)
             said.append(json.dumps(made.to_dict()))
         except LabError as error:
             said.append(str(error))

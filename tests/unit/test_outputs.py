@@ -82,8 +82,8 @@ def test_the_runs_summary_is_written_whatever_a_task_left_in_the_folder(tmp_path
     (tmp_path / "worker-0.jsonl").mkdir()
     (tmp_path / "output.log").mkdir()
     (tmp_path / "worker-1.jsonl").write_text("stray\n")
-    result = summary.summarise(settings, cluster.build(settings), tmp_path, {"worker-0": 0, "worker-1": 1}, [],
-                               "ok", 1.0, 2.0)
+    result = summary.summarise(tmp_path, summary.lab_rows(settings, cluster.build(settings), tmp_path,
+                                                         {"worker-0": 0, "worker-1": 1}, [], "ok"), "ok", 1.0, 2.0)
     assert [(row.task, row.status) for row in result.tasks] == [("worker-0", "failed"), ("worker-1", "failed")]
     said = capsys.readouterr().out.splitlines()
     assert said == [f"tflab: {tmp_path / 'output.log'} is a folder, not a file the lab wrote; the summary explains "

@@ -19,7 +19,6 @@ from tflab.core.schema import by_event, read_events
 from tflab.core.settings import Settings
 from tflab.k8s import tfjob
 from tflab.replay.run import ReplayRun
-from tflab.replay.stack import ReplayCluster
 from tflab.replay.volumes import SITE_FILE, hooks_folder, write_hooks
 from tflab.replay.watcher import Watcher, unaudited
 from tflab.supervisor import runner
@@ -53,7 +52,7 @@ spec:
 def stand_in(plan, run_dir, attempts) -> FakeBackend:
     """Stands in for stack.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
     poll (the last one holds); SIGTERM ends a replica with 143, SIGKILL with 137."""
-    return FakeBackend(ReplayCluster(plan), run_dir, attempts, description="a stand-in project")
+    return FakeBackend(plan.as_cluster(), run_dir, attempts, description="a stand-in project")
 
 
 class Guard:
@@ -561,7 +560,7 @@ def test_the_watcher_copies_only_the_hooks_events_under_the_replicas_own_name(tm
     run_dir = tmp_path / "run"
     (run_dir / "tasks").mkdir(parents=True)
     write_hooks(plan, run_dir, Settings())
-    watcher = Watcher(plan, run_dir)
+    watcher = Watcher(plan, run_dir, dict)
     folder = hooks_folder(run_dir, "worker-0")
     lines = [{"event": "imported", "task": "chief-0", "time": 1.0, "module": "keras", "version": "3"},
              {"event": "end", "task": "worker-0", "time": 1.0, "role": "script", "total_seconds": 1,

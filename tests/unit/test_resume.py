@@ -6,7 +6,7 @@ import json
 import pytest
 from tflab.core import cluster
 from tflab.core.settings import Settings
-from tflab.supervisor import progress, runner, summary, table
+from tflab.supervisor import labrun, progress, summary, table
 from tflab.supervisor.resume import UNSEEN, resumes
 
 pytestmark = pytest.mark.unit
@@ -75,10 +75,10 @@ def script_run(tmp_path, logs: dict) -> tuple[Settings, cluster.Cluster]:
 
 def test_the_restart_line_claims_no_resume_and_says_what_the_backup_lets_one_expect(tmp_path):
     script_run(tmp_path, {"worker-0": log("worker-0", [fit(1, **TMP), epoch(1)])})
-    assert runner.script_restart(tmp_path, "worker-0") == (
+    assert labrun.script_restart(tmp_path, "worker-0") == (
         "each runs the script again from its first line, and the lab will say where it resumed; worker-0: its "
         "backup_dir /tmp/backup does not outlive a restart: expect it to start over")
-    assert runner.script_restart(tmp_path, "worker-1") == (
+    assert labrun.script_restart(tmp_path, "worker-1") == (
         "each runs the script again from its first line, and the lab will say where it resumed")
 
 
@@ -94,7 +94,8 @@ def test_the_live_lines_and_the_table_say_it_measured(tmp_path, capsys):
     assert "[worker-0] epoch 2  loss 0.5000  0.10 s  8 steps" in lines
     assert [line for line in lines if "restart" in line] == [
         f"[worker-0] after restart 1: {started_over}", f"[worker-1] after restart 1: {started_over}"]
-    result = summary.summarise(settings, the_cluster, tmp_path, {"worker-0": 0, "worker-1": 0}, [], "ok",
-                               0.0, 1.0, restarts=[0.5])
+    result = summary.summarise(tmp_path, summary.lab_rows(settings, the_cluster, tmp_path,
+                                                         {"worker-0": 0, "worker-1": 0}, [], "ok"), "ok", 0.0, 1.0,
+                               restarts=[0.5])
     assert result.tasks[0].resumes == [{"attempt": 2, "resumed": False, "words": started_over}]
     assert f"worker-0, worker-1: after restart 1, {started_over}" in table.table(result).splitlines()

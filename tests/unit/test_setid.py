@@ -226,7 +226,6 @@ def test_a_replays_teardown_strips_every_folder_its_replicas_could_write_before_
     from tflab.core.settings import Settings
     from tflab.k8s import tfjob
     from tflab.replay.run import ReplayRun
-    from tflab.replay.stack import ReplayCluster
     from tflab.supervisor import runner, setid
 
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
@@ -248,7 +247,7 @@ def test_a_replays_teardown_strips_every_folder_its_replicas_could_write_before_
         (run_dir / "volumes" / "data" / "setgid").mkdir()
         (run_dir / "volumes" / "data" / "setgid").chmod(0o2777)
 
-    project = FakeBackend(ReplayCluster(plan), run_dir, [[{"worker-0": 0, "worker-1": 0}]], on_start=plant_everywhere)
+    project = FakeBackend(plan.as_cluster(), run_dir, [[{"worker-0": 0, "worker-1": 0}]], on_start=plant_everywhere)
     strip_run = setid.strip_run
     seen = {}
 
@@ -401,13 +400,14 @@ def test_why_names_what_was_stripped_and_nothing_where_nothing_was(tmp_path):
 
 
 def test_the_labs_own_runs_teardown_strips_the_tasks_space_too(tmp_path, monkeypatch, capsys):
-    """runner.LabRun: what up, chaos, soak, compare, bench, matrix, Swarm's stack-up and the
+    """labrun.LabRun: what up, chaos, soak, compare, bench, matrix, Swarm's stack-up and the
     fixture run (each through runner.up, then runner.run), whatever the backend: a SCRIPT task's
     set-ID program in tasks/ (Swarm's shared runs folder holds the same tasks/) loses its bit."""
     from labtest.fakes import FakeBackend
     from tflab.core import cluster
     from tflab.core.settings import Settings
     from tflab.supervisor import runner
+    from tflab.supervisor.labrun import LabRun
 
     monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
     monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
@@ -416,7 +416,7 @@ def test_the_labs_own_runs_teardown_strips_the_tasks_space_too(tmp_path, monkeyp
     the_cluster = cluster.build(settings)
     backend = FakeBackend(the_cluster, run_dir, [[dict.fromkeys(the_cluster.tasks, 0)]],
                           on_start=lambda backend, attempt: plant(run_dir / "tasks" / "work" / "worker-1" / "su"))
-    runner.run(runner.LabRun(settings, backend, run_dir))
+    runner.run(LabRun(settings, backend, run_dir))
     assert setid_left(run_dir) == [] and (run_dir / "tasks" / "work" / "worker-1" / "su").exists()
     assert capsys.readouterr().out.strip().splitlines()[-1] == (
         "tflab: stripped the set-ID bit from 1 file a task wrote: tasks/work/worker-1/su (uid 0, was 4755)")

@@ -14,6 +14,8 @@ from tflab.core import cluster, stacks
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings, SettingsError
 from tflab.supervisor import runner, stall, table
+from tflab.supervisor.labrun import LabRun
+from tflab.supervisor.runner import Supervision
 
 pytestmark = pytest.mark.unit
 
@@ -309,16 +311,17 @@ def test_a_stalled_run_says_who_waits_on_whom_is_not_restarted_and_keeps_the_fin
     clock = Clock()
     monkeypatch.setattr(stall.time, "monotonic", clock)
     monkeypatch.setattr(runner.time, "sleep", lambda seconds: setattr(clock, "now", clock.now + seconds))
-    run = runner.LabRun(settings, backend, tmp_path)
+    run = LabRun(settings, backend, tmp_path)
     backend.start()
-    assert runner.supervise(backend, run) == ("stalled", ["worker-0", "worker-1"])
+    seen = runner.Supervision(run)
+    assert runner.supervise(seen) == ("stalled", ["worker-0", "worker-1"])
     out = capsys.readouterr().out
     assert "tflab: stalled: no task advanced for 6 s (the limit: 5 s" in out
     assert "tflab: stall (stuck-callback): worker-1 stopped in a callback (on_epoch_end)" in out
     assert "tflab: not restarting: a stall is no failure" in out and not run.restarts_made
     assert backend.asked_stacks == [["worker-0", "worker-1"]] and backend.ended == dict.fromkeys(backend.tasks, 137)
     result = Summary(run="r", strategy="multiworker", backend="compose", outcome="stalled", ok=False, launched_at=0,
-                     wall_seconds=6, settings={}, weights_agree=False, tasks=[], stall=run.stall_finding)
+                     wall_seconds=6, settings={}, weights_agree=False, tasks=[], stall=seen.stall_finding)
     lines = table.why_lines(Summary.from_dict(json.loads(json.dumps(result.to_dict()))))
     assert lines[0].startswith("stall (stuck-callback): worker-1 stopped") and lines[1].startswith("  fix: ")
 
@@ -327,10 +330,10 @@ def test_a_timeout_asks_where_every_task_is_before_it_stops_them(tmp_path, capsy
     settings = Settings(workers=2, backup="off", stall="off", timeout=10)
     backend = FakeBackend(cluster.build(settings), tmp_path, [[{}]])
     backend.stacks = {"worker-0": IN_STEP, "worker-1": IN_GENERATOR}
-    run = runner.LabRun(settings, backend, tmp_path)
+    run = LabRun(settings, backend, tmp_path)
     monkeypatch.setattr(run, "deadline", lambda started: 0)  # already passed
     backend.start()
-    assert runner.supervise(backend, run)[0] == "timed out"
+    assert runner.supervise(runner.Supervision(run))[0] == "timed out"
     out = capsys.readouterr().out
     assert out.index("TIMEOUT=10 s passed") < out.index(
         "where every task was at TIMEOUT (stuck-input-pipeline): worker-1 stopped")
@@ -443,7 +446,8 @@ class Guard:
 
 def interrupted_run(tmp_path, monkeypatch, dumps: dict[str, str], before=None):
     """runner.run of two workers that run on until the lab gets SIGTERM at its first wait (what
-    `down FORCE=1` sends the run's lab, after it marked the run); before(run) runs just before it."""
+    `down FORCE=1` sends the run's lab, after it marked the run); before(seen) runs just before it,
+    with the runner's Supervision of the run (its folder, its stall watch)."""
     import signal
 
     from tflab.cli import Interrupted
@@ -453,11 +457,13 @@ def interrupted_run(tmp_path, monkeypatch, dumps: dict[str, str], before=None):
     run_dir = tmp_path / "runs" / "r1"
     backend = FakeBackend(cluster.build(settings), run_dir, [[{}]])  # both run on
     backend.stacks = dumps
-    run = runner.LabRun(settings, backend, run_dir)
+    run = LabRun(settings, backend, run_dir)
+    made = []
+    monkeypatch.setattr(runner, "Supervision", lambda kind: made.append(Supervision(kind)) or made[-1])
 
     def signalled(seconds):
         if before:
-            before(run)
+            before(made[-1])
         raise Interrupted(signal.SIGTERM)
 
     monkeypatch.setattr(runner.time, "sleep", signalled)
@@ -478,10 +484,10 @@ def test_an_interrupt_asks_where_every_task_is_before_it_stops_them_and_keeps_it
 
 
 def test_a_down_of_a_live_run_is_named_and_only_tasks_with_a_stacks_file_are_asked(tmp_path, monkeypatch, capsys):
-    def marked(run):
+    def marked(seen):
         from tflab.core import runfolder
-        if not runfolder.ended_by_down(run.run_dir):
-            runfolder.mark_ended_by_down(run.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
+        if not runfolder.ended_by_down(seen.run_dir):
+            runfolder.mark_ended_by_down(seen.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
 
     # worker-0's program never registered for the signal (no tasks/worker-0.stacks): not asked, not waited for
     backend, result = interrupted_run(tmp_path, monkeypatch, {"worker-1": IN_GENERATOR}, marked)
@@ -494,9 +500,9 @@ def test_a_down_of_a_live_run_is_named_and_only_tasks_with_a_stacks_file_are_ask
 
 def test_an_interrupt_while_training_advances_says_where_each_task_was_without_a_diagnosis(tmp_path, monkeypatch,
                                                                                           capsys):
-    def advancing(run):
+    def advancing(seen):
         for task in ("worker-0", "worker-1"):
-            run.watch.saw(task, {"event": "epoch", "task": task, "epoch": 1})
+            seen.watch.saw(task, {"event": "epoch", "task": task, "epoch": 1})
 
     _, result = interrupted_run(tmp_path, monkeypatch, {"worker-0": IN_STEP, "worker-1": IN_CALLBACK}, advancing)
     assert result.stall["kind"] == "running" and result.stall["fix"].startswith("nothing to fix: training was still")

@@ -1,5 +1,5 @@
 """The package passes mypy over every function's body ([tool.mypy] in pyproject.toml): the settings
-the rules read, the cluster a run's readers take (RunCluster) and the fixture's API users call are
+the rules read, the cluster a run's readers take (Cluster) and the fixture's API users call are
 held to what they declare. mypy is pinned in requirements/test.txt: missing, this fails, never skips."""
 
 import subprocess

@@ -10,14 +10,15 @@ import subprocess
 from pathlib import Path
 from typing import Protocol
 
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 
 
 class Backend(Protocol):
     @property
-    def cluster(self) -> RunCluster:
+    def cluster(self) -> Cluster:
         """The run's cluster at this backend's addresses (Cluster.readdressed), or a replayed job's
-        (replay.stack.ReplayCluster)."""
+        (tfjob.Plan.as_cluster)."""
+    name: str  # its BACKEND name (core/backends.py's TABLE), as the summary records it
     run_dir: Path  # the run's folder, claimed (runfolder.make) before the backend starts anything
     tasks: list[str]  # the cluster's tasks, in start order
     description: str  # for the run's first line: what runs it, and where
@@ -90,6 +91,9 @@ class RunObserver(Protocol):
     def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
         """At every poll of the run, with the exit codes just read."""
 
+    def before_restart(self, backend: Backend) -> None:
+        """Once the tasks of an attempt that restarts have ended, before they are started again."""
+
     def after_restart(self, backend: Backend) -> None:
         """After every task was started again."""
 
@@ -115,6 +119,9 @@ class NoObserver:
     def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
         pass
 
+    def before_restart(self, backend: Backend) -> None:
+        pass
+
     def after_restart(self, backend: Backend) -> None:
         pass
 
@@ -126,3 +133,49 @@ class NoObserver:
 
 
 NO_OBSERVER = NoObserver()
+
+
+class Observers:
+    """Several RunObservers as one (a replay's watcher beside make chaos's fault): each is asked at
+    every moment, in order; their start lines are joined, and the summary's section is the first
+    one that has one."""
+
+    def __init__(self, *observers: RunObserver):
+        self.observers = [observer for observer in observers if observer is not NO_OBSERVER]
+
+    def check(self, settings) -> None:
+        for observer in self.observers:
+            observer.check(settings)
+
+    def proxied(self) -> frozenset[str]:
+        return frozenset().union(*(observer.proxied() for observer in self.observers))
+
+    def describe(self) -> str | None:
+        lines = [line for observer in self.observers if (line := observer.describe())]
+        return "\n".join(lines) or None
+
+    def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
+        for observer in self.observers:
+            observer.tick(backend, codes)
+
+    def before_restart(self, backend: Backend) -> None:
+        for observer in self.observers:
+            observer.before_restart(backend)
+
+    def after_restart(self, backend: Backend) -> None:
+        for observer in self.observers:
+            observer.after_restart(backend)
+
+    def finish(self, backend: Backend) -> None:
+        """Each, whatever the one before raised: what they left behind is undone by every one."""
+        errors = []
+        for observer in self.observers:
+            try:
+                observer.finish(backend)
+            except Exception as error:  # noqa: BLE001 - re-raised below, once every one has finished
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    def result(self, run_dir: Path, summary) -> dict | None:
+        return next((found for observer in self.observers if (found := observer.result(run_dir, summary))), None)

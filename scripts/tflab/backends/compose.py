@@ -24,7 +24,7 @@ from tflab.backends import userscript
 from tflab.backends.userscript import script_service
 from tflab.core import cluster, runfolder, versions
 from tflab.core import task as task_contract
-from tflab.core.cluster import Cluster, RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.explain import VANISHED
 from tflab.core.runfolder import LINKS, METADATA, OUTPUT, container_user, write_json
@@ -182,6 +182,8 @@ def literal(value):
 class ComposeStack:
     """The Backend (backends/base.py) for BACKEND=compose: one Compose project per run."""
 
+    name = "compose"
+
     def __init__(self, cli: ComposeCli, run_dir: Path, settings: Settings, image: str, the_cluster: Cluster,
                  proxied: frozenset[str] = frozenset(), host_gpus: Sequence[str] = ()):
         self.host_gpus = tuple(host_gpus)
@@ -196,7 +198,7 @@ class ComposeStack:
                           {"TFLAB_IMAGE": image, "TFLAB_RUN_DIR": str(run_dir), "TFLAB_RUN": run_dir.name,
                            "TFLAB_UID": str(uid), "TFLAB_GID": str(gid), "COMPOSE_PROFILES": ",".join(PROFILES)})
 
-    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster: RunCluster, proxied: frozenset[str],
+    def init_project(self, cli: ComposeCli, run_dir: Path, the_cluster: Cluster, proxied: frozenset[str],
                      files: list, described: str = "", env: dict[str, str] | None = None) -> None:
         """What every run's Compose project holds, the lab's and a TFJob replay's (replay.stack.ReplayStack),
         whatever its services: set here once for both."""

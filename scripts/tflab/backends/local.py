@@ -61,6 +61,8 @@ def free_ports(count: int) -> list[int]:
 class LocalProcesses:
     """The Backend (backends/base.py) for BACKEND=local."""
 
+    name = "local"
+
     proxied: frozenset[str] = frozenset()  # no delay proxies between processes
     guard = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Sequence
 
 from tflab.core.settings import Settings
 
@@ -28,46 +28,25 @@ PORT = 2222
 EVALUATOR = "evaluator"  # the job TensorFlow and the TFJob give a sidecar evaluator
 
 
-class RunCluster(Protocol):
-    """What the runner, the summary, the progress printers, config.json and make chaos read of a run's
-    cluster: the names every kind of run's cluster has, the lab's own (Cluster) and a replayed job's
-    (replay/stack.py's ReplayCluster, its replicas as tasks). What only the lab's own has (its
-    jobs, each task's TF_CONFIG environment, readdressed) is read from a Cluster by name."""
-
-    @property
-    def tasks(self) -> list[str]: ...
-    @property
-    def chief(self) -> str: ...
-    @property
-    def chiefs(self) -> list[str]: ...
-    @property
-    def trainers(self) -> list[str]: ...
-    @property
-    def servers(self) -> list[str]: ...
-    @property
-    def evaluators(self) -> list[str]: ...
-    @property
-    def spec(self) -> Mapping[str, Sequence[str]]: ...
-    @property
-    def replayed_from(self) -> str | None:
-        """The setting whose manifest this run replays (TFJOB or TRAINJOB); None: the lab's own run."""
-
-    def role(self, task: str) -> str: ...
-
-    def tf_configs(self) -> dict[str, dict | None]: ...
-
-
 @dataclass(frozen=True)
 class Cluster:
-    """A run's cluster, built once by `build` and handed along: its tasks in start order, each
-    task's role, the spec's addresses and every TF_CONFIG. A backend that needs other addresses
-    (local ports, delay proxies) takes `readdressed(...)`: the same tasks, its own addresses."""
+    """A run's cluster, built once and handed along: its tasks in start order, each task's role,
+    the spec's addresses and every TF_CONFIG. The lab's own is `build`'s, from the settings; a
+    replayed TFJob's or TrainJob's is its plan's (k8s/tfjob.py's Plan.cluster): its replicas as
+    tasks, each running its own command (role "script"), with the TF_CONFIG its manifest or
+    operator gives it. A backend that needs other addresses (local ports, delay proxies) takes
+    `readdressed(...)`: the same tasks, its own addresses."""
 
-    strategy: str
+    strategy: str  # or "tfjob" for a replay
     jobs: dict[str, int]  # tasks per TF job of the training cluster; empty for one process
     evaluator: bool  # EVALUATOR=1: evaluator-0, outside the training cluster (see evaluators)
-    script: bool  # SCRIPT: every task's role is "script", watched from outside
+    script: bool  # SCRIPT (or a replay): every task's role is "script", watched from outside
     spec: dict[str, list[str]]  # TF's cluster spec: job -> each task's address, in index order
+    # TFJOB or TRAINJOB: the setting that named the manifest this run replays; None: the lab's own run
+    replayed_from: str | None = None
+    # A replay's: each replica's TF_CONFIG as its manifest or operator gives it (None: none), which
+    # the lab does not derive from the spec (a TFJob may set its own)
+    given_tf_configs: dict[str, dict | None] | None = None
 
     @property
     def tasks(self) -> list[str]:
@@ -86,9 +65,9 @@ class Cluster:
 
     @property
     def chief(self) -> str:
-        """The task that writes the final model: chief-0 where there is one, else worker-0 (TF's
-        default chief), or the only task."""
-        return self.tasks[0]
+        """The task that writes the final model: chief-0 (a TFJob's master-0) where there is one,
+        else worker-0 (TF's default chief), or the only task."""
+        return next((f"{job}-0" for job in ("chief", "master", "worker") if self.jobs.get(job)), self.tasks[0])
 
     @property
     def chiefs(self) -> list[str]:
@@ -102,10 +81,6 @@ class Cluster:
         if self.strategy != "parameter_server":
             return []
         return [task for task in self.tasks if parse_task(task)[0] in ("worker", "ps")]
-
-    @property
-    def replayed_from(self) -> str | None:
-        return None  # the lab's own run: built from the settings, replaying no manifest
 
     @property
     def trainers(self) -> list[str]:
@@ -134,7 +109,9 @@ class Cluster:
 
     def tf_configs(self) -> dict[str, dict | None]:
         """Every task's TF_CONFIG, as config.json records them; None for all where there is no
-        cluster (one process)."""
+        cluster (one process); a replay's as its manifest gives them."""
+        if self.given_tf_configs is not None:
+            return dict(self.given_tf_configs)
         return {task: self.tf_config(task) if self.spec else None for task in self.tasks}
 
     def tf_config_env(self, task: str) -> dict[str, str]:

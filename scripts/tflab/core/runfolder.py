@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from tflab.core import beneath, foreign
 from tflab.core import task as task_contract
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
@@ -421,11 +421,11 @@ def live_owner(run_dir: Path) -> int | None:
     return owner_of(run_dir).pid
 
 
-def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster: RunCluster, **more) -> dict:
+def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster: Cluster, **more) -> dict:
     """config.json: the settings, the cluster spec, every task and its TF_CONFIG (cluster.Cluster's
     names: spec, tasks, tf_configs). The one writer of it, for the lab's runs and a replay's, whose
     settings are what its manifest says (a mapping, tfjob.replay_settings) and whose cluster is its
-    plan's (replay.stack.ReplayCluster); `more`: a replay's own keys (tfjob, hosts)."""
+    plan's (tfjob.Plan.as_cluster); `more`: a replay's own keys (tfjob, hosts)."""
     return {
         "run": run,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -438,7 +438,7 @@ def run_config(settings: "Settings | Mapping[str, Any]", run: str, cluster: RunC
     }
 
 
-def write_config(run_dir: Path, settings: "Settings | Mapping[str, Any]", cluster: RunCluster, **more) -> None:
+def write_config(run_dir: Path, settings: "Settings | Mapping[str, Any]", cluster: Cluster, **more) -> None:
     write_lab_json(run_dir, CONFIG, run_config(settings, run_dir.name, cluster, **more))
 
 

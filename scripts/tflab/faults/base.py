@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import subprocess
 
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.settings import Settings
 
 
@@ -33,7 +33,7 @@ class Fault:
         self.settings: Settings = chaos.settings
         self.target: str = chaos.target
 
-    def check(self, settings: Settings, the_cluster: RunCluster) -> None:
+    def check(self, settings: Settings, the_cluster: Cluster) -> None:
         """Refuses what it cannot do to this run, in one line, before anything starts."""
 
     def check_replay(self, settings: Settings, setting: str) -> None:

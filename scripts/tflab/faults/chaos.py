@@ -35,14 +35,14 @@ class Chaos(RunObserver):
     """One fault in one run: a backend.RunObserver that the runner ticks at every poll. It times
     the fault and records it; the fault itself (registry.FAULTS[SCENARIO]) acts."""
 
-    def __init__(self, settings: Settings, the_cluster: cluster.RunCluster | None = None):
-        """`the_cluster`: a replayed job's (replay.stack.ReplayCluster: its replicas as tasks); else the lab's."""
+    def __init__(self, settings: Settings, the_cluster: cluster.Cluster | None = None):
+        """`the_cluster`: a replayed job's (tfjob.Plan.as_cluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
         self.kind, _, value = settings.at.partition(":")
         self.at = float(value)
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
-        self.cluster: cluster.RunCluster = the_cluster or cluster.build(settings)  # the tasks it may act on
+        self.cluster: cluster.Cluster = the_cluster or cluster.build(settings)  # the tasks it may act on
         self.replayed = self.cluster.replayed_from  # TFJOB or TRAINJOB for a replayed job's replicas
         # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
         # Keras epochs through the hooks), not the lab's trainer's.
@@ -157,6 +157,9 @@ class Chaos(RunObserver):
         """Undone by something other than the fault itself (a restart that recreates what it took)."""
         self.healed_at = time.time()
         self.record("undone", by=by)
+
+    def before_restart(self, backend) -> None:
+        pass  # what a restart does to the fault is after_restart's
 
     def after_restart(self, backend) -> None:
         """A restart recreates what the fault took: a paused container comes back running, a

@@ -7,7 +7,7 @@ import random
 import subprocess
 
 from tflab.core.backends import capabilities, those_with
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import NOTICES, Settings
 from tflab.faults.base import Fault
@@ -26,7 +26,7 @@ class Preempt(Fault):
         super().__init__(chaos)
         self.preemption = preemption.Preemption(self.settings, self.target, chaos.record)
 
-    def check(self, settings: Settings, the_cluster: RunCluster) -> None:
+    def check(self, settings: Settings, the_cluster: Cluster) -> None:
         if settings.notice == "gce" and not capabilities(settings.backend).notice_gce:
             raise LabError(f"NOTICE=gce is not allowed with BACKEND={settings.backend}: its metadata stand-in is a "
                            f"service of the run's Compose project; expected BACKEND={those_with('notice_gce')}, or "

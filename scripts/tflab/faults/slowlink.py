@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 from tflab.core import runfolder
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.faults.base import Fault, done
@@ -18,7 +18,7 @@ class SlowLink(Fault):
     name = "slow-link"
     not_on_replay = "a replayed job's replicas have no delay proxy in front of them"
 
-    def check(self, settings: Settings, the_cluster: RunCluster) -> None:
+    def check(self, settings: Settings, the_cluster: Cluster) -> None:
         if not the_cluster.spec:  # one process (single, mirrored): no job, no link
             raise LabError(f"SCENARIO=slow-link needs a cluster: STRATEGY={settings.strategy} has no network link")
 

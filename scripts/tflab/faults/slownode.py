@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.faults.base import Fault
@@ -15,7 +15,7 @@ class SlowNode(Fault):
 
     name = "slow-node"
 
-    def check(self, settings: Settings, the_cluster: RunCluster) -> None:
+    def check(self, settings: Settings, the_cluster: Cluster) -> None:
         docker.check_cpus("SLOW_CPUS", settings.slow_cpus)
 
     def words(self) -> str:

@@ -114,6 +114,30 @@ class Plan:
     def evaluators(self) -> list[str]:
         return [t.name for t in self.tasks if t.job == cluster.EVALUATOR]
 
+    def as_cluster(self) -> cluster.Cluster:
+        """The replay's cluster as the runner, the summary and make chaos read it: every replica a
+        task, in the manifest's order, running its own command (role "script", watched from outside),
+        with the TF_CONFIG the manifest or the operator gives it. No servers or evaluators of the
+        lab's: the lab's rule for them (training is over once only they run) is not the operator's,
+        whose rules (replay.run.ReplayRun.job_condition) end the job; so every replica is a trainer."""
+        jobs: dict[str, int] = {}
+        for task in self.tasks:
+            jobs[task.job] = jobs.get(task.job, 0) + 1
+        given = {task.name: task.tf_config or task.service["environment"].get("TF_CONFIG") for task in self.tasks}
+        return cluster.Cluster(strategy="tfjob", jobs=jobs, evaluator=False, script=True, spec=self.spec,
+                               replayed_from=self.setting,
+                               given_tf_configs={name: parsed(text) for name, text in given.items()})
+
+
+def parsed(tf_config: str | None) -> dict | None:
+    """A replica's TF_CONFIG as config.json records it: None where it has none, or where the
+    manifest's own is no JSON object (TensorFlow would refuse it at the replica's start, and says so)."""
+    try:
+        found = json.loads(tf_config) if tf_config else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
 
 def read_documents(path: Path) -> list[dict]:
     """The manifest's objects, read with bounds (manifest.read_documents); errors name the file."""

@@ -23,7 +23,7 @@ from tflab.engine import docker
 from tflab.k8s.tfjob import Plan, load, refuse_decided
 from tflab.replay.images import check_images, image_configs
 from tflab.replay.run import ReplayRun
-from tflab.replay.stack import ReplayCluster, ReplayStack
+from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders
 from tflab.supervisor import runner
 
@@ -49,7 +49,7 @@ def up(settings: Settings, given: dict[str, str] | None = None, observer=None, r
     refuse_decided(plan, given or {})
     watching = None
     if observer is not None:  # make chaos: its fault on the replicas, checked before anything else
-        watching = observer(ReplayCluster(plan))
+        watching = observer(plan.as_cluster())
         watching.check(settings)
     run_dir = runfolder.planned(settings)
     docker.check()

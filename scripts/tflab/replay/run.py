@@ -9,35 +9,39 @@ from pathlib import Path
 from typing import Sequence
 
 from tflab import console
+from tflab.backends.base import RunObserver
 from tflab.core import runfolder
 from tflab.core.explain import VANISHED
-from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.k8s import tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
-from tflab.replay.stack import ReplayCluster, ReplayStack
+from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
 from tflab.replay.watcher import Watcher, unaudited
-from tflab.supervisor import progress, runner, summary
+from tflab.supervisor import audit, progress, runner, summary
+from tflab.supervisor.kind import FAILED, SUCCEEDED, WAITING, Printer
 
 
-class ReplayRun(runner.LabRun):
-    """A TFJob's replicas, as runner.run runs them, ended as the training operator would end the
-    job (tfoperator: its code's rules): a replica's failure restarts or fails the job by its
-    restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every worker's), and
-    the deadline is activeDeadlineSeconds. Where the operator would restart one replica in place,
-    the lab restarts every replica (a MultiWorkerMirroredStrategy worker cannot rejoin). What its
-    cleanPodPolicy would leave running is said; the lab still removes every replica at the end."""
+class ReplayRun:
+    """A TFJob's replicas as a kind of run (supervisor/kind.RunKind), ended as the training operator
+    would end the job (tfoperator: its code's rules): a replica's failure restarts or fails the job
+    by its restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every
+    worker's), and the deadline is activeDeadlineSeconds. Where the operator would restart one
+    replica in place, the lab restarts every replica (a MultiWorkerMirroredStrategy worker cannot
+    rejoin). What its cleanPodPolicy would leave running is said; the lab still removes every
+    replica at the end. A TrainJob's (jobset_condition) is JobSet's rules instead."""
 
     tasks_word = "replicas"
     done_line = "the job is done; ending {running}"
+    logs_from_start = False  # a replica's program is watched from its first advance
+    clean_exits = True  # a replica the lab ended is "stopped"; the operator's rules decide the job
 
     def __init__(self, plan: Plan, settings: Settings, stack: ReplayStack, run_dir: Path):
-        super().__init__(settings, stack, run_dir)
+        self.settings, self.backend, self.run_dir = settings, stack, run_dir
+        self.restarts_made: list[float] = []
         self.plan = plan
-        self.stack = stack  # the backend, as the replay's own stack (its containers' states)
         self.timeout = plan.timeout
-        self.watcher: Watcher | None = None
+        self.watcher: Watcher | None = None  # made once the run folder is claimed (claimed)
         self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
         self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
         self.failed_for_good = False  # job_condition said the operator marks the job Failed
@@ -48,11 +52,11 @@ class ReplayRun(runner.LabRun):
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
         settings = replay_settings(plan, self.settings, run_dir.name)
-        runfolder.write_config(run_dir, settings, ReplayCluster(plan), tfjob=str(plan.path), replay=plan.kind,
+        runfolder.write_config(run_dir, settings, self.backend.cluster, tfjob=str(plan.path), replay=plan.kind,
                                hosts={t.name: t.host for t in plan.tasks})
         write_volumes(plan, run_dir, self.settings)
         write_hooks(plan, run_dir, self.settings)
-        self.watcher = Watcher(plan, run_dir)
+        self.watcher = Watcher(plan, run_dir, self.backend.state)
 
     def prepare(self) -> None:
         pass  # claimed() wrote it all
@@ -115,17 +119,14 @@ class ReplayRun(runner.LabRun):
             return f"cleanPodPolicy None: the operator would leave {', '.join(left)} running"
         return f"cleanPodPolicy {self.plan.clean_pod_policy}: the operator deletes {', '.join(running)}"
 
-    def warnings(self) -> list[str]:
-        return []
+    def printers(self) -> Printer:
+        """Each replica's folded output as it comes, as a SCRIPT run prints its tasks' (FoldedOutput
+        writes <task>.out); the watcher says each start and end."""
+        return progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir)
 
-    def progress(self):
-        """The watcher's start and end lines (print_new), then each replica's folded output as it
-        comes, as a SCRIPT run prints its tasks' (FoldedOutput writes <task>.out)."""
-        return progress.Printers(self, progress.ScriptOutputPrinter(self.backend.cluster, self.run_dir))
-
-    def print_new(self) -> None:
-        assert self.watcher is not None  # claimed() made it, before the runner prints anything
-        self.watcher.tick(self.stack.state())
+    def observers(self) -> list[RunObserver]:
+        """The watcher, which runner.run asks for after claimed() made it."""
+        return [self.watcher] if self.watcher is not None else []
 
     def deadline(self, started: float) -> float:
         """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
@@ -162,9 +163,9 @@ class ReplayRun(runner.LabRun):
         if self.succeeded_at is not None:
             waiting = [task for task in self.lingering if codes.get(task) is None]
             if waiting and time.monotonic() - self.succeeded_at < runner.EVALUATOR_END_SECONDS:
-                return runner.WAITING
+                return WAITING
             self.ended_when_done = running
-            return runner.SUCCEEDED
+            return SUCCEEDED
         failures = self.own_failures(codes)
         if plan.kind == "TrainJob":
             return self.jobset_condition(codes, failures, running)
@@ -216,10 +217,10 @@ class ReplayRun(runner.LabRun):
             self.reason = "ReachedMaxRestarts"
             console.say(f"{task} exited with code {code}, after {len(self.restarts_made)} of failurePolicy.maxRestarts "
                         f"({plan.backoff_limit or 0}) restarts: JobSet marks the job Failed (ReachedMaxRestarts)")
-            return runner.FAILED
+            return FAILED
         if codes and all(code == 0 for code in codes.values()):
             self.ended_when_done = []
-            return runner.SUCCEEDED
+            return SUCCEEDED
         return None
 
     def fail(self, why: str, message: str, limit: str | None, running: list[str]) -> str:
@@ -229,7 +230,7 @@ class ReplayRun(runner.LabRun):
             self.reason = f"{tfoperator.FAILED}: {limit}"
         console.say(f"{why}: the operator marks the job Failed ({tfoperator.FAILED}: {message})"
                    + (f"; {self.left_words(running)}" if running else ""))
-        return runner.FAILED
+        return FAILED
 
     def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
         """job_condition has failed the job already where the operator would; any other failure is
@@ -259,24 +260,32 @@ class ReplayRun(runner.LabRun):
     def image(self) -> str:
         return self.plan.tasks[0].image if self.plan.tasks else ""
 
-    def finish(self) -> None:
-        if self.watcher is not None:
-            try:
-                self.print_new()  # the last ends, before the containers go
-            finally:
-                self.watcher.close()
-
-    def summarise(self, codes: dict, stopped: list[str], outcome: str, started: float, ended: float,
-                  oom_killed: dict) -> Summary:
-        plan = self.plan
-        replayed = summary.Replayed(tfjob=str(plan.path), settings=replay_settings(plan, self.settings,
-                                                                                   self.run_dir.name),
-                                    not_applied=plan.not_applied, hosts={t.name: t.host for t in plan.tasks},
-                                    images={t.name: t.image for t in plan.tasks},
-                                    ended_when_done=self.ended_when_done,
-                                    unaudited=unaudited(plan, self.run_dir, getattr(self.backend, "images", None)))
-        result = summary.summarise(self.settings, self.backend.cluster, self.run_dir, codes, stopped, outcome,
-                                   started, ended, oom_killed, self.restarts_made, replayed=replayed)
-        if not result.ok and self.reason:
-            result.reason = self.reason
-        return result
+    def rows(self, codes: dict[str, int | None], stopped: list[str], outcome: str,
+             oom_killed: dict[str, bool]) -> summary.Rows:
+        """Each replica's row from the start and end its watcher logged (summary.replay_row), and the
+        lab's own trainer's end where the replicas ran it with its log on a claim. "ok": the job
+        succeeded as the operator decides it (job_condition), and the lab ended what still ran; a
+        replica that failed and was being retried keeps its failed row, as the operator's job is
+        Succeeded all the same. The audit is a SCRIPT run's, over the replicas the lab's hooks reached
+        (replayhooks.py); the others are named in the notes, "not audited: ...", never counted."""
+        plan, run_dir = self.plan, self.run_dir
+        settings = replay_settings(plan, self.settings, run_dir.name)
+        replayed = summary.Replayed(tfjob=str(plan.path), settings=settings, not_applied=plan.not_applied,
+                                    hosts={t.name: t.host for t in plan.tasks},
+                                    images={t.name: t.image for t in plan.tasks}, ended_when_done=self.ended_when_done,
+                                    unaudited=unaudited(plan, run_dir, self.backend.images))
+        tasks = self.backend.cluster.tasks
+        outputs = summary.output_tails(run_dir, list(tasks))
+        done = outcome == "ok"
+        rows = [summary.replay_row(run_dir, task, codes.get(task), task in stopped, replayed,
+                                   done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
+                for task in tasks]
+        reached = [task for task in tasks
+                   if not any(note.startswith(summary.NOT_AUDITED) and summary.note_names(note, task)
+                              for note in replayed.unaudited)]
+        records = {task: summary.task_records(run_dir, task) for task in reached}
+        findings, notes = audit.audit(records, {task: "script" for task in reached}, self.backend.cluster.chief,
+                                      {task: outputs[task] for task in reached}) if reached else ([], [])
+        return summary.Rows(tasks=rows, ok=done, strategy="tfjob", backend=self.backend.name, settings=settings,
+                            findings=[finding.to_dict() for finding in findings], notes=replayed.unaudited + notes,
+                            tfjob=replayed.tfjob, not_applied=replayed.not_applied, reason=self.reason)

@@ -1,7 +1,6 @@
 """A replay's plan as the Compose project the runner supervises: the Compose file rendered from
-the plan (each replica's service, its binds and hooks, the run's network), the stand-in cluster
-the runner reads (ReplayCluster), the stack (ReplayStack) and each replica's output folded as a
-SCRIPT launcher folds it (FoldedOutput)."""
+the plan (each replica's service, its binds and hooks, the run's network), the stack
+(ReplayStack) and each replica's output folded as a SCRIPT launcher folds it (FoldedOutput)."""
 
 from __future__ import annotations
 
@@ -54,32 +53,6 @@ def render(plan: Plan, run_dir: Path, settings: Settings | None = None, images: 
     return compose.literal({"services": services, "networks": {"cluster": {**network, "labels": marks}}})
 
 
-class ReplayCluster:
-    """A Plan as the runner reads a run's cluster (cluster.RunCluster): the replay's tasks, its
-    chief as the summary reads it, and the spec. No servers or evaluators: the runner's own rule
-    for them (the lab's training is over once only they run) is not the operator's, and
-    ReplayRun.job_condition decides the job's end instead; so every replica is a trainer."""
-
-    def __init__(self, plan: Plan):
-        self.plan = plan
-        self.replayed_from: str | None = plan.setting  # TFJOB or TRAINJOB: the setting that named the file
-        self.tasks = [task.name for task in plan.tasks]
-        self.chiefs = plan.chief
-        self.chief = self.chiefs[0] if self.chiefs else self.tasks[0]
-        self.trainers = list(self.tasks)
-        self.servers: list[str] = []
-        self.evaluators: list[str] = []
-        self.spec = plan.spec
-
-    def role(self, task: str) -> str:
-        return "script"  # every replica runs its own command, watched from outside
-
-    def tf_configs(self) -> dict[str, dict | None]:
-        """Each replica's TF_CONFIG as the operator gives it (or the manifest sets it), None where none."""
-        return {task.name: json.loads(task.tf_config or task.service["environment"]["TF_CONFIG"])
-                if task.tf_config or "TF_CONFIG" in task.service["environment"] else None for task in self.plan.tasks}
-
-
 class ReplayStack(compose.ComposeStack):
     """compose.ComposeStack with the manifest's services instead of the lab's template."""
 
@@ -87,7 +60,7 @@ class ReplayStack(compose.ComposeStack):
                  images: dict[str, dict] | None = None):
         self.plan, self.replay_settings = plan, settings
         self.images = images  # image -> its Config (image_configs): with it, the lab's hooks go in
-        self.init_project(cli, run_dir, ReplayCluster(plan), frozenset(), [run_dir / COMPOSE_FILE])
+        self.init_project(cli, run_dir, plan.as_cluster(), frozenset(), [run_dir / COMPOSE_FILE])
         self.output = FoldedOutput(run_dir, runfolder.OUTPUT)  # folded, as a SCRIPT's launcher folds
 
     def start(self, spec: dict | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from tflab.core import beneath, foreign, runfolder
@@ -19,10 +20,13 @@ from tflab.trainer import replayhooks
 
 
 class Watcher:
-    """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script")."""
+    """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script"): a
+    backend.RunObserver of the replay (ReplayRun.observers), which looks at the engine's states at
+    every poll, once an attempt's replicas ended before they are restarted, and last before they
+    are removed. `states`: the replay's stack's (ReplayStack.state)."""
 
-    def __init__(self, plan: Plan, run_dir: Path):
-        self.plan, self.run_dir = plan, run_dir
+    def __init__(self, plan: Plan, run_dir: Path, states: Callable[[], dict[str, dict]]):
+        self.plan, self.run_dir, self.states = plan, run_dir, states
         space = run_dir / runfolder.TASKS  # the lab's watcher writes each replica's log; no replica mounts it
         self.logs = {task.name: EventLog(runfolder.log_path(space, task.name), task.name) for task in plan.tasks}
         self.seen: dict[str, tuple[str, str]] = {}  # task -> (StartedAt, FinishedAt) last logged
@@ -30,7 +34,39 @@ class Watcher:
         self.skipped: dict[str, int] = {}  # task -> lines of its hooks' log that were no hooks' event
         self.peak: dict[str, int] = {}
 
-    def tick(self, states: dict[str, dict]) -> None:
+    # -- as a RunObserver --------------------------------------------------------------------
+
+    def check(self, settings) -> None:
+        pass
+
+    def proxied(self) -> frozenset[str]:
+        return frozenset()
+
+    def describe(self) -> str | None:
+        return None
+
+    def tick(self, backend, codes: dict[str, int | None]) -> None:
+        self.record(self.states())
+
+    def before_restart(self, backend) -> None:
+        self.record(self.states())  # the attempt's ends, before a restart's start replaces them
+
+    def after_restart(self, backend) -> None:
+        pass
+
+    def finish(self, backend) -> None:
+        try:
+            self.record(self.states())  # the last ends, before the containers go
+        finally:
+            self.close()
+
+    def result(self, run_dir: Path, summary) -> dict | None:
+        return None
+
+    # -- what it logs ---------------------------------------------------------------------
+
+    def record(self, states: dict[str, dict]) -> None:
+        """Each replica's start and end that `states` show and its log does not have yet."""
         for task in self.plan.tasks:
             state = states.get(task.name)
             if not state or state.get("StartedAt", "0001").startswith("0001"):

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tflab.core import foreign, runfolder
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.foreign import ForeignFile, shown
 from tflab.core.runfolder import log_name, output_name
 from tflab.core.schema import loss_value, problems
@@ -26,7 +26,7 @@ POLL_CHUNKS = 64
 class ProgressPrinter:
     """Prints each new event of every task's log once: the chief's epochs, everyone's milestones."""
 
-    def __init__(self, settings: Settings, the_cluster: RunCluster, run_dir: Path):
+    def __init__(self, settings: Settings, the_cluster: Cluster, run_dir: Path):
         self.settings = settings
         self.run_dir = run_dir
         self.chief = the_cluster.chief
@@ -34,7 +34,7 @@ class ProgressPrinter:
         self.warned: set[str] = set()  # tasks whose log had a line skipped, said once each
         # each task's attempts so far (a script's resume)
         self.tries: dict[str, list[list[dict]]] = {task: [] for task in the_cluster.tasks}
-        # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (runner.LabRun.clean_exits):
+        # A SCRIPT's servers and evaluator, which the lab ends once the chief is done (labrun.LabRun.clean_exits):
         # their launcher's error then is the lab's SIGTERM, not theirs.
         self.ended_by_lab = set(the_cluster.servers + the_cluster.evaluators) if settings.script else set()
         self.chief_done = False
@@ -156,7 +156,7 @@ class ScriptOutputPrinter:
     its launcher, a Keras progress bar as its last drawing), printed `[worker-0] line`, read as
     foreign and shown escaped."""
 
-    def __init__(self, the_cluster: RunCluster, run_dir: Path):
+    def __init__(self, the_cluster: Cluster, run_dir: Path):
         self.run_dir = run_dir
         self.offsets = {task: 0 for task in the_cluster.tasks}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tflab.console import say
 from tflab.core import beneath, explain, foreign
-from tflab.core.cluster import RunCluster
+from tflab.core.cluster import Cluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.runfolder import OUTPUT, events, log_name
 from tflab.core.runsummary import Summary, TaskRow
@@ -97,7 +97,7 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
                             peers_done=done_peers, stacks=stacks)
 
 
-def peers_done(the_cluster: RunCluster, exit_codes: dict, task: str) -> tuple[str, ...]:
+def peers_done(the_cluster: Cluster, exit_codes: dict, task: str) -> tuple[str, ...]:
     """The trainers other than `task` that exited 0: a peer that finished was not lost, whatever
     a collective still waiting on it says (explain.PEER_DONE_SIGNATURES)."""
     if task not in the_cluster.trainers:
@@ -141,39 +141,46 @@ class Replayed:
 NOT_AUDITED = "not audited: "  # a note's start, where the lab's hooks did not reach a task
 
 
-def summarise(settings: Settings, the_cluster: RunCluster, run_dir: Path, exit_codes: dict, stopped: list[str],
-              outcome: str, launched_at: float, ended_at: float, oom_killed: dict | None = None,
-              restarts: list[float] | None = None, chaos: dict | None = None,
-              replayed: Replayed | None = None, servers_owe_no_exit: bool = False) -> Summary:
-    """The run's summary: one row per task, from its log, its exit code, its output and the
-    engine's word on it (oom_killed: task -> State.OOMKilled, where the backend reads it). A TFJob
-    replay's (replayed) rows come from the start and end its watcher logged, and the lab's own
-    trainer's end where the replicas ran it with its log on a claim. servers_owe_no_exit: a
-    SCRIPT's servers and evaluator, ended by the lab once the chief succeeded (runner.LabRun.clean_exits)."""
+@dataclass
+class Rows:
+    """A kind of run's part of its summary (kind.RunKind.rows): its tasks' rows, whether they make
+    the run ok by the kind's rule, its audit's findings and notes, and the fields it fills."""
+
+    tasks: list[TaskRow]
+    ok: bool  # by the kind's rule; summarise's outcome is "ok" only where it is
+    strategy: str  # or "tfjob" for a replay
+    backend: str
+    settings: dict
+    findings: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    weights_agree: bool = False
+    tfjob: str | None = None  # a replay's manifest
+    not_applied: list[str] | None = None  # a replay's fields the lab does not apply
+    reason: str | None = None  # a failed replay's, as its operator words it
+
+
+def summarise(run_dir: Path, rows: Rows, outcome: str, launched_at: float, ended_at: float,
+              restarts: list[float] | None = None) -> Summary:
+    """The one summary of every kind of run, from its rows (lab_rows, replay.run.ReplayRun.rows):
+    "ok" only where the runner's outcome was and the kind's rows say so; a run whose tasks all
+    ended but whose rows are not ok (a strict audit's finding, a failed replica of a succeeded job
+    aside) has failed."""
+    return Summary(run=run_dir.name, strategy=rows.strategy, backend=rows.backend, tfjob=rows.tfjob,
+                   outcome="ok" if rows.ok else ("failed" if outcome == "ok" else outcome), ok=rows.ok,
+                   launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=rows.settings,
+                   weights_agree=rows.weights_agree, tasks=rows.tasks, restarts=list(restarts or []),
+                   not_applied=rows.not_applied, findings=rows.findings, notes=rows.notes,
+                   reason=None if rows.ok else rows.reason)
+
+
+def lab_rows(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes: dict, stopped: list[str],
+             outcome: str, oom_killed: dict | None = None, servers_owe_no_exit: bool = False) -> Rows:
+    """The lab's own run's rows (labrun.LabRun): one per task, from its log, its exit code, its
+    output and the engine's word on it (oom_killed: task -> State.OOMKilled, where the backend
+    reads it); the audit as AUDIT says. servers_owe_no_exit: a SCRIPT's servers and evaluator,
+    ended by the lab once the chief succeeded (labrun.LabRun.clean_exits)."""
     oom_killed = oom_killed or {}
     outputs = output_tails(run_dir, list(the_cluster.tasks))
-    if replayed is not None:
-        # "ok": the job succeeded as the operator decides it (replay.run.ReplayRun.job_condition), and
-        # the lab ended what was still running; a replica that failed and was being retried then
-        # keeps its failed row, as the operator's job is Succeeded all the same.
-        done = outcome == "ok"
-        rows = [replay_row(run_dir, task, exit_codes.get(task), task in stopped, replayed,
-                           done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
-                for task in the_cluster.tasks]
-        ok = done
-        # The audit as a SCRIPT run's, over the replicas the lab's hooks reached (replayhooks.py);
-        # the others are named in the notes, "not audited: ...", never counted as audited.
-        reached = [task for task in the_cluster.tasks
-                   if not any(note.startswith(NOT_AUDITED) and _names(note, task) for note in replayed.unaudited)]
-        records = {task: task_records(run_dir, task) for task in reached}
-        findings, notes = audit.audit(records, {task: "script" for task in reached}, the_cluster.chief,
-                                      {task: outputs[task] for task in reached}) if reached else ([], [])
-        return Summary(run=run_dir.name, strategy="tfjob", backend="compose", tfjob=replayed.tfjob,
-                       outcome="ok" if ok else ("failed" if outcome == "ok" else outcome), ok=ok,
-                       launched_at=launched_at, wall_seconds=ended_at - launched_at, settings=replayed.settings,
-                       weights_agree=False, restarts=list(restarts or []), not_applied=replayed.not_applied,
-                       tasks=rows, findings=[finding.to_dict() for finding in findings],
-                       notes=replayed.unaudited + notes)
     records = {task: task_records(run_dir, task) for task in the_cluster.tasks}
     # outcome "ok" there: the chief succeeded and nothing failed before the lab ended the rest (runner.follow).
     ended = set(the_cluster.servers + the_cluster.evaluators) if servers_owe_no_exit and outcome == "ok" else set()
@@ -182,31 +189,18 @@ def summarise(settings: Settings, the_cluster: RunCluster, run_dir: Path, exit_c
                      peers_done(the_cluster, exit_codes, task))
             for task in the_cluster.tasks]
     digests = {row.weights_sha256 for row in rows if row.role == "trainer"}
-    # A lab run that ended "ok" has no stopped task (runner.follow), so ok is the replay's rule too.
+    # A lab run that ended "ok" has no stopped task (runner.follow).
     ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
     findings, notes = ([], []) if settings.audit == "off" else audit.audit(
         records, {task: the_cluster.role(task) for task in the_cluster.tasks}, the_cluster.chief, outputs)
     if findings and settings.audit == "strict":
         ok = False  # the tasks' exit codes and statuses stay as they were: the run fails, not they
-    return Summary(
-        run=run_dir.name,
-        strategy=settings.strategy,
-        backend=settings.backend,
-        outcome="ok" if ok else ("failed" if outcome == "ok" else outcome),
-        ok=ok,
-        launched_at=launched_at,
-        wall_seconds=ended_at - launched_at,
-        settings=settings.to_dict(),
-        weights_agree=len(digests) == 1 and None not in digests,
-        tasks=rows,
-        restarts=list(restarts or []),
-        chaos=chaos,
-        findings=[finding.to_dict() for finding in findings],
-        notes=notes,
-    )
+    return Rows(tasks=rows, ok=ok, strategy=settings.strategy, backend=settings.backend, settings=settings.to_dict(),
+                findings=[finding.to_dict() for finding in findings], notes=notes,
+                weights_agree=len(digests) == 1 and None not in digests)
 
 
-def _names(note: str, task: str) -> bool:
+def note_names(note: str, task: str) -> bool:
     """Whether a "not audited: a, b (image): why" note names `task`."""
     return task in note[len(NOT_AUDITED):].split(" (", 1)[0].split(", ")
 
@@ -238,7 +232,7 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
                    final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
                    earlier_errors=earlier,
                    # where a restarted replica resumed, as a script's, where the lab's hooks saw its fit
-                   resumes=[] if any(_names(note, task) for note in replayed.unaudited)
+                   resumes=[] if any(note_names(note, task) for note in replayed.unaudited)
                    else resume.resumes(complete(records)),
                    error=None if status in ("ok", "stopped") else
                    f"exited with code {code}" + (f": {head.splitlines()[0]}" if head else ""),

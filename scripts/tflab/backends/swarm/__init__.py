@@ -130,6 +130,8 @@ def container_of(task: dict) -> str | None:
 class SwarmStack:
     """The Backend (backends/base.py) for BACKEND=swarm: one stack per run, `tflab-<RUN>`."""
 
+    name = "swarm"
+
     proxied: frozenset[str] = frozenset()  # LINK's delay proxies are Compose services only
 
     def __init__(self, run_dir: Path, settings: Settings, image: str, node: SwarmNode, the_cluster: Cluster,
