@@ -413,9 +413,9 @@ def test_each_recorded_stall_is_named_as_its_recording_says(case, done, kind, sa
 
 
 def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_restarted():
-    from tflab.core import explain
+    from tflab.core import explain, tracebacks
     output = (RECORDED / "uneven_data" / "worker-1.out").read_text()
-    failed = explain.Evidence("worker-1", 1, error=explain.exception_head(output), output=output)
+    failed = explain.Evidence("worker-1", 1, error=tracebacks.exception_head(output), output=output)
     survivor = explain.Evidence("worker-0", 1, error="UnavailableError: The following tasks are unhealthy "
                                                      "(stopped sending heartbeats)")
     assert explain.explain(failed).signature == "collective-mismatch"
