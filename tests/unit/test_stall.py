@@ -479,9 +479,9 @@ def test_an_interrupt_asks_where_every_task_is_before_it_stops_them_and_keeps_it
 
 def test_a_down_of_a_live_run_is_named_and_only_tasks_with_a_stacks_file_are_asked(tmp_path, monkeypatch, capsys):
     def marked(run):
-        from tflab.core import runfolder
-        if not runfolder.ended_by_down(run.run_dir):
-            runfolder.mark_ended_by_down(run.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
+        from tflab.core import runowner
+        if not runowner.ended_by_down(run.run_dir):
+            runowner.mark_ended_by_down(run.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
 
     # worker-0's program never registered for the signal (no tasks/worker-0.stacks): not asked, not waited for
     backend, result = interrupted_run(tmp_path, monkeypatch, {"worker-1": IN_GENERATOR}, marked)
