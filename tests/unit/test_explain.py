@@ -1,6 +1,6 @@
 """explain.py: every known failure signature against a recorded log (tests/unit/logs/<name>.log,
 whose first line `#! key=value ...` gives the evidence beyond the output), the exception head of
-a traceback, the restart policies, and the warning a SCRIPT's imports earn before it runs."""
+a traceback (tracebacks.py), the restart policies, and the warning a SCRIPT's imports earn before it runs."""
 
 import dataclasses
 import json
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from labtest.fakes import FakeBackend
-from tflab.core import cluster, explain
-from tflab.core.explain import Evidence, exception_head, restart_verdict, script_warnings
+from tflab.core import cluster, explain, tracebacks
+from tflab.core.explain import Evidence, restart_verdict, script_warnings
 from tflab.core.settings import Settings, SettingsError
+from tflab.core.tracebacks import exception_head
 from tflab.supervisor import runner, summary, table
 from tflab.supervisor.labrun import LabRun
 
@@ -72,7 +73,8 @@ def test_the_exception_head_is_the_final_exception_not_the_last_line():
     assert lines[0] == "ValueError: Attempt to convert a value (PerReplica:{"
     assert lines[-1].endswith("with an unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) "
                               "to a Tensor.")
-    assert re.fullmatch(r"  \.\.\. \(\d+ lines\)", lines[explain.HEAD_LINES]) and len(lines) == explain.HEAD_LINES + 3
+    assert re.fullmatch(r"  \.\.\. \(\d+ lines\)", lines[tracebacks.HEAD_LINES])
+    assert len(lines) == tracebacks.HEAD_LINES + 3
 
 
 def test_an_unknown_exception_is_given_by_its_type_and_message_head():

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tflab import cli, pytest_plugin
 from tflab.backends.compose import TaskOutput
-from tflab.core import cluster, runfolder
+from tflab.core import cluster, runfolder, runowner
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.settings import Settings
@@ -165,7 +165,7 @@ def write_everything(run_dir: Path) -> None:
                                   launched_at=0.0, wall_seconds=1.0, settings={}, weights_agree=True, tasks=[])
     writers = [lambda: the_summary.write(run_dir), lambda: runfolder.set_link(run_dir, "worker-0", "10ms,0mbit"),
                lambda: runfolder.set_notice(run_dir, "worker-0", True),
-               lambda: runfolder.mark_ended_by_down(run_dir),
+               lambda: runowner.mark_ended_by_down(run_dir),
                lambda: runfolder.write_lab_json(run_dir, "compose.run.json", {})]
     for write in writers:
         try:

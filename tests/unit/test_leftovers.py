@@ -6,7 +6,7 @@ from pathlib import Path
 from tflab.backends import leftovers
 from tflab.backends.swarm import teardown
 from tflab.cli import upkeep
-from tflab.core import runfolder
+from tflab.core import runowner
 from tflab.core.settings import Settings
 from tflab.engine import docker
 
@@ -21,7 +21,7 @@ def fake_engine(monkeypatch, runs: Path, stack_removed: bool):
     monkeypatch.setattr(teardown, "stack_run_dirs", lambda scope: {"tflab-c-4": runs / "c", "tflab-d-5": runs / "d"})
     monkeypatch.setattr(teardown, "remove_stack", lambda stack: removed.append(stack) or stack_removed)
     pids = {"b": 4242, "d": 4343}
-    monkeypatch.setattr(runfolder, "owner_of", lambda run_dir: runfolder.Owner(pids.get(run_dir.name)))
+    monkeypatch.setattr(runowner, "owner_of", lambda run_dir: runowner.Owner(pids.get(run_dir.name)))
     return removed
 
 

@@ -23,7 +23,7 @@ from labtest.fakes import docker_on_path
 from tflab import backends, cli
 from tflab.backends import compose
 from tflab.cli import makesignals
-from tflab.core import cluster, processes, runfolder
+from tflab.core import cluster, processes, runfolder, runowner
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import Settings
@@ -116,23 +116,23 @@ def owner(run_dir: Path, **record) -> Path:
 def test_down_tells_a_live_owner_from_a_gone_or_reused_one(tmp_path):
     here = socket.gethostname()
     me = processes.owner_record(os.getpid())
-    assert runfolder.live_owner(owner(tmp_path / "live", **me)) == os.getpid()
+    assert runowner.live_owner(owner(tmp_path / "live", **me)) == os.getpid()
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()  # reaped: its pid is free
-    assert runfolder.live_owner(owner(tmp_path / "gone", pid=child.pid, host=here)) is None
+    assert runowner.live_owner(owner(tmp_path / "gone", pid=child.pid, host=here)) is None
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])
     time.sleep(0.5)  # exited, not reaped
     try:
-        assert runfolder.live_owner(owner(tmp_path / "zombie", **processes.owner_record(zombie.pid))) is None
+        assert runowner.live_owner(owner(tmp_path / "zombie", **processes.owner_record(zombie.pid))) is None
     finally:
         zombie.wait()
     reused = {**me, "process_start": "1"}  # this pid, but a process that started at another time
     if processes.process_start(os.getpid()) is not None:
-        assert runfolder.live_owner(owner(tmp_path / "reused", **reused)) is None
+        assert runowner.live_owner(owner(tmp_path / "reused", **reused)) is None
     far = {**me, "host": here + "-elsewhere"}  # cannot be asked: counted live, left alone
-    assert runfolder.owner_of(owner(tmp_path / "far", **far)) == runfolder.Owner(os.getpid(), here=False)
-    assert runfolder.owner_of(tmp_path / "live").here
-    assert runfolder.live_owner(tmp_path / "nothing") is None
+    assert runowner.owner_of(owner(tmp_path / "far", **far)) == runowner.Owner(os.getpid(), here=False)
+    assert runowner.owner_of(tmp_path / "live").here
+    assert runowner.live_owner(tmp_path / "nothing") is None
 
 
 @pytest.mark.parametrize("change, doubt", [
@@ -147,7 +147,7 @@ def test_down_signals_only_a_process_proven_to_be_the_runs_lab(tmp_path, change,
     and root's `down FORCE=1` sent it SIGTERM. A pid is now given only with its start time matching
     and its command line the one recorded at the claim; otherwise the doubt is said, nothing sent."""
     me = processes.owner_record(os.getpid(), "r")
-    found = runfolder.owner_of(owner(tmp_path / "r", **{**me, **change}))
+    found = runowner.owner_of(owner(tmp_path / "r", **{**me, **change}))
     assert found.pid is None and doubt in found.doubt
 
 
@@ -156,14 +156,14 @@ def test_an_owner_record_a_task_could_write_is_not_trusted(tmp_path):
     old = tmp_path / "old"
     old.mkdir()
     (old / runfolder.OWNER).write_text(json.dumps(me))  # one folder for the lab and its tasks
-    assert "from before the lab kept its records apart" in runfolder.owner_of(old).doubt
+    assert "from before the lab kept its records apart" in runowner.owner_of(old).doubt
     shared = owner(tmp_path / "shared", **me)
     shared.chmod(0o777)  # anyone may replace the record
-    assert "writable by others" in runfolder.owner_of(shared).doubt
+    assert "writable by others" in runowner.owner_of(shared).doubt
     linked = owner(tmp_path / "linked", **me)
     (linked / runfolder.OWNER).unlink()
     (linked / runfolder.OWNER).symlink_to(shared / runfolder.OWNER)
-    assert "is a link" in runfolder.owner_of(linked).doubt
+    assert "is a link" in runowner.owner_of(linked).doubt
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
@@ -188,7 +188,7 @@ def test_a_hostile_owner_file_never_raises_and_never_names_a_stranger(tmp_path, 
     pid only where the process exists (or lives on another host)."""
     (tmp_path / runfolder.TASKS).mkdir(exist_ok=True)
     (tmp_path / runfolder.OWNER).write_bytes(content)
-    found = runfolder.owner_of(tmp_path)
+    found = runowner.owner_of(tmp_path)
     assert found.pid is None or (isinstance(found.pid, int) and found.pid > 0)
     if found.pid is not None and found.here:
         os.kill(found.pid, 0)  # raises if no such process: down would have named a stranger

@@ -1,5 +1,6 @@
 """One way to open a run-folder path (issue 34): beneath.py opens every path inside a run folder
-from a handle on the folder, with no link followed at any step, and runfolder.py names the files.
+from a handle on the folder, with no link followed at any step (setidbits.py walks a tree from its
+handles), and runfolder.py names the files.
 A task runs a pull request's code and writes its run's tasks' space; the lab may run as root. So
 no other host module opens, reads, writes, renames, removes, links or chmods a path by name with
 Python's file primitives, except the few listed below, which never touch a run folder: each says
@@ -12,7 +13,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "scripts" / "tflab"
-DOORS = {"beneath.py", "runfolder.py"}  # the door and the names of what lies behind it
+# The door and the names of what lies behind it, and the walk that changes modes beneath it from
+# the door's handles (os.open with dir_fd and O_NOFOLLOW, fchmod): it touches a run folder, so it
+# is no module of ALLOWED's, which never do.
+DOORS = {"beneath.py", "runfolder.py", "setidbits.py"}
 TRAINER = {"trainer"}  # inside the containers: it writes its own tasks' space, as the task it is
 
 # Calls that open or change a path by name.

@@ -1,7 +1,7 @@
 """The set-ID hole (issue 41): a task or a root replica can leave a set-user-ID program in what it
 may write, and a host user could run it. The run folder is closed to other users (0700), and before
 a run is handed back every set-ID bit in what its tasks could write is taken away
-(beneath.strip_setid), with no link followed: real files, made here as the tests' user (root in CI)."""
+(setidbits.strip_setid), with no link followed: real files, made here as the tests' user (root in CI)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tflab.core import beneath, runfolder
+from tflab.core import runfolder, setidbits
 
 ROOT = os.geteuid() == 0
 
@@ -37,7 +37,7 @@ def modes(root: Path) -> dict[str, int]:
 
 def setid_left(root: Path) -> list[str]:
     return sorted(path for path, mode in modes(root).items()
-                  if mode & beneath.SETID and not stat.S_ISLNK(mode))
+                  if mode & setidbits.SETID and not stat.S_ISLNK(mode))
 
 
 def test_a_run_folder_is_made_only_its_users(tmp_path):
@@ -61,7 +61,7 @@ def test_setuid_setgid_files_and_setgid_folders_lose_their_bits_and_are_recorded
     (tmp_path / "volumes" / "shared").chmod(0o2777)
     (tmp_path / "tasks" / "plain").write_text("x")
     before = modes(tmp_path)
-    result = beneath.strip_setid(tmp_path)
+    result = setidbits.strip_setid(tmp_path)
     assert setid_left(tmp_path) == []
     assert {entry.path: (entry.mode, entry.stripped) for entry in result.found} == {
         "tasks/rootsh": (before["tasks/rootsh"], True), "volumes/data/deep/g": (before["volumes/data/deep/g"], True),
@@ -69,17 +69,17 @@ def test_setuid_setgid_files_and_setgid_folders_lose_their_bits_and_are_recorded
     assert stat.S_IMODE(os.stat(tmp_path / "tasks" / "rootsh").st_mode) == 0o755  # only the bit goes
     assert stat.S_IMODE(os.stat(tmp_path / "volumes" / "shared").st_mode) == 0o777
     assert result.complete and result.found[0].to_dict()["mode"] in ("4755", "2755", "2777")
-    assert beneath.strip_setid(tmp_path).found == []  # nothing left to find
+    assert setidbits.strip_setid(tmp_path).found == []  # nothing left to find
 
 
 def test_a_subtree_is_walked_alone_and_named_from_the_top(tmp_path):
     plant(tmp_path / "tasks" / "a")
     plant(tmp_path / "other" / "b")
-    result = beneath.strip_setid(tmp_path, "tasks")
+    result = setidbits.strip_setid(tmp_path, "tasks")
     assert [entry.path for entry in result.found] == ["tasks/a"]
     assert setid_left(tmp_path) == ["other/b"]
-    assert beneath.strip_setid(tmp_path, "missing").found == []
-    assert beneath.strip_setid(tmp_path / "gone").found == []
+    assert setidbits.strip_setid(tmp_path, "missing").found == []
+    assert setidbits.strip_setid(tmp_path / "gone").found == []
 
 
 def test_links_are_never_followed_nor_their_targets_changed(tmp_path):
@@ -91,12 +91,12 @@ def test_links_are_never_followed_nor_their_targets_changed(tmp_path):
     (tree / "tasks" / "to-file").symlink_to(outside)
     (tree / "tasks" / "to-dir").symlink_to(tmp_path / "outside")
     (tree / "tasks" / "dangling").symlink_to(tmp_path / "nowhere")
-    result = beneath.strip_setid(tree)
+    result = setidbits.strip_setid(tree)
     assert result.found == [] and result.complete
     assert stat.S_IMODE(outside.stat().st_mode) == 0o4755
     assert stat.S_IMODE((tmp_path / "outside" / "setgid-dir").stat().st_mode) == 0o2755
     (tmp_path / "link-top").symlink_to(tree)
-    assert beneath.strip_setid(tmp_path / "link-top").unentered  # the top itself a link: refused, said
+    assert setidbits.strip_setid(tmp_path / "link-top").unentered  # the top itself a link: refused, said
     assert stat.S_IMODE(outside.stat().st_mode) == 0o4755
 
 
@@ -106,7 +106,7 @@ def test_fifos_sockets_and_devices_are_never_opened(tmp_path):
     os.chmod(tmp_path / "fifo", 0o4644)
     if ROOT:
         os.mknod(tmp_path / "null", 0o6666 | stat.S_IFCHR, os.makedev(1, 3))
-    result = beneath.strip_setid(tmp_path)  # would hang on the FIFO were it opened for reading
+    result = setidbits.strip_setid(tmp_path)  # would hang on the FIFO were it opened for reading
     assert setid_left(tmp_path) == []
     assert "fifo" in [entry.path for entry in result.found]
 
@@ -127,7 +127,7 @@ def test_a_folder_swapped_for_a_link_mid_walk_is_not_followed(tmp_path, monkeypa
         return names
 
     monkeypatch.setattr(os, "listdir", swapping)
-    result = beneath.strip_setid(tree)
+    result = setidbits.strip_setid(tree)
     assert stat.S_IMODE((victim / "passwd").stat().st_mode) == 0o4755
     assert result.found == []
 
@@ -137,13 +137,13 @@ def test_a_deep_tree_is_cut_at_its_bound_and_says_so(tmp_path):
     for level in range(12):
         deep = deep / f"d{level}"
     plant(deep / "sh")
-    result = beneath.strip_setid(tmp_path, depth=5)
+    result = setidbits.strip_setid(tmp_path, depth=5)
     assert "deeper than 5" in result.cut and not result.complete
-    assert beneath.strip_setid(tmp_path).complete
+    assert setidbits.strip_setid(tmp_path).complete
     assert setid_left(tmp_path) == []
     for index in range(30):
         (tmp_path / f"f{index}").write_text("")
-    many = beneath.strip_setid(tmp_path, most=10)
+    many = setidbits.strip_setid(tmp_path, most=10)
     assert "more than 10 entries" in many.cut
 
 
@@ -167,7 +167,7 @@ def another_users_file(tmp_path: Path) -> None:
         try:
             os.setgid(1000)
             os.setuid(1000)
-            result = beneath.strip_setid(tmp_path)
+            result = setidbits.strip_setid(tmp_path)
             entry = result.left[0]
             code = 0 if (entry.path, entry.uid, entry.stripped, entry.why) == (
                 "tasks/rootsh", 0, False, os.strerror(errno.EPERM)) and not result.complete else 3
@@ -184,7 +184,7 @@ def test_a_tree_of_ten_thousand_files_is_walked_within_its_bound(tmp_path):
         for index in range(100):
             (tmp_path / f"d{folder}" / f"f{index}").write_bytes(b"")
     plant(tmp_path / "d50" / "sh")
-    result = beneath.strip_setid(tmp_path)
+    result = setidbits.strip_setid(tmp_path)
     assert result.complete and result.looked_at == 10_101 and [e.path for e in result.found] == ["d50/sh"]
 
 
@@ -284,8 +284,8 @@ def test_a_clean_run_says_nothing_of_set_id_bits(tmp_path):
 def test_what_cannot_be_stripped_is_said_with_the_folder_closed(tmp_path, monkeypatch):
     from tflab.supervisor import setid
 
-    monkeypatch.setattr(beneath, "strip_setid", lambda folder, *a: beneath.Stripping(
-        found=[beneath.SetId("tasks/rootsh", 0, 0o104755, False, "Operation not permitted")], cut="more than 9"))
+    monkeypatch.setattr(setidbits, "strip_setid", lambda folder, *a: setidbits.Stripping(
+        found=[setidbits.SetId("tasks/rootsh", 0, 0o104755, False, "Operation not permitted")], cut="more than 9"))
     said = setid.strip_run(tmp_path)
     assert said[0] == ("could not strip set-ID bits from tasks/rootsh (uid 0, mode 4755: Operation not permitted): the "
                        "run folder is 0700, so no other user of this host can reach what is in it; remove these before "

@@ -416,9 +416,9 @@ def test_each_recorded_stall_is_named_as_its_recording_says(case, done, kind, sa
 
 
 def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_restarted():
-    from tflab.core import explain
+    from tflab.core import explain, tracebacks
     output = (RECORDED / "uneven_data" / "worker-1.out").read_text()
-    failed = explain.Evidence("worker-1", 1, error=explain.exception_head(output), output=output)
+    failed = explain.Evidence("worker-1", 1, error=tracebacks.exception_head(output), output=output)
     survivor = explain.Evidence("worker-0", 1, error="UnavailableError: The following tasks are unhealthy "
                                                      "(stopped sending heartbeats)")
     assert explain.explain(failed).signature == "collective-mismatch"
@@ -485,9 +485,9 @@ def test_an_interrupt_asks_where_every_task_is_before_it_stops_them_and_keeps_it
 
 def test_a_down_of_a_live_run_is_named_and_only_tasks_with_a_stacks_file_are_asked(tmp_path, monkeypatch, capsys):
     def marked(seen):
-        from tflab.core import runfolder
-        if not runfolder.ended_by_down(seen.run_dir):
-            runfolder.mark_ended_by_down(seen.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
+        from tflab.core import runowner
+        if not runowner.ended_by_down(seen.run_dir):
+            runowner.mark_ended_by_down(seen.run_dir)  # as cli/upkeep.end_live_run does before its SIGTERM
 
     # worker-0's program never registered for the signal (no tasks/worker-0.stacks): not asked, not waited for
     backend, result = interrupted_run(tmp_path, monkeypatch, {"worker-1": IN_GENERATOR}, marked)

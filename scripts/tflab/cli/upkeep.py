@@ -13,7 +13,7 @@ import time
 from tflab import console, images
 from tflab.backends import compose, leftovers
 from tflab.cli.protocol import command_label
-from tflab.core import runfolder, versions
+from tflab.core import runfolder, runowner, versions
 from tflab.core.commands import lab_command
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
@@ -35,7 +35,7 @@ def command_down(settings: Settings) -> int:
     found += leftovers.stacks(scope)
     for leftover in found:  # a run's project or stack alike: its lab, while alive, is asked first
         run_dir = leftover.run_dir
-        proof = runfolder.owner_of(run_dir) if run_dir else runfolder.Owner()
+        proof = runowner.owner_of(run_dir) if run_dir else runowner.Owner()
         if proof.doubt:
             print(f"tflab: {proof.doubt}; no signal sent to any process")
         owner = proof.pid
@@ -88,7 +88,7 @@ def end_live_run(run_dir, pid: int, here: bool) -> None:
     containers can be removed: the lab then sees them vanish). What it has not removed when the
     wait is over, `down` removes."""
     try:
-        runfolder.mark_ended_by_down(run_dir)
+        runowner.mark_ended_by_down(run_dir)
     except (OSError, LabError):
         pass  # the run is still ended; it may only call it "removed from outside the lab"
     if not here:
@@ -98,7 +98,7 @@ def end_live_run(run_dir, pid: int, here: bool) -> None:
     except OSError:
         return
     deadline = time.monotonic() + DOWN_WAIT_SECONDS
-    while time.monotonic() < deadline and runfolder.live_owner(run_dir) == pid:
+    while time.monotonic() < deadline and runowner.live_owner(run_dir) == pid:
         time.sleep(0.2)
 
 

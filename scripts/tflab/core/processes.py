@@ -1,6 +1,6 @@
 """A process as the kernel tells it (/proc): when it started and its command line, so a pid reused
 by another process does not pass for the one recorded; and the record of the lab's own process that
-a run's owner.json holds (runfolder.owner_of checks it), which the reaper's record of a group uses
+a run's owner.json holds (runowner.owner_of checks it), which the reaper's record of a group uses
 the same way.
 """
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from tflab import backends
 from tflab.backends.base import NO_OBSERVER, Backend, Observers, RunObserver
 from tflab.console import display_path, say
-from tflab.core import cluster, explain, runfolder
+from tflab.core import cluster, explain, runfolder, runowner
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.settings import Settings
@@ -175,7 +175,7 @@ def unwritable(run_dir: Path, error: OSError) -> str:
 
 
 def describe_interrupt(error: KeyboardInterrupt, run_dir: Path | None = None) -> str:
-    if run_dir is not None and runfolder.ended_by_down(run_dir):
+    if run_dir is not None and runowner.ended_by_down(run_dir):
         return "ended by tflab down"
     number = getattr(error, "signal", None)
     return f"interrupted by {signal.Signals(number).name}" if number else "interrupted"
@@ -183,7 +183,7 @@ def describe_interrupt(error: KeyboardInterrupt, run_dir: Path | None = None) ->
 
 def interrupt_moment(error: KeyboardInterrupt, run_dir: Path) -> str:
     """The moment of an interrupt's finding, as its heading says it: "where every task was at <it>"."""
-    if runfolder.ended_by_down(run_dir):
+    if runowner.ended_by_down(run_dir):
         return "tflab down"
     number = getattr(error, "signal", None)
     return f"{signal.Signals(number).name} to the lab" if number else "the interrupt"
@@ -253,7 +253,7 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
             printer.print_new()
             return "stalled", running
         vanished = [task for task, code in codes.items() if code == explain.VANISHED]
-        if vanished and runfolder.ended_by_down(backend.run_dir):
+        if vanished and runowner.ended_by_down(backend.run_dir):
             say(f"ended by tflab down: {', '.join(vanished)} removed; stopping every task")
             backend.stop(running)
             return "interrupted", running

@@ -7,7 +7,7 @@ set-user-ID copy of a shell in what it may write: its tasks' space, a replay's h
 claim volumes (all under the run folder), a writable CLAIMS host folder. The run folder is closed
 to other users (runfolder.PRIVATE); this is the second layer: every set-ID bit there is removed
 once the containers are gone (runner.run's teardown, and `tflab down` for a run whose lab died),
-through beneath.strip_setid (no link followed). Where the lab is not root and a root replica's
+through setidbits.strip_setid (no link followed). Where the lab is not root and a root replica's
 file is not its to change (EPERM), a one-shot container of the run's image does it: no network,
 no capability but FOWNER (and DAC_READ_SEARCH, to enter a root replica's 0700 folders), user 0,
 only that folder mounted; a link there resolves inside the container, never on the host. What was
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tflab.core import beneath, runfolder
+from tflab.core import runfolder, setidbits
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.grammars import claim_folders, claims
@@ -29,16 +29,16 @@ from tflab.engine import docker
 SHOWN = 3  # entries named in the line; setid.json holds them all
 
 
-def strip_tree(folder: Path, image: str = "") -> beneath.Stripping:
+def strip_tree(folder: Path, image: str = "") -> setidbits.Stripping:
     """One tree's walk, and the container's where the walk left a bit it could not remove."""
-    result = beneath.strip_setid(folder)
+    result = setidbits.strip_setid(folder)
     if (result.left or result.unentered) and image and os.geteuid() != 0:
         done = docker.strip_setid_in(image, str(folder))
         if done.returncode == 0:
-            again = beneath.strip_setid(folder)
+            again = setidbits.strip_setid(folder)
             still = {entry.path for entry in again.left}
-            result.found = [beneath.SetId(e.path, e.uid, e.mode, e.path not in still, e.why if e.path in still else "")
-                            for e in result.found]
+            result.found = [setidbits.SetId(e.path, e.uid, e.mode, e.path not in still,
+                                            e.why if e.path in still else "") for e in result.found]
             result.found += [e for e in again.found if e.path not in {f.path for f in result.found}]
             result.unentered = again.unentered
     return result
@@ -69,7 +69,7 @@ def strip_run(run_dir: Path, outside: dict[str, Path] | None = None, image: str 
     return lines(found, left, short)
 
 
-def lines(found: list[tuple[str, beneath.SetId]], left: list[str], short: list[str]) -> list[str]:
+def lines(found: list[tuple[str, setidbits.SetId]], left: list[str], short: list[str]) -> list[str]:
     said = []
     stripped = [(path, entry) for path, entry in found if entry.stripped]
     if stripped:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tflab.console import say
-from tflab.core import beneath, explain, foreign
+from tflab.core import beneath, explain, foreign, tracebacks
 from tflab.core.cluster import Cluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.runfolder import OUTPUT, events, log_name
@@ -213,7 +213,7 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
     end = (by_event(records, "end") or [{}])[-1]
     status = status_of(code, stopped, True, ended_when_done)  # the watcher logs every end, and no error
     own = own_end(run_dir, task)  # the lab's own trainer, where it wrote its log to a claim
-    head = explain.exception_head(output)
+    head = tracebacks.exception_head(output)
     failed = status == "failed"
     evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
                                 network=str(replayed.settings.get("network", "internal")), replay=True)

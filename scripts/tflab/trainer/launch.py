@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 from tflab.core import runfolder
-from tflab.core.explain import exception_head
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, distribution_version, start_versions
 from tflab.core.settings import SettingsError
 from tflab.core.stacks import STACKS_SIGNAL
 from tflab.core.task import HANG_SIGNAL, RELEASE_SIGNAL
 from tflab.core.terminal import TerminalLines
+from tflab.core.tracebacks import exception_head
 
 # The script's last stderr lines kept for the `error` event: a whole traceback, even one whose
 # TensorFlow message prints tensors (Keras 3's PerReplica error ran to 300 lines).
