@@ -211,6 +211,24 @@ def test_no_stall_on_a_healthy_run_that_is_slow_in_its_own_ways(tmp_path, name, 
     assert not feed(watch, clock, stream), name
 
 
+def test_an_audit_pass_of_no_step_is_no_first_step(tmp_path):
+    """The arm64 image under emulation on a loaded machine (CI, 2026-12-06): each worker's audit
+    logged a pass of 0 steps (an iterator made before fit) 23 s after the rendezvous, a fraction of
+    a second apart; taken as a step, that gap set the 30 s floor, and the first epoch, over 30 s
+    under qemu, was called a stall."""
+    watch, clock = watching(tmp_path)
+    for task in ("worker-0", "worker-1"):
+        watch.saw(task, {"event": "cluster_ready", "task": task})
+    clock.now += 23
+    for task in ("worker-0", "worker-1"):
+        clock.now += 0.3
+        watch.saw(task, {"event": "audit_pass", "task": task, "pass": 1, "steps": 0, "examples": 0})
+    clock.now += stall.CEILING_SECONDS - 1  # the first epoch, still running
+    assert watch.stalled(["worker-0", "worker-1"]) is None and watch.known_pace() is None
+    watch.saw("worker-0", {"event": "audit_pass", "task": "worker-0", "pass": 1, "steps": 16, "examples": 512})
+    assert watch.known_pace() is not None  # a pass of steps is a step that ran
+
+
 def test_before_a_step_ran_the_ceiling_bounds_the_wait_and_after_it_the_pace(tmp_path):
     watch, clock = watching(tmp_path)
     assert not feed(watch, clock, [(0, "worker-0", "fit"), (0.2, "worker-1", "fit")])

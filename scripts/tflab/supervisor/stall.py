@@ -130,7 +130,8 @@ class Watch:
                 gap = now - self.last
                 self.pace = gap if self.pace is None else max(self.pace, gap)
             self.advancing = True
-            self.stepped = self.stepped or event in STEPPED
+            # an audit pass of no step (an iterator made and dropped before fit) ran no step either
+            self.stepped = self.stepped or (event in STEPPED and record.get("steps") != 0)
             self.advanced[task] = record
             self.training.add(task)
         if event == "fit" and isinstance(record.get("epochs"), int):
