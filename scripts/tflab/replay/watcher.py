@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from tflab.backends.base import NoObserver
 from tflab.core import beneath, foreign, runfolder
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import EventLog, SchemaError, problems
@@ -19,7 +20,7 @@ from tflab.supervisor import summary
 from tflab.trainer import replayhooks
 
 
-class Watcher:
+class Watcher(NoObserver):
     """Each task's start and end, from outside, into <task>.jsonl as a script's (role "script"): a
     backend.RunObserver of the replay (ReplayRun.observers), which looks at the engine's states at
     every poll, once an attempt's replicas ended before they are restarted, and last before they
@@ -34,16 +35,7 @@ class Watcher:
         self.skipped: dict[str, int] = {}  # task -> lines of its hooks' log that were no hooks' event
         self.peak: dict[str, int] = {}
 
-    # -- as a RunObserver --------------------------------------------------------------------
-
-    def check(self, settings) -> None:
-        pass
-
-    def proxied(self) -> frozenset[str]:
-        return frozenset()
-
-    def describe(self) -> str | None:
-        return None
+    # -- as a RunObserver: it looks at these moments, and has nothing to check, say or add ------
 
     def tick(self, backend, codes: dict[str, int | None]) -> None:
         self.record(self.states())
@@ -51,17 +43,11 @@ class Watcher:
     def before_restart(self, backend) -> None:
         self.record(self.states())  # the attempt's ends, before a restart's start replaces them
 
-    def after_restart(self, backend) -> None:
-        pass
-
     def finish(self, backend) -> None:
         try:
             self.record(self.states())  # the last ends, before the containers go
         finally:
             self.close()
-
-    def result(self, run_dir: Path, summary) -> dict | None:
-        return None
 
     # -- what it logs ---------------------------------------------------------------------
 
