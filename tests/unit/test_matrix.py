@@ -274,6 +274,32 @@ def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
     assert matrix.mark(one) == "wrong: non-finite-loss" and not matrix.passed([one])
 
 
+def test_a_cell_whose_keras_has_no_parameter_server_training_is_n_a_with_the_reason(tmp_path, monkeypatch):
+    """Keras 3 under parameter_server fails on whatever it lacks first (explain.py's keras3-parameter-server):
+    the cell cannot be, as a Keras a TF cannot have cannot, and fails nothing; any other failure still does."""
+    from tflab.core import explain, runsummary
+    from tflab.core.runsummary import Summary, TaskRow
+
+    row = {"final_loss": None, "steady_step_seconds": None, "peak_rss_per_process_bytes": 1, "wall_seconds": 9.0,
+           "losses": []}
+    monkeypatch.setattr(matrix.report, "run_row", lambda run_dir: row)
+    ps = explain.BY_NAME["keras3-parameter-server"]
+    for signature, outcome in (("keras3-parameter-server", "n/a"), ("removed-api", "failed")):
+        said = {"task": "chief-0", "signature": signature, "what": "w", "fix": "f", "link": "", "retry": False}
+        summary = Summary(run="r", strategy="parameter_server", backend="compose", outcome="failed", ok=False,
+                          launched_at=1.0, wall_seconds=9.0, settings={}, weights_agree=None,
+                          tasks=[TaskRow(task="chief-0", status="failed", explanation=said),
+                                 TaskRow(task="worker-0", status="ok")])
+        monkeypatch.setattr(runsummary.Summary, "read", classmethod(lambda cls, run_dir, s=summary: s))
+        one = cell("2.21", "keras3", "parameter_server", outcome="not run", run="tf2-21-keras3-parameter_server")
+        matrix.fill(one, tmp_path)
+        assert (one.outcome, one.signature) == (outcome, signature)
+    ok = cell("2.21", "tf-keras", "parameter_server", final_loss=1.0)
+    na = cell("2.21", "keras3", "parameter_server", "n/a", signature=ps.name, what=ps.what)
+    assert matrix.passed([ok, na]) and matrix.mark(na) == "n/a"
+    assert matrixverdict.verdict([ok, na]) == "2.21: every cell passes; 1 cell(s) n/a (keras3-parameter-server)"
+
+
 REPLAYED_JOB = """\
 apiVersion: kubeflow.org/v1
 kind: TFJob

@@ -10,10 +10,11 @@ Each cell is one run as `make up` makes it, in its own folder inside the matrix'
 (runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
 engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
 whose tf.keras is Keras 2, tf-keras where PyPI has none) is a cell marked n/a with the reason, never
-a refusal of the matrix; a Keras release pip cannot install with that TF (its lock says so,
-keraslock.py) is a cell marked not installable, with pip's reason. A failed cell carries the
-explanation of explain.py's table (its signature, what and fix); every cell that ran says the Keras
-its chief imported. The matrix writes, in its folder:
+a refusal of the matrix, and so is a cell whose run failed because its Keras cannot do its strategy
+at all (Keras 3 under parameter_server: keras3-parameter-server); a Keras release pip cannot install
+with that TF (its lock says so, keraslock.py) is a cell marked not installable, with pip's reason.
+A failed cell carries the explanation of explain.py's table (its signature, what and fix); every
+cell that ran says the Keras its chief imported. The matrix writes, in its folder:
 
     matrix.json   the cells (Matrix below: typed, versioned, written by `write` alone)
     matrix.md     the grid, the verdict, losses per epoch, step time and memory per cell
@@ -51,7 +52,7 @@ from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
 from tflab.reports import report
-from tflab.reports.matrixverdict import NOT_A_RUN, keras_head, verdict
+from tflab.reports.matrixverdict import NOT_A_RUN, NOT_APPLICABLE_SIGNATURES, keras_head, verdict
 from tflab.supervisor import audit, runner
 
 MATRIX = "matrix.json"
@@ -225,9 +226,13 @@ def fill(cell: Cell, run_dir: Path) -> None:
         return
     if summary.ok:
         return
-    found = next((task.explanation for task in summary.tasks if task.explanation), None)
+    explained = [task.explanation for task in summary.tasks if task.explanation]
+    found = next((e for e in explained if e["signature"] in NOT_APPLICABLE_SIGNATURES), None) or \
+        next(iter(explained), None)
     if found:
         cell.signature, cell.what, cell.fix = found["signature"], found["what"], found["fix"]
+        if found["signature"] in NOT_APPLICABLE_SIGNATURES:
+            cell.outcome = "n/a"
     else:
         failed = next((task for task in summary.tasks if task.status != "ok"), None)
         cell.what = (failed.error if failed and failed.error else summary.outcome)
