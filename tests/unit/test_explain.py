@@ -357,6 +357,23 @@ def test_tf_keras_missing_a_name_under_parameter_server_is_not_keras_3s_doing():
     assert explain.match(dataclasses.replace(evidence, output=keras_3)).name == "keras3-parameter-server"
 
 
+def test_an_evaluator_task_under_keras_3_is_told_what_the_labs_own_refusal_says():
+    """Recorded under TF 2.21 and Keras 3.15.1: the parameter-server tutorial's evaluator (its log, under
+    parameter_server, where the evaluator's own problem outranks keras3-parameter-server) and
+    tf.keras.experimental.SidecarEvaluator under multiworker."""
+    for evidence in (recorded("keras3-no-sidecar-evaluator", "evaluator-0"),
+                     recorded("evaluator-experimental", "evaluator-0", KERAS3)):
+        found = explain.explain(evidence)
+        assert found.signature == "keras3-no-sidecar-evaluator", found
+        assert found.what.startswith(explain.KERAS3_NO_EVALUATOR) and "KERAS=tf-keras" in found.fix
+        assert found.link == explain.SIDECAR_EVALUATOR and found.retry is False
+    refusal = Settings(keras="keras3", evaluator=1, strategy="multiworker", tf="2.21", backend="compose")
+    with pytest.raises(SettingsError, match=re.escape(explain.KERAS3_NO_EVALUATOR)):
+        refusal.validated()
+    tf_keras = recorded("tf-keras-import", "evaluator-0", KERAS3).output.replace("Evaluater", "Evaluator")
+    assert explain.match(Evidence("evaluator-0", 1, output=tf_keras)) is None  # tf-keras has it: not this
+
+
 def test_the_summary_hands_the_strategy_to_the_explanation():
     settings = Settings(strategy="parameter_server", workers=2)
     error = {"event": "error", "message": "AttributeError: module 'keras.utils' has no attribute 'experimental'"}

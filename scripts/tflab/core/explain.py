@@ -39,6 +39,11 @@ TF_KERAS_FIX = ("`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERA
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
 INPUT_GUIDE = "https://www.tensorflow.org/tutorials/distribute/input"
 MEMORY_LINK = "https://docs.docker.com/engine/containers/resource_constraints/#memory"
+SIDECAR_EVALUATOR = "https://www.tensorflow.org/api_docs/python/tf/keras/utils/SidecarEvaluator"
+# The words of keras3-no-sidecar-evaluator and of the refusal of the lab's EVALUATOR=1 under Keras 3 (rules.py).
+KERAS3_NO_EVALUATOR = ("Keras 3 has no SidecarEvaluator, the evaluator that reads the chief's checkpoints as they "
+                       "come, and its ModelCheckpoint is not chief-aware (tf-keras's writes a non-chief's save to a "
+                       "temporary path, distributed_file_utils)")
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,21 @@ SIGNATURES = [
               + TF_KERAS_FIX + ", where the same loop trains; or keras-nightly 3.16",
               KERAS_OPTIMIZER_ISSUE, False),
     # -- Keras 3 and the parts of tf.distribute it left to tf-keras (issue 45) --
+    # An evaluator task (a SCRIPT's; the lab's own is refused under Keras 3, rules.keras3_evaluator_refusal):
+    # recorded under TF 2.21 and Keras 3.15.1, tf.keras.utils.SidecarEvaluator gives "module 'keras.utils' has
+    # no attribute 'SidecarEvaluator'", tf.keras.experimental.SidecarEvaluator "module 'keras._tf_keras.keras'
+    # has no attribute 'experimental'" under the line that names it. Before keras3-parameter-server: under
+    # parameter_server too, the evaluator's problem is its own.
+    Signature("keras3-no-sidecar-evaluator",
+              r"has no attribute 'SidecarEvaluator'|"
+              r"cannot import name 'SidecarEvaluator' from '(?:tensorflow\.)?keras[\w.]*' \((?![^)\n]*/tf_keras/)|"
+              r"SidecarEvaluator[^\n]*\n(?:[ \t]*[~^]+[ \t]*\n)?AttributeError: module 'keras[\w.]*' has no attribute",
+              KERAS3_NO_EVALUATOR + ", so an evaluator task written for tf.keras fails on the first name it asks for",
+              "run the evaluator with tf-keras: KERAS=tf-keras, or `pip install tf_keras` with TF_USE_LEGACY_KERAS=1 "
+              "set before TensorFlow is imported (`import keras` is Keras 3 whatever it says), and "
+              "tf.keras.utils.SidecarEvaluator; or keep Keras 3 and write the evaluator yourself: poll the chief's "
+              "checkpoint folder, load_weights each new file (Keras 3's ModelCheckpoint writes .weights.h5), evaluate",
+              SIDECAR_EVALUATOR, False),
     # Under ParameterServerStrategy, whatever Keras 3 lacks is its missing parameter-server training, not
     # removed-api's "Keras 3 dropped much of Keras 2's API". Recorded under TF 2.21 and Keras 3.15.1:
     # tf.keras.utils.experimental.DatasetCreator gives "module 'keras.utils' has no attribute 'experimental'",
