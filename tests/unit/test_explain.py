@@ -334,6 +334,7 @@ KERAS3 = LOGS.parent / "data" / "keras3"
     ("trainer-datasetcreator", "removed-api"),  # the lab's own chief: tf.keras.utils.experimental.DatasetCreator
     ("tutorial-preprocessing", "removed-api"),  # TF's tutorial: tf.keras.layers.experimental.preprocessing
     ("import-datasetcreator", "module-not-found"),  # from tensorflow.keras.utils.experimental import ...
+    ("fit-tf-keras-datasetcreator", "exception"),  # Keras 3's fit given tf_keras's DatasetCreator
 ])
 def test_whatever_keras_3_lacks_under_parameter_server_is_its_missing_parameter_server_training(name, otherwise):
     """Recorded under TF 2.21 and Keras 3.15.1 (the attribute and import errors are Keras's own words). Under

@@ -113,8 +113,9 @@ SIGNATURES = [
     # removed-api's "Keras 3 dropped much of Keras 2's API". Recorded under TF 2.21 and Keras 3.15.1:
     # tf.keras.utils.experimental.DatasetCreator gives "module 'keras.utils' has no attribute 'experimental'",
     # tf.keras.layers.experimental.preprocessing "module 'keras._tf_keras.keras.layers' ...", an import of either
-    # "No module named" or "cannot import name ... (.../keras/...)" (tf-keras's path is .../tf_keras/...), and
-    # fit given a dataset or a ClusterCoordinator's per-worker one the last two.
+    # "No module named" or "cannot import name ... (.../keras/...)" (tf-keras's path is .../tf_keras/...); Keras 3's
+    # fit given tf-keras's DatasetCreator or a ClusterCoordinator's per-worker dataset "Unrecognized data type",
+    # and given a dataset under the strategy TensorFlow's create_per_worker_dataset error.
     Signature("keras3-parameter-server",
               r"AttributeError: module 'keras(?:\.[\w.]+)?' has no attribute '\w+'|"
               r"No module named '(?:tensorflow\.)?keras\.[\w.]+'|"
