@@ -20,16 +20,16 @@ pytestmark = pytest.mark.unit
 LOGS = Path(__file__).parent / "logs"
 
 
-def recorded(name: str, task: str = "worker-0") -> Evidence:
+def recorded(name: str, task: str = "worker-0", folder: Path = LOGS) -> Evidence:
     """A recorded log as the lab would see it: the launcher's `error` event is the traceback's
     exception head (or the header's error=), the output is the whole log."""
-    text = (LOGS / f"{name}.log").read_text()
+    text = (folder / f"{name}.log").read_text()
     header, _, output = text.partition("\n") if text.startswith("#!") else ("", "", text)
     fields = dict(re.findall(r"(\w+)=(.*?)(?= \w+=|$)", header[2:].strip()))
     return Evidence(task=task, exit_code=int(fields.get("exit_code", 1)),
                     error=fields.get("error") or exception_head(output), output=output,
                     oom_killed={"true": True, "false": False}.get(fields.get("oom_killed", "")),
-                    memory=fields.get("memory", "0"),
+                    memory=fields.get("memory", "0"), strategy=fields.get("strategy", ""),
                     peers_done=tuple(fields["peers_done"].split(",")) if fields.get("peers_done") else ())
 
 
@@ -325,8 +325,66 @@ def test_the_keras_3_custom_loop_names_keras_23085_and_a_fix_to_take_today():
 def test_keras_3_under_parameter_server_strategy_is_named_with_the_tf_keras_fix():
     """Recorded: the chief of a parameter-server script written for Keras 3 (`import keras`, fit on a dataset)."""
     found = explain.explain(recorded("keras3-parameter-server", "chief-0"))
-    assert found.what.startswith("Keras 3 has no ParameterServerStrategy support")
-    assert "DatasetCreator" in found.fix and "TF_USE_LEGACY_KERAS=1" in found.fix and found.retry is False
+    assert found.what.startswith("Keras 3 has no parameter-server training at all")
+    assert "keras-team/keras#20585" in found.what and found.link == explain.KERAS_ISSUE
+    assert "KERAS=tf-keras" in found.fix and "TF_USE_LEGACY_KERAS=1" in found.fix and "DatasetCreator" in found.fix
+    assert "ClusterCoordinator" in found.fix and found.retry is False
+
+
+KERAS3 = LOGS.parent / "data" / "keras3"
+
+
+@pytest.mark.parametrize("name, otherwise", [
+    ("trainer-datasetcreator", "removed-api"),  # the lab's own chief: tf.keras.utils.experimental.DatasetCreator
+    ("tutorial-preprocessing", "removed-api"),  # TF's tutorial: tf.keras.layers.experimental.preprocessing
+    ("import-datasetcreator", "module-not-found"),  # from tensorflow.keras.utils.experimental import ...
+    ("fit-tf-keras-datasetcreator", "exception"),  # Keras 3's fit given tf_keras's DatasetCreator
+])
+def test_whatever_keras_3_lacks_under_parameter_server_is_its_missing_parameter_server_training(name, otherwise):
+    """Recorded under TF 2.21 and Keras 3.15.1 (the attribute and import errors are Keras's own words). Under
+    parameter_server the first thing missing is named as what it is; under any other strategy, or where the
+    strategy is unknown, the same traceback is what it was."""
+    evidence = recorded(name, "chief-0", KERAS3)
+    found = explain.explain(evidence)
+    assert found.signature == "keras3-parameter-server", found
+    assert found.what.startswith("Keras 3 has no parameter-server training at all")
+    assert "Keras 2's API" not in found.what and found.link == explain.KERAS_ISSUE
+    for strategy in ("multiworker", "mirrored", ""):
+        assert explain.explain(dataclasses.replace(evidence, strategy=strategy)).signature == otherwise
+
+
+def test_tf_keras_missing_a_name_under_parameter_server_is_not_keras_3s_doing():
+    """Recorded under TF 2.21 with TF_USE_LEGACY_KERAS=1: tf-keras's tf.keras lives in .../tf_keras/..., and a
+    name it lacks (a misspelt SidecarEvaluator) is the script's own mistake; Keras 3's path is named so."""
+    evidence = recorded("tf-keras-import", "chief-0", KERAS3)
+    assert explain.explain(evidence).signature == "exception"
+    keras_3 = evidence.output.replace("tf_keras/api/_v2/keras/utils", "keras/_tf_keras/keras/utils")
+    assert explain.match(dataclasses.replace(evidence, output=keras_3)).name == "keras3-parameter-server"
+
+
+def test_an_evaluator_task_under_keras_3_is_told_what_the_labs_own_refusal_says():
+    """Recorded under TF 2.21 and Keras 3.15.1: the parameter-server tutorial's evaluator (its log, under
+    parameter_server, where the evaluator's own problem outranks keras3-parameter-server) and
+    tf.keras.experimental.SidecarEvaluator under multiworker."""
+    for evidence in (recorded("keras3-no-sidecar-evaluator", "evaluator-0"),
+                     recorded("evaluator-experimental", "evaluator-0", KERAS3)):
+        found = explain.explain(evidence)
+        assert found.signature == "keras3-no-sidecar-evaluator", found
+        assert found.what.startswith(explain.KERAS3_NO_EVALUATOR) and "KERAS=tf-keras" in found.fix
+        assert found.link == explain.SIDECAR_EVALUATOR and found.retry is False
+    refusal = Settings(keras="keras3", evaluator=1, strategy="multiworker", tf="2.21", backend="compose")
+    with pytest.raises(SettingsError, match=re.escape(explain.KERAS3_NO_EVALUATOR)):
+        refusal.validated()
+    tf_keras = recorded("tf-keras-import", "evaluator-0", KERAS3).output.replace("Evaluater", "Evaluator")
+    assert explain.match(Evidence("evaluator-0", 1, output=tf_keras)) is None  # tf-keras has it: not this
+
+
+def test_the_summary_hands_the_strategy_to_the_explanation():
+    settings = Settings(strategy="parameter_server", workers=2)
+    error = {"event": "error", "message": "AttributeError: module 'keras.utils' has no attribute 'experimental'"}
+    evidence = summary.evidence_of("chief-0", [error], [error], 1, settings, "", None)
+    assert evidence.strategy == "parameter_server"
+    assert explain.explain(evidence).signature == "keras3-parameter-server"
 
 
 # -- a peer that exited 0 is never a lost peer (issue 42) -----------------------------------------

@@ -35,6 +35,16 @@ def test_the_default_matrix_and_its_cells_that_cannot_be(tmp_path):
                                                                         "tf2-15-tf-keras-multiworker", str(tmp_path))
 
 
+def test_the_labs_evaluator_under_keras_3_is_a_cell_marked_n_a_not_a_refusal(tmp_path):
+    planned = matrix.plan(Settings(tf="2.21", keras="tf-keras keras3 3.15", strategies="multiworker",
+                                   evaluator=1), tmp_path)
+    na = {c.keras: c.what for c, one in planned if one is None}
+    assert set(na) == {"keras3", "3.15"}
+    assert all(what.startswith("Keras 3 has no SidecarEvaluator") and what.endswith("EVALUATOR=0")
+               for what in na.values())
+    assert [(c.keras, one.evaluator) for c, one in planned if one is not None] == [("tf-keras", 1)]
+
+
 def test_a_setting_no_cell_can_run_with_is_refused_naming_the_cell(tmp_path):
     with pytest.raises(SettingsError, match=r"^matrix cell TF=2.15 KERAS=tf-keras STRATEGY=multiworker: GLOBAL_BATCH"):
         matrix.plan(Settings(tf="2.15", keras="tf-keras", strategies="multiworker", workers=3), tmp_path)
@@ -272,6 +282,33 @@ def test_a_cell_whose_loss_went_nan_is_wrong_not_ok(tmp_path, monkeypatch):
         assert (one.outcome, one.signature) == ("wrong", "non-finite-loss")
         assert one.what == (finding["message"] if findings else "the chief's loss per epoch was nan nan nan")
     assert matrix.mark(one) == "wrong: non-finite-loss" and not matrix.passed([one])
+
+
+def test_a_cell_whose_keras_has_no_parameter_server_training_is_n_a_with_the_reason(tmp_path, monkeypatch):
+    """Keras 3 under parameter_server (in a matrix, a replayed job with PS replicas: STRATEGIES has no
+    parameter_server) fails on whatever it lacks first (explain.py's keras3-parameter-server): the cell cannot
+    be, as a Keras a TF cannot have cannot, and fails nothing; any other failure still does."""
+    from tflab.core import explain, runsummary
+    from tflab.core.runsummary import Summary, TaskRow
+
+    row = {"final_loss": None, "steady_step_seconds": None, "peak_rss_per_process_bytes": 1, "wall_seconds": 9.0,
+           "losses": []}
+    monkeypatch.setattr(matrix.report, "run_row", lambda run_dir: row)
+    ps = explain.BY_NAME["keras3-parameter-server"]
+    for signature, outcome in (("keras3-parameter-server", "n/a"), ("removed-api", "failed")):
+        said = {"task": "chief-0", "signature": signature, "what": "w", "fix": "f", "link": "", "retry": False}
+        summary = Summary(run="r", strategy="parameter_server", backend="compose", outcome="failed", ok=False,
+                          launched_at=1.0, wall_seconds=9.0, settings={}, weights_agree=None,
+                          tasks=[TaskRow(task="chief-0", status="failed", explanation=said),
+                                 TaskRow(task="worker-0", status="ok")])
+        monkeypatch.setattr(runsummary.Summary, "read", classmethod(lambda cls, run_dir, s=summary: s))
+        one = cell("2.21", "keras3", "tfjob", outcome="not run", run="tf2-21-keras3-tfjob")
+        matrix.fill(one, tmp_path)
+        assert (one.outcome, one.signature) == (outcome, signature)
+    ok = cell("2.21", "tf-keras", "tfjob", final_loss=1.0)
+    na = cell("2.21", "keras3", "tfjob", "n/a", signature=ps.name, what=ps.what)
+    assert matrix.passed([ok, na]) and matrix.mark(na) == "n/a"
+    assert matrixverdict.verdict([ok, na]) == "2.21: every cell passes; 1 cell(s) n/a (keras3-parameter-server)"
 
 
 REPLAYED_JOB = """\

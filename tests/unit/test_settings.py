@@ -237,3 +237,26 @@ def test_replace_checks_every_setting_too():
     with pytest.raises(SettingsError, match="^WORKERS=0 is not allowed"):
         Settings().replace(workers=0)
     assert Settings.from_dict({"cpus": 1}).cpus == 1.0  # a JSON integer is a number of CPUs too
+
+
+@pytest.mark.parametrize("values, given, way_out", [
+    ({"KERAS": "keras3"}, "KERAS=keras3", "KERAS=tf-keras"),
+    ({"KERAS": "3.15", "STRATEGY": "parameter_server"}, "KERAS=3.15", "KERAS=tf-keras"),
+    ({"TF": "next"}, "TF=next (2.22.0rc0) (its tf.keras is Keras 3)", "a TF with tf-keras (TF=2.21 KERAS=tf-keras)"),
+])
+def test_the_labs_evaluator_under_keras_3_is_refused_in_one_line_with_the_way_out(values, given, way_out):
+    """The lab's evaluator is tf-keras's SidecarEvaluator: Keras 3 has none (issue 45)."""
+    with pytest.raises(SettingsError) as refused:
+        parse(EVALUATOR=1, **values)
+    message = str(refused.value)
+    assert message.startswith(f"EVALUATOR=1 is not allowed with {given}: Keras 3 has no SidecarEvaluator")
+    assert message.endswith(f"expected {way_out}, or EVALUATOR=0") and "\n" not in message
+
+
+def test_an_evaluator_of_its_own_or_tf_keras_is_not_refused(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import keras\n")
+    assert parse(EVALUATOR=1, KERAS="tf-keras").evaluator == 1
+    assert parse(EVALUATOR=1, TF="2.21").keras == ""  # tf-keras is 2.21's default
+    assert parse(EVALUATOR=1, KERAS="keras3", SCRIPT=str(script)).script  # a script's evaluator is its own
+    assert parse(EVALUATOR=0, KERAS="keras3").keras == "keras3"

@@ -40,6 +40,11 @@ TF_KERAS_FIX = ("`pip install tf_keras` and use tf.keras with TF_USE_LEGACY_KERA
 TUTORIAL = "https://www.tensorflow.org/tutorials/distribute/multi_worker_with_keras"
 INPUT_GUIDE = "https://www.tensorflow.org/tutorials/distribute/input"
 MEMORY_LINK = "https://docs.docker.com/engine/containers/resource_constraints/#memory"
+SIDECAR_EVALUATOR = "https://www.tensorflow.org/api_docs/python/tf/keras/utils/SidecarEvaluator"
+# The words of keras3-no-sidecar-evaluator and of the refusal of the lab's EVALUATOR=1 under Keras 3 (rules.py).
+KERAS3_NO_EVALUATOR = ("Keras 3 has no SidecarEvaluator, the evaluator that reads the chief's checkpoints as they "
+                       "come, and its ModelCheckpoint is not chief-aware (tf-keras's writes a non-chief's save to a "
+                       "temporary path, distributed_file_utils)")
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Signature:
     fix: str  # {down}, {config}: the lab's command as the user runs it (console.lab_command)
     link: str
     retry: bool | None  # can a restart help? None: the exit code decides
+    strategy: str = ""  # the row explains a failure under this STRATEGY alone; "" under any
 
 
 # Most specific first: the first row that matches explains the failure.
@@ -88,15 +94,46 @@ SIGNATURES = [
               "right after the model and optimizer are made (measured to train under Keras 3.15.1); or "
               + TF_KERAS_FIX + ", where the same loop trains; or keras-nightly 3.16",
               KERAS_OPTIMIZER_ISSUE, False),
+    # -- Keras 3 and the parts of tf.distribute it left to tf-keras (issue 45) --
+    # An evaluator task (a SCRIPT's; the lab's own is refused under Keras 3, rules.keras3_evaluator_refusal):
+    # recorded under TF 2.21 and Keras 3.15.1, tf.keras.utils.SidecarEvaluator gives "module 'keras.utils' has
+    # no attribute 'SidecarEvaluator'", tf.keras.experimental.SidecarEvaluator "module 'keras._tf_keras.keras'
+    # has no attribute 'experimental'" under the line that names it. Before keras3-parameter-server: under
+    # parameter_server too, the evaluator's problem is its own.
+    Signature("keras3-no-sidecar-evaluator",
+              r"has no attribute 'SidecarEvaluator'|"
+              r"cannot import name 'SidecarEvaluator' from '(?:tensorflow\.)?keras[\w.]*' \((?![^)\n]*/tf_keras/)|"
+              r"SidecarEvaluator[^\n]*\n(?:[ \t]*[~^]+[ \t]*\n)?AttributeError: module 'keras[\w.]*' has no attribute",
+              KERAS3_NO_EVALUATOR + ", so an evaluator task written for tf.keras fails on the first name it asks for",
+              "run the evaluator with tf-keras: KERAS=tf-keras, or `pip install tf_keras` with TF_USE_LEGACY_KERAS=1 "
+              "set before TensorFlow is imported (`import keras` is Keras 3 whatever it says), and "
+              "tf.keras.utils.SidecarEvaluator; or keep Keras 3 and write the evaluator yourself: poll the chief's "
+              "checkpoint folder, load_weights each new file (Keras 3's ModelCheckpoint writes .weights.h5), evaluate",
+              SIDECAR_EVALUATOR, False),
+    # Under ParameterServerStrategy, whatever Keras 3 lacks is its missing parameter-server training, not
+    # removed-api's "Keras 3 dropped much of Keras 2's API". Recorded under TF 2.21 and Keras 3.15.1:
+    # tf.keras.utils.experimental.DatasetCreator gives "module 'keras.utils' has no attribute 'experimental'",
+    # tf.keras.layers.experimental.preprocessing "module 'keras._tf_keras.keras.layers' ...", an import of either
+    # "No module named" or "cannot import name ... (.../keras/...)" (tf-keras's path is .../tf_keras/...); Keras 3's
+    # fit given tf-keras's DatasetCreator or a ClusterCoordinator's per-worker dataset "Unrecognized data type",
+    # and given a dataset under the strategy TensorFlow's create_per_worker_dataset error.
     Signature("keras3-parameter-server",
-              r"To use this dataset, you need to pass this dataset to ClusterCoordinator\.create_per_worker_dataset",
-              "Keras 3 has no ParameterServerStrategy support: its fit never hands the data to a ClusterCoordinator "
-              "(keras/src has none), so the chief's fit fails on its first step; tf-keras's fit schedules each step "
-              "on the workers",
-              "run the chief's fit with tf-keras: " + TF_KERAS_FIX + ", and give fit a "
-              "tf.keras.utils.experimental.DatasetCreator and steps_per_epoch, as TensorFlow's parameter-server "
-              "tutorial does; or write the loop yourself with tf.distribute.coordinator.ClusterCoordinator "
-              "(create_per_worker_dataset, schedule)", PS_TUTORIAL, False),
+              r"AttributeError: module 'keras(?:\.[\w.]+)?' has no attribute '\w+'|"
+              r"No module named '(?:tensorflow\.)?keras\.[\w.]+'|"
+              r"cannot import name '\w+' from '(?:tensorflow\.)?keras[\w.]*' \((?![^)\n]*/tf_keras/)[^)\n]*/keras/|"
+              r"To use this dataset, you need to pass this dataset to ClusterCoordinator\.create_per_worker_dataset|"
+              r"Unrecognized data type: x=<[^\n]*(?:PerWorker|DatasetCreator)",
+              "Keras 3 has no parameter-server training at all: its fit knows no ClusterCoordinator (keras/src has "
+              "none), and DatasetCreator and Keras 2's experimental API are gone, so a script written for "
+              "ParameterServerStrategy fails on whichever of them it meets first (keras-team/keras#20585: "
+              "parameter-server users are on Keras 2)",
+              "run it with tf-keras: KERAS=tf-keras (the lab's image), or `pip install tf_keras` with "
+              "TF_USE_LEGACY_KERAS=1 set before TensorFlow is imported (`import keras` is Keras 3 whatever it "
+              "says), and give fit a tf.keras.utils.experimental.DatasetCreator and steps_per_epoch, as "
+              "TensorFlow's parameter-server tutorial does; or keep Keras 3 and write the loop yourself with "
+              "tf.distribute.coordinator.ClusterCoordinator (create_per_worker_dataset, schedule)",
+              KERAS_ISSUE, False, strategy="parameter_server"),
+    # -- end of issue 45's block --
     # What a TensorFlow version change brings (make matrix, TF=): an old build against numpy 2, an
     # API a release removed, a package that has no release for that TensorFlow.
     Signature("numpy2-old-tensorflow",
@@ -265,6 +302,7 @@ class Evidence:
     replay: bool = False  # a TFJob's replica: it runs its own image, and the replay's ways in and out apply
     peers_done: tuple[str, ...] = ()  # its peers (trainers) that had exited 0: none of them is a lost peer
     stacks: str = ""  # its last stack dump (core/stacks.py), where the lab took one
+    strategy: str = ""  # STRATEGY (a replay's, as its replica types make it); "" where unknown
 
     def header(self) -> str:
         """The engine's state as lines the table's patterns read."""
@@ -356,6 +394,8 @@ def find(evidence: Evidence) -> tuple[Signature, re.Match] | None:
     texts += ["\n".join(filter(None, [header, evidence.error])), evidence.output]
     for text in texts:
         for signature in SIGNATURES:
+            if signature.strategy and signature.strategy != evidence.strategy:
+                continue
             matched = re.search(signature.pattern, text, re.M) if text else None
             if matched:
                 return peer_done(evidence, matched) if signature.name == "lost-peer" else (signature, matched)

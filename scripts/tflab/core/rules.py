@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar, Mapping, TypeVar
 from tflab.core import versions
 from tflab.core.backends import capabilities, those_with
 from tflab.core.commands import MAKE_VARIABLES_ENV, RUNS, check_make_variables
+from tflab.core.explain import KERAS3_NO_EVALUATOR
 from tflab.core.grammars import MAX_TASKS, SettingsError, script_env_hint
 
 # The Settings dataclass (core/settings.py) is built on these rules; they name it by this bound
@@ -247,6 +248,10 @@ class SettingsRules:
             raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
                                 f"BACKEND={those_with('gpus')} (the lab hands GPUs to containers), or GPUS empty")
         _check_versions(self)
+        refusal = keras3_evaluator_refusal(self.tf, self.keras, self.evaluator,
+                                           own_trainer=not (self.script or self.tfjob or self.trainjob))
+        if refusal:
+            raise SettingsError(refusal)
         if self.examples < self.global_batch:
             raise SettingsError(
                 f"EXAMPLES={self.examples} is smaller than GLOBAL_BATCH={self.global_batch}; "
@@ -325,3 +330,24 @@ def _check_versions(settings: "SettingsRules") -> None:
         if refusal:
             raise SettingsError(refusal)
 
+
+
+def keras3_evaluator_refusal(tf: str, keras: str, evaluator: int, own_trainer: bool) -> str | None:
+    """Why the lab's own trainer cannot have EVALUATOR under this TF and KERAS, or None. Its evaluator
+    is tf-keras's SidecarEvaluator on the checkpoints of tf-keras's ModelCheckpoint, and under Keras 3
+    (KERAS=keras3, a Keras release, or a TF whose tf.keras is Keras 3 by default) there is neither; nor
+    would there be a checkpoint to read: the trainer trains under neither strategy EVALUATOR takes (fit
+    under multiworker: keras#20585; parameter_server: keras3-parameter-server; LOOP=custom: its
+    apply_gradients takes tf-keras's skip_gradients_aggregation). A SCRIPT's or a replayed job's
+    evaluator is its own (explain.py's keras3-no-sidecar-evaluator says the same words if it fails)."""
+    if not evaluator or not own_trainer or len(tf.split()) > 1 or len(keras.split()) > 1:
+        return None
+    resolved = versions.keras_for(tf, keras)
+    if resolved != "keras3" and not versions.is_keras_release(resolved):
+        return None
+    given = " ".join(f"{name}={value}" for name, value in (("TF", tf and versions.label(tf)), ("KERAS", keras))
+                     if value) + ("" if keras else " (its tf.keras is Keras 3)")
+    way_out = "KERAS=tf-keras" if "tf-keras" in versions.kerases(tf) else \
+        f"a TF with tf-keras (TF={versions.DEFAULT} KERAS=tf-keras)"
+    return (f"EVALUATOR={evaluator} is not allowed with {given}: {KERAS3_NO_EVALUATOR}, and the lab's evaluator is "
+            f"tf-keras's; expected {way_out}, or EVALUATOR=0")

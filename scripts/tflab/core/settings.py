@@ -123,7 +123,8 @@ class Settings(SettingsRules):
             tfjob="the TFJob's Chief replica sets the chief; edit spec.tfReplicaSpecs.Chief")
     evaluator: int = setting(0, grammars.integer(0, 1), "0 | 1 (multiworker, parameter_server)",
             "1 adds evaluator-0, outside the cluster: it evaluates each checkpoint the chief writes "
-            "(tf-keras SidecarEvaluator) and logs eval events; with SCRIPT it runs the script, "
+            "(tf-keras SidecarEvaluator) and logs eval events, so not under Keras 3, which has none; "
+            "with SCRIPT it runs the script, "
             "whose TF_CONFIG names task evaluator 0",
             tfjob="the TFJob's Evaluator replica sets the evaluator; "
                   "edit spec.tfReplicaSpecs.Evaluator")

@@ -9,11 +9,13 @@ one run per cell, and what breaks where.
 Each cell is one run as `make up` makes it, in its own folder inside the matrix's
 (runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
 engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
-whose tf.keras is Keras 2, tf-keras where PyPI has none) is a cell marked n/a with the reason, never
-a refusal of the matrix; a Keras release pip cannot install with that TF (its lock says so,
+whose tf.keras is Keras 2, tf-keras where PyPI has none; the lab's EVALUATOR=1 under Keras 3) is a
+cell marked n/a with the reason, never a refusal of the matrix, and so is a cell whose run failed
+because its Keras cannot do its strategy at all (Keras 3 under a replayed job's parameter servers:
+keras3-parameter-server); a Keras release pip cannot install with that TF (its lock says so,
 keraslock.py) is a cell marked not installable, with pip's reason. A failed cell carries the
-explanation of explain.py's table (its signature, what and fix); every cell that ran says the Keras
-its chief imported. The matrix writes, in its folder:
+explanation of explain.py's table (its signature, what and fix); every cell that ran says the
+Keras its chief imported. The matrix writes, in its folder:
 
     matrix.json   the cells (Matrix below: typed, versioned, written by `write` alone)
     matrix.md     the grid, the verdict, losses per epoch, step time and memory per cell
@@ -46,12 +48,13 @@ from tflab.core import foreign, runfolder, runsummary, versions
 from tflab.core.errors import LabError
 from tflab.core.explain import Evidence, explain
 from tflab.core.foreign import ForeignFile
+from tflab.core.rules import keras3_evaluator_refusal
 from tflab.core.runsummary import Record, SummaryError, checked_record
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
 from tflab.reports import report
-from tflab.reports.matrixverdict import NOT_A_RUN, keras_head, verdict
+from tflab.reports.matrixverdict import NOT_A_RUN, NOT_APPLICABLE_SIGNATURES, keras_head, verdict
 from tflab.supervisor import audit, runner
 
 MATRIX = "matrix.json"
@@ -174,7 +177,8 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
         for keras in (settings.keras or MATRIX_KERAS).split():
             for strategy in strategies:
                 cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run")
-                refusal = versions.keras_refusal(tf, keras)
+                refusal = versions.keras_refusal(tf, keras) or keras3_evaluator_refusal(
+                    tf, keras, settings.evaluator, own_trainer=not (settings.script or replayed(settings)))
                 if refusal:
                     cell.outcome, cell.what = "n/a", refusal.split(": ", 1)[1]
                     planned.append((cell, None))
@@ -225,9 +229,13 @@ def fill(cell: Cell, run_dir: Path) -> None:
         return
     if summary.ok:
         return
-    found = next((task.explanation for task in summary.tasks if task.explanation), None)
+    explained = [task.explanation for task in summary.tasks if task.explanation]
+    found = next((e for e in explained if e["signature"] in NOT_APPLICABLE_SIGNATURES), None) or \
+        next(iter(explained), None)
     if found:
         cell.signature, cell.what, cell.fix = found["signature"], found["what"], found["fix"]
+        if found["signature"] in NOT_APPLICABLE_SIGNATURES:
+            cell.outcome = "n/a"
     else:
         failed = next((task for task in summary.tasks if task.status != "ok"), None)
         cell.what = (failed.error if failed and failed.error else summary.outcome)

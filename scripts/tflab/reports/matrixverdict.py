@@ -8,6 +8,9 @@ from __future__ import annotations
 from tflab.core import versions
 
 NOT_A_RUN = ("n/a", "not installable")  # cells that never run, and are no failure of the matrix
+# A failure that says the cell's Keras cannot do its strategy at all (explain.py): the cell is n/a with
+# that reason, not failed, as a Keras a TF cannot have is.
+NOT_APPLICABLE_SIGNATURES = ("keras3-parameter-server",)
 LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
 
 
@@ -85,9 +88,10 @@ def verdict(cells: list) -> str:
     not_installable = [keras_head(cell.keras) for cell in cells if cell.outcome == "not installable"]
     if not_installable:
         parts.append(f"not installable (pip): {', '.join(dict.fromkeys(not_installable))}")
-    not_applicable = sum(cell.outcome == "n/a" for cell in cells)
+    not_applicable = [cell for cell in cells if cell.outcome == "n/a"]
     if not_applicable:
-        parts.append(f"{not_applicable} cell(s) n/a")
+        whys = list(dict.fromkeys(cell.signature for cell in not_applicable if cell.signature))
+        parts.append(f"{len(not_applicable)} cell(s) n/a" + (f" ({', '.join(whys)})" if whys else ""))
     if not ran:
         parts.append("no cell can run")
     return f"{span}: " + "; ".join(parts)

@@ -94,7 +94,7 @@ def evidence_of(task: str, last: list[dict], records: list[dict], exit_code: int
     return explain.Evidence(task=task, exit_code=exit_code, error=errors[0]["message"] if errors else "",
                             output=output, oom_killed=oom_killed, memory=settings.memory,
                             last_memory_bytes=max(measured) if measured else None, network=settings.network,
-                            peers_done=done_peers, stacks=stacks)
+                            peers_done=done_peers, stacks=stacks, strategy=settings.strategy)
 
 
 def peers_done(the_cluster: Cluster, exit_codes: dict, task: str) -> tuple[str, ...]:
@@ -216,7 +216,8 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
     head = tracebacks.exception_head(output)
     failed = status == "failed"
     evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
-                                network=str(replayed.settings.get("network", "internal")), replay=True)
+                                network=str(replayed.settings.get("network", "internal")), replay=True,
+                                strategy=str(replayed.settings.get("strategy", "")))
     explanation = explain.explain(evidence) if failed else None
     failures = [e["exit_code"] for e in by_event(records, "end")[:-1] if e.get("exit_code")]
     earlier = [f"exited with code {code}" for code in failures]
