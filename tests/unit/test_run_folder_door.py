@@ -34,7 +34,6 @@ ALLOWED = {
     "console.py": "/dev/null, for stdout once `tflab logs | head` has closed the pipe or a write to it failed",
     "core/settings.py": "/dev/null, for stdout once a write of `--markdown`'s table to it failed",
     "cli/upkeep.py": "RUNS_DIR itself: counts its run folders (clean), makes it (tensorboard)",
-    "core/explain.py": "reads the user's SCRIPT (its source, for warnings), never a run's file",
     "core/processes.py": "/proc/<pid>/stat and cmdline (the owner check, the reaper), never a run's file",
     "home.py": "the installed copy of the lab's own files",
     "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
@@ -46,7 +45,8 @@ ALLOWED = {
     "backends/swarm/nodes.py": "the simulated swarm's state file under the lab's own folder",
     "tools/swarmsim.py": "provisioning: network namespaces and engine folders of its own",
     "tools/lock.py": "requirements/ lock files, written by a maintainer",
-    "backends/userscript.py": "the SCRIPT's own folder, copied into the lab's space before any task starts",
+    "backends/userscript.py": "the SCRIPT's own folder, copied into the lab's space before any task starts, and its "
+                              "source, read for warnings",
     "replay/volumes.py": "a replay's volumes, made before any replica starts (no link followed)",
     "replay/watcher.py": "a replica container's peak memory from its cgroup under /sys/fs/cgroup",
     "k8s/writer.py": "removes its own manifests when writing them failed",

@@ -11,6 +11,7 @@ left out."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tflab.console import display_path, say
+from tflab.core import explain
 from tflab.core.errors import LabError
 from tflab.core.foreign import shown
 from tflab.core.grammars import DATA_DIR, script_env_pairs
@@ -228,3 +230,34 @@ def copy_folder(folder: Path, taken: list[Path], copy: Path) -> None:
             os.lchown(target, uid, gid)
     for target, status in reversed(folders):  # last, so that a folder's mode cannot stop its own copy
         os.chmod(target, owner_can(status))
+
+
+# -- before the run: a script's imports --------------------------------------------------------
+
+
+def script_warnings(path: Path, strategy: str) -> list[str]:
+    """Known traps a SCRIPT's own source shows, read with ast (never imported): Keras 3 under
+    MultiWorkerMirroredStrategy or ParameterServerStrategy. [] where the file does not parse (Python will say why)."""
+    try:
+        tree = ast.parse(Path(path).read_text(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    found = []
+    keras_3 = [node.lineno for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) and _imports_keras_3(node)]
+    if keras_3 and strategy == "multiworker":
+        fix = explain.BY_NAME["keras3-multiworker"].fix
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
+                     f"MultiWorkerMirroredStrategy ({explain.KERAS_ISSUE}); fix: {fix}")
+    if keras_3 and strategy == "parameter_server":
+        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), which has no ParameterServerStrategy "
+                     f"support ({explain.PS_TUTORIAL}); fix: {explain.BY_NAME['keras3-parameter-server'].fix}")
+    return found
+
+
+def _imports_keras_3(node: ast.AST) -> bool:
+    if isinstance(node, ast.Import):
+        return any(alias.name == "keras" or alias.name.startswith("keras.") for alias in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return node.level == 0 and (node.module == "keras" or (node.module or "").startswith("keras."))
+    return False

@@ -15,10 +15,8 @@ Shared by the host side and the launcher inside the image: imports neither Tenso
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from tflab.core.commands import lab_command
 from tflab.core.tracebacks import chain_links, exception_head
@@ -469,33 +467,3 @@ def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
         return True, ""
     codes = ", ".join(f"{e.task} exited with code {e.exit_code}" for e in permanent)
     return False, f"{codes}: 1-127 is permanent under RESTART_POLICY=ExitCode"
-
-
-# -- before the run: a script's imports --------------------------------------------------------
-
-
-def script_warnings(path: Path, strategy: str) -> list[str]:
-    """Known traps a SCRIPT's own source shows, read with ast (never imported): Keras 3 under
-    MultiWorkerMirroredStrategy or ParameterServerStrategy. [] where the file does not parse (Python will say why)."""
-    try:
-        tree = ast.parse(Path(path).read_text(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
-        return []
-    found = []
-    keras_3 = [node.lineno for node in ast.walk(tree)
-               if isinstance(node, (ast.Import, ast.ImportFrom)) and _imports_keras_3(node)]
-    if keras_3 and strategy == "multiworker":
-        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), whose model.fit fails under "
-                     f"MultiWorkerMirroredStrategy ({KERAS_ISSUE}); fix: {BY_NAME['keras3-multiworker'].fix}")
-    if keras_3 and strategy == "parameter_server":
-        found.append(f"{Path(path).name}:{keras_3[0]} imports keras (Keras 3), which has no ParameterServerStrategy "
-                     f"support ({PS_TUTORIAL}); fix: {BY_NAME['keras3-parameter-server'].fix}")
-    return found
-
-
-def _imports_keras_3(node: ast.AST) -> bool:
-    if isinstance(node, ast.Import):
-        return any(alias.name == "keras" or alias.name.startswith("keras.") for alias in node.names)
-    if isinstance(node, ast.ImportFrom):
-        return node.level == 0 and (node.module == "keras" or (node.module or "").startswith("keras."))
-    return False

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tflab.backends import userscript
 from tflab.backends.base import Backend, RunObserver
 from tflab.console import describe_run, display_path
 from tflab.core import explain, runfolder
@@ -46,7 +47,7 @@ class LabRun:
         lines = [f"run {self.run_dir.name}: {describe_run(self.settings, self.backend.cluster)} on "
                  f"{self.backend.description}", f"outputs in {display_path(self.run_dir)}/"]
         if self.settings.script:  # the run still starts: a warning may be wrong, the run will tell
-            lines += [f"warning: {w}" for w in explain.script_warnings(Path(self.settings.script),
+            lines += [f"warning: {w}" for w in userscript.script_warnings(Path(self.settings.script),
                                                                           self.settings.strategy)]
         return lines
 
