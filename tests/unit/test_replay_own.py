@@ -9,7 +9,9 @@ program's own log. Issue 44: such a replay ended with `-` for every loss, step t
 
 import json
 import os
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -201,3 +203,42 @@ def test_an_older_lab_image_that_copies_nothing_is_said_not_audited(replay):
     (note,) = unaudited(plan, run_dir, {"tflab-trainer:cpu-1": {}})
     assert note.startswith("not audited: worker-0, worker-1 (tflab-trainer:cpu-1): it runs the lab's own program, "
                            "which logs only where its TFLAB_OUTPUT says (an image older than this lab's"), note
+
+
+RECORDED = Path(__file__).parent / "data" / "replay_own"
+RECORDED_LOSSES = [22.64307403564453, 20.451229095458984, 18.635507583618164]
+
+
+def test_a_recorded_replay_of_make_k8s_output_reports_what_a_lab_run_reports(tmp_path):
+    """data/replay_own: a real TrainJob replay of `make k8s` output, its three nodes' rows rebuilt
+    from what the run left, and the watcher's copying done again from the hooks' folders."""
+    from tflab.k8s import trainjob
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(RECORDED, run_dir, ignore=shutil.ignore_patterns("README.md", "trainjob.yaml"))
+    plan = trainjob.load(Settings(trainjob=str(RECORDED / "trainjob.yaml")))
+    tasks = [task.name for task in plan.tasks]
+    assert tasks == ["worker-0", "worker-1", "worker-2"]
+    images = {plan.tasks[0].image: {}}
+    assert unaudited(plan, run_dir, images) == []
+    rows = [summary.replay_row(run_dir, task, 0, False, replayed(plan, []), False) for task in tasks]
+    for row in rows:
+        assert row.status == "ok" and row.losses == RECORDED_LOSSES and row.final_loss == RECORDED_LOSSES[-1]
+        assert 0 < row.steady_step_seconds < row.first_step_seconds < row.cluster_ready_seconds
+        assert row.examples_per_second == pytest.approx(96 / row.steady_step_seconds)
+        assert row.weights_sha256.startswith("bf8bfe1af58d") and row.parameters == 341
+    records = {task: summary.task_records(run_dir, task) for task in tasks}
+    assert audit.audit(records, dict.fromkeys(tasks, "script"), plan.tasks[0].name) == ([], [])
+    # the watcher, over the same hooks' folders, copies what it copied in the run: every event
+    # but the program's own start, cluster_ready and end, in its order
+    (run_dir / "tasks").rename(run_dir / "recorded")
+    (run_dir / "tasks").mkdir()
+    watcher = Watcher(plan, run_dir)
+    for task in tasks:
+        watcher.copy_hooks_events(task)
+    watcher.close()
+    for task in tasks:
+        again = [r["event"] for r in read_events(run_dir / "tasks" / f"{task}.jsonl")]
+        then = [r["event"] for r in read_events(run_dir / "recorded" / f"{task}.jsonl")]
+        assert again == then[1:-1] and again.count("epoch") == 3 and "audit_batch" in again
+        assert watcher.skipped[task] == 3  # start, cluster_ready, end: the program's own
