@@ -62,9 +62,10 @@ def test_the_replay_runs_every_replica_with_the_operators_names(replay):
     rows = replay.summary["tasks"]
     assert [(r["task"], r["status"], r["exit_code"]) for r in rows] == \
         [("chief-0", "ok", 0), ("worker-0", "ok", 0), ("worker-1", "ok", 0)]
-    for task in replay.task_names:  # watched from outside: a start and an end with the exit code
-        kinds = [r["event"] for r in replay.events(task)]
-        assert kinds == ["start", "end"], kinds
+    for task in replay.task_names:  # watched from outside: a start and an end with the exit code, and
+        kinds = [r["event"] for r in replay.events(task)]  # between them the program's epochs, copied
+        assert (kinds[0], kinds[-1], kinds.count("start"), kinds.count("end")) == ("start", "end", 1, 1), kinds
+        assert kinds.count("epoch") == SAME["EPOCHS"] and "audit_weights" in kinds, kinds
         assert replay.of(task, "end")[0]["exit_code"] == 0
     assert (replay.run_dir / "volumes" / "out" / "tflab" / "model.keras").is_file()
     # the TFJob's values, not the lab's defaults (multiworker, 10 epochs): its shape, and its config.json's
@@ -72,10 +73,17 @@ def test_the_replay_runs_every_replica_with_the_operators_names(replay):
     assert {key: recorded.get(key) for key in ("strategy", "chief", "workers", "epochs", "global_batch")} == \
         {"strategy": "multiworker", "chief": 1, "workers": 2, "epochs": 3, "global_batch": 96}
     assert replay.config["settings"] == recorded
-    # the lab's own trainer logs itself (to its claim): the hooks stand aside, and the summary says so
-    assert [note for note in replay.summary["notes"] if note.startswith("not audited")] == [
-        f"not audited: chief-0, worker-0, worker-1 ({replay.summary['tasks'][0]['image']}): it runs the lab's own "
-        "program, which logs itself (its events are where its TFLAB_CONFIG says)"]
+    # the lab's own trainer logs itself (to its claim here; a pod's emptyDir by default) and copies each
+    # event to its replica's hooks folder (issue 44: its rows were blank, and it was "not audited")
+    assert not [note for note in replay.summary["notes"] if note.startswith("not audited")], replay.summary["notes"]
+    assert replay.summary["findings"] == []
+    for row in rows:
+        copy = replay.run_dir / "volumes" / "tflab-hooks" / row["task"] / "events.jsonl"
+        assert own_losses(copy) == own_losses(replay.run_dir / "volumes" / "out" / "tflab" / f"{row['task']}.jsonl")
+        assert row["losses"] == own_losses(copy) and len(row["losses"]) == SAME["EPOCHS"], row
+        assert row["final_loss"] == row["losses"][-1] and row["steady_step_seconds"] > 0, row
+        assert row["first_step_seconds"] > 0 and row["examples_per_second"] > 0 and row["cluster_ready_seconds"] > 0
+    assert len({row["weights_sha256"] for row in rows}) == 1 and rows[0]["weights_sha256"], rows
 
 
 def test_the_replay_trains_to_make_ups_losses(direct, replay):

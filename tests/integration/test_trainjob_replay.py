@@ -66,6 +66,16 @@ def test_the_replay_runs_every_node_with_jobsets_names(replay):
     recorded = replay.summary["settings"]
     assert {key: recorded.get(key) for key in ("strategy", "workers", "epochs", "global_batch")} == \
         {"strategy": "multiworker", "workers": 3, "epochs": 3, "global_batch": 96}
+    # issue 44: each node's row has what a lab run's has, from the events the lab's trainer copies to
+    # its hooks folder (its own log is its pod's emptyDir, or here a claim), and it is audited
+    assert not [note for note in replay.summary["notes"] if note.startswith("not audited")], replay.summary["notes"]
+    assert replay.summary["findings"] == []
+    for row in rows:
+        copy = replay.run_dir / "volumes" / "tflab-hooks" / row["task"] / "events.jsonl"
+        assert row["losses"] == own_losses(copy) and len(row["losses"]) == SAME["EPOCHS"], row
+        assert row["final_loss"] == row["losses"][-1] and row["steady_step_seconds"] > 0, row
+        assert "audit_weights" in [r["event"] for r in replay.events(row["task"])]
+    assert len({row["weights_sha256"] for row in rows}) == 1 and rows[0]["weights_sha256"], rows
 
 
 def test_the_replay_trains_to_make_ups_losses(direct, replay):

@@ -22,6 +22,7 @@ from tflab.replay.run import ReplayRun
 from tflab.replay.volumes import SITE_FILE, hooks_folder, write_hooks
 from tflab.replay.watcher import Watcher, unaudited
 from tflab.supervisor import runner
+from tflab.trainer import replayhooks
 
 PS_JOB = """
 apiVersion: kubeflow.org/v1
@@ -521,11 +522,19 @@ def test_the_hooks_reach_a_replicas_own_python_and_leave_its_program_alone(tmp_p
     events = [json.loads(line) for line in (root / "log" / "events.jsonl").read_text().splitlines()]
     assert [(e["event"], e["task"], e["module"], e["version"]) for e in events] == \
         [("imported", "worker-0", "keras", "9.9.9")]
-    # a script the lab's launcher runs (TFLAB_LOG, which only the launcher sets): the hooks stand aside
+    # a script the lab's launcher runs (TFLAB_LOG, which only the launcher sets): the hooks stand
+    # aside, and what the lab's program logs where its manifest says (a pod's emptyDir, which the
+    # host cannot see) is copied, line for line, to the replica's own folder, which the host reads
     lab = hooks_root(tmp_path / "lab")
-    result = in_replica(lab, "import keras", tmp_path, TFLAB_LOG="/tmp/worker-0.jsonl")
-    assert result.returncode == 0 and (lab / "log" / "hooks").read_text().startswith("lab:")
-    assert not (lab / "log" / "events.jsonl").exists()
+    own_log = tmp_path / "emptydir" / "worker-0.jsonl"
+    own_log.parent.mkdir()
+    program = ("import keras; from tflab.core.schema import EventLog; log = EventLog(%r, 'worker-0'); "
+               "log.emit('epoch', epoch=1, loss=2.5, seconds=1.0, steps=4); log.close()" % str(own_log))
+    result = in_replica(lab, program, tmp_path, TFLAB_LOG=str(own_log))
+    assert result.returncode == 0, result.stderr
+    assert (lab / "log" / "hooks").read_text() == replayhooks.LAB_MARK + "\n"
+    assert (lab / "log" / "events.jsonl").read_text() == own_log.read_text()
+    assert [(e["event"], e["loss"]) for e in read_events(own_log)] == [("epoch", 2.5)]  # no keras `imported`
 
 
 def test_a_node_that_runs_its_own_command_is_hooked_whatever_tflab_variables_it_has(tmp_path):
@@ -672,10 +681,12 @@ def test_the_lab_trainers_own_end_is_found_on_its_claim_by_its_exact_name(tmp_pa
     folder.mkdir(parents=True)
     for name, loss in (("chief-0", 18.6), ("xchief-0", 99.0)):
         log = EventLog(folder / f"{name}.jsonl", name)
+        log.emit("start", role="trainer", strategy="multiworker", cluster={}, versions={}, settings={},
+                 baseline_loss=1.0)
         log.emit("end", final_loss=loss, **end)
         log.close()
-    assert summary.own_end(tmp_path, "chief-0")["final_loss"] == 18.6
-    assert summary.own_end(tmp_path, "worker-0") == {}
+    assert by_event(summary.own_attempt(tmp_path, "chief-0"), "end")[0]["final_loss"] == 18.6
+    assert summary.own_attempt(tmp_path, "worker-0") == []
 
 
 def test_a_replica_restarted_until_timeout_is_explained_by_its_failures_and_its_restarts_share_a_line(tmp_path):

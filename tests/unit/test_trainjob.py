@@ -281,7 +281,21 @@ def test_what_the_lab_cannot_replay_is_one_line(three, tmp_path, kind, edit, exp
 def test_two_trainjobs_or_a_trainjob_in_the_runtimes_file_are_refused(three, tmp_path):
     (job,) = of_kind(three, "TrainJob")
     refused(tmp_path, three + [job], "holds 2 TrainJobs, expected exactly one")
-    refused(tmp_path, three, "expected exactly one", runtime=[job])
+    refused(tmp_path, three, "RUNTIME's file holds a TrainJob, expected only runtimes there", runtime=[job])
+
+
+def test_runtime_naming_the_trainjobs_own_file_reads_it_once(three, tmp_path):
+    """`make up TRAINJOB=f.yaml RUNTIME=f.yaml`, f.yaml as `make k8s` writes it (both in one file):
+    the same file, by any name, is one file, not a second TrainJob."""
+    path = save(tmp_path, three)
+    (tmp_path / "link.yaml").symlink_to(path)
+    for runtime in (path, tmp_path / "link.yaml", tmp_path / "." / "trainjob.yaml"):
+        plan = trainjob.load(Settings(trainjob=str(path), runtime=str(runtime)))
+        assert len(plan.tasks) == 3, runtime
+    # a copy is another file: its TrainJob is a second one, refused as before
+    (tmp_path / "copy.yaml").write_text(path.read_text())
+    with pytest.raises(manifest.ManifestError, match="RUNTIME's file holds a TrainJob"):
+        trainjob.load(Settings(trainjob=str(path), runtime=str(tmp_path / "copy.yaml")))
 
 
 def test_what_it_reads_and_does_not_apply_is_listed(three, tmp_path):

@@ -282,8 +282,15 @@ def parse_events(data: bytes) -> Events:
     return events
 
 
+# Set only by a replay's hooks (trainer/replayhooks.py) in a replica running the lab's own program:
+# a file every event is copied to as well, the replica's hooks folder, which the host reads. The
+# program's own log may be a pod's emptyDir, which the host cannot see.
+COPY_ENV = "TFLAB_EVENTS_COPY"
+
+
 class EventLog:
-    """Appends validated events to one task's JSONL file, flushed line by line."""
+    """Appends validated events to one task's JSONL file, flushed line by line (and to COPY_ENV's
+    file, where it is set)."""
 
     def __init__(self, path: str | Path, task: str):
         self.path = Path(path)
@@ -291,7 +298,15 @@ class EventLog:
         # Several processes append to one task's log (the launcher, the script's observer and
         # callback, the trainer's watchdog): each line is one write() to an O_APPEND file, which
         # the kernel places whole at the end, so lines never interleave.
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        self._fd = os.open(self.path, flags, 0o666)
+        self._copy = -1
+        copy = os.environ.get(COPY_ENV, "")
+        if copy and os.path.abspath(copy) != os.path.abspath(self.path):
+            try:
+                self._copy = os.open(copy, flags, 0o666)
+            except OSError:
+                pass  # the copy is the replay's; the program logs on without it
 
     def emit(self, event: str, **fields) -> dict:
         record = {"event": event, "task": self.task, "time": time.time(), **fields}
@@ -302,9 +317,21 @@ class EventLog:
         written = os.write(self._fd, line)
         if written != len(line):  # a full disk: what is left would land after another's line
             raise OSError(f"{self.path}: {written} of {len(line)} bytes written")
+        if self._copy >= 0:
+            try:
+                os.write(self._copy, line)
+            except OSError:
+                pass
         return record
 
     def close(self) -> None:
+        if self._copy >= 0:
+            try:
+                os.fsync(self._copy)
+            except OSError:
+                pass
+            os.close(self._copy)
+            self._copy = -1
         if self._fd < 0:
             return
         os.fsync(self._fd)

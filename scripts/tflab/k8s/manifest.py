@@ -130,6 +130,15 @@ def _loader():
     return BoundedLoader, yaml
 
 
+def same_file(one: Path, other: Path) -> bool:
+    """Whether two paths name one file (the same device and inode once links are followed); a path
+    that cannot be read is not the same, and its reader says why."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:
+        return False
+
+
 def read_documents(path: Path) -> list[dict]:
     """The file's non-empty YAML documents, each a mapping of plain JSON data; ManifestError naming
     what is wrong (without the TFJOB= prefix, which the caller adds)."""

@@ -254,6 +254,12 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     return service, volumes, extra
 
 
+def hooks_file(task: str, name: str) -> str:
+    """A file of a replica's own hooks folder, relative to the run folder: read from its handle
+    (beneath), no link followed, as every file a task may write."""
+    return f"volumes/{HOOKS}/{task}/{name}"
+
+
 def claim_folder(volumes: dict, folder: str, volume: dict, where: str) -> None:
     """One folder of volumes/ for each claim and each view of a ConfigMap, whoever mounts it."""
     if volumes.setdefault(folder, volume) != volume:

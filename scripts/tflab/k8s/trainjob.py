@@ -4,13 +4,13 @@
     python3 -m tflab up TRAINJOB=mine/trainjob.yaml RUNTIME=platform/runtime.yaml  # the runtime in a file of its own
 
 The file holds one TrainJob (trainer.kubeflow.org/v1alpha1, what Trainer v2.3.0 runs), the ConfigMaps
-its pods read and, unless RUNTIME names another file, the TrainingRuntime or ClusterTrainingRuntime
-its spec.runtimeRef names. Trainer v2 ships no TensorFlow runtime; the one the lab replays is a
-runtime with no framework plugin (mlPolicy with numNodes only, its PlainML path), whose trainer
-replicated job `node` JobSet runs as one Indexed Job. So node i becomes one task on Compose, named
-`worker-<i>` as in the lab (its log, its row), with the pod's hostname `<trainjob>-node-0-<i>`, the
-address `<trainjob>-node-0-<i>.<trainjob>`, JOB_COMPLETION_INDEX=i, and the container `node` as
-Trainer v2 builds it (runtime/core/trainingruntime.go newRuntimeInfo, jobset/builder.go Trainer,
+its pods read and, unless RUNTIME names another file (naming this one, it is read once), the
+TrainingRuntime or ClusterTrainingRuntime its spec.runtimeRef names. Trainer v2 ships no TensorFlow
+runtime; the lab replays one with no framework plugin (mlPolicy with numNodes only, its PlainML
+path), whose trainer replicated job `node` JobSet runs as one Indexed Job. So node i becomes one
+task on Compose, named `worker-<i>` as in the lab (its log, its row), with the pod's hostname
+`<trainjob>-node-0-<i>`, the address `<trainjob>-node-0-<i>.<trainjob>`, JOB_COMPLETION_INDEX=i, and
+the container `node` as Trainer v2 builds it (runtime/core/trainingruntime.go newRuntimeInfo, jobset/builder.go Trainer,
 plainml.go): the TrainJob's image, command and args replace the runtime's, its env is upserted,
 its resourcesPerNode merged over the runtime's resources, its numNodes over mlPolicy.numNodes.
 
@@ -77,7 +77,9 @@ def load(settings: Settings) -> Plan:
     path = Path(settings.trainjob)
     documents = read_documents(path, "TRAINJOB")
     runtime_path = Path(settings.runtime) if settings.runtime else None
-    others = read_documents(runtime_path, "RUNTIME") if runtime_path else []
+    # RUNTIME may name TRAINJOB's own file (`make k8s` writes both in one): read once, not as a second TrainJob
+    same = runtime_path is not None and manifest.same_file(path, runtime_path)
+    others = read_documents(runtime_path, "RUNTIME") if runtime_path and not same else []
     try:
         return plan_of(path, documents, others, settings)
     except ManifestError as error:
@@ -105,8 +107,10 @@ def checked(documents: list[dict], where: str) -> list[tuple[str, str]]:
 def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Settings) -> Plan:
     kinds = checked(documents, "") + checked(others, "RUNTIME's ")
     every = list(zip(documents + others, kinds))
+    if any(kind == "TrainJob" for kind, _ in kinds[len(documents):]):
+        raise ManifestError("RUNTIME's file holds a TrainJob, expected only runtimes there (or TRAINJOB's own file)")
     trainjobs = [document for document, (kind, _) in every if kind == "TrainJob"]
-    if len(trainjobs) != 1 or any(kind == "TrainJob" for kind, _ in kinds[len(documents):]):
+    if len(trainjobs) != 1:
         raise ManifestError(f"holds {len(trainjobs)} TrainJobs, expected exactly one (kind: TrainJob), in "
                             "TRAINJOB's file")
     (job,) = trainjobs

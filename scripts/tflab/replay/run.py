@@ -286,6 +286,8 @@ class ReplayRun:
         records = {task: summary.task_records(run_dir, task) for task in reached}
         findings, notes = audit.audit(records, {task: "script" for task in reached}, self.backend.cluster.chief,
                                       {task: outputs[task] for task in reached}) if reached else ([], [])
+        digests = {row.weights_sha256 for row in rows}  # the lab's own program's, where the replicas ran it
         return summary.Rows(tasks=rows, ok=done, strategy="tfjob", backend=self.backend.name, settings=settings,
+                            weights_agree=len(digests) == 1 and None not in digests,
                             findings=[finding.to_dict() for finding in findings], notes=replayed.unaudited + notes,
                             tfjob=replayed.tfjob, not_applied=replayed.not_applied, reason=self.reason)

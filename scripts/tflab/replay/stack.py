@@ -72,7 +72,7 @@ class ReplayStack(compose.ComposeStack):
     def dump_stacks(self, tasks: list[str]) -> None:
         """As Compose's, to the replicas whose program answers it: the lab's own, or one the hooks
         are in as the child of the replica's init (replayhooks.ANSWERS). A replica's stacks land in
-        its hooks folder (volumes.hooks_file(task, stacks_file(task))); any other is not signalled,
+        its hooks folder (pod.hooks_file(task, stacks_file(task))); any other is not signalled,
         since the signal would end a shell or a program without the hooks."""
         marks = {task: hooks_mark(self.run_dir, task) for task in tasks}
         super().dump_stacks([task for task, mark in marks.items()

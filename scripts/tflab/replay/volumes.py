@@ -17,7 +17,7 @@ from tflab.core.grammars import claim_folders
 from tflab.core.settings import DATA_DIR, Settings
 from tflab.k8s import manifest
 from tflab.k8s.manifest import ManifestError
-from tflab.k8s.pod import HOOKS
+from tflab.k8s.pod import HOOKS, hooks_file
 from tflab.k8s.tfjob import Plan
 from tflab.trainer import replayhooks
 
@@ -142,12 +142,6 @@ def binds(plan: Plan, run_dir: Path, mounts: list, settings: Settings | None) ->
 
 def hooks_folder(run_dir: Path, task: str) -> Path:
     return volume_path(run_dir, f"{HOOKS}/{task}")
-
-
-def hooks_file(task: str, name: str) -> str:
-    """A file of a replica's own hooks folder, relative to the run folder: read from its handle
-    (beneath), no link followed, as every file a task may write."""
-    return f"volumes/{HOOKS}/{task}/{name}"
 
 
 def hooks_mark(run_dir: Path, task: str) -> str:

@@ -1,7 +1,7 @@
 """A replay's replicas watched from outside (their images run no launcher of the lab's): each
-start and end from the engine's state, and the lab's hooks' events from each replica's own
-folder, into <task>.jsonl as a script's; and which replicas the hooks never reached, for the
-summary's "not audited" notes."""
+start and end from the engine's state, and the lab's hooks' events (or the lab's own program's,
+copied there) from each replica's own folder, into <task>.jsonl as a script's; and which replicas
+the hooks never reached, for the summary's "not audited" notes."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from tflab.backends.base import NoObserver
 from tflab.core import beneath, foreign, runfolder
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import EventLog, SchemaError, problems
+from tflab.k8s.pod import hooks_file
 from tflab.k8s.tfjob import Plan
-from tflab.replay.volumes import hooks_file, hooks_mark
+from tflab.replay.volumes import hooks_mark
 from tflab.supervisor import summary
 from tflab.trainer import replayhooks
 
@@ -107,7 +108,9 @@ class Watcher(NoObserver):
             log.close()
 
 
-# What the hooks log (observe, kerasversion, audit); the watcher alone logs a replica's start and end.
+# What the hooks log (observe, kerasversion, audit), and of the lab's own program what a script's
+# hooks would: the watcher alone logs a replica's start and end (the program's own end, its step
+# times and weights, summary.own_attempt reads where it lies).
 HOOKS_EVENTS = frozenset({"epoch", "fit", "restored", "checkpoint", "imported", "audit_batch", "audit_pass",
                           "audit_write", "audit_weights"})
 
@@ -117,12 +120,13 @@ def unaudited(plan: Plan, run_dir: Path, images: dict[str, dict] | None) -> list
     groups: dict[str, list[str]] = {}
     for task in plan.tasks:
         mark = hooks_mark(run_dir, task.name) if images is not None else ""
-        if mark.startswith("hooked"):
-            continue
+        if mark.startswith("hooked") or mark == replayhooks.LAB_MARK:
+            continue  # the hooks' events, or the lab's own program's copied, are in <task>.jsonl
         if images is None:
             why = "the lab's hooks were not put in"
-        elif mark.startswith("lab"):
-            why = "it runs the lab's own program, which logs itself (its events are where its TFLAB_CONFIG says)"
+        elif mark.startswith("lab"):  # an image of an older lab's, whose program copies no event
+            why = ("it runs the lab's own program, which logs only where its TFLAB_OUTPUT says (an image older than "
+                   "this lab's, or its events could not be copied: rebuild it with make images)")
         elif mark.startswith("failed"):
             why = f"the lab's hooks failed in its Python ({foreign.shown(mark.partition(': ')[2], 300)})"
         else:

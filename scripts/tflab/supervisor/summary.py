@@ -21,7 +21,9 @@ from tflab.core.runfolder import OUTPUT, events, log_name
 from tflab.core.runsummary import Summary, TaskRow
 from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events
 from tflab.core.settings import Settings
+from tflab.k8s.pod import hooks_file
 from tflab.supervisor import audit, resume
+from tflab.trainer import replayhooks
 
 
 def task_row(task: str, role: str, records: list[dict], exit_code: int | None, stopped: bool,
@@ -212,7 +214,19 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
     records = events(run_dir, task)
     end = (by_event(records, "end") or [{}])[-1]
     status = status_of(code, stopped, True, ended_when_done)  # the watcher logs every end, and no error
-    own = own_end(run_dir, task)  # the lab's own trainer, where it wrote its log to a claim
+    # the lab's own program's last attempt, where the replica ran it: never one from before the
+    # replica's last start (a restart that died before the program's start leaves that one's ends)
+    tries = attempts(complete(records))
+    mine = own_attempt(run_dir, task, after=max((e["time"] for e in by_event(tries[-2], "end")), default=0.0)
+                       if len(tries) > 1 else 0.0)
+    own = (by_event(mine, "end") or [{}])[-1]
+    # Its epochs as the watcher copied them from the hooks' folder (a script's hooks', or the lab's
+    # own program's), else its own log's; an epoch redone after a restore: its last.
+    epochs = {e["epoch"]: e for e in by_event(complete(records), "epoch") or by_event(mine, "epoch")}
+    losses = [loss_value(epochs[n]["loss"]) for n in sorted(epochs)]
+    steady = own.get("steady_step_seconds")
+    batch = (mine[0]["settings"].get("global_batch") if mine else None)
+    batch = batch if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0 else None
     head = tracebacks.exception_head(output)
     failed = status == "failed"
     evidence = explain.Evidence(task=task, exit_code=code, error=head, output=output, oom_killed=oom_killed,
@@ -230,7 +244,15 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
     return TaskRow(task=task, role="script", host=replayed.hosts[task], image=replayed.images[task],
                    status=status, exit_code=code, attempts=len(by_event(records, "start")),
                    total_seconds=end.get("total_seconds"), peak_rss_bytes=end.get("peak_rss_bytes") or None,
-                   final_loss=own.get("final_loss"), weights_sha256=own.get("weights_sha256"),
+                   epochs_done=len(epochs), losses=losses,
+                   # as a lab run's (task_row): the program's own final loss, else its last epoch's once it ended ok
+                   final_loss=loss_value(own["final_loss"]) if "final_loss" in own
+                   else losses[-1] if losses and status == "ok" else None,
+                   cluster_ready_seconds=(by_event(mine, "cluster_ready") or [{}])[-1].get("seconds"),
+                   first_step_seconds=own.get("first_step_seconds"), steady_step_seconds=steady,
+                   examples_per_second=batch / steady if batch and steady and steady > 0 else None,
+                   weights_sha256=own.get("weights_sha256"), parameters=own.get("parameters"),
+                   first_step_at=own.get("first_step_at"),
                    earlier_errors=earlier,
                    # where a restarted replica resumed, as a script's, where the lab's hooks saw its fit
                    resumes=[] if any(note_names(note, task) for note in replayed.unaudited)
@@ -240,25 +262,30 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
                    explanation=explanation.to_dict() if explanation else None)
 
 
-def own_end(run_dir: Path, task: str) -> dict:
-    """The `end` event of the lab's own trainer for `task`, where its image is the lab's and it
-    logged into a claim (volumes/<claim>/.../<task>.jsonl, as `make k8s K8S_PVC=...` has it). A
-    claim is the replicas' to write: walked from the run folder's handle, no link followed."""
+def own_attempt(run_dir: Path, task: str, after: float = 0.0) -> list[dict]:
+    """The last attempt (its `start` on, if at `after` or later) of the lab's own program in `task`'s
+    replica, its complete events: copied to the replica's hooks folder (volumes/tflab-hooks/<task>/events.jsonl: the
+    program logs to its pod's emptyDir, which the host cannot see, and copies each event there,
+    replayhooks.LAB_MARK), else as it logged into a claim (volumes/<claim>/.../<task>.jsonl, as
+    `make k8s K8S_PVC=...` has it, or from an image older than the copy). [] where neither holds a
+    start. A replica writes both: read from the run folder's handle, no link followed, bounded,
+    each field of its type (complete)."""
     try:
         with beneath.Beneath(run_dir) as folder:
             # walk matches a file's name by its end: a name only ends in "/" never, so the name itself
-            for path in folder.walk("volumes", log_name(task)):
-                if path.rsplit("/", 1)[-1] != log_name(task):
-                    continue  # xworker-0.jsonl is no log of worker-0
+            claims = [path for path in folder.walk("volumes", log_name(task))
+                      if path.rsplit("/", 1)[-1] == log_name(task)]  # xworker-0.jsonl is no log of worker-0
+            for path in [hooks_file(task, replayhooks.EVENTS), *claims]:
                 try:
-                    ends = by_event(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)), "end")
+                    records = complete(parse_events(folder.read(path, foreign.MAX_LOG_BYTES)))
                 except (OSError, ForeignFile):
                     continue
-                if ends:
-                    return ends[-1]
+                started = [attempt for attempt in attempts(records) if by_event(attempt[:1], "start")]
+                if started:
+                    return started[-1] if started[-1][0]["time"] >= after else []
     except (OSError, ForeignFile):
         pass
-    return {}
+    return []
 
 
 # What the summary keeps of each task's output to explain its failure: its last lines. A task may

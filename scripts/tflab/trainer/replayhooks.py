@@ -16,7 +16,8 @@ PYTHONPATH: -E, -I) leaves no mark, and the summary says "not audited" and why.
 The hooks log to the replica's own folder of the run (mounted writable at /opt/tflab-hooks/log,
 one a replica); the host reads it as foreign and copies each valid event into <task>.jsonl. A
 mark file says whether the hooks are in (`hooked`), failed (`failed: why`) or stood aside for the
-lab's own program, which logs itself (`lab`). Nothing here may stop the replica's own program.
+lab's own program (`lab`), which logs itself and copies each event to that same folder
+(schema.EventLog, COPY_ENV). Nothing here may stop the replica's own program.
 
 Stdlib only until a hook's module is imported by the program.
 """
@@ -47,6 +48,7 @@ ANSWERS = "answers the lab's signals"
 # set TFLAB_CONFIG on a container a user may have given a command of its own (`python -c ...`).
 LAB_MODULES = ("tflab.train", "tflab.launch", "tflab.trainer.train", "tflab.trainer.launch")
 LAB_LOG_ENV = "TFLAB_LOG"
+LAB_MARK = "lab: the lab's own program runs here, its events copied to this folder"
 # Runs a node's own command in its place (os.execvp): that command's Python decides, not this one.
 PASS_THROUGH = ("tflab.trainer.tfconfig",)
 OPTIONS_WITH_VALUE = ("-W", "-X", "-Q", "--check-hash-based-pycs")  # options that take the next word
@@ -122,7 +124,15 @@ def start(here: str) -> None:
     if module in PASS_THROUGH:
         return
     if LAB_LOG_ENV in os.environ or module in LAB_MODULES:
-        mark(log_dir, "lab: the lab's own program runs here and logs itself")
+        # It logs itself, where its manifest says (a pod's emptyDir, often, which the host cannot
+        # see): each event is copied here too (schema.EventLog), and its children inherit that.
+        try:
+            from tflab.core.schema import COPY_ENV  # the lab's program imports it at once anyway
+        except Exception as error:  # noqa: BLE001 - the program runs on, its events uncopied
+            mark(log_dir, f"lab: the lab's own program runs here, its events not copied: {error!r}")
+            return
+        os.environ[COPY_ENV] = os.path.join(log_dir, EVENTS)
+        mark(log_dir, LAB_MARK)
         return
     set_here = {"TFLAB_LOG": os.path.join(log_dir, EVENTS), "TFLAB_TASK": task,
                 "TFLAB_CONFIG": os.path.join(root, CONFIG)}
