@@ -125,14 +125,36 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     """One replica type's Compose service (less TF_CONFIG, hostname and network), the volumes it
     needs, and the fields it does not apply; `name` is the container the lab runs (a TrainJob's is
     `node`). The schema has passed; what is checked here is what the API server and the kubelet
-    check beyond it, and what Docker cannot take."""
+    check beyond it, and what Docker cannot take, in this order: the container's process, its
+    limits, its securityContext, the pod's volumes, then each mount."""
     container = tensorflow_container(pod, where, name, why)
     at = f"{where}.containers[{name}]"
+    extra = pod_unapplied(pod, container, where, at)
+    service = process_of(container, at, config_maps)
+    extra += limits_of(container, at, service)
+    extra += security_of(pod, container, where, at, service)
+    volumes, mounts, tmpfs = mounts_of(container, at, volumes_by_name(pod, where), where, config_maps)
+    service["x-mounts"] = mounts
+    if tmpfs:
+        service["tmpfs"] = tmpfs
+    return service, volumes, extra
+
+
+def pod_unapplied(pod: dict, container: dict, where: str, at: str) -> list[str]:
+    """The pod's and the container's fields the lab does not apply, its other containers (sidecars)
+    and its ports' unapplied fields; refuses `ports` that is no list."""
     extra = unapplied(pod, APPLIED_POD, where) + unapplied(container, APPLIED_CONTAINER, at)
     extra += [f"{where}.containers[{manifest.key_text(c.get('name'))}] (a sidecar)" for c in pod["containers"]
               if isinstance(c, dict) and c is not container]
     for number, port in enumerate(field_of(container, "ports", list, at, [])):
         extra += unapplied(port, APPLIED_PORT, f"{at}.ports[{number}]") if isinstance(port, dict) else []
+    return extra
+
+
+def process_of(container: dict, at: str, config_maps: dict) -> dict:
+    """The service's process: the container's image, command, args, workingDir and env, under the
+    lab's hardening. Refuses a missing or malformed image, command or args that are no list of
+    strings, a relative workingDir, and an env entry env_entry refuses."""
     image = field_of(container, "image", str, at)
     if not image:
         raise ManifestError(f"{at}.image is missing")
@@ -150,16 +172,29 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
         service["working_dir"] = manifest.absolute_path(working_dir, f"{at}.workingDir")
     for number, entry in enumerate(field_of(container, "env", list, at, [])):
         service["environment"].update([env_entry(entry, f"{at}.env[{number}]", config_maps)])
+    return service
+
+
+def limits_of(container: dict, at: str, service: dict) -> list[str]:
+    """resources.limits' cpu and memory into `service`; returns the resources' other fields
+    (requests, other limits), not applied. Refuses a quantity Docker cannot take (cpus_of, memory_of)."""
     resources = field_of(container, "resources", dict, at, {})
-    extra += unapplied(resources, {"limits"}, f"{at}.resources")
+    extra = unapplied(resources, {"limits"}, f"{at}.resources")
     limits = field_of(resources, "limits", dict, f"{at}.resources", {})
     extra += unapplied(limits, {"cpu", "memory"}, f"{at}.resources.limits")
     if "cpu" in limits:
         service["cpus"] = cpus_of(limits["cpu"], f"{at}.resources.limits.cpu")
     if "memory" in limits:
         service["mem_limit"] = memory_of(limits["memory"], f"{at}.resources.limits.memory")
+    return extra
+
+
+def security_of(pod: dict, container: dict, where: str, at: str, service: dict) -> list[str]:
+    """The pod's securityContext overlaid by the container's into `service` (user, read_only,
+    x-non-root); returns their fields not applied, and runAsGroup without runAsUser. Refuses an id
+    out of the API server's range, and runAsNonRoot with runAsUser 0, as the kubelet does."""
     pod_security = field_of(pod, "securityContext", dict, where, {})
-    extra += [manifest.joined(f"{where}.securityContext", key) for key in pod_security if key not in APPLIED_SECURITY]
+    extra = [manifest.joined(f"{where}.securityContext", key) for key in pod_security if key not in APPLIED_SECURITY]
     extra += [manifest.joined(f"{at}.securityContext", key)
               for key in field_of(container, "securityContext", dict, at, {}) if key not in APPLIED_SECURITY]
     security = {**pod_security, **container["securityContext"]} if "securityContext" in container else pod_security
@@ -181,28 +216,34 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
     service["x-non-root"] = security.get("runAsNonRoot") is True and "runAsUser" not in security
     if security.get("readOnlyRootFilesystem") is True:
         service["read_only"] = True
-    volumes: dict[str, dict] = {}  # folder of volumes/ -> what it holds (claim_folder)
-    by_name = {}
+    return extra
+
+
+def volumes_by_name(pod: dict, where: str) -> dict[str, tuple[dict, str]]:
+    """The pod's volumes by name, each with where it is written; refuses a name that is no DNS-1123
+    label, and one that names two volumes."""
+    by_name: dict[str, tuple[dict, str]] = {}
     for number, volume in enumerate(field_of(pod, "volumes", list, where, [])):
         vwhere = f"{where}.volumes[{number}]"
         manifest.dns1123_label(volume.get("name"), f"{vwhere}.name")
         if volume["name"] in by_name:
             raise ManifestError(f"{vwhere}.name {volume['name']} names two volumes; each must be unique")
         by_name[volume["name"]] = (volume, vwhere)
+    return by_name
+
+
+def mounts_of(container: dict, at: str, by_name: dict[str, tuple[dict, str]], where: str,
+              config_maps: dict) -> tuple[dict[str, dict], list[tuple[str, str, bool]], list[str]]:
+    """The container's volumeMounts, in order: the folders of volumes/ they need (claim_folder),
+    the bind mounts (folder, target, read-only) and the tmpfs mounts (emptyDir). Refuses a mount at
+    a path mount_target refuses, a subPath, a name no volume has, and a volume of another kind
+    than emptyDir, configMap and persistentVolumeClaim."""
+    volumes: dict[str, dict] = {}  # folder of volumes/ -> what it holds (claim_folder)
     mounts, tmpfs = [], []
     targets: dict[str, str] = {}  # mountPath -> the mount that takes it
     for number, mount in enumerate(field_of(container, "volumeMounts", list, at, [])):
         mwhere = f"{at}.volumeMounts[{number}]"
-        target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
-        if target == "/":
-            raise ManifestError(f"{mwhere}.mountPath is \"/\", expected a folder below the container's root")
-        kept = next((path for path in KEPT_PATHS if target == path or target.startswith(path + "/")
-                     or path.startswith(target + "/")), None)
-        if kept:
-            raise ManifestError(f"{mwhere}.mountPath {target} would cover or lie in {kept}, which "
-                                f"{KEPT_PATHS[kept]}; expected a folder elsewhere")
-        if target in targets:
-            raise ManifestError(f"{mwhere}.mountPath {target} is also {targets[target]}'s; one mount a path")
+        target = mount_target(mount, mwhere, targets)
         targets[target] = f"volumeMounts[{number}]"
         if mount.get("subPath") or mount.get("subPathExpr"):
             raise ManifestError(f"{mwhere}.subPath is not supported; expected whole volumes")
@@ -214,32 +255,11 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
             size = volume["emptyDir"].get("sizeLimit")
             tmpfs.append(target + (f":size={memory_of(size, vwhere + '.emptyDir.sizeLimit')}" if size else ""))
         elif volume.get("configMap") is not None:
-            source = volume["configMap"]
-            map_name = source.get("name")
-            if map_name not in config_maps:
-                raise ManifestError(f"{vwhere}.configMap.name {shown(map_name)} is no ConfigMap of the same file")
-            items = source.get("items")
-            data = config_maps[map_name]
-            paths = []
-            for index, item in enumerate(items or []):
-                if item.get("key") not in data:
-                    raise ManifestError(f"{vwhere}.configMap.items[{index}].key {shown(item.get('key'))} is no key "
-                                        f"of ConfigMap {map_name}")
-                paths.append(manifest.relative_path(item.get("path"), f"{vwhere}.configMap.items[{index}].path"))
-            for index, path in enumerate(paths):  # a file each: none twice, none a folder of another
-                if path in paths[:index] or any(other.startswith(path + "/") or path.startswith(other + "/")
-                                                for other in paths[:index]):
-                    raise ManifestError(f"{vwhere}.configMap.items[{index}].path {path} clashes with another item's")
-            folder = map_name if items is None else f"{map_name}-{volume['name']}"
-            claim_folder(volumes, f"{CONFIG_MAPS}/{folder}", {"configMap": map_name, "items": items}, where)
-            mounts.append((f"{CONFIG_MAPS}/{folder}", target, True))
+            folder, view = config_map_view(volume, vwhere, config_maps)
+            claim_folder(volumes, folder, view, where)
+            mounts.append((folder, target, True))
         elif volume.get("persistentVolumeClaim") is not None:
-            claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
-                                               f"{vwhere}.persistentVolumeClaim.claimName")
-            if claim in (CONFIG_MAPS, HOOKS):
-                raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
-                                    f"{'ConfigMaps' if claim == CONFIG_MAPS else 'its hooks'}; give the claim "
-                                    "another name")
+            claim = claim_of(volume, vwhere)
             claim_folder(volumes, claim, {"claim": claim}, where)
             # the kubelet mounts it read-only where either the mount or the volume source says so
             mounts.append((claim, target, read_only or volume["persistentVolumeClaim"].get("readOnly") is True))
@@ -248,10 +268,60 @@ def service_of(pod: dict, where: str, config_maps: dict, name: str = CONTAINER,
             raise ManifestError(f"{vwhere} is a {'/'.join(kinds) or 'typeless'} volume; the lab runs configMap, "
                                 "emptyDir and persistentVolumeClaim volumes (a folder of this host: make it a "
                                 "persistentVolumeClaim and give it the folder with CLAIMS=<claim>=/host/folder)")
-    service["x-mounts"] = mounts
-    if tmpfs:
-        service["tmpfs"] = tmpfs
-    return service, volumes, extra
+    return volumes, mounts, tmpfs
+
+
+def mount_target(mount: dict, mwhere: str, targets: dict[str, str]) -> str:
+    """A mount's mountPath; refuses one that is not absolute, the root, one over or in a path the
+    engine or the lab keeps (KEPT_PATHS), and one that an earlier mount (`targets`) takes."""
+    target = manifest.absolute_path(mount.get("mountPath"), f"{mwhere}.mountPath")
+    if target == "/":
+        raise ManifestError(f"{mwhere}.mountPath is \"/\", expected a folder below the container's root")
+    kept = next((path for path in KEPT_PATHS if target == path or target.startswith(path + "/")
+                 or path.startswith(target + "/")), None)
+    if kept:
+        raise ManifestError(f"{mwhere}.mountPath {target} would cover or lie in {kept}, which "
+                            f"{KEPT_PATHS[kept]}; expected a folder elsewhere")
+    if target in targets:
+        raise ManifestError(f"{mwhere}.mountPath {target} is also {targets[target]}'s; one mount a path")
+    return target
+
+
+def config_map_view(volume: dict, vwhere: str, config_maps: dict) -> tuple[str, dict]:
+    """A configMap volume's view (the map, and its chosen items or None for all) and the folder of
+    volumes/ that holds it: configmaps/<map> for the whole map, configmaps/<map>-<volume> for chosen
+    items. Refuses a map not in the file, an item's key not in the map, an item's path that is not
+    relative, and two items' paths that clash."""
+    source = volume["configMap"]
+    map_name = source.get("name")
+    if map_name not in config_maps:
+        raise ManifestError(f"{vwhere}.configMap.name {shown(map_name)} is no ConfigMap of the same file")
+    items = source.get("items")
+    data = config_maps[map_name]
+    paths = []
+    for index, item in enumerate(items or []):
+        if item.get("key") not in data:
+            raise ManifestError(f"{vwhere}.configMap.items[{index}].key {shown(item.get('key'))} is no key "
+                                f"of ConfigMap {map_name}")
+        paths.append(manifest.relative_path(item.get("path"), f"{vwhere}.configMap.items[{index}].path"))
+    for index, path in enumerate(paths):  # a file each: none twice, none a folder of another
+        if path in paths[:index] or any(other.startswith(path + "/") or path.startswith(other + "/")
+                                        for other in paths[:index]):
+            raise ManifestError(f"{vwhere}.configMap.items[{index}].path {path} clashes with another item's")
+    folder = map_name if items is None else f"{map_name}-{volume['name']}"
+    return f"{CONFIG_MAPS}/{folder}", {"configMap": map_name, "items": items}
+
+
+def claim_of(volume: dict, vwhere: str) -> str:
+    """A persistentVolumeClaim volume's claimName, the folder of volumes/ it mounts; refuses one
+    that is no DNS-1123 subdomain, and the names of the lab's own folders there."""
+    claim = manifest.dns1123_subdomain(volume["persistentVolumeClaim"].get("claimName"),
+                                       f"{vwhere}.persistentVolumeClaim.claimName")
+    if claim in (CONFIG_MAPS, HOOKS):
+        raise ManifestError(f"{vwhere}.persistentVolumeClaim.claimName {claim} is the lab's folder for "
+                            f"{'ConfigMaps' if claim == CONFIG_MAPS else 'its hooks'}; give the claim "
+                            "another name")
+    return claim
 
 
 def hooks_file(task: str, name: str) -> str:

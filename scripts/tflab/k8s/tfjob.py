@@ -190,7 +190,35 @@ def checked_object(document: dict, number: int) -> tuple[str, str]:
 
 
 def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
+    """The plan of a read manifest: every object checked, then the TFJob's spec, its replica types,
+    their pods and tasks, and its run policy last, in that order (the first error a bad manifest
+    gets is the first of these steps' refusals)."""
     checked = [checked_object(document, number) for number, document in enumerate(documents, 1)]
+    job = the_tfjob(documents)
+    config_maps, not_applied, claim_documents = other_objects(documents, checked)
+    metadata = job["metadata"]
+    name = manifest.dns1123_label(metadata.get("name"), "TFJob.metadata.name")
+    namespace = manifest.dns1123_label(metadata.get("namespace", "default"), "TFJob.metadata.namespace")
+    replica_specs, run_policy, success_policy, extra = spec_of(job)
+    not_applied += extra
+    replicas, sizes, policy_of, extra = replicas_of(replica_specs)
+    not_applied += extra
+    training = cluster.tfjob_cluster_spec(name, namespace, sizes)
+    tasks, volumes, extra = tasks_of(name, namespace, training, replicas, config_maps)
+    not_applied += extra + claims_unapplied(claim_documents, volumes)
+    backoff, deadline, clean = run_policy_of(run_policy)
+    decided = {}
+    if deadline:
+        decided["TIMEOUT"] = (f"the TFJob's spec.runPolicy.activeDeadlineSeconds ({deadline}) sets the deadline; "
+                              "edit it, or leave it out for TIMEOUT to apply")
+    return Plan(path, name, namespace, tasks, training, backoff,
+                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
+                decided, policies=policy_of, active_deadline=deadline, clean_pod_policy=clean,
+                success_policy=success_policy)
+
+
+def the_tfjob(documents: list[dict]) -> dict:
+    """The file's one TFJob; refuses none or several, and one of another apiVersion than v1."""
     tfjobs = [d for d in documents if d.get("kind") == "TFJob"]
     if len(tfjobs) != 1:
         raise ManifestError(f"holds {len(tfjobs)} TFJobs, expected exactly one (kind: TFJob)")
@@ -198,26 +226,38 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     if job.get("apiVersion") != API_VERSION:
         raise ManifestError(f"TFJob.apiVersion is {shown(job.get('apiVersion'))}, expected {API_VERSION} "
                             "(training-operator v1)")
-    not_applied: list[str] = []
+    return job
+
+
+def other_objects(documents: list[dict],
+                  checked: list[tuple[str, str]]) -> tuple[dict[str, dict[str, str]], list[str], list[str]]:
+    """The file's objects besides the TFJob: its ConfigMaps' data by name (take_config_map refuses
+    a non-string value and a name twice), what is not applied (the maps' other fields, every other
+    kind) and the PersistentVolumeClaims' names, applied where a replica mounts one."""
     config_maps: dict[str, dict[str, str]] = {}
+    not_applied: list[str] = []
     claim_documents: list[str] = []
     for document, (kind, name) in zip(documents, checked):
         if kind == "ConfigMap":
             not_applied += take_config_map(document, name, config_maps, "the file")
         elif kind == "PersistentVolumeClaim":
-            claim_documents.append(name)  # applied where a replica mounts it: below
+            claim_documents.append(name)  # applied where a replica mounts it: claims_unapplied
         elif kind != "TFJob":
             not_applied.append(f"{kind} {name}")
-    metadata = job["metadata"]
-    name = manifest.dns1123_label(metadata.get("name"), "TFJob.metadata.name")
-    namespace = manifest.dns1123_label(metadata.get("namespace", "default"), "TFJob.metadata.namespace")
+    return config_maps, not_applied, claim_documents
+
+
+def spec_of(job: dict) -> tuple[dict, dict, str, list[str]]:
+    """The TFJob's spec: its tfReplicaSpecs, runPolicy and successPolicy, and the fields of spec and
+    runPolicy not applied. Refuses a missing spec, enableDynamicWorker, a successPolicy the operator
+    does not read, and missing, empty or unknown replica types."""
     spec = field_of(job, "spec", dict, "TFJob")
     if spec is None:
         raise ManifestError("TFJob.spec is missing")
     if spec.get("enableDynamicWorker") is True:
         raise ManifestError("TFJob.spec.enableDynamicWorker is true: its sparse TF_CONFIG is not supported; "
                             "expected false or absent")
-    not_applied += unapplied(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker", "successPolicy"}, "spec")
+    not_applied = unapplied(spec, {"tfReplicaSpecs", "runPolicy", "enableDynamicWorker", "successPolicy"}, "spec")
     success_policy = field_of(spec, "successPolicy", str, "spec", "")
     if success_policy not in tfoperator.SUCCESS_POLICIES:
         raise ManifestError(f"spec.successPolicy is {shown(success_policy)}, expected {tfoperator.ALL_WORKERS} or "
@@ -231,8 +271,19 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         if replica_type not in tfoperator.REPLICA_TYPES:
             raise ManifestError(f"{manifest.joined('spec.tfReplicaSpecs', replica_type)} is not a TFJob replica "
                                 f"type; expected {', '.join(tfoperator.REPLICA_TYPES)}")
+    return replica_specs, run_policy, success_policy, not_applied
 
-    sizes, replicas, policy_of = {}, {}, {}
+
+Replicas = dict[str, tuple[int, dict, str]]  # replica type -> its count, pod template spec and where it is
+
+
+def replicas_of(replica_specs: dict) -> tuple[Replicas, dict[str, tuple[int, int]], dict[str, str], list[str]]:
+    """Each replica type in the operator's order: its count, pod template and where it is written;
+    each job's (count, port) for TF_CONFIG, its restartPolicy, and the fields not applied. Refuses a
+    count out of 0..64 (more than one chief, master or evaluator), an unknown restartPolicy, a
+    missing template.spec, a bad tf-grpc port (port_of), and a job of no replica or over MAX_TASKS."""
+    replicas: Replicas = {}
+    sizes, policy_of, not_applied = {}, {}, []
     for replica_type in tfoperator.REPLICA_TYPES:
         if replica_type not in replica_specs:
             continue
@@ -259,11 +310,18 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
         raise ManifestError("spec.tfReplicaSpecs has no replica at all")
     if total > MAX_TASKS:
         raise ManifestError(f"spec.tfReplicaSpecs has {total} replicas in all; the lab runs at most {MAX_TASKS} tasks")
+    return replicas, sizes, policy_of, not_applied
 
-    training = cluster.tfjob_cluster_spec(name, namespace, sizes)
-    distributed = sum(count for count, _ in sizes.values()) != 1  # the operator's isDistributed
+
+def tasks_of(name: str, namespace: str, training: dict, replicas: Replicas,
+             config_maps: dict) -> tuple[list[Task], dict[str, dict], list[str]]:
+    """Every replica a task: its pod's service (pod.service_of refuses what it cannot run), with the
+    hostname, Service aliases and TF_CONFIG the operator gives it; the folders of volumes/ they
+    mount, and the pods' fields not applied. Refuses a host name that is no DNS-1123 label and two
+    replica types that would hold different things in one folder (claim_folder)."""
+    distributed = sum(count for count, _, _ in replicas.values()) != 1  # the operator's isDistributed
     volumes: dict[str, dict] = {}
-    tasks = []
+    tasks, not_applied = [], []
     for replica_type, (count, pod, where) in replicas.items():
         job_name = replica_type.lower()
         template, pod_volumes, extra = service_of(pod, where, config_maps)
@@ -281,14 +339,21 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
             service["networks"] = {"cluster": {"aliases": [host, f"{host}.{namespace}.svc"]}}
             non_root = service.pop("x-non-root")
             tasks.append(Task(task, job_name, index, host, service["image"], service, non_root))
+    return tasks, volumes, not_applied
 
-    # A claim the file declares is applied where a replica mounts it (a folder of the run's, or
-    # CLAIMS's), though not its size, class or access modes; one nothing mounts is not applied.
+
+def claims_unapplied(claim_documents: list[str], volumes: dict[str, dict]) -> list[str]:
+    """A claim the file declares is applied where a replica mounts it (a folder of the run's, or
+    CLAIMS's), though not its size, class or access modes; one nothing mounts is not applied."""
     mounted = {volume["claim"] for volume in volumes.values() if "claim" in volume}
-    for claim in claim_documents:
-        not_applied.append(f"PersistentVolumeClaim {claim}'s spec (mounted as a folder: no size, class or access "
-                           "mode)" if claim in mounted else f"PersistentVolumeClaim {claim} (no replica mounts it)")
+    return [f"PersistentVolumeClaim {claim}'s spec (mounted as a folder: no size, class or access mode)"
+            if claim in mounted else f"PersistentVolumeClaim {claim} (no replica mounts it)"
+            for claim in claim_documents]
 
+
+def run_policy_of(run_policy: dict) -> tuple[int | None, int | None, str]:
+    """The run policy's backoffLimit and activeDeadlineSeconds (None where unset) and cleanPodPolicy;
+    refuses a negative limit, a deadline under a second and an unknown cleanPodPolicy."""
     backoff = field_of(run_policy, "backoffLimit", int, "spec.runPolicy", None)
     if backoff is not None and backoff < 0:
         raise ManifestError(f"spec.runPolicy.backoffLimit is {backoff}, expected 0 or more")
@@ -299,14 +364,7 @@ def plan_of(path: Path, documents: list[dict], settings: Settings) -> Plan:
     if clean not in CLEAN_POD_POLICIES:
         raise ManifestError(f"spec.runPolicy.cleanPodPolicy is {shown(clean)}, expected "
                             f"{', '.join(CLEAN_POD_POLICIES)}")
-    decided = {}
-    if deadline:
-        decided["TIMEOUT"] = (f"the TFJob's spec.runPolicy.activeDeadlineSeconds ({deadline}) sets the deadline; "
-                              "edit it, or leave it out for TIMEOUT to apply")
-    return Plan(path, name, namespace, tasks, training, backoff,
-                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided, policies=policy_of, active_deadline=deadline, clean_pod_policy=clean,
-                success_policy=success_policy)
+    return backoff, deadline, clean
 
 
 def refuse_given(command: str, given: dict[str, str]) -> None:
