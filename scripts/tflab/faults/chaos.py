@@ -12,6 +12,10 @@ trainer logs (its weights) is said unchecked.
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
 it was injected and undone, how long until a task failed (detection) and until the chief logged
 an epoch again (recovery). The run itself restarts after a failure (RESTARTS, runner.py).
+
+A fault that never landed (its moment never came, or its command failed) is never "survived": the
+run's outcome is "not injected", with one line saying what the target did reach, and make chaos
+exits 1 however the run itself ended.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from tflab.core.settings import Settings
 from tflab.faults import registry
 from tflab.supervisor import runner
 
+NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
 
 class Chaos(RunObserver):
     """One fault in one run: a backend.RunObserver that the runner ticks at every poll. It times
@@ -55,6 +60,9 @@ class Chaos(RunObserver):
         self.healed_at: float | None = None
         self.detected_at: float | None = None
         self.recovered_at: float | None = None
+        self.ended_at: float | None = None  # when the run was torn down (finish)
+        self.inject_error: str | None = None  # what the fault's command said where it failed
+        self.not_injected: str | None = None  # result's line where the fault never landed
         self.fault = fault(self)
 
     @property
@@ -92,11 +100,13 @@ class Chaos(RunObserver):
         """The fault, its target, its moment and its undoing, as chaos and make soak print them."""
         heal = "" if not self.fault.heals else (
             f", undone {self.heal:g} s later" if self.heal is not None else ", never undone")
-        moment = f"after epoch {self.at:g}" if self.kind == "epoch" else f"{self.at:g} s after it is ready"
-        if self.their_own:  # its epochs and readiness are the script's own
-            moment = (f"after its script's epoch {self.at:g}" if self.kind == "epoch"
-                      else f"{self.at:g} s after its script started")
-        return f"{self.fault.words()} on {self.target} {moment}{heal}"
+        return f"{self.fault.words()} on {self.target} {self.moment_words()}{heal}"
+
+    def moment_words(self) -> str:
+        """AT in words: "after epoch 2", "5 s after it is ready" (a script's: its own epochs and start)."""
+        if self.kind == "epoch":
+            return f"after its script's epoch {self.at:g}" if self.their_own else f"after epoch {self.at:g}"
+        return f"{self.at:g} s after its script started" if self.their_own else f"{self.at:g} s after it is ready"
 
     # -- during the run --------------------------------------------------------------------
 
@@ -145,6 +155,9 @@ class Chaos(RunObserver):
         container = backend.container(self.target)
         self.injected_at = time.time()
         result = self.fault.inject(backend, container)
+        if result.returncode:
+            said = (result.stderr or "").strip().splitlines()
+            self.inject_error = said[-1][:300] if said else f"its command exited {result.returncode}"
         self.record("injected", at=self.settings.at, ok=result.returncode == 0,
                     **({"error": result.stderr.strip()} if result.returncode else {}))
 
@@ -165,19 +178,49 @@ class Chaos(RunObserver):
 
     def finish(self, backend) -> None:
         """Never leaves a container frozen or cut off behind it (so `down` can remove it cleanly)."""
+        self.ended_at = time.time()
         self.fault.finish(backend)
 
     def result(self, run_dir: Path, summary: Summary) -> dict | None:
         def since(moment):
             return moment - self.injected_at if moment and self.injected_at else None
 
+        self.run_dir = run_dir
+        self.not_injected = self.missed()
         found = {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
-                 "heal": self.settings.heal, "injected": self.injected_at is not None,
+                 "heal": self.settings.heal, "injected": self.not_injected is None,
                  "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
-                 "restarts": len(summary.restarts), "outcome": outcome_of(summary), **self.fault.result()}
+                 "restarts": len(summary.restarts),
+                 "outcome": outcome_of(summary) if self.not_injected is None else NOT_INJECTED,
+                 **({"not_injected": self.not_injected} if self.not_injected else {}), **self.fault.result()}
         if self.their_own:
             found["unchecked"] = self.unchecked(run_dir, summary)
         return found
+
+    def missed(self) -> str | None:
+        """Why the fault never landed, in one line: the moment that never came and what the target
+        did reach, or the fault's command that failed; None where it landed."""
+        if self.injected_at is not None:
+            return None if self.inject_error is None else (
+                f"the {self.fault.name} on {self.target} failed: {self.inject_error}")
+        if self.kind == "epoch":
+            return f"{self.target} never reached the end of epoch {self.at:g}: it {self.reached()}"
+        started = self._events(self.target, "start" if self.their_own else "cluster_ready")
+        if not started:
+            return f"{self.target} never logged that it {'started' if self.their_own else 'was ready'}"
+        ran = (self.ended_at or time.time()) - started[0]["time"]
+        return (f"the run ended {ran:.1f} s after {self.target} {'started' if self.their_own else 'was ready'}, "
+                f"before {self.at:g} s; it {self.reached()}")
+
+    def reached(self) -> str:
+        """How far the target trained, as its logs say: "logged 3 epochs (96 steps), the last epoch 3"."""
+        epochs = self._events(self.target, "epoch")
+        if not epochs:
+            return "logged no epoch" + (" (the lab counts a Keras fit's epochs, and tflab's LabCallback's)"
+                                        if self.their_own else "")
+        steps = sum(r["steps"] for r in epochs if isinstance(r.get("steps"), int))
+        return (f"logged {len(epochs)} epoch{'s' * (len(epochs) != 1)} ({steps} step{'s' * (steps != 1)}), "
+                f"the last epoch {epochs[-1]['epoch']}")
 
     def unchecked(self, run_dir: Path, summary: Summary | None = None) -> list[str]:
         """What the lab checks of its own trainer and cannot of a script, said rather than failed (a
@@ -186,10 +229,6 @@ class Chaos(RunObserver):
         known = summary is not None and summary.tasks and all(row.weights_sha256 for row in summary.tasks)
         notes = [] if known else ["weights: a script logs no digest of its weights, so whether every task ended "
                                   "with the same weights is not checked"]
-        if self.injected_at is None and self.kind == "epoch":
-            done = len(self._events(self.target, "epoch"))
-            notes.append(f"the fault: not injected, as {self.target} logged {done} epoch{'s' * (done != 1)}, not "
-                         f"{self.at:g} (the lab counts a Keras fit's epochs, and tflab's LabCallback's)")
         chief = self.cluster.chief
         if self.injected_at is not None and not self._events(chief, "epoch"):
             notes.append(f"recovery: {chief} logged no epochs (no Keras fit, no LabCallback), so when training "
@@ -212,8 +251,25 @@ def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`make chaos`: the run with its fault as the runner's observer. A replayed job (TFJOB=,
     TRAINJOB=) is run by replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
+    made: list[Chaos] = []
+
+    def observer(the_cluster: cluster.RunCluster | None = None) -> Chaos:
+        made.append(Chaos(settings, the_cluster))
+        return made[-1]
+
     if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
         from tflab import replay  # PyYAML is needed only here
 
-        return replay.up(settings, given, observer=lambda the_cluster: Chaos(settings, the_cluster))
-    return runner.up(settings, observer=Chaos(settings))
+        code = replay.up(settings, given, observer=observer)
+    else:
+        code = runner.up(settings, observer=observer())
+    return ended(made[-1] if made else None, code)
+
+
+def ended(fault: Chaos | None, code: int) -> int:
+    """make chaos's exit: 1 where the fault never landed, whatever the run did (a chaos test in CI
+    must not pass without its fault), said last so that the run's own `ok` is not the last word."""
+    if fault is None or fault.not_injected is None:
+        return code
+    console.say(f"chaos: {NOT_INJECTED}: {fault.not_injected}")
+    return code or 1
