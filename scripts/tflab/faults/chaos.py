@@ -1,13 +1,16 @@
 """`make chaos`: one fault in one run, at one moment, recorded, with a bound.
 
     make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
+    make chaos SCENARIO=kill AT=step:40
     make chaos SCENARIO=pause AT=seconds:3 HEAL=20
 
-A scenario hits one task (TARGET, default the last worker) at one moment (AT: after its Nth
-epoch, or S seconds after it is ready) with one fault (a class in faults/, by faults/registry.py).
-A user's SCRIPT is timed by its own epochs as Keras counts them (trainer/observe.py logs them;
-tflab's LabCallback where the script has it), or by seconds from its start; what only the lab's
-trainer logs (its weights) is said unchecked.
+A scenario hits one task (TARGET, default the last worker) at one moment (AT, core/moment.py:
+after its Nth epoch, at its Nth training step, or S seconds after it is ready) with one fault (a
+class in faults/, by faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as
+Keras counts them (trainer/observe.py logs them; tflab's LabCallback where the script has it), or
+by seconds from its start; what only the lab's trainer logs (its weights) is said unchecked. Where
+the fault landed is said too: at which step (AT=step:N, where the target waits for it), or how
+long after the epoch's end or the start.
 
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
 it was injected and undone, how long until a task failed (detection) and until the chief logged
@@ -26,15 +29,16 @@ from pathlib import Path
 
 from tflab import console
 from tflab.backends.base import RunObserver
-from tflab.core import cluster, runfolder
+from tflab.core import cluster, moment, runfolder
 from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary
-from tflab.core.schema import by_event
+from tflab.core.schema import by_event, complete
 from tflab.core.settings import Settings
 from tflab.faults import registry
 from tflab.supervisor import runner
 
 NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
+
 
 class Chaos(RunObserver):
     """One fault in one run: a backend.RunObserver that the runner ticks at every poll. It times
@@ -43,8 +47,7 @@ class Chaos(RunObserver):
     def __init__(self, settings: Settings, the_cluster: cluster.RunCluster | None = None):
         """`the_cluster`: a replayed job's (replay.stack.ReplayCluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
-        self.kind, _, value = settings.at.partition(":")
-        self.at = float(value)
+        self.kind, self.at = moment.parts(settings.at)
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
         self.cluster: cluster.RunCluster = the_cluster or cluster.build(settings)  # the tasks it may act on
@@ -52,8 +55,7 @@ class Chaos(RunObserver):
         # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
         # Keras epochs through the hooks), not the lab's trainer's.
         self.their_own = bool(settings.script or settings.tfjob or settings.trainjob)
-        workers = [t for t in self.cluster.tasks if t.startswith("worker-")]
-        self.target = settings.target or (workers[-1] if workers else self.cluster.chief)
+        self.target = moment.target(settings, self.cluster.tasks, self.cluster.chief)
         self.settings = settings
         self.run_dir: Path | None = None
         self.injected_at: float | None = None
@@ -62,6 +64,8 @@ class Chaos(RunObserver):
         self.recovered_at: float | None = None
         self.ended_at: float | None = None  # when the run was torn down (finish)
         self.inject_error: str | None = None  # what the fault's command said where it failed
+        self.landed: str | None = None  # where it landed, in words (landing)
+        self.landed_step: int | None = None  # AT=step:N: the step it landed at, where the target waited for it
         self.not_injected: str | None = None  # result's line where the fault never landed
         self.fault = fault(self)
 
@@ -87,7 +91,31 @@ class Chaos(RunObserver):
         if self.kind == "epoch" and not self.their_own and not 1 <= self.at < settings.epochs:
             raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs}: "
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
+        if self.kind == "step":
+            self.check_step(settings)
         self.fault.check(settings, self.cluster)
+
+    def check_step(self, settings: Settings) -> None:
+        """AT=step:N: counted by the lab's hooks (trainer/chaosstep.py) in its own trainer's fit and
+        custom loop, and in a SCRIPT's Keras fits, whose steps are known only as they come."""
+        if self.replayed:
+            raise LabError(f"AT={settings.at} is not allowed with {self.replayed}: the lab counts the steps of its "
+                           "own trainer and of a SCRIPT's Keras fit, not a replayed job's; expected epoch:N or "
+                           "seconds:S")
+        if settings.script:
+            return
+        trainers = self.cluster.trainers
+        if self.target not in trainers:
+            role = self.cluster.role(self.target)
+            article = "an" if role[:1] in ("a", "e", "i", "o", "u") else "a"
+            raise LabError(f"AT={settings.at} is not allowed with TARGET={self.target}: {article} {role} runs no "
+                           "training step of its own; expected TARGET="
+                           f"{' or '.join(trainers)}, or AT=epoch:N or seconds:S")
+        total = settings.epochs * settings.steps_per_epoch
+        if not self.at < total:
+            raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs} of "
+                           f"{settings.steps_per_epoch} steps (EXAMPLES/GLOBAL_BATCH): expected step:1 to "
+                           f"step:{total - 1}, so that training is left")
 
     def proxied(self) -> frozenset[str]:
         return self.fault.proxied()
@@ -103,9 +131,12 @@ class Chaos(RunObserver):
         return f"{self.fault.words()} on {self.target} {self.moment_words()}{heal}"
 
     def moment_words(self) -> str:
-        """AT in words: "after epoch 2", "5 s after it is ready" (a script's: its own epochs and start)."""
+        """AT in words: "after epoch 2", "at step 40", "5 s after it is ready" (a script's: its own
+        epochs, steps and start)."""
         if self.kind == "epoch":
             return f"after its script's epoch {self.at:g}" if self.their_own else f"after epoch {self.at:g}"
+        if self.kind == "step":
+            return f"at its script's step {self.at:g}" if self.their_own else f"at step {self.at:g}"
         return f"{self.at:g} s after its script started" if self.their_own else f"{self.at:g} s after it is ready"
 
     # -- during the run --------------------------------------------------------------------
@@ -148,6 +179,8 @@ class Chaos(RunObserver):
     def _due(self, run_dir: Path) -> bool:
         if self.kind == "epoch":
             return len(self._events(self.target, "epoch")) >= self.at
+        if self.kind == "step":  # logged once, by the target's hooks, which wait there for the fault
+            return bool(complete(self._events(self.target, "step")))
         ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
         return bool(ready) and time.time() >= ready[0]["time"] + self.at
 
@@ -158,8 +191,29 @@ class Chaos(RunObserver):
         if result.returncode:
             said = (result.stderr or "").strip().splitlines()
             self.inject_error = said[-1][:300] if said else f"its command exited {result.returncode}"
-        self.record("injected", at=self.settings.at, ok=result.returncode == 0,
+        self.landed = None if self.inject_error else self.landing(time.time())
+        self.record("injected", at=self.settings.at, ok=result.returncode == 0, landed=self.landed,
                     **({"error": result.stderr.strip()} if result.returncode else {}))
+
+    def landing(self, done: float) -> str:
+        """Where the fault landed, its command `done` (and landed_step, where that is a step the
+        target waited at): the step, or how long after the epoch's end or the start."""
+        if self.kind == "step":
+            seen = complete(self._events(self.target, "step"))[0]
+            waited = done - seen["time"]
+            if waited > moment.HOLD_SECONDS:
+                return (f"after step {seen['step']}: {waited:.1f} s after {self.target} reached it, past the "
+                        f"{moment.HOLD_SECONDS:g} s it waits there, so at a later step")
+            self.landed_step = seen["step"]
+            past = "" if seen["step"] == self.at else f", the first at or past {self.at:g} its hooks saw"
+            return (f"at step {seen['step']} (epoch {seen['epoch']}){past}, {waited:.1f} s after {self.target} "
+                    "reached it")
+        if self.kind == "epoch":
+            epochs = complete(self._events(self.target, "epoch"))
+            return (f"{done - epochs[-1]['time']:.1f} s after the end of epoch {epochs[-1]['epoch']}, the last "
+                    f"{self.target} had logged") if epochs else "after an epoch no complete record of says which"
+        ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
+        return f"{done - ready[0]['time']:.1f} s after {self.target} {'started' if self.their_own else 'was ready'}"
 
     def undo(self, backend) -> None:
         result = self.fault.undo(backend)
@@ -190,7 +244,7 @@ class Chaos(RunObserver):
         found = {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
                  "heal": self.settings.heal, "injected": self.not_injected is None,
                  "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
-                 "restarts": len(summary.restarts),
+                 "restarts": len(summary.restarts), "landed": self.landed, "landed_step": self.landed_step,
                  "outcome": outcome_of(summary) if self.not_injected is None else NOT_INJECTED,
                  **({"not_injected": self.not_injected} if self.not_injected else {}), **self.fault.result()}
         if self.their_own:
@@ -205,6 +259,8 @@ class Chaos(RunObserver):
                 f"the {self.fault.name} on {self.target} failed: {self.inject_error}")
         if self.kind == "epoch":
             return f"{self.target} never reached the end of epoch {self.at:g}: it {self.reached()}"
+        if self.kind == "step":
+            return f"{self.target} never reached step {self.at:g}: it {self.reached()}"
         started = self._events(self.target, "start" if self.their_own else "cluster_ready")
         if not started:
             return f"{self.target} never logged that it {'started' if self.their_own else 'was ready'}"
@@ -214,11 +270,11 @@ class Chaos(RunObserver):
 
     def reached(self) -> str:
         """How far the target trained, as its logs say: "logged 3 epochs (96 steps), the last epoch 3"."""
-        epochs = self._events(self.target, "epoch")
+        epochs = complete(self._events(self.target, "epoch"))
         if not epochs:
-            return "logged no epoch" + (" (the lab counts a Keras fit's epochs, and tflab's LabCallback's)"
-                                        if self.their_own else "")
-        steps = sum(r["steps"] for r in epochs if isinstance(r.get("steps"), int))
+            counted = "steps" if self.kind == "step" else "epochs, and tflab's LabCallback's"
+            return "logged no epoch" + (f" (the lab counts a Keras fit's {counted})" if self.their_own else "")
+        steps = sum(r["steps"] for r in epochs)
         return (f"logged {len(epochs)} epoch{'s' * (len(epochs) != 1)} ({steps} step{'s' * (steps != 1)}), "
                 f"the last epoch {epochs[-1]['epoch']}")
 

@@ -46,7 +46,8 @@ def table(result: Summary) -> str:
         missed = chaos_lines(result)
         scenario, target, at, outcome = (shown(chaos.get(key), 60)
                                          for key in ("scenario", "target", "at", "outcome"))
-        lines += missed or [f"chaos: {scenario} on {target} at {at}: {outcome}; "
+        landed = f"landed {shown(chaos['landed'], 200)}; " if isinstance(chaos.get("landed"), str) else ""
+        lines += missed or [f"chaos: {scenario} on {target} at {at}: {outcome}; {landed}"
                             f"detected after {_seconds(chaos.get('detection_seconds'))}, "
                             f"training again after {_seconds(chaos.get('recovery_seconds'))}"]
         found = chaos.get("preemptions")
