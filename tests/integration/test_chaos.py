@@ -79,6 +79,23 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     assert run.of("worker-0", "end")[-1]["weights_sha256"] == reference.of("worker-0", "end")[0]["weights_sha256"]
 
 
+@pytest.mark.xdist_group("chaos-kill-step")
+def test_a_kill_at_a_step_lands_at_that_very_step(lab):
+    """AT=step:40, 32 steps an epoch: the target's hooks log step 40 (epoch 2, its 8th step) and
+    wait there for the kill (trainer/chaosstep.py), so it lands at step 40 itself (STEPS_PER_EXECUTION
+    is 1: the hooks see every step) and never later, as AT=epoch:N can (a third epoch may be done by
+    then, test_kill_... above). Killed inside epoch 2, the run resumes from epoch 1's backup, at
+    epoch 2, on every task."""
+    run = chaos(lab, "kill-step", SCENARIO="kill", TARGET="worker-1", AT="step:40")
+    assert_survived(run, restarts=1)
+    result = run.summary["chaos"]
+    assert result["landed_step"] == 40, result
+    assert [(r["step"], r["epoch"]) for r in first_attempt(run, "worker-1", "step")] == [(40, 2)]
+    assert len(first_attempt(run, "worker-1", "epoch")) == 1  # it never ended epoch 2
+    for task in run.task_names:
+        assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(2, 0)]
+
+
 @pytest.mark.xdist_group("chaos-stop")
 def test_stop_is_a_preemption_saved_at_the_same_step_on_every_worker(lab, reference):
     run = chaos(lab, "stop", SCENARIO="stop", TARGET="worker-1", AT="epoch:2")

@@ -13,6 +13,7 @@ GOOD = {
     "restored": {"epoch": 3, "step": 0},
     "fit": {"epoch": 1, "step": 0, "epochs": 5, "backup_dir": "/tmp/backup", "backup_kept": False},
     "checkpoint": {"found": True, "path": "/lab/run/ckpt/ckpt-2", "counters": {"epoch": 2}},
+    "step": {"step": 40, "epoch": 2},
     "epoch": {"epoch": 1, "loss": 20.0, "seconds": 0.4, "steps": 64, "examples_per_second": 10240.0},
     "eval": {"epoch": 2, "step": 128, "loss": 12.5, "seconds": 0.2},
     "allreduce": {"floats": 341, "calls": 100, "median_seconds": 0.0015},

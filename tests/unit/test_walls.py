@@ -27,7 +27,7 @@ TRAINER = module_names(PACKAGE / "trainer") | SHIMS
 # No TensorFlow in these: the host may read them (compose renders the metadata stand-in's service
 # and each task's port from trainer.metadata; the replay writes the hooks' sitecustomize).
 STDLIB_TRAINER = {"trainer.__init__", "trainer.peerwait", "trainer.linkproxy", "linkproxy", "trainer.metadata",
-                  "metadata", "trainer.inscript", "trainer.observe", "trainer.replayhooks"}
+                  "metadata", "trainer.inscript", "trainer.observe", "trainer.chaosstep", "trainer.replayhooks"}
 # What both sides share is what core/ holds, by where it lies: no list to keep by hand.
 SHARED = module_names(PACKAGE / "core") | {"__init__"}
 HOST = module_names(PACKAGE) - module_names(PACKAGE / "tools") - TRAINER - SHARED
@@ -141,7 +141,7 @@ def test_the_trainer_folder_is_what_the_containers_run():
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
         "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe", "trainer.devices",
         "trainer.kerasversion", "trainer.audit", "trainer.tfconfig", "trainer.replayhooks", "trainer.backups",
-        "trainer.customloop", "trainer.signals"}
+        "trainer.customloop", "trainer.signals", "trainer.chaosstep"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

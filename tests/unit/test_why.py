@@ -68,6 +68,16 @@ def test_why_on_a_clean_run_says_there_is_nothing_and_whether_it_was_audited(tmp
     assert why(tmp_path, "unaudited").stdout.splitlines()[1].endswith("(AUDIT=off: nothing was audited)")
 
 
+def test_why_on_a_chaos_run_whose_fault_never_landed_says_so_not_nothing_to_explain(tmp_path):
+    """issue 43: the run succeeded, but its fault never came; why said "nothing to explain"."""
+    missed = "worker-1 never reached the end of epoch 99999: it logged 3 epochs (96 steps), the last epoch 3"
+    write_run(tmp_path, "missed", tasks=[TaskRow(task="worker-0", status="ok")],
+              chaos={"scenario": "kill", "target": "worker-1", "at": "epoch:99999", "heal": "5", "injected": False,
+                     "outcome": "not injected", "not_injected": missed})
+    assert why(tmp_path, "missed").stdout.splitlines()[1:] == [
+        f"chaos: kill on worker-1 at epoch:99999: not injected: {missed}"]
+
+
 def test_why_on_a_failed_run_it_cannot_explain_never_says_nothing_to_explain(tmp_path):
     """A run whose summary says failed, with no row the lab can explain (a replay failed by its
     deadline, a task failed with no known signature): `tflab why` said "nothing to explain"."""

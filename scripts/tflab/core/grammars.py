@@ -173,11 +173,14 @@ def link(name: str, raw: str) -> str:
 
 
 def moment(name: str, raw: str) -> str:
+    """AT (core/moment.py): what a run cannot reach is make chaos's to refuse (faults/chaos.py)."""
     kind, _, value = raw.partition(":")
     if (kind == "epoch" and re.fullmatch(r"[0-9]{1,5}", value)) or (
+            kind == "step" and re.fullmatch(r"[1-9][0-9]{0,8}", value)) or (
             kind == "seconds" and re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", value)):
         return raw
-    raise SettingsError(f"{name}={raw} is not allowed: expected epoch:N (after N epochs) or seconds:S")
+    raise SettingsError(f"{name}={raw} is not allowed: expected epoch:N (after N epochs), step:N (at the Nth "
+                        "training step, N from 1 to 999999999) or seconds:S")
 
 
 def heal(name: str, raw: str) -> str:

@@ -161,7 +161,7 @@ CONTAINED = {
 }
 FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
-CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds")
+CHAOS_NUMBERS = ("detection_seconds", "recovery_seconds", "landed_step")
 # The fields of the objects inside those containers that readers use: a list where a number or a
 # string is would crash them (an unhashable key in table.resume_lines, sorted() of mixed types in
 # preemption.result_line), so each is checked as the lab writes it.

@@ -47,6 +47,9 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "fit": {"epoch": int, "step": int, "epochs": int},
     # A user's script only: a tf.train checkpoint restored (`path`), or none found in `path`.
     "checkpoint": {"found": bool, "path": str},
+    # make chaos AT=step:N's target only, once: the training step it reached (the first at or past
+    # N that its hooks saw), in epoch `epoch` (1-based), where it holds for the fault (trainer/chaosstep.py).
+    "step": {"step": int, "epoch": int},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
     "epoch": {"epoch": int, "loss": LOSS, "seconds": NUMBER, "steps": int},
     # The evaluator: a checkpoint the chief wrote after `epoch` (at global step `step`), evaluated
@@ -96,7 +99,7 @@ SCRIPT_END: Kinds = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END: Kinds = {"final_loss": LOSS, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END: Kinds = {"evaluations": int}
-OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "imported", "audit_batch", "audit_pass", "audit_write",
+OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "step", "imported", "audit_batch", "audit_pass", "audit_write",
                    "audit_weights")
 # What readers index in any record they take (the runner's restart decision, chaos's timing), so
 # even a partial record (schema.problems(partial=True)) has them.

@@ -260,8 +260,9 @@ class Settings(SettingsRules):
     target: str = setting("", grammars.text, "a task of the run; empty: the last worker",
             "make chaos: the task it hits",
             commands=("chaos",))
-    at: str = setting("epoch:2", grammars.moment, "epoch:N | seconds:S",
-            "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), or S "
+    at: str = setting("epoch:2", grammars.moment, "epoch:N | step:N | seconds:S",
+            "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), at its Nth "
+            "training step (the lab's trainer or a SCRIPT's Keras fit; it waits there for the fault), or S "
             "seconds after it is ready (a SCRIPT: after it started)",
             commands=("chaos",))
     heal: str = setting("5", grammars.heal, "seconds | never (partition, hang)",

@@ -1,17 +1,24 @@
 """`make chaos`: one fault in one run, at one moment, recorded, with a bound.
 
     make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
+    make chaos SCENARIO=kill AT=step:40
     make chaos SCENARIO=pause AT=seconds:3 HEAL=20
 
-A scenario hits one task (TARGET, default the last worker) at one moment (AT: after its Nth
-epoch, or S seconds after it is ready) with one fault (a class in faults/, by faults/registry.py).
-A user's SCRIPT is timed by its own epochs as Keras counts them (trainer/observe.py logs them;
-tflab's LabCallback where the script has it), or by seconds from its start; what only the lab's
-trainer logs (its weights) is said unchecked.
+A scenario hits one task (TARGET, default the last worker) at one moment (AT, core/moment.py:
+after its Nth epoch, at its Nth training step, or S seconds after it is ready) with one fault (a
+class in faults/, by faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as
+Keras counts them (trainer/observe.py logs them; tflab's LabCallback where the script has it), or
+by seconds from its start; what only the lab's trainer logs (its weights) is said unchecked. Where
+the fault landed is said too: at which step (AT=step:N, where the target waits for it), or how
+long after the epoch's end or the start.
 
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
 it was injected and undone, how long until a task failed (detection) and until the chief logged
 an epoch again (recovery). The run itself restarts after a failure (RESTARTS, runner.py).
+
+A fault that never landed (its moment never came, or its command failed) is never "survived": the
+run's outcome is "not injected", with one line saying what the target did reach, and make chaos
+exits 1 however the run itself ended.
 """
 
 from __future__ import annotations
@@ -22,13 +29,15 @@ from pathlib import Path
 
 from tflab import console
 from tflab.backends.base import RunObserver
-from tflab.core import cluster, runfolder
+from tflab.core import cluster, moment, runfolder
 from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary
-from tflab.core.schema import by_event
+from tflab.core.schema import by_event, complete
 from tflab.core.settings import Settings
 from tflab.faults import registry
 from tflab.supervisor import runner
+
+NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
 
 
 class Chaos(RunObserver):
@@ -38,8 +47,7 @@ class Chaos(RunObserver):
     def __init__(self, settings: Settings, the_cluster: cluster.Cluster | None = None):
         """`the_cluster`: a replayed job's (tfjob.Plan.as_cluster: its replicas as tasks); else the lab's."""
         self.scenario = settings.scenario
-        self.kind, _, value = settings.at.partition(":")
-        self.at = float(value)
+        self.kind, self.at = moment.parts(settings.at)
         fault = registry.FAULTS[settings.scenario]
         self.heal = None if settings.heal == "never" or not fault.heals else float(settings.heal)
         self.cluster: cluster.Cluster = the_cluster or cluster.build(settings)  # the tasks it may act on
@@ -47,14 +55,18 @@ class Chaos(RunObserver):
         # A SCRIPT's and a replayed job's readiness and epochs are their own (a script's start, its
         # Keras epochs through the hooks), not the lab's trainer's.
         self.their_own = bool(settings.script or settings.tfjob or settings.trainjob)
-        workers = [t for t in self.cluster.tasks if t.startswith("worker-")]
-        self.target = settings.target or (workers[-1] if workers else self.cluster.chief)
+        self.target = moment.target(settings, self.cluster.tasks, self.cluster.chief)
         self.settings = settings
         self.run_dir: Path | None = None
         self.injected_at: float | None = None
         self.healed_at: float | None = None
         self.detected_at: float | None = None
         self.recovered_at: float | None = None
+        self.ended_at: float | None = None  # when the run was torn down (finish)
+        self.inject_error: str | None = None  # what the fault's command said where it failed
+        self.landed: str | None = None  # where it landed, in words (landing)
+        self.landed_step: int | None = None  # AT=step:N: the step it landed at, where the target waited for it
+        self.not_injected: str | None = None  # result's line where the fault never landed
         self.fault = fault(self)
 
     @property
@@ -79,7 +91,31 @@ class Chaos(RunObserver):
         if self.kind == "epoch" and not self.their_own and not 1 <= self.at < settings.epochs:
             raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs}: "
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
+        if self.kind == "step":
+            self.check_step(settings)
         self.fault.check(settings, self.cluster)
+
+    def check_step(self, settings: Settings) -> None:
+        """AT=step:N: counted by the lab's hooks (trainer/chaosstep.py) in its own trainer's fit and
+        custom loop, and in a SCRIPT's Keras fits, whose steps are known only as they come."""
+        if self.replayed:
+            raise LabError(f"AT={settings.at} is not allowed with {self.replayed}: the lab counts the steps of its "
+                           "own trainer and of a SCRIPT's Keras fit, not a replayed job's; expected epoch:N or "
+                           "seconds:S")
+        if settings.script:
+            return
+        trainers = self.cluster.trainers
+        if self.target not in trainers:
+            role = self.cluster.role(self.target)
+            article = "an" if role[:1] in ("a", "e", "i", "o", "u") else "a"
+            raise LabError(f"AT={settings.at} is not allowed with TARGET={self.target}: {article} {role} runs no "
+                           "training step of its own; expected TARGET="
+                           f"{' or '.join(trainers)}, or AT=epoch:N or seconds:S")
+        total = settings.epochs * settings.steps_per_epoch
+        if not self.at < total:
+            raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs} of "
+                           f"{settings.steps_per_epoch} steps (EXAMPLES/GLOBAL_BATCH): expected step:1 to "
+                           f"step:{total - 1}, so that training is left")
 
     def proxied(self) -> frozenset[str]:
         return self.fault.proxied()
@@ -92,11 +128,16 @@ class Chaos(RunObserver):
         """The fault, its target, its moment and its undoing, as chaos and make soak print them."""
         heal = "" if not self.fault.heals else (
             f", undone {self.heal:g} s later" if self.heal is not None else ", never undone")
-        moment = f"after epoch {self.at:g}" if self.kind == "epoch" else f"{self.at:g} s after it is ready"
-        if self.their_own:  # its epochs and readiness are the script's own
-            moment = (f"after its script's epoch {self.at:g}" if self.kind == "epoch"
-                      else f"{self.at:g} s after its script started")
-        return f"{self.fault.words()} on {self.target} {moment}{heal}"
+        return f"{self.fault.words()} on {self.target} {self.moment_words()}{heal}"
+
+    def moment_words(self) -> str:
+        """AT in words: "after epoch 2", "at step 40", "5 s after it is ready" (a script's: its own
+        epochs, steps and start)."""
+        if self.kind == "epoch":
+            return f"after its script's epoch {self.at:g}" if self.their_own else f"after epoch {self.at:g}"
+        if self.kind == "step":
+            return f"at its script's step {self.at:g}" if self.their_own else f"at step {self.at:g}"
+        return f"{self.at:g} s after its script started" if self.their_own else f"{self.at:g} s after it is ready"
 
     # -- during the run --------------------------------------------------------------------
 
@@ -138,6 +179,8 @@ class Chaos(RunObserver):
     def _due(self, run_dir: Path) -> bool:
         if self.kind == "epoch":
             return len(self._events(self.target, "epoch")) >= self.at
+        if self.kind == "step":  # logged once, by the target's hooks, which wait there for the fault
+            return bool(complete(self._events(self.target, "step")))
         ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
         return bool(ready) and time.time() >= ready[0]["time"] + self.at
 
@@ -145,8 +188,32 @@ class Chaos(RunObserver):
         container = backend.container(self.target)
         self.injected_at = time.time()
         result = self.fault.inject(backend, container)
-        self.record("injected", at=self.settings.at, ok=result.returncode == 0,
+        if result.returncode:
+            said = (result.stderr or "").strip().splitlines()
+            self.inject_error = said[-1][:300] if said else f"its command exited {result.returncode}"
+        self.landed = None if self.inject_error else self.landing(time.time())
+        self.record("injected", at=self.settings.at, ok=result.returncode == 0, landed=self.landed,
                     **({"error": result.stderr.strip()} if result.returncode else {}))
+
+    def landing(self, done: float) -> str:
+        """Where the fault landed, its command `done` (and landed_step, where that is a step the
+        target waited at): the step, or how long after the epoch's end or the start."""
+        if self.kind == "step":
+            seen = complete(self._events(self.target, "step"))[0]
+            waited = done - seen["time"]
+            if waited > moment.HOLD_SECONDS:
+                return (f"after step {seen['step']}: {waited:.1f} s after {self.target} reached it, past the "
+                        f"{moment.HOLD_SECONDS:g} s it waits there, so at a later step")
+            self.landed_step = seen["step"]
+            past = "" if seen["step"] == self.at else f", the first at or past {self.at:g} its hooks saw"
+            return (f"at step {seen['step']} (epoch {seen['epoch']}){past}, {waited:.1f} s after {self.target} "
+                    "reached it")
+        if self.kind == "epoch":
+            epochs = complete(self._events(self.target, "epoch"))
+            return (f"{done - epochs[-1]['time']:.1f} s after the end of epoch {epochs[-1]['epoch']}, the last "
+                    f"{self.target} had logged") if epochs else "after an epoch no complete record of says which"
+        ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
+        return f"{done - ready[0]['time']:.1f} s after {self.target} {'started' if self.their_own else 'was ready'}"
 
     def undo(self, backend) -> None:
         result = self.fault.undo(backend)
@@ -168,19 +235,51 @@ class Chaos(RunObserver):
 
     def finish(self, backend) -> None:
         """Never leaves a container frozen or cut off behind it (so `down` can remove it cleanly)."""
+        self.ended_at = time.time()
         self.fault.finish(backend)
 
     def result(self, run_dir: Path, summary: Summary) -> dict | None:
         def since(moment):
             return moment - self.injected_at if moment and self.injected_at else None
 
+        self.run_dir = run_dir
+        self.not_injected = self.missed()
         found = {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
-                 "heal": self.settings.heal, "injected": self.injected_at is not None,
+                 "heal": self.settings.heal, "injected": self.not_injected is None,
                  "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
-                 "restarts": len(summary.restarts), "outcome": outcome_of(summary), **self.fault.result()}
+                 "restarts": len(summary.restarts), "landed": self.landed, "landed_step": self.landed_step,
+                 "outcome": outcome_of(summary) if self.not_injected is None else NOT_INJECTED,
+                 **({"not_injected": self.not_injected} if self.not_injected else {}), **self.fault.result()}
         if self.their_own:
             found["unchecked"] = self.unchecked(run_dir, summary)
         return found
+
+    def missed(self) -> str | None:
+        """Why the fault never landed, in one line: the moment that never came and what the target
+        did reach, or the fault's command that failed; None where it landed."""
+        if self.injected_at is not None:
+            return None if self.inject_error is None else (
+                f"the {self.fault.name} on {self.target} failed: {self.inject_error}")
+        if self.kind == "epoch":
+            return f"{self.target} never reached the end of epoch {self.at:g}: it {self.reached()}"
+        if self.kind == "step":
+            return f"{self.target} never reached step {self.at:g}: it {self.reached()}"
+        started = self._events(self.target, "start" if self.their_own else "cluster_ready")
+        if not started:
+            return f"{self.target} never logged that it {'started' if self.their_own else 'was ready'}"
+        ran = (self.ended_at or time.time()) - started[0]["time"]
+        return (f"the run ended {ran:.1f} s after {self.target} {'started' if self.their_own else 'was ready'}, "
+                f"before {self.at:g} s; it {self.reached()}")
+
+    def reached(self) -> str:
+        """How far the target trained, as its logs say: "logged 3 epochs (96 steps), the last epoch 3"."""
+        epochs = complete(self._events(self.target, "epoch"))
+        if not epochs:
+            counted = "steps" if self.kind == "step" else "epochs, and tflab's LabCallback's"
+            return "logged no epoch" + (f" (the lab counts a Keras fit's {counted})" if self.their_own else "")
+        steps = sum(r["steps"] for r in epochs)
+        return (f"logged {len(epochs)} epoch{'s' * (len(epochs) != 1)} ({steps} step{'s' * (steps != 1)}), "
+                f"the last epoch {epochs[-1]['epoch']}")
 
     def unchecked(self, run_dir: Path, summary: Summary | None = None) -> list[str]:
         """What the lab checks of its own trainer and cannot of a script, said rather than failed (a
@@ -189,10 +288,6 @@ class Chaos(RunObserver):
         known = summary is not None and summary.tasks and all(row.weights_sha256 for row in summary.tasks)
         notes = [] if known else ["weights: a script logs no digest of its weights, so whether every task ended "
                                   "with the same weights is not checked"]
-        if self.injected_at is None and self.kind == "epoch":
-            done = len(self._events(self.target, "epoch"))
-            notes.append(f"the fault: not injected, as {self.target} logged {done} epoch{'s' * (done != 1)}, not "
-                         f"{self.at:g} (the lab counts a Keras fit's epochs, and tflab's LabCallback's)")
         chief = self.cluster.chief
         if self.injected_at is not None and not self._events(chief, "epoch"):
             notes.append(f"recovery: {chief} logged no epochs (no Keras fit, no LabCallback), so when training "
@@ -215,8 +310,25 @@ def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     """`make chaos`: the run with its fault as the runner's observer. A replayed job (TFJOB=,
     TRAINJOB=) is run by replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
+    made: list[Chaos] = []
+
+    def observer(the_cluster: cluster.RunCluster | None = None) -> Chaos:
+        made.append(Chaos(settings, the_cluster))
+        return made[-1]
+
     if settings.tfjob or settings.trainjob:  # a replayed job: its replicas are the tasks
         from tflab import replay  # PyYAML is needed only here
 
-        return replay.up(settings, given, observer=lambda the_cluster: Chaos(settings, the_cluster))
-    return runner.up(settings, observer=Chaos(settings))
+        code = replay.up(settings, given, observer=observer)
+    else:
+        code = runner.up(settings, observer=observer())
+    return ended(made[-1] if made else None, code)
+
+
+def ended(fault: Chaos | None, code: int) -> int:
+    """make chaos's exit: 1 where the fault never landed, whatever the run did (a chaos test in CI
+    must not pass without its fault), said last so that the run's own `ok` is not the last word."""
+    if fault is None or fault.not_injected is None:
+        return code
+    console.say(f"chaos: {NOT_INJECTED}: {fault.not_injected}")
+    return code or 1

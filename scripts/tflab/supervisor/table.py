@@ -1,7 +1,7 @@
 """The finished run in words, from its summary.json (runsummary.Summary, summary.py's one writer):
 the table the run ends with, and the lines `tflab why` and the fixture's why() say beyond its rows
-(a stall's finding, what broke and what to do, where a script resumed, a replay's restarts, the
-audit's findings).
+(a chaos fault that never landed, a stall's finding, what broke and what to do, where a script
+resumed, a replay's restarts, the audit's findings).
 """
 
 from __future__ import annotations
@@ -43,11 +43,13 @@ def table(result: Summary) -> str:
         agree += f"; {restarts} restart{'s' * (restarts > 1)}"
     chaos = result.chaos
     if chaos:
+        missed = chaos_lines(result)
         scenario, target, at, outcome = (shown(chaos.get(key), 60)
                                          for key in ("scenario", "target", "at", "outcome"))
-        lines.append(f"chaos: {scenario} on {target} at {at}: {outcome}; "
-                     f"detected after {_seconds(chaos.get('detection_seconds'))}, "
-                     f"training again after {_seconds(chaos.get('recovery_seconds'))}")
+        landed = f"landed {shown(chaos['landed'], 200)}; " if isinstance(chaos.get("landed"), str) else ""
+        lines += missed or [f"chaos: {scenario} on {target} at {at}: {outcome}; {landed}"
+                            f"detected after {_seconds(chaos.get('detection_seconds'))}, "
+                            f"training again after {_seconds(chaos.get('recovery_seconds'))}"]
         found = chaos.get("preemptions")
         lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
         unchecked = chaos.get("unchecked")
@@ -68,12 +70,24 @@ def table(result: Summary) -> str:
 def why_lines(result: Summary) -> list[str]:
     """Everything the lab can say of a finished run beyond its table's rows: what broke and what to
     do, where a restarted script resumed, what a replay's restarts followed, the audit's findings
-    (tflab why, and the fixture's why()). What broke comes first: where a task failed, its
+    (tflab why, and the fixture's why()). A chaos fault that never landed leads: the run is not the
+    one that was asked for. Then what broke: where a task failed, its
     explanation leads, and where every task was when the lab stopped the rest follows it (a peer
     unreachable before the cluster formed leaves the others waiting in the strategy's first
     collective, which alone reads as a program's mismatched collectives)."""
-    return (explanation_lines(result.tasks) + stall_lines(result) + resume_lines(result.tasks)
+    return (chaos_lines(result) + explanation_lines(result.tasks) + stall_lines(result) + resume_lines(result.tasks)
             + restart_lines(result) + audit_lines(result))
+
+
+def chaos_lines(result: Summary) -> list[str]:
+    """A make chaos run whose fault never landed (faults/chaos.py's `not_injected`): first of all,
+    for a run that may otherwise read as ok, never "survived"."""
+    chaos = result.chaos
+    if not isinstance(chaos, dict) or not isinstance(chaos.get("not_injected"), str):
+        return []
+    missed = chaos["not_injected"]
+    scenario, target, at = (shown(chaos.get(key), 60) for key in ("scenario", "target", "at"))
+    return [f"chaos: {scenario} on {target} at {at}: not injected: {shown(missed, 500)}"]
 
 
 def stall_lines(result: Summary) -> list[str]:

@@ -50,15 +50,21 @@ def task_log():
 
 
 @functools.cache
-def run_settings():
-    """The run's settings, read once from its config.json (TFLAB_CONFIG) for every hook, as the
+def run_config():
+    """The run's config.json and its settings (TFLAB_CONFIG), read once for every hook, as the
     launcher reads them; None outside the lab."""
     path = os.environ.get("TFLAB_CONFIG")
     if not path:
         return None
     from tflab.core.runfolder import read_run_config
 
-    return read_run_config(path)[1]
+    return read_run_config(path)
+
+
+def run_settings():
+    """The run's settings, from run_config; None outside the lab."""
+    found = run_config()
+    return found[1] if found is not None else None
 
 
 def complain(what: str, error: BaseException) -> None:

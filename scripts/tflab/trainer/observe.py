@@ -10,6 +10,8 @@ calls at each epoch and step, is watched at the class level, so a script needs n
 - `restored` where a BackupAndRestore moved fit past its start (epoch > 1 or step > 0).
 - `epoch` at each epoch's end: Keras's own count (1-based), its mean loss (NaN too), seconds and steps;
   none where the script's fit has tflab's LabCallback, which logs the epochs itself.
+- `step` once, in make chaos AT=step:N's target only, at its Nth training step over every fit,
+  where it holds for the fault (chaosstep.py).
 
 Once the script imports TensorFlow, `checkpoint` events say where a custom loop's tf.train
 checkpoint came from (tf.train.latest_checkpoint found none, Checkpoint.restore restored one).
@@ -29,17 +31,23 @@ import time
 from typing import Any
 
 from tflab.core.schema import loss_field
-from tflab.trainer import inscript
+from tflab.trainer import chaosstep, inscript
 
 MARK = "_tflab_observed"  # set on a class (or function) once it is watched
 # Every fit's BackupAndRestore folder: tf-keras keeps its backup as a tf.train checkpoint there,
 # which is the `fit` event's business, not a custom loop's `checkpoint`.
 _backup_dirs: set[str] = set()
+_moment: chaosstep.StepMoment | None = None  # AT=step:N's count, in its target's process only
 
 
 def install() -> None:
+    global _moment
     if not inscript.task_log():
         return
+    try:
+        _moment = chaosstep.for_script(emit)
+    except Exception as error:  # noqa: BLE001 - a config.json it cannot read: the script runs on, unheld
+        inscript.complain("the lab's AT=step count", error)
     for name in ("keras", "tf_keras"):
         inscript.when_imported(name, lambda module: watch(module.callbacks.CallbackList))
     inscript.when_imported("tensorflow", watch_checkpoints)
@@ -96,10 +104,14 @@ def _on_epoch_begin(self, epoch, *args, **kwargs):
     fit = self.__dict__.get(MARK)
     if fit is not None:
         fit.epoch, fit.steps, fit.started = int(epoch), 0, time.perf_counter()
+        if _moment is not None:
+            _moment.epoch_begin(epoch)
 
 
 def _on_train_batch_begin(self, batch, *args, **kwargs):
     fit = self.__dict__.get(MARK)
+    if fit is not None and _moment is not None:
+        _moment.batch_begin(batch)
     if fit is None or fit.began:
         return
     fit.began = True
@@ -113,8 +125,17 @@ def _on_train_batch_begin(self, batch, *args, **kwargs):
 
 def _on_train_batch_end(self, batch, *args, **kwargs):
     fit = self.__dict__.get(MARK)
-    if fit is not None:
-        fit.steps = int(batch) + 1  # batch counts from 0 within the epoch
+    if fit is None:
+        return
+    # Keras 3 says a call of STEPS_PER_EXECUTION steps ends at its first step + k - 1 even where the
+    # epoch's last call is cut short (measured with Keras 3.15: 8 steps by 3 end at "8"); fit's
+    # own `steps` param, where it knows it, bounds it.
+    last, steps = int(batch), (getattr(self, "params", None) or {}).get("steps")
+    if isinstance(steps, int) and steps > 0:
+        last = min(last, steps - 1)
+    fit.steps = last + 1  # batch counts from 0 within the epoch
+    if _moment is not None:
+        _moment.batch_end(last)
 
 
 def _on_epoch_end(self, epoch, logs=None, *args, **kwargs):

@@ -52,7 +52,7 @@ from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckp
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field, start_versions
 from tflab.core.settings import Settings, SettingsError
-from tflab.trainer import audit, backups, customloop, signals
+from tflab.trainer import audit, backups, chaosstep, customloop, signals
 from tflab.trainer.peerwait import PeerWait
 
 FEATURES = 32  # the MLP's input width, the article's
@@ -169,7 +169,8 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     # TensorBoard scalars, written by the chief alone (make tensorboard serves every run's).
     writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
         if task == the_cluster.chief else None
-    timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer)
+    timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer,
+                        moment=chaosstep.for_task(settings, task, the_cluster, log.emit))
     callbacks = backups.backup_callbacks(settings, run_dir) + backups.checkpoint_callbacks(settings, run_dir) + [timing]
     # (the backup restores before timing starts)
     if settings.strategy == "parameter_server":
@@ -374,9 +375,10 @@ class StepTiming(tf.keras.callbacks.Callback):
     hooks run when a step is scheduled, not when it is done, so there a step counts at its epoch's
     average (and the first step's time is real: its result is fetched)."""
 
-    def __init__(self, task: str, settings: Settings, log: EventLog, on_first_step=None, writer=None):
+    def __init__(self, task: str, settings: Settings, log: EventLog, on_first_step=None, writer=None, moment=None):
         super().__init__()
         self.task, self.settings, self.log, self.writer = task, settings, log, writer
+        self.moment = moment  # chaosstep.StepMoment: make chaos AT=step:N's target only
         self.on_first_step = on_first_step
         self.first_step_seconds = 0.0
         self.first_step_at = 0.0
@@ -392,6 +394,8 @@ class StepTiming(tf.keras.callbacks.Callback):
         if not self._started_any:
             self._resumed_epoch = epoch
         self._epoch_started = time.perf_counter()
+        if self.moment:
+            self.moment.epoch_begin(epoch)
         self._first_batch: int | None = None
         self._last_batch: int | None = None
         self.per_step_by_epoch.append([])
@@ -404,6 +408,8 @@ class StepTiming(tf.keras.callbacks.Callback):
                 print(f"[{self.task}] restored from the backup: epoch {self._resumed_epoch + 1}, step {batch}",
                       flush=True)
         self._call_first_batch = int(batch)
+        if self.moment:
+            self.moment.batch_begin(batch)
         self._call_started = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
@@ -420,6 +426,8 @@ class StepTiming(tf.keras.callbacks.Callback):
         self._last_batch = int(batch)
         if not self.asynchronous:
             self.per_step_by_epoch[-1].extend([(time.perf_counter() - self._call_started) / steps] * steps)
+        if self.moment:  # last: its hold is no step's time
+            self.moment.batch_end(batch)
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._epoch_started
