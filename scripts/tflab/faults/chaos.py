@@ -312,7 +312,7 @@ def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     made: list[Chaos] = []
 
-    def observer(the_cluster: cluster.RunCluster | None = None) -> Chaos:
+    def observer(the_cluster: cluster.Cluster | None = None) -> Chaos:
         made.append(Chaos(settings, the_cluster))
         return made[-1]
 
