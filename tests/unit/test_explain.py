@@ -5,6 +5,7 @@ a traceback (tracebacks.py), the restart policies, and the warning a SCRIPT's im
 import dataclasses
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -227,6 +228,21 @@ def test_supervise_restarts_as_the_policy_says_and_restarts_bound_it(tmp_path, c
         assert re.search(r"^tflab: not restarting: worker-\d failed in a way a restart repeats \((keras3-multiworker|"
                          r"oom-killed)\)", capsys.readouterr().out, re.M)
 
+
+
+def test_a_failure_past_the_deadline_is_not_restarted_and_the_run_timed_out(tmp_path, capsys, monkeypatch):
+    """TIMEOUT is a bound, not a hint (issue 44): a failure the policy would restart, found once the
+    deadline passed, ends the run "timed out" with no restart; before, the restart ran on past it."""
+    settings = Settings(workers=2, restarts=2, restart_policy="OnFailure", backup="off", timeout=60)
+    backend = ending_at_once(tmp_path, [{"worker-0": (1, "UnavailableError: Socket closed", False),
+                                      "worker-1": (1, "UnavailableError: Socket closed", False)}])
+    run = LabRun(settings, backend, tmp_path)
+    monkeypatch.setattr(run, "deadline", lambda started: time.monotonic() - 1)  # passed as the tasks ended
+    monkeypatch.setattr(runner, "FAILURE_GRACE_SECONDS", 0)
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.02)
+    assert runner.supervise(runner.Supervision(run)) == ("timed out", [])
+    assert not run.restarts_made and backend.starts == 1
+    assert "tflab: TIMEOUT=60 s passed; no restart past it" in capsys.readouterr().out
 
 
 def test_a_task_removed_from_outside_is_named_before_the_failures_it_caused(tmp_path, capsys):

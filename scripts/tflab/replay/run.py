@@ -133,13 +133,14 @@ class ReplayRun:
         return time.monotonic() + self.timeout - (time.time() - started)
 
     def deadline_line(self, running: list[str]) -> str:
+        then = f"stopping {', '.join(running)}" if running else "no restart past it"
         if not self.plan.active_deadline:
             return (f"TIMEOUT ({self.timeout:g} s) passed; the TFJob sets no activeDeadlineSeconds, so on a cluster "
-                    f"it would run on; stopping {', '.join(running)}")
+                    f"it would run on; {then}")
         self.reason = f"{tfoperator.FAILED}: activeDeadlineSeconds"
+        left = f"{self.left_words(running)}; " if running else ""
         return (f"activeDeadlineSeconds ({self.plan.active_deadline} s) passed: the operator marks the job Failed "
-                f"({tfoperator.FAILED}: {tfoperator.deadline_message(self.plan.name)}); {self.left_words(running)}; "
-                f"stopping {', '.join(running)}")
+                f"({tfoperator.FAILED}: {tfoperator.deadline_message(self.plan.name)}); {left}{then}")
 
     def own_failures(self, codes: dict, stopped: Sequence[str] = ()) -> dict[str, tuple[int, str, str]]:
         """task -> (exit code, its restartPolicy, what the operator makes of it: tfoperator.after_failure),

@@ -84,7 +84,8 @@ class LabRun:
         return time.monotonic() + self.settings.timeout
 
     def deadline_line(self, running: list[str]) -> str:
-        return f"TIMEOUT={self.settings.timeout:g} s passed; stopping {', '.join(running)}"
+        then = f"stopping {', '.join(running)}" if running else "no restart past it"
+        return f"TIMEOUT={self.settings.timeout:g} s passed; {then}"
 
     # -- what a restart is ----------------------------------------------------------------
 

@@ -214,6 +214,11 @@ def supervise(seen: Supervision, observer: RunObserver = NO_OBSERVER,
             return outcome, stopped
         if outcome != "failed":
             return outcome, stopped
+        if time.monotonic() > deadline:
+            # The deadline bounds restarts too: a restart's start alone can take minutes, and a
+            # TIMEOUT=120 once ended after 159.5 s (issue 44); a failure at or past it ends the run.
+            say(kind.deadline_line([]))
+            return "timed out", stopped
         restart, why = kind.restart_verdict(stopped)
         if not restart:
             if why:
