@@ -238,7 +238,62 @@ def test_before_a_step_ran_the_ceiling_bounds_the_wait_and_after_it_the_pace(tmp
     assert "before its first step" in found.line()
     watch, clock = watching(tmp_path)
     assert not feed(watch, clock, [(0, "worker-0", "fit"), (0.2, "worker-1", "fit"), (2.0, "worker-0", "audit_batch")])
-    assert feed(watch, clock, [(stall.FLOOR_SECONDS + 2, "worker-1", "cluster_ready")])  # now the floor holds
+    assert not feed(watch, clock, [(stall.FLOOR_SECONDS + 2, "worker-1", "cluster_ready")])  # a sampled step: no pace
+    assert not feed(watch, clock, [(2.0, "worker-0", "epoch")])
+    assert feed(watch, clock, [(stall.FLOOR_SECONDS + 2, "worker-1", "cluster_ready")])  # an epoch ran: the floor holds
+
+
+def slowed_epoch(watch, clock, step_seconds: float, first_epochs: int = 2, steps: int = 32) -> None:
+    """The lab's trainer, as its log reads: `first_epochs` quick epochs of `steps` steps (0.6 s each,
+    the audit's 16 sampled steps first), then a pass whose sampled steps come every `step_seconds`."""
+    def saw(task, event, **fields):
+        watch.saw(task, {"event": event, "task": task, **fields})
+
+    for task in ("worker-0", "worker-1"):
+        saw(task, "cluster_ready")
+    for epoch in range(1, first_epochs + 2):
+        for task in ("worker-0", "worker-1"):
+            saw(task, "audit_pass", **{"pass": epoch, "steps": steps if epoch > 1 else 0})
+        pace = 0.6 / steps if epoch <= first_epochs else step_seconds
+        for step in range(1, 17):
+            clock.now += pace
+            for task in ("worker-0", "worker-1"):
+                saw(task, "audit_batch", **{"pass": epoch, "step": step})
+        if epoch <= first_epochs:
+            clock.now += 16 * pace
+            for task in ("worker-0", "worker-1"):
+                saw(task, "epoch", epoch=epoch, steps=steps)
+
+
+def test_a_node_slowed_tenfold_mid_run_is_slow_and_not_stalled(tmp_path):
+    """CI, 2026-12-06, make chaos SCENARIO=slow-node SLOW_CPUS=0.1: after two quick epochs worker-1's
+    audit logged epoch 3's 16 sampled steps every 2-4 s, then nothing for its 16 unsampled ones; the
+    watch called the 37th silent second a stall. The sampled steps' pace says how long the rest of
+    the epoch is silent, and the limit allows it on top; a stall past that is still found."""
+    watch, clock = watching(tmp_path)
+    slowed_epoch(watch, clock, step_seconds=3.0)
+    limit = stall.Limits().limit(watch.known_pace())
+    assert limit == stall.FLOOR_SECONDS and watch.tail == 16 * 3.0  # the quick epochs' pace: the floor
+    clock.now += 16 * 3.0 + 1  # the unsampled steps, still running
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += limit
+    found = watch.stalled(["worker-0", "worker-1"])
+    assert found is not None and found.limit_seconds == limit + 48.0 and found.tail_seconds == 48.0
+    assert "and 48 s for the epoch's steps after the audit's sampled ones" in found.line()
+
+
+def test_the_audits_sampled_steps_are_no_pace_and_a_long_first_epoch_no_stall(tmp_path):
+    """A long first epoch: its 16 sampled steps quick, the rest silent past the floor. Taken as steps
+    that ran, the burst set a pace of a fraction of a second and the floor called the rest a stall;
+    now the first epoch is held to the ceiling, and its end's gap is the pace."""
+    watch, clock = watching(tmp_path)
+    slowed_epoch(watch, clock, step_seconds=0.5, first_epochs=0, steps=1000)
+    assert watch.known_pace() is None  # no step that ran: the burst is a sign of life
+    clock.now += stall.CEILING_SECONDS - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    for task in ("worker-0", "worker-1"):
+        watch.saw(task, {"event": "epoch", "task": task, "epoch": 1, "steps": 1000})
+    assert watch.known_pace() is not None and watch.known_pace() >= stall.CEILING_SECONDS - 1
 
 
 def test_a_script_is_watched_from_its_first_advance_until_its_fit_planned_epochs_are_done(tmp_path):

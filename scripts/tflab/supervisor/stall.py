@@ -8,7 +8,8 @@ fit's start, an audited batch...) ends a gap since the last one: the first gap h
 step's tracing, and the largest gap seen so far is the pace (the start, imports and rendezvous
 before the first advance are none of it). A stall is no trainer advancing for
 FACTOR times the pace, never less than FLOOR_SECONDS nor more than CEILING_SECONDS; before a
-step has run (STEPPED), CEILING_SECONDS (a long first step, a slow start). STALL=<seconds>
+step has run (STEPPED), CEILING_SECONDS (a long first step, a slow start); the audit's sampled
+steps are no pace, and the unsampled rest of their pass is allowed on top (SAMPLED). STALL=<seconds>
 sets the limit instead, STALL=off turns the watch off. The evaluator and parameter servers are
 not watched: they wait by design.
 
@@ -43,7 +44,15 @@ ADVANCES = ("epoch", "checkpoint", "fit", "restored", "eval", "audit_batch", "au
 # The advances only a step that ran can log. Until one, the first step is still running (its tracing,
 # a slow first read) and the ceiling bounds it: a fit's start on each worker, a fraction of a second
 # apart, is a pace of nothing, which once called a 45 s first step a stall at the 30 s floor.
-STEPPED = ("epoch", "eval", "audit_batch", "audit_pass", "audit_weights", "allreduce", "end")
+STEPPED = ("epoch", "eval", "audit_pass", "audit_weights", "allreduce", "end")
+# The audit hashes only the first steps of each pass (trainer/audit.py's SAMPLED_STEPS): a burst of
+# events, then silence until the pass ends. Their gaps are no pace, and their burst no sign that the
+# silence after it will be short: a node slowed to 0.1 CPU (3 s steps, 32 an epoch) was called
+# stalled 37 s after its 16th sampled step, its pace taken from the burst. They are signs of life
+# only; the gap an epoch's end then closes, the sampled steps' silent tail, is the pace. Their
+# steps tell how long that tail will be: the pass's unsampled steps at the sampled steps' pace,
+# which the limit then allows on top (a node slowed tenfold mid-run is slow, not stalled).
+SAMPLED = ("audit_batch",)
 
 
 @dataclass(frozen=True)
@@ -72,10 +81,13 @@ class Stall:
     quiet_seconds: float  # since a trainer last advanced
     limit_seconds: float
     pace_seconds: float | None  # the largest gap between advances so far; None: none yet
+    tail_seconds: float = 0.0  # allowed on top: the unsampled rest of a pass, at its sampled steps' pace
 
     def line(self) -> str:
         pace = (f"{FACTOR} x its pace of {self.pace_seconds:.1f} s" if self.pace_seconds is not None
                 else "before its first step")
+        if self.tail_seconds:
+            pace += f", and {self.tail_seconds:.0f} s for the epoch's steps after the audit's sampled ones"
         return (f"stalled: no task advanced for {self.quiet_seconds:.0f} s (the limit: {self.limit_seconds:.0f} s, "
                 f"{pace}); asking every task where it is")
 
@@ -104,6 +116,9 @@ class Watch:
         self.planned = dict.fromkeys(watched, epochs)  # task -> the epochs its fit planned (0: unknown)
         self.advanced: dict[str, dict] = {}  # task -> its last advancing event
         self.stall: Stall | None = None  # the one it found, once
+        self.steps: dict[str, int] = {}  # task -> the steps of its last whole pass (an epoch's `steps`)
+        self.sampled: dict[str, tuple[float, float]] = {}  # task -> (its last sampled step's time, the widest gap)
+        self.tail = 0.0  # the silence the rest of a sampled pass keeps: its unsampled steps at the sampled pace
 
     def restarted(self) -> None:
         """After a restart: the clock starts again, and the new attempt is held to the ceiling until
@@ -125,8 +140,18 @@ class Watch:
 
     def saw(self, task: str, record: dict) -> None:
         now, event = self.clock(), record.get("event")
+        if event in SAMPLED and isinstance(record.get("step"), int):
+            at, widest = self.sampled.get(task, (now, 0.0))
+            widest = 0.0 if record["step"] <= 1 else max(widest, now - at)
+            self.sampled[task] = (now, widest)
+            self.tail = max(0.0, (self.steps.get(task, 0) - record["step"]) * widest)
+        elif event in ADVANCES:
+            self.tail = 0.0
+        if event in ("epoch", "audit_pass") and isinstance(record.get("steps"), int) and record["steps"] > 0:
+            self.steps[task] = record["steps"]
         if event in ADVANCES:
-            if self.advancing:  # the start, imports and rendezvous before the first advance are no pace
+            # the start, imports and rendezvous before the first advance are no pace; nor a sampled burst
+            if self.advancing and event not in SAMPLED:
                 gap = now - self.last
                 self.pace = gap if self.pace is None else max(self.pace, gap)
             self.advancing = True
@@ -165,9 +190,10 @@ class Watch:
         if not (watched & self.training or (done and self.advancing)):
             return None
         quiet, limit = self.clock() - self.last, self.limits.limit(self.known_pace())
-        if quiet <= limit:
+        tail = self.tail if self.limits.fixed is None else 0.0  # STALL=<seconds> is the user's own bound
+        if quiet <= limit + tail:
             return None
-        self.stall = Stall(quiet, limit, self.known_pace())
+        self.stall = Stall(quiet, limit + tail, self.known_pace(), tail)
         return self.stall
 
 
