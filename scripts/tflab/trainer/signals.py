@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from typing import NoReturn
 
 from tflab.core.stacks import STACKS_SIGNAL, stacks_file
 from tflab.core.task import HANG_SIGNAL, RELEASE_SIGNAL
@@ -105,3 +106,15 @@ def install() -> None:
     path, task = os.environ.get("TFLAB_LOG"), os.environ.get("TFLAB_TASK")
     if path and task:
         install_in(os.path.dirname(path), task)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Ends the lab's trainer once its work is written (its end logged, its log closed), without
+    TensorFlow's teardown. Under MultiWorkerMirroredStrategy that teardown shuts the coordination
+    service's agent down through a barrier held by task 0: a worker that gets there after task 0
+    has gone retries the dead leader and never ends (make chaos SCENARIO=slow-node SLOW_CPUS=0.1,
+    2026-12-06: worker-1 logged its end 1.3 s after worker-0, then spun at 0.1 CPU for ten minutes,
+    past Python's reach, until the stall watch stopped it). No collective is left by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
