@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 from labtest.fakes import FakeBackend
+from tflab.backends.base import Observers
 from tflab.core import cluster, stacks
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings, SettingsError
+from tflab.faults import chaos
 from tflab.supervisor import runner, stall, table
 from tflab.supervisor.labrun import LabRun
 from tflab.supervisor.runner import Supervision
@@ -327,6 +329,35 @@ def test_a_restart_starts_the_clock_again(tmp_path):
     watch.restarted()
     clock.now += 29
     assert watch.stalled(["worker-0"]) is None
+
+
+def test_training_held_on_purpose_counts_from_its_release_and_is_no_pace(tmp_path):
+    """make chaos SCENARIO=hang HEAL=20: a CI run called the hang a stall 10 s after its release,
+    its 20 s held counted; held, the watch counts from the release, and learns no pace from it."""
+    watch, clock = watching(tmp_path)
+    assert not feed(watch, clock, epochs(3, 0.6))
+    for _ in range(int(stall.FLOOR_SECONDS * 3)):  # held three times the limit, looked at every second
+        clock.now += 1
+        watch.hold()
+        assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += stall.FLOOR_SECONDS - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    assert not feed(watch, clock, [(0.5, "worker-0", "epoch")])
+    assert watch.pace == pytest.approx(stall.FLOOR_SECONDS - 0.5)  # from the release, not the hold
+    clock.now += stall.CEILING_SECONDS + 1  # released, a task that never moves again is a stall
+    assert watch.stalled(["worker-0", "worker-1"]) is not None
+
+
+@pytest.mark.parametrize("heal, undone, holds", [(20, False, True), (20, True, False), (None, False, False)])
+def test_a_fault_holds_the_training_while_injected_with_a_heal_due(heal, undone, holds):
+    fault = chaos.Chaos(Settings(workers=2, scenario="hang", heal="never" if heal is None else str(heal)))
+    assert not fault.holds()  # not injected yet
+    fault.injected_at = 1.0
+    if undone:
+        fault.healed_at = 21.0
+    assert fault.holds() is holds
+    assert runner.NO_OBSERVER.holds() is False
+    assert Observers(fault).holds() is holds
 
 
 def test_a_restarted_cluster_is_held_to_the_ceiling_until_its_first_step(tmp_path):

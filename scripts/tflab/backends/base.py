@@ -91,6 +91,10 @@ class RunObserver(Protocol):
     def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
         """At every poll of the run, with the exit codes just read."""
 
+    def holds(self) -> bool:
+        """Whether it holds the training on purpose now, and will let it go (make chaos's fault with
+        a HEAL due): the stall watch counts none of that time."""
+
     def before_restart(self, backend: Backend) -> None:
         """Once the tasks of an attempt that restarts have ended, before they are started again."""
 
@@ -118,6 +122,9 @@ class NoObserver:
 
     def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
         pass
+
+    def holds(self) -> bool:
+        return False
 
     def before_restart(self, backend: Backend) -> None:
         pass
@@ -157,6 +164,9 @@ class Observers:
     def tick(self, backend: Backend, codes: dict[str, int | None]) -> None:
         for observer in self.observers:
             observer.tick(backend, codes)
+
+    def holds(self) -> bool:
+        return any(observer.holds() for observer in self.observers)
 
     def before_restart(self, backend: Backend) -> None:
         for observer in self.observers:

@@ -172,6 +172,12 @@ class Chaos(RunObserver):
                 self.recovered_at = min(later)
                 self.record("recovered", seconds=self.recovered_at - self.injected_at)
 
+    def holds(self) -> bool:
+        """Injected, to be undone and not yet: a hang or pause of HEAL seconds holds the training on
+        purpose, and the first step after it is the stall watch's to time (a 20 s hang, whose 20 s
+        counted, was called a stall 10 s after its release in a busy CI run, 2026-12-06)."""
+        return self.injected_at is not None and self.heal is not None and self.healed_at is None
+
     def _events(self, task: str, event: str) -> list[dict]:
         assert self.run_dir is not None  # tick() and unchecked() set it first
         return by_event(runfolder.events(self.run_dir, task), event)

@@ -249,6 +249,8 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
         observer.tick(backend, codes)
         running = [task for task, code in codes.items() if code is None]
         watch.read()
+        if observer.holds():
+            watch.hold()
         found = watch.stalled(running, [task for task, code in codes.items() if code == 0])
         if found is not None:
             say(found.line())
