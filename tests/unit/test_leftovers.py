@@ -6,7 +6,7 @@ from pathlib import Path
 from tflab.backends import leftovers
 from tflab.backends.swarm import teardown
 from tflab.cli import upkeep
-from tflab.core import runowner
+from tflab.core import runfolder, runowner
 from tflab.core.settings import Settings
 from tflab.engine import docker
 
@@ -46,3 +46,31 @@ def test_leftovers_carry_their_run_folder_and_kind(tmp_path, monkeypatch):
     assert leftovers.projects(runs)[0] == leftovers.Leftover("project", "tflab-a-1", runs / "a")
     stack = leftovers.stacks(runs)[0]
     assert (stack.kind, stack.run_dir, stack.remove()) == ("stack", runs / "c", True)
+
+
+def test_down_strips_every_dead_unsummarised_run_though_nothing_of_it_is_left_on_the_engine(tmp_path, monkeypatch,
+                                                                                              capsys):
+    """Issue 41's last gap: a lab killed mid-run whose containers were then removed by hand left a
+    root set-ID shell in its run folder, and `down` found nothing on the engine to remove, so it
+    made no set-ID check. Now every claimed run with neither a summary nor a check is checked; a
+    live one, a summarised one and a link are not."""
+    from test_setid import plant, setid_left
+
+    runs = tmp_path / "runs"
+    for name in ("dead", "live", "done", "compare/dead"):
+        runfolder.make(runs / name, link_latest=False, owner=True)
+        plant(runs / name / "tasks" / "sh")
+    runfolder.write_lab_json(runs / "done", runfolder.SUMMARY, {})
+    (runs / "elsewhere").symlink_to(runs / "dead")
+    monkeypatch.setattr(docker, "check", lambda: "20.10")
+    monkeypatch.setattr(leftovers, "projects", lambda scope, tensorboard_project=None: [])
+    monkeypatch.setattr(leftovers, "stacks", lambda scope: [])
+    monkeypatch.setattr(runowner, "owner_of", lambda run_dir: runowner.Owner(4242 if run_dir.name == "live" else None))
+    assert upkeep.command_down(Settings(runs_dir=str(runs))) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].startswith("tflab: run compare/dead: stripped the set-ID bit from 1 file a task wrote: tasks/sh")
+    assert said[2].startswith("tflab: run dead: stripped the set-ID bit from 1 file a task wrote: tasks/sh"), said
+    assert len(said) == 3, said
+    assert [name for name in ("dead", "live", "done", "compare/dead") if setid_left(runs / name)] == ["live", "done"]
+    assert upkeep.command_down(Settings(runs_dir=str(runs))) == 0  # checked once: setid.json records it
+    assert len(capsys.readouterr().out.splitlines()) == 1

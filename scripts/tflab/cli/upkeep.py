@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 from tflab import console, images
 from tflab.backends import compose, leftovers
@@ -51,11 +52,46 @@ def command_down(settings: Settings) -> int:
         print(f"tflab: removed {kind}{leftover.name}{ended}" if removed
               else f"tflab: {kind}{leftover.name} is still being removed")
         if removed and run_dir and owner is None:  # its lab died before its own set-ID check: done here
-            for line in setid.strip_run(run_dir, setid.outside_of(run_dir)):
-                print(f"tflab: run {run_name(run_dir, runs)}: {line}")
+            strip_dead_run(run_dir, runs)
     if not found:
         print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
+    # A lab that died with nothing of its run left on the engine (its containers removed by hand,
+    # the engine restarted) never made its set-ID check either: every such run is checked here.
+    stripped = {leftover.run_dir for leftover in found}
+    for run_dir in unsummarised_runs(scope, runs):
+        if run_dir not in stripped and runowner.owner_of(run_dir).pid is None:
+            strip_dead_run(run_dir, runs)
     return 0
+
+
+def strip_dead_run(run_dir: Path, runs: Path) -> None:
+    """The set-ID check of a run whose lab died before its own: the run folder and its writable CLAIMS."""
+    for line in setid.strip_run(run_dir, setid.outside_of(run_dir)):
+        print(f"tflab: run {run_name(run_dir, runs)}: {line}")
+
+
+def unsummarised_runs(scope: Path, runs: Path) -> list[Path]:
+    """The run folders in `scope` (a run, a compare's, or every run in RUNS_DIR) that the lab claimed
+    (owner.json) and never checked: the lab strips set-ID bits and records it (setid.json) before it
+    writes summary.json, so a run with neither had its lab die first. Links are never followed; a
+    compare folder's runs are one level further down."""
+    def claimed(folder: Path) -> bool:
+        return ((folder / runfolder.OWNER).is_file()
+                and not any((folder / name).exists() for name in (runfolder.SUMMARY, runfolder.SETID)))
+
+    def folders(parent: Path) -> list[Path]:
+        try:
+            with os.scandir(parent) as entries:
+                return sorted(parent / entry.name for entry in entries if entry.is_dir(follow_symlinks=False))
+        except OSError:
+            return []
+
+    if scope.is_symlink():
+        return []
+    found = [scope] if claimed(scope) else []
+    for child in folders(scope):
+        found += [child] if claimed(child) else [inner for inner in folders(child) if claimed(inner)]
+    return found
 
 
 def refuse_an_empty_run(env, assignments: dict[str, str]) -> None:
