@@ -137,6 +137,20 @@ def test_every_task_waiting_and_none_done_is_said_as_such_and_silence_too():
     assert found.kind == "no-stacks" and "worker-0, worker-1" in found.what
 
 
+def test_a_silent_worker_after_its_peer_exited_0_is_stuck_in_teardown():
+    """A user's MWMS script whose worker-1 ends after task 0 has exited: it spins in TensorFlow's
+    teardown (the coordination service's shutdown, led by task 0) with no Python line left to answer
+    the lab's signal; stop 48 reported it only as "no task answered". With no peer done, silence is
+    still only silence."""
+    found = stall.finding({}, ["worker-1"], ["worker-0"])
+    assert found.kind == "stuck-in-teardown"
+    assert found.what.startswith("worker-1 did not answer for its stacks after worker-0 exited 0: past the program's "
+                                 "last line of Python, in TensorFlow's teardown")
+    assert "os._exit(0)" in found.fix and found.link.endswith("coordination_service_agent.cc")
+    assert stall.finding({}, ["worker-1"], []).kind == "no-stacks"
+    assert stall.finding(places(worker_1=IN_STEP), [], ["worker-0"]).kind != "stuck-in-teardown"
+
+
 # -- the watch -----------------------------------------------------------------------------------
 
 class Clock:

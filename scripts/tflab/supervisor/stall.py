@@ -363,6 +363,8 @@ def place_of(task: str, threads: list[stacks.Thread]) -> Place:
 
 
 HUNG = "a hang on purpose (SCENARIO=hang)"
+TEARDOWN_CODE = ("https://github.com/tensorflow/tensorflow/blob/master/third_party/xla/xla/tsl/distributed_runtime/"
+                 "coordination/coordination_service_agent.cc")
 KINDS = {  # the stopped task's phase -> the finding's kind and its fix
     HUNG: ("hang", "nothing to fix in the program: the lab's chaos hung this task's training on purpose; a real "
                    "stall looks the same from its peers"),
@@ -428,6 +430,19 @@ def finding(places: dict[str, Place], silent: list[str], done: list[str], stall:
                        "the tasks call their collectives in different orders or different numbers (a condition "
                        "on the task's index around a save, an evaluation or a reduce); compare where each is",
                        places=words, quiet_seconds=quiet, limit_seconds=limit)
+    if silent and done:
+        # Python answers the signal at its next line; a task that cannot, with a peer that finished,
+        # has no line left to run: TensorFlow's teardown, whose coordination-service shutdown waits
+        # on task 0 (make chaos slow-node showed it on the lab's own trainer before 4c9c44e)
+        their = "its" if len(silent) == 1 else "their"
+        return Finding("stuck-in-teardown", f"{' and '.join(silent)} did not answer for {their} stacks after "
+                       f"{' and '.join(done)} exited 0: past the program's last line of Python, "
+                       "in TensorFlow's teardown, whose coordination-service shutdown waits on task 0; a worker that "
+                       "gets there after task 0 has gone retries it and never ends",
+                       "end every worker together: have task 0 wait for the others before it exits (one last "
+                       "all-reduce or strategy.extended barrier after training), or end each process with "
+                       "os._exit(0) once its work is written, skipping the teardown",
+                       TEARDOWN_CODE, places=words, quiet_seconds=quiet, limit_seconds=limit)
     return Finding("no-stacks", "no task answered the lab's request for its stacks (" + ", ".join(silent)
                    + "): the lab cannot say where they are", "read `tflab logs`; a task in C code that holds the "
                    "GIL cannot run Python's signal handler", places=words, quiet_seconds=quiet, limit_seconds=limit)
