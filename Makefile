@@ -56,7 +56,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 # Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
-.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak compare matrix report bench config k8s summary why logs tensorboard down
+.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak chaos-grid compare matrix report bench config k8s summary why logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration test-workers arm64-emulation clean
 
 help: ## list the targets and the settings
@@ -85,6 +85,9 @@ chaos: ## a run with one fault on purpose: make chaos SCENARIO=kill TARGET=worke
 
 soak: ## SOAK runs with random faults: make soak SOAK=20; prints what survived, ended cleanly, hung
 	@$(LAB) soak
+
+chaos-grid: ## one job through every fault x moment; grid.md/csv/png: make chaos-grid SCENARIOS=kill MOMENTS="step:40"
+	@$(LAB) chaos-grid
 
 compare: ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
 	$(CHECK_THEN_VENV)

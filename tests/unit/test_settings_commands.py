@@ -27,7 +27,7 @@ def test_the_settings_dataclass_is_made_from_the_one_declaration():
     assert [f.name for f in fields] == [spec.field for spec in SETTINGS]
     assert [f.default for f in fields] == [spec.default for spec in SETTINGS]
     assert all(f.type is type(spec.default) for f, spec in zip(fields, SETTINGS))
-    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 70
+    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 72
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().workers = 3
     assert Settings.__module__ == "tflab.core.settings"  # what pickle and a reader's repr look it up by
@@ -103,7 +103,7 @@ def test_the_cli_refuses_a_setting_its_command_never_reads(how, tmp_path):
         result = run_lab("summary", env=lab_env(WORKERS="3", RUNS_DIR=str(runs),
                                                 TFLAB_MAKE_VARIABLES="WORKERS RUNS_DIR"))
     assert_refused(result, "WORKERS=3 is not a setting of make summary (read by make up, stack-up, compare, matrix, "
-                           "bench, chaos, soak, config, k8s only); leave it out: `tflab summary --help` lists", runs)
+                           "bench, chaos, soak, chaos-grid, config, k8s only); leave it out: `tflab summary --help` lists", runs)
 
 
 def test_an_exported_setting_is_left_to_the_commands_that_read_it(tmp_path):

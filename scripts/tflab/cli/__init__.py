@@ -64,6 +64,8 @@ COMMANDS = {
     "bench": (training.command_bench,
               "measure the lab's overhead and the multi-worker step, or the stall watch (BENCH=stall)"),
     "chaos": (training.command_chaos, "a run with one fault injected: SCENARIO, TARGET, AT, HEAL"),
+    "chaos-grid": (training.command_chaos_grid, "one job through every SCENARIOS x MOMENTS fault, a make chaos run "
+                   "each: grid.json/md/csv/png"),
     "soak": (training.command_soak, "SOAK runs with random faults; prints survived/ended-cleanly/hung counts"),
     "config": (training.command_config, "print the cluster spec and every task's TF_CONFIG"),
     "k8s": (training.command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),

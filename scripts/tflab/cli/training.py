@@ -45,6 +45,12 @@ def command_chaos(settings: Settings, given: dict[str, str] | None = None) -> in
     return chaos.chaos(settings, given)
 
 
+def command_chaos_grid(settings: Settings) -> int:
+    from tflab.faults import grid
+
+    return grid.grid(settings)
+
+
 def command_soak(settings: Settings) -> int:
     from tflab.faults import soak
 

@@ -22,7 +22,8 @@ from tflab.core.grammars import SettingsError, script_env_hint
 
 # Which command reads which setting. A setting given by name (NAME=value, a flag, on make's
 # command line) to a command that does not read it is refused: the command would drop it silently.
-RUNS = ("up", "stack-up", "compare", "matrix", "bench", "chaos", "soak", "config", "k8s")  # run or describe one
+# run or describe one
+RUNS = ("up", "stack-up", "compare", "matrix", "bench", "chaos", "soak", "chaos-grid", "config", "k8s")
 RUN_FOLDERS = ("report", "summary", "why", "logs", "down", "clean")  # read what runs left
 
 # The Makefile's own variables, which `make up NAME=value` may set besides the settings (Makefile).

@@ -416,6 +416,24 @@ def keras(name: str, raw: str) -> str:
     return _words(name, raw, versions.keras_canonical, versions.KERAS_ALLOWED + " (a list for make matrix)")
 
 
+def choices(names: tuple[str, ...]) -> Callable[[str, str], str]:
+    """One or more of `names`, space-separated (make chaos-grid's SCENARIOS)."""
+    def parse(name: str, raw: str) -> str:
+        return _words(name, raw, lambda word: word if word in names else None, " | ".join(names) + ", one or more")
+
+    return parse
+
+
+def moments(name: str, raw: str) -> str:
+    def one(word: str) -> str | None:
+        try:
+            return moment(name, word)
+        except SettingsError:
+            return None
+
+    return _words(name, raw, one, "AT's values (epoch:N, step:N, seconds:S), one or more")
+
+
 def strategies(name: str, raw: str) -> str:
     return _words(name, raw, lambda word: word if word in MATRIX_STRATEGIES else None,
                   " | ".join(MATRIX_STRATEGIES) + ", one or more")

@@ -206,7 +206,7 @@ class Settings(SettingsRules):
     tf: str = setting("", grammars.tf, f"empty | {versions.ALLOWED}",
             "the TensorFlow of the trainer image (one image per version, tagged cpu-tf<version>); empty: the "
             f"lab's own, {versions.DEFAULT}; make matrix: a list, empty: {MATRIX_TF}",
-            commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
+            commands=("up", "compare", "chaos", "soak", "chaos-grid", "images", "wheels", "matrix"),
             tfjob=OWN_IMAGE, left_out=f"the lab's own, {versions.DEFAULT} (make matrix: {MATRIX_TF})")
     keras: str = setting("", grammars.keras, "empty | " + versions.KERAS_ALLOWED,
             "tf.keras: keras3 (TF 2.16 on), tf-keras (tf_keras, TF_USE_LEGACY_KERAS=1; TF 2.14 to 2.21) or bundled "
@@ -214,7 +214,7 @@ class Settings(SettingsRules):
             f"{versions.keras_label('nightly')}; TF 2.16 on); empty: tf-keras from 2.16, else bundled; make matrix: "
             "a list, empty: "
             f"{MATRIX_KERAS}",
-            commands=("up", "compare", "chaos", "soak", "images", "wheels", "matrix"),
+            commands=("up", "compare", "chaos", "soak", "chaos-grid", "images", "wheels", "matrix"),
             tfjob=OWN_IMAGE, left_out=f"tf-keras from 2.16, else bundled (make matrix: {MATRIX_KERAS})")
     strategies: str = setting("mirrored multiworker", grammars.strategies,
             " | ".join(MATRIX_STRATEGIES) + ", one or more",
@@ -259,7 +259,7 @@ class Settings(SettingsRules):
             commands=("chaos",))
     target: str = setting("", grammars.text, "a task of the run; empty: the last worker",
             "make chaos: the task it hits",
-            commands=("chaos",))
+            commands=("chaos", "chaos-grid"))
     at: str = setting("epoch:2", grammars.moment, "epoch:N | step:N | seconds:S",
             "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), at its Nth "
             "training step (the lab's trainer or a SCRIPT's Keras fit; it waits there for the fault), or S "
@@ -267,22 +267,28 @@ class Settings(SettingsRules):
             commands=("chaos",))
     heal: str = setting("5", grammars.heal, "seconds | never (partition, hang)",
             "make chaos: when a pause, hang or partition is undone",
-            commands=("chaos",))
+            commands=("chaos", "chaos-grid"))
     notice: str = setting("sigterm", grammars.choice(NOTICES), " | ".join(NOTICES),
             "make chaos SCENARIO=preempt: how the task hears of it: sigterm (Kubernetes), gce (the metadata "
             "server's maintenance-event and preempted turn, GCE_METADATA_IP), none (no word)",
-            commands=("chaos", "soak"))
+            commands=("chaos", "soak", "chaos-grid"))
     grace: int = setting(30, grammars.integer(0, 3600), "0..3600 seconds",
             "make chaos SCENARIO=preempt: seconds from the notice to SIGKILL, as terminationGracePeriodSeconds",
-            commands=("chaos", "soak"))
+            commands=("chaos", "soak", "chaos-grid"))
     slow_link: str = setting("10ms,100mbit", grammars.link, "<latency>ms,<rate>mbit",
             "make chaos SCENARIO=slow-link: the link the target gets from AT on",
-            commands=("chaos", "soak"))
+            commands=("chaos", "soak", "chaos-grid"))
     slow_cpus: float = setting(0.25, grammars.number(MIN_CPUS, 64, "CPUs"), f"{MIN_CPUS:g}..64",
             "make chaos SCENARIO=slow-node: the target's CPUs",
-            commands=("chaos", "soak"))
+            commands=("chaos", "soak", "chaos-grid"))
     soak: int = setting(20, grammars.integer(1, 1000), "1..1000", "make soak: how many random scenarios it runs",
             commands=("soak",))
+    scenarios: str = setting("kill pause", grammars.choices(SCENARIOS), " | ".join(SCENARIOS) + ", one or more",
+            "make chaos-grid: the faults, a row each",
+            commands=("chaos-grid",))
+    moments: str = setting("epoch:1 step:40", grammars.moments, "AT's values, one or more",
+            "make chaos-grid: the moments each fault lands at (AT), a column each",
+            commands=("chaos-grid",))
     bench: str = setting("overhead", grammars.choice(BENCHES), " | ".join(BENCHES),
             "make bench: overhead: the lab's own overhead and the multi-worker step; stall: the stall watch, "
             "BENCH_STALLS stalls at random points (seeded by SEED) named or not, a healthy set, and its cost "
