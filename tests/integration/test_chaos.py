@@ -4,12 +4,14 @@ Every run trains two workers on the same data and seed as an undisturbed referen
 are stated where they are used; times are generous because the machine is shared, and what is
 asserted is the outcome and its order of magnitude, not a speed."""
 
+import json
 import math
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from labtest.runs import LabRun
 from tflab.backends import compose
 from tflab.core import cluster, runfolder
 from tflab.core.runfolder import read_run_config
@@ -80,13 +82,22 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
 
 
 @pytest.mark.xdist_group("chaos-kill-step")
-def test_a_kill_at_a_step_lands_at_that_very_step(lab):
-    """AT=step:40, 32 steps an epoch: the target's hooks log step 40 (epoch 2, its 8th step) and
-    wait there for the kill (trainer/chaosstep.py), so it lands at step 40 itself (STEPS_PER_EXECUTION
-    is 1: the hooks see every step) and never later, as AT=epoch:N can (a third epoch may be done by
-    then, test_kill_... above). Killed inside epoch 2, the run resumes from epoch 1's backup, at
-    epoch 2, on every task."""
-    run = chaos(lab, "kill-step", SCENARIO="kill", TARGET="worker-1", AT="step:40")
+def test_a_kill_at_a_step_lands_at_that_very_step_and_the_grid_says_so(lab):
+    """make chaos-grid, one fault at two moments: AT=step:40, 32 steps an epoch, and a step past the
+    run's last, which the grid marks n/a with make chaos's refusal and never runs. At step:40 the
+    target's hooks log step 40 (epoch 2, its 8th step) and wait there for the kill
+    (trainer/chaosstep.py), so it lands at step 40 itself (STEPS_PER_EXECUTION is 1: the hooks see
+    every step) and never later, as AT=epoch:N can (a third epoch may be done by then, test_kill_...
+    above). Killed inside epoch 2, the run resumes from epoch 1's backup, at epoch 2, on every task."""
+    grid = lab.run("chaos-grid-kill-step", command="chaos-grid", **SIZE, SCENARIOS="kill", TARGET="worker-1",
+                   MOMENTS=f"step:40 step:{SIZE['EPOCHS'] * STEPS + 1}")
+    assert grid.returncode == 0, grid.output
+    cells = json.loads((grid.run_dir / "grid.json").read_text())["cells"]
+    assert [(cell["at"], cell["outcome"]) for cell in cells] == [("step:40", "survived"), ("step:161", "n/a")], cells
+    assert cells[1]["landed"].startswith("AT=step:161 is not allowed with EPOCHS=5 of 32 steps"), cells[1]
+    assert "| kill | survived, " in (grid.run_dir / "grid.md").read_text()
+    assert (grid.run_dir / "grid.png").exists() and (grid.run_dir / "grid.csv").exists()
+    run = LabRun(0, grid.output, grid.run_dir / cells[0]["run"], name="chaos-grid-kill-step/01", settings=SIZE)
     assert_survived(run, restarts=1)
     result = run.summary["chaos"]
     assert result["landed_step"] == 40, result
