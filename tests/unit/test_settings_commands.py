@@ -103,7 +103,8 @@ def test_the_cli_refuses_a_setting_its_command_never_reads(how, tmp_path):
         result = run_lab("summary", env=lab_env(WORKERS="3", RUNS_DIR=str(runs),
                                                 TFLAB_MAKE_VARIABLES="WORKERS RUNS_DIR"))
     assert_refused(result, "WORKERS=3 is not a setting of make summary (read by make up, stack-up, compare, matrix, "
-                           "bench, chaos, soak, chaos-grid, config, k8s only); leave it out: `tflab summary --help` lists", runs)
+                           "bench, chaos, soak, chaos-grid, config, k8s only); leave it out: `tflab summary --help` "
+                           "lists", runs)
 
 
 def test_an_exported_setting_is_left_to_the_commands_that_read_it(tmp_path):
