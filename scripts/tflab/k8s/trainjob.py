@@ -23,7 +23,7 @@ applies as JobSet v0.12.0 (Trainer v2.3.0's) decides a node's failure.
 
 The result is the TFJob replay's own Plan (tfjob.py), so the replay (replay/__init__.py) runs it
 through the same pipeline. The manifest is untrusted input as a TFJob is: the same bounded reader,
-each object against its CRD's schema (Trainer v2.3.0's, schemas/), the same rules for the pod
+each object against its CRD's schema (Trainer v2.3.0's, and v2.2.1's: schemas/), the same rules for the pod
 (pod.service_of). What the lab cannot replay (another framework's runtime, initializers, runtime
 patches, a suspended job, a second replicated job) is refused in one line; what it reads and does
 not apply is named in one line before anything starts.
@@ -89,9 +89,10 @@ def load(settings: Settings) -> Plan:
         raise ManifestError(f"TRAINJOB={path}: {error}") from None
 
 
-def checked(documents: list[dict], where: str) -> list[tuple[str, str]]:
+def checked(documents: list[dict], where: str, said: list[str]) -> list[tuple[str, str]]:
     """(kind, name) of each document: tfjob.checked_object's checks, and Trainer v2's kinds against
-    their CRDs' schemas."""
+    their CRDs' schemas, v2.3.0's and v2.2.1's (manifest.trainer_refusals): what v2.3.0 refuses is
+    one line, what only v2.2.1 refuses is added to `said`."""
     found = []
     for number, document in enumerate(documents, 1):
         try:
@@ -100,7 +101,11 @@ def checked(documents: list[dict], where: str) -> list[tuple[str, str]]:
                 if document.get("apiVersion") != API_VERSION:
                     raise ManifestError(f"{kind} {name}: apiVersion is {shown(document.get('apiVersion'))}, expected "
                                         f"{API_VERSION} (Kubeflow Trainer v2)")
-                manifest.check(document, kind)
+                refusals = manifest.trainer_refusals(document, kind)
+                if manifest.TRAINER_RELEASES[0] in refusals:
+                    raise ManifestError(f"{kind} {name}: {manifest.refused_by(refusals)}")
+                if refusals:
+                    said.append(f"{where}{kind} {name}: {manifest.refused_by(refusals)}")
         except ManifestError as error:
             raise ManifestError(f"{where}{error}") from None
         found.append((kind, name))
@@ -163,7 +168,8 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
 def trainjob_of(documents: list[dict], others: list[dict]) -> tuple[dict, list, dict[str, dict[str, str]], list[str]]:
     """(the one TrainJob, every object with its (kind, name), the ConfigMaps' files, the objects
     not applied), every object checked against its schema first."""
-    kinds = checked(documents, "") + checked(others, "RUNTIME's ")
+    not_applied: list[str] = []
+    kinds = checked(documents, "", not_applied) + checked(others, "RUNTIME's ", not_applied)
     every = list(zip(documents + others, kinds))
     if any(kind == "TrainJob" for kind, _ in kinds[len(documents):]):
         raise ManifestError("RUNTIME's file holds a TrainJob, expected only runtimes there (or TRAINJOB's own file)")
@@ -171,7 +177,6 @@ def trainjob_of(documents: list[dict], others: list[dict]) -> tuple[dict, list, 
     if len(trainjobs) != 1:
         raise ManifestError(f"holds {len(trainjobs)} TrainJobs, expected exactly one (kind: TrainJob), in "
                             "TRAINJOB's file")
-    not_applied: list[str] = []
     config_maps: dict[str, dict[str, str]] = {}
     for document, (kind, object_name) in every:
         if kind == "ConfigMap":
@@ -260,6 +265,12 @@ def from_tfjob(settings: Settings) -> int:
     documents = tfjob.read_documents(path)
     try:
         converted, said = converted_documents(plan, documents, settings)
+        for document in converted:  # nothing a Trainer release checked refuses (manifest.TRAINER_RELEASES)
+            refusals = manifest.trainer_refusals(document, document["kind"]) \
+                if document["kind"] in manifest.TRAINER_KINDS else {}
+            if refusals:
+                raise ManifestError(f"{document['kind']} {document['metadata']['name']}: "
+                                    f"{manifest.refused_by(refusals)}")
     except ManifestError as error:
         raise ManifestError(f"TFJOB={path}: {error}; nothing was written") from None
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
