@@ -153,6 +153,19 @@ def test_what_the_webhook_refuses(failure, refused):
         policy(failure)
 
 
+def test_a_pattern_pythons_re_cannot_match_in_time_is_refused(monkeypatch):
+    """anyMatchFound runs Go's regexp (RE2: linear time); Python's re backtracks, so a hostile
+    pattern (here 2**43 ways through the 43 characters of the Job's message) would hang the replay:
+    jobset.check_patterns matches each once in a child process, bounded, and refuses it in one line."""
+    monkeypatch.setattr(jobset, "PATTERN_SECONDS", 1.0)
+    good = {"name": "fine", "action": "FailJobSet", "onJobFailureMessagePatterns": ["backoff", "(bad"]}
+    hostile = {"name": "slow", "action": "FailJobSet", "onJobFailureMessagePatterns": ["limit", "(.|.)*X"]}
+    assert policy({"rules": [good]}) is not None
+    with pytest.raises(ManifestError, match=r"^runtime.failurePolicy.rules\[1\].onJobFailureMessagePatterns has "
+                                            r"\"\(\.\|\.\)\*X\", which Python's backtracking re did not match"):
+        policy({"rules": [good, hostile]})
+
+
 def test_what_the_policy_reads():
     """jobset_types.go FailurePolicy: restartStrategy defaults to Recreate (the CRD's default);
     no failurePolicy is None (executeFailurePolicy's FailedJobs path)."""

@@ -13,19 +13,23 @@ Each rule names the upstream file and function it mirrors, and so does the unit 
     pkg/webhooks/jobset_webhook.go       ValidateCreate, validateFailurePolicy (what it refuses)
     api/jobset/v1alpha2/jobset_types.go  FailurePolicy, JobSetRestartStrategy (default Recreate)
 
-A Trainer v2 TrainJob the lab replays has one replicated job, `node`, of one Job holding every node
-(trainjob.trainer_job), so RestartJob of that Job recreates every node, as RestartJobSet does: the
-replay's whole-job restart is what the cluster does for every action here. What it cannot replay,
-the in-place restart (a failed node's container restarted while its peers wait at an agent's
-barrier), `policy_of` refuses in one line; RestartJob, behind an alpha gate, it says it replays
-as with the gate on.
+Trainer v2.3.0 copies the runtime's spec.template.spec whole into the JobSet it makes, failurePolicy
+included (runtime/core/trainingruntime.go newRuntimeInfo). A TrainJob the lab replays has one
+replicated job, `node`, of one Job holding every node (runtime.trainer_job), so RestartJob of that
+Job recreates every node, as RestartJobSet does: the replay's whole-job restart is what the cluster
+does for every action here. What it cannot replay, the in-place restart (a failed node's container
+restarted while its peers wait at an agent's barrier), `policy_of` refuses in one line; RestartJob,
+behind an alpha gate, it says it replays as with the gate on.
 
 Pure logic: no engine, no files.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 from tflab.k8s.manifest import ManifestError, shown
@@ -57,6 +61,10 @@ FAILS, RESTARTS_ALL, RESTARTS_ONE_JOB = "fails the JobSet", "recreates every Job
 JOB_FAILURE_REASONS = (JOB_FAILED_REASON, "DeadlineExceeded", "FailedIndexes", "MaxFailedIndexesExceeded",
                        "PodFailurePolicy")
 RULE_NAME = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+# Python's re backtracks where JobSet's Go regexp (RE2) is linear: a hostile pattern could take hours
+# against even a short message. Every pattern is first matched against the one message the replay
+# gives a failed Job (JOB_FAILED_MESSAGE) in a child process, bounded by this (check_patterns).
+PATTERN_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -227,6 +235,8 @@ def policy_of(jobset: dict, replicated_jobs: list[str], where: str) -> tuple[Pol
                             "BlockingRecreate")
     rules = [rule_of(rule, f"{where}.rules[{number}]", replicated_jobs)
              for number, rule in enumerate(field_of(failure, "rules", list, where, []) or [])]
+    check_patterns([(f"{where}.rules[{number}]", pattern) for number, rule in enumerate(rules)
+                    for pattern in rule.patterns])
     names = [rule.name for rule in rules]
     if len(set(names)) != len(names):
         raise ManifestError(f"{where}.rules has two rules named {shown(next(n for n in names if names.count(n) > 1))}: "
@@ -260,3 +270,31 @@ def rule_of(rule: dict, where: str, replicated_jobs: list[str]) -> Rule:
                                 f"expected one of {', '.join(JOB_FAILURE_REASONS)}")
     return Rule(name, rule["action"], tuple(rule.get("onJobFailureReasons") or ()),
                 tuple(rule.get("onJobFailureMessagePatterns") or ()), tuple(rule.get("targetReplicatedJobs") or ()))
+
+
+def check_patterns(patterns: list[tuple[str, str]], message: str = JOB_FAILED_MESSAGE) -> None:
+    """Each (where, pattern) matched once against `message` in a child Python, which prints a line
+    per pattern done; ManifestError naming the first pattern not done within PATTERN_SECONDS. After
+    this, matching them in the lab's own process against that message is known to end."""
+    if not patterns:
+        return
+    program = ("import json, re, sys\n"
+               "message = sys.argv[1]\n"
+               "for pattern in json.load(sys.stdin):\n"
+               "    try:\n"
+               "        re.search(pattern, message)\n"
+               "    except re.error:\n"
+               "        pass\n"
+               "    print(flush=True)\n")
+    try:
+        subprocess.run([sys.executable, "-I", "-c", program, message], input=json.dumps([p for _, p in patterns]),
+                       capture_output=True, text=True, timeout=PATTERN_SECONDS, check=True)
+    except subprocess.TimeoutExpired as error:
+        output = error.stdout or b""  # bytes whatever `text` says (subprocess.TimeoutExpired)
+        done = output.count(b"\n" if isinstance(output, bytes) else "\n")
+        where, pattern = patterns[min(done, len(patterns) - 1)]
+        raise ManifestError(f"{where}.onJobFailureMessagePatterns has {shown(pattern)}, which Python's backtracking "
+                            f"re did not match against {shown(message)} in {PATTERN_SECONDS:g} s (JobSet's Go "
+                            "RE2 is linear); expected a simpler pattern") from None
+    except (subprocess.CalledProcessError, OSError) as error:
+        raise ManifestError(f"the failure policy's onJobFailureMessagePatterns could not be checked: {error}") from None
