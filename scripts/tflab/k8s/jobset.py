@@ -9,7 +9,8 @@ Each rule names the upstream file and function it mirrors, and so does the unit 
                                          actionFunctionMap appliers, failurePolicyRecreateAll,
                                          failurePolicyRecreateJob, totalRestartsCountTowardsMax
     pkg/constants/constants.go           the Failed conditions' reasons
-    pkg/features/features.go             RestartJob, InPlaceRestart: alpha gates, off by default
+    pkg/features/features.go             RestartJob (jobset#1177), InPlaceRestart (its agent:
+                                         keps/467, jobset#1140): alpha gates, off by default
     pkg/webhooks/jobset_webhook.go       ValidateCreate, validateFailurePolicy (what it refuses)
     api/jobset/v1alpha2/jobset_types.go  FailurePolicy, JobSetRestartStrategy (default Recreate)
 
@@ -244,7 +245,7 @@ def policy_of(jobset: dict, replicated_jobs: list[str], where: str) -> tuple[Pol
     said = []
     if strategy == BLOCKING_RECREATE:
         said.append(f"{where}.restartStrategy BlockingRecreate: for the one Job of the nodes the same as Recreate "
-                    "(the replay removes every node before it starts them again)")
+                    "(the replay ends every node before it starts any again)")
     if any(rule.action in (RESTART_JOB, RESTART_JOB_IGNORE_MAX) for rule in rules):
         said.append(f"{where}.rules: RestartJob needs {RELEASE}'s alpha RestartJob gate, off by default (without it "
                     "the webhook refuses the JobSet); replayed as with the gate on: the node Job holds every node, "

@@ -226,7 +226,8 @@ class ReplayRun:
         backoffLimit 0): a node's failure fails that Job (BackoffLimitExceeded), and JobSet's failure
         policy decides (jobset.execute_failure_policy): FAILED where it fails the JobSet, else None
         and the runner restarts (restart_verdict counts it). It succeeds once every node's Job has
-        (its default successPolicy, All)."""
+        (its default successPolicy, All). The TrainJob's Failed condition takes the JobSet's reason
+        as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the summary's reason is both."""
         if failures:
             verdict = self.jobset_verdict()
             if verdict.outcome != jobset.FAILS:
