@@ -6,6 +6,8 @@ function: when a release changes one, the test to change is the one that names i
 import copy
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from labtest.fakes import FakeBackend
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
@@ -126,6 +128,25 @@ def test_restart_job_without_its_gate():
     counts = Counts(0, 0, {"node-0": 3}, {"node-0": 3})
     assert execute_failure_policy(Policy(1), [NODE], counts, restart_job_gate=False).outcome == RESTARTS_ALL
     assert execute_failure_policy(Policy(1), [NODE], counts).outcome == FAILS
+
+
+@given(st.integers(0, 5), st.lists(st.sampled_from(jobset.ACTIONS[1:]), max_size=4), st.integers(1, 12))
+def test_counted_restarts_never_pass_max_restarts(max_restarts, actions, failures):
+    """totalRestartsCountTowardsMax (failure_policy.go) bounds the counted restarts: under any mix of
+    the restart actions, applied failure after failure, the counted ones stop at maxRestarts, and
+    the first failure past it fails the JobSet with ReachedMaxRestarts unless an IgnoreMaxRestarts
+    action matched it. The rules here all match (no reasons, patterns or targets), so the first wins."""
+    rules = tuple(Rule(f"r{number}", action) for number, action in enumerate(actions))
+    policy_, counts = Policy(max_restarts, rules=rules), Counts()
+    for _ in range(failures):
+        verdict = execute_failure_policy(policy_, [NODE], counts)
+        if verdict.outcome == FAILS:
+            assert verdict.reason == "ReachedMaxRestarts" and counts.total_towards_max == max_restarts
+            break
+        counts = jobset.counted(verdict, counts)
+        assert counts.total_towards_max <= max_restarts
+        assert verdict.action == (actions[0] if actions else "RestartJobSet")
+    assert counts.restarts + sum(counts.job_restarts.values()) <= failures
 
 
 def policy(failure: dict) -> jobset.Policy | None:
