@@ -21,10 +21,11 @@ API_GROUP = TRAINER_API.partition("/")[0]
 KINDS = tuple(RUNTIME_KINDS.values())
 APPLIED_JOBSET = {"replicatedJobs", "failurePolicy", "network"}
 # What the replay does where a cluster would bring one node back alone (tflab's FACTS: a lone
-# restarted MultiWorkerMirroredStrategy worker waits for its peers, which aborted within a second of
-# losing it, and never rejoins them).
-LONE_WORKER = ("a lone restarted MultiWorkerMirroredStrategy worker cannot rejoin its peers, which abort within a "
-               "second of losing it, so the replay takes it as the Job's failure and applies failurePolicy")
+# restarted MultiWorkerMirroredStrategy worker waits for its peers; they aborted within a second of
+# losing it, and come back one by one as their own pods or containers do).
+LONE_WORKER = ("a node brought back alone cannot rejoin MultiWorkerMirroredStrategy peers of the old attempt, "
+               "which abort within a second of losing it and are brought back one by one in turn; the replay "
+               "fails the Job at the first failure instead and applies failurePolicy")
 APPLIED_JOB = {"template", "completionMode", "backoffLimit", "parallelism", "completions"}
 
 
@@ -83,7 +84,8 @@ def node_job(runtime: dict, runtime_name: str, name: str, node_trainer: dict) ->
             not_applied.append(f"{runtime_name}: {job_where}.template.spec.{count} (Trainer v2 sets it to the nodes)")
     if job_spec.get("backoffLimit"):
         not_applied.append(f"{runtime_name}: {job_where}.template.spec.backoffLimit={job_spec['backoffLimit']} (on "
-                           f"a cluster a failed node's pod is made again alone; {LONE_WORKER})")
+                           "a cluster the Job controller makes a failed node's pod again alone until more than "
+                           f"that many pods have failed, its peers' included; {LONE_WORKER})")
     pod_template = job_spec.get("template") or {}
     pod = pod_template.get("spec")
     if not isinstance(pod, dict):
