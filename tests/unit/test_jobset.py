@@ -213,9 +213,9 @@ def quick(monkeypatch):
     monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
 
 
-def replay(tmp_path, attempts, failure_policy: dict | None) -> tuple[int, Summary]:
-    """make k8s's TrainJob (2 nodes) with this runtime failurePolicy (None: none), replayed on a
-    stand-in project whose n-th start gives attempts[n]'s exit codes, one dict a poll."""
+def replay_run(tmp_path, attempts, failure_policy: dict | None) -> ReplayRun:
+    """make k8s's TrainJob (2 nodes) with this runtime failurePolicy (None: none), as a ReplayRun on
+    a stand-in project whose n-th start gives attempts[n]'s exit codes, one dict a poll."""
     from tflab.k8s import trainjob
 
     settings = Settings(workers=2, k8s_image="registry.example/tflab:test")
@@ -231,8 +231,22 @@ def replay(tmp_path, attempts, failure_policy: dict | None) -> tuple[int, Summar
     plan = trainjob.load(settings)
     run_dir = tmp_path / "runs" / "r1"
     project = FakeBackend(plan.as_cluster(), run_dir, attempts, description="a stand-in project")
-    code = runner.run(ReplayRun(plan, settings, project, run_dir))
-    return code, Summary.read(run_dir)
+    return ReplayRun(plan, settings, project, run_dir)
+
+
+def replay(tmp_path, attempts, failure_policy: dict | None) -> tuple[int, Summary]:
+    run = replay_run(tmp_path, attempts, failure_policy)
+    code = runner.run(run)
+    return code, Summary.read(run.run_dir)
+
+
+def test_a_restart_asked_for_past_max_restarts_is_refused(tmp_path):
+    """restart_verdict asks JobSet too (restartJobSetActionApplier): where the counts reached
+    maxRestarts it fails the job, ReachedMaxRestarts, rather than restart."""
+    run = replay_run(tmp_path, [FAILING], {"maxRestarts": 1})
+    assert run.restart_verdict([]) == (True, "") and run.jobset_counts.total_towards_max == 1
+    restart, why = run.restart_verdict([])
+    assert not restart and run.reason == "ReachedMaxRestarts" and "marks the job Failed (ReachedMaxRestarts)" in why
 
 
 FAILING = [{}, {"worker-0": 1, "worker-1": 1}]

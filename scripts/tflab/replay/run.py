@@ -237,8 +237,7 @@ class ReplayRun:
             self.failed_for_good = True
             self.reason = verdict.reason
             console.say(f"{task} exited with code {code}, after {counts.restarts + sum(counts.job_restarts.values())} "
-                        "restarts "
-                        f"({counts.total_towards_max} counted of failurePolicy.maxRestarts "
+                        f"restarts ({counts.total_towards_max} counted of failurePolicy.maxRestarts "
                         f"{self.plan.backoff_limit or 0}): JobSet applies {verdict.words()} and marks the job Failed "
                         f"({verdict.reason})")
             return FAILED
@@ -269,8 +268,11 @@ class ReplayRun:
         if self.failed_for_good:
             return False, ""
         if self.plan.kind == "TrainJob":
-            self.jobset_restart = self.jobset_verdict()
-            self.jobset_counts = jobset.counted(self.jobset_restart, self.jobset_counts)
+            verdict = self.jobset_restart = self.jobset_verdict()
+            if verdict.outcome == jobset.FAILS:  # job_condition says it first; this only where it could not
+                self.failed_for_good, self.reason = True, verdict.reason
+                return False, f"JobSet applies {verdict.words()} and marks the job Failed ({verdict.reason})"
+            self.jobset_counts = jobset.counted(verdict, self.jobset_counts)
             return True, ""
         failures = self.own_failures(self.backend.exit_codes(), stopped)
         self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
