@@ -1,13 +1,15 @@
 """`tflab up TRAINJOB=`: the Kubeflow Trainer v2 TrainJob and TensorFlow runtime `make k8s` writes,
 replayed on Compose as Trainer v2 and JobSet would run them (each node's pod builds its TF_CONFIG
 with tflab.trainer.tfconfig), train to the same losses as `make up` with the same settings; and a
-TFJob turned into a TrainJob (`tflab k8s TFJOB=`) replays to them too."""
+TFJob turned into a TrainJob (`tflab k8s TFJOB=`) replays to them too; and a node's failure is
+decided as JobSet v0.12.0's failure policy decides it."""
 
 import json
 import logging
 import math
 
 import pytest
+import yaml
 from labtest.cli import lab_env, run_lab
 from tflab.core import cluster
 
@@ -101,3 +103,26 @@ def test_a_tfjob_turned_into_a_trainjob_replays_to_the_same_losses(lab, written,
     theirs = own_losses(run.run_dir / "volumes" / "out" / "tflab" / "worker-0.jsonl")
     ours = direct.losses("worker-0")
     assert len(theirs) == len(ours) and all(math.isclose(a, b, rel_tol=LOSS_RTOL) for a, b in zip(ours, theirs))
+
+
+def test_a_failjobset_rule_fails_the_replay_at_the_first_failure(lab, written):
+    """JobSet v0.12.0's failure policy applied on a real stack (k8s/jobset.py; its rules pinned in
+    tests/unit/test_jobset.py): a node exits 3, its Job fails as BackoffLimitExceeded, the rule
+    FailJobSet matches it (pkg/controllers/failure_policy.go ruleIsApplicable,
+    failJobSetActionApplier), so the job fails with no restart although maxRestarts is 2."""
+    documents = list(yaml.safe_load_all((written / "trainjob.yaml").read_text()))
+    for document in documents:
+        if document["kind"].endswith("TrainingRuntime"):
+            document["spec"]["template"]["spec"]["failurePolicy"] = {
+                "maxRestarts": 2, "rules": [{"name": "stop", "action": "FailJobSet", "targetReplicatedJobs": ["node"],
+                                             "onJobFailureReasons": ["BackoffLimitExceeded"]}]}
+        if document["kind"] == "TrainJob":
+            document["spec"]["trainer"]["args"] = ["python", "-c", "import sys; sys.exit(3)"]
+    path = lab.runs_dir / "tj-failjobset.yaml"
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    run = lab.run("tj-failjobset", TRAINJOB=str(path))
+    out = run.finished.stdout + run.finished.stderr
+    assert run.finished.returncode == 1, run.why()
+    assert run.summary["reason"] == "FailJobSetFailurePolicyAction" and run.summary["restarts"] == [], out
+    assert "JobSet applies FailJobSet (rule stop; first failed Job node-0, BackoffLimitExceeded)" in out
+    assert [(r["task"], r["exit_code"]) for r in run.summary["tasks"] if r["exit_code"] == 3], run.summary["tasks"]

@@ -12,7 +12,7 @@ from labtest.cli import lab_env, run_lab
 from tflab.core import cluster
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import Settings, SettingsError
-from tflab.k8s import trainjob
+from tflab.k8s import runtime as trainer_runtime
 from tflab.k8s import writer as k8s
 
 # A cluster's image, as a user names it: K8S_IMAGE left empty is the image `make images` builds,
@@ -52,7 +52,8 @@ def pod_templates(files: dict[str, list[dict]]) -> list[dict]:
         (runtime,) = [d for d in files["trainjob.yaml"] if d["kind"].endswith("TrainingRuntime")]
         (node,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
         template = node["template"]["spec"]["template"]
-        templates.append({**template, "spec": trainjob.node_pod(template["spec"], trainjob_["spec"]["trainer"], "")})
+        pod = trainer_runtime.node_pod(template["spec"], trainjob_["spec"]["trainer"], "")
+        templates.append({**template, "spec": pod})
     return templates
 
 

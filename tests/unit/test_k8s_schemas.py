@@ -29,6 +29,15 @@ TRAINER_CRDS = {
     "ClusterTrainingRuntime": ("trainer.kubeflow.org_clustertrainingruntimes.yaml",
                                "567ec335d01e171ba0e41f63fc59da6cc34e4b9f"),
 }
+# Trainer v2.2.1's (tag v2.2.1, c505fc7c), the release before, in schemas/trainer-v2.2.1/: every
+# trainjob.yaml is held to both (manifest.TRAINER_RELEASES)
+EARLIER_TRAINER_CRDS = {
+    "TrainJob": ("trainer-v2.2.1/trainer.kubeflow.org_trainjobs.yaml", "a4418a0b52da8ff9f6cc8dc734eab2acb6d1d69d"),
+    "TrainingRuntime": ("trainer-v2.2.1/trainer.kubeflow.org_trainingruntimes.yaml",
+                        "cf2d0654ff60eb117f2814dc1ab9156d05d136b2"),
+    "ClusterTrainingRuntime": ("trainer-v2.2.1/trainer.kubeflow.org_clustertrainingruntimes.yaml",
+                               "e947075b5b30ec52b718889dccb169e56dc4c797"),
+}
 KUBERNETES = all_versions()  # 1.25 ... 1.37 with kubernetes-validate 1.37.0
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
@@ -135,23 +144,25 @@ def object_meta_validator(version: str) -> jsonschema.protocols.Validator:
 
 
 @functools.cache
-def trainer_crd(kind: str) -> dict:
+def trainer_crd(kind: str, crds: tuple = ()) -> dict:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((SCHEMAS / TRAINER_CRDS[kind][0]).read_text(), Loader=loader)
+    return yaml.load((SCHEMAS / dict(crds or TRAINER_CRDS.items())[kind][0]).read_text(), Loader=loader)
 
 
 @functools.cache
-def trainer_validator(kind: str) -> jsonschema.protocols.Validator:
-    (v1alpha1,) = [version for version in trainer_crd(kind)["spec"]["versions"] if version["name"] == "v1alpha1"]
+def trainer_validator(kind: str, crds: tuple = ()) -> jsonschema.protocols.Validator:
+    (v1alpha1,) = [version for version in trainer_crd(kind, crds)["spec"]["versions"] if version["name"] == "v1alpha1"]
     schema = strict(v1alpha1["schema"]["openAPIV3Schema"])
     OpenAPIValidator.check_schema(schema)
     return OpenAPIValidator(schema)
 
 
 def trainer_errors(document: dict) -> list[str]:
-    """A TrainJob, TrainingRuntime or ClusterTrainingRuntime against Trainer v2.3.0's CRD, strict,
-    and its metadata as ObjectMeta (a cluster-scoped runtime has no namespace)."""
+    """A TrainJob, TrainingRuntime or ClusterTrainingRuntime against Trainer v2.3.0's CRD and
+    v2.2.1's, strict, and its metadata as ObjectMeta (a cluster-scoped runtime has no namespace)."""
+    earlier = tuple(EARLIER_TRAINER_CRDS.items())
     errors = [*trainer_validator(document["kind"]).iter_errors(document),
+              *trainer_validator(document["kind"], earlier).iter_errors(document),
               *(error for version in KUBERNETES
                 for error in object_meta_validator(version).iter_errors(document["metadata"]))]
     if document["kind"] == "ClusterTrainingRuntime" and "namespace" in document["metadata"]:
@@ -191,6 +202,14 @@ def test_the_trainer_crds_are_v2_3_0s_byte_for_byte(kind):
     crd_ = trainer_crd(kind)
     assert crd_["spec"]["names"]["kind"] == kind and crd_["spec"]["group"] == "trainer.kubeflow.org"
     assert crd_["spec"]["scope"] == ("Cluster" if kind == "ClusterTrainingRuntime" else "Namespaced")
+
+
+@pytest.mark.parametrize("kind", list(EARLIER_TRAINER_CRDS))
+def test_the_earlier_trainer_crds_are_v2_2_1s_byte_for_byte(kind):
+    name, blob = EARLIER_TRAINER_CRDS[kind]
+    content = (SCHEMAS / name).read_bytes()
+    assert hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest() == blob
+    assert trainer_crd(kind, tuple(EARLIER_TRAINER_CRDS.items()))["spec"]["names"]["kind"] == kind
 
 
 @pytest.mark.parametrize("settings", [settings for _, settings in SHAPES], ids=[name for name, _ in SHAPES])

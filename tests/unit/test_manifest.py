@@ -59,7 +59,9 @@ def derived_schemas() -> dict[str, str]:
     dump = lambda value: json.dumps(value, separators=(",", ":"), sort_keys=True) + "\n"  # noqa: E731
     return {"tfjob.json": dump(without_descriptions(v1["schema"]["openAPIV3Schema"])),
             "kubernetes.json": dump(kubernetes),
-            **{f"{kind.lower()}.json": dump(schema) for kind, schema in trainer_schemas().items()}}
+            **{f"{kind.lower()}.json": dump(schema) for kind, schema in trainer_schemas().items()},
+            **{f"{kind.lower()}-{EARLIER_TRAINER}.json": dump(schema)
+               for kind, schema in trainer_schemas(SCHEMAS / f"trainer-{EARLIER_TRAINER}").items()}}
 
 
 TRAINER_CRDS = {"TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
@@ -67,12 +69,16 @@ TRAINER_CRDS = {"TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
                 "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml"}
 
 
-def trainer_schemas() -> dict[str, dict]:
-    """Trainer v2.3.0's v1alpha1 openAPIV3Schemas, descriptions left out. The two runtimes' are one
-    schema (a ClusterTrainingRuntime is a TrainingRuntime without a namespace): shipped once."""
+EARLIER_TRAINER = manifest.TRAINER_RELEASES[1]  # v2.2.1, whose CRDs are in SCHEMAS / trainer-v2.2.1
+
+
+def trainer_schemas(folder: Path = SCHEMAS) -> dict[str, dict]:
+    """Trainer v2.3.0's (or the release's in `folder`) v1alpha1 openAPIV3Schemas, descriptions left
+    out. The two runtimes' are one schema (a ClusterTrainingRuntime is a TrainingRuntime without a
+    namespace): shipped once."""
     schemas = {}
     for kind, name in TRAINER_CRDS.items():
-        crd = yaml.load((SCHEMAS / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        crd = yaml.load((folder / name).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         assert crd["spec"]["names"]["kind"] == kind
         (v1alpha1,) = [version for version in crd["spec"]["versions"] if version["name"] == "v1alpha1"]
         schemas[kind] = without_descriptions(v1alpha1["schema"]["openAPIV3Schema"])

@@ -456,17 +456,21 @@ def run_trainjob(tmp_path, attempts, restarts: int) -> tuple[int, Summary]:
 
 
 def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobset_names_it(tmp_path, capsys):
-    """JobSet (jobset controller, failJobSet) restarts every replicated job on a failure while
-    restarts < failurePolicy.maxRestarts, then fails the JobSet: ReachedMaxRestarts."""
+    """JobSet v0.12.0 (pkg/controllers/failure_policy.go restartJobSetActionApplier, the default
+    action where no rule matches) restarts every replicated job on a failure while
+    restartsCountTowardsMax < failurePolicy.maxRestarts, then fails the JobSet: ReachedMaxRestarts.
+    The rules themselves: tests/unit/test_jobset.py."""
     failing = [{}, {"worker-0": 1, "worker-1": 1}]
     code, result = run_trainjob(tmp_path, [failing, failing], restarts=1)
     out = capsys.readouterr().out
     assert code == 1 and not result.ok and len(result.restarts) == 1
     assert result.reason == "ReachedMaxRestarts", out
-    assert "JobSet marks the job Failed (ReachedMaxRestarts)" in out
+    assert "JobSet applies RestartJobSet (no rule matched, JobSet's default; first failed Job node-0, " \
+           "BackoffLimitExceeded) and marks the job Failed (ReachedMaxRestarts)" in out
     # A TrainJob has no backoffLimit: its restarts are JobSet's, counted whole (once said as
     # "2 restarts counted of backoffLimit 1", the training operator's in-place count)
-    assert "tflab: restarting every node (restart 1 of failurePolicy.maxRestarts 1), as JobSet's failurePolicy " \
+    assert "tflab: restarting every node (restart 1, 1 counted of failurePolicy.maxRestarts 1), as JobSet's " \
+           "RestartJobSet (no rule matched, JobSet's default; first failed Job node-0, BackoffLimitExceeded) " \
            "says" in out
     assert "backoffLimit" not in out
 

@@ -366,3 +366,44 @@ def test_a_tfjob_with_a_chief_is_one_line_and_nothing_written(tmp_path):
                    f"TFJOB={tfjob_path}: spec.tfReplicaSpecs.Chief has no TrainJob form", runs)
     assert_refused(run_lab("k8s", f"TFJOB={tfjob_path}", f"RUNS_DIR={runs}", "WORKERS=3", env=lab_env()),
                    f"WORKERS=3 does not apply with TFJOB={tfjob_path}", runs)
+
+
+# --- the Trainer releases checked: v2.3.0, the newest with public CRDs, and v2.2.1 before it ----
+
+def with_rule(action):
+    return lambda r: r["spec"]["template"]["spec"]["failurePolicy"].update(rules=[{"name": "again", "action": action}])
+
+
+def test_what_only_the_earlier_trainer_release_refuses_is_said(three, tmp_path):
+    """Trainer v2.2.1's runtime CRD (built on JobSet v0.11.1) has no RestartJob action, and its
+    TrainJob CRD caps each spec.trainer.args item at 65536 characters (v2.3.0's: 1048576): the replay
+    runs v2.3.0's rules and says, in one line, what v2.2.1 would refuse."""
+    plan = load(tmp_path, edited(three, "ClusterTrainingRuntime", with_rule("RestartJob")))
+    (line,) = [line for line in plan.not_applied if "v2.2.1" in line]
+    assert line.startswith("ClusterTrainingRuntime tflab-tensorflow: Trainer v2.2.1 refuses it (v2.3.0 takes it): "
+                           "spec.template.spec.failurePolicy.rules[0].action is \"RestartJob\""), line
+    plan = load(tmp_path, edited(three, "TrainJob", lambda j: j["spec"]["trainer"]["args"].append("x" * 65537)))
+    assert any(line.startswith("TrainJob tflab: Trainer v2.2.1 refuses it (v2.3.0 takes it): spec.trainer.args[")
+               for line in plan.not_applied), plan.not_applied
+    assert not any("v2.2.1" in line for line in load(tmp_path, three).not_applied)
+
+
+def test_what_the_newest_trainer_release_refuses_is_one_line(three, tmp_path):
+    refused(tmp_path, edited(three, "ClusterTrainingRuntime", with_rule("RestartEverything")),
+            "ClusterTrainingRuntime tflab-tensorflow: Trainer v2.3.0 and v2.2.1 refuse it: "
+            "spec.template.spec.failurePolicy.rules[0].action")
+
+
+def test_make_k8s_writes_nothing_a_trainer_release_refuses(monkeypatch):
+    """writer.render holds trainjob.yaml to both releases' schemas before anything is written."""
+    documents = k8s.trainjob_documents
+
+    def too_long(settings, run, the_cluster):
+        found = documents(settings, run, the_cluster)
+        of_kind(found, "TrainJob")[0]["spec"]["trainer"]["args"].append("x" * 65537)
+        return found
+
+    monkeypatch.setattr(k8s, "trainjob_documents", too_long)
+    with pytest.raises(LabError, match=r"^trainjob.yaml: TrainJob tflab: Trainer v2.2.1 refuses it \(v2.3.0 takes "
+                                       r"it\): spec.trainer.args\[3\].*; nothing was written$"):
+        written(THREE)

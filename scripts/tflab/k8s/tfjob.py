@@ -39,7 +39,7 @@ from tflab.core.backends import replays_on
 from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
-from tflab.k8s import manifest, tfoperator
+from tflab.k8s import jobset, manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
 
@@ -88,6 +88,7 @@ class Plan:
     active_deadline: int | None = None  # spec.runPolicy.activeDeadlineSeconds; None: the operator sets none
     clean_pod_policy: str = tfoperator.DEFAULT_CLEAN_POD_POLICY
     success_policy: str = ""  # spec.successPolicy: "" (the operator's default) or AllWorkers
+    failure_policy: jobset.Policy | None = None  # a TrainJob's JobSet's (jobset.py); None: it fails at once
 
     @property
     def replicas(self) -> list[tfoperator.Replica]:

@@ -18,9 +18,12 @@ TF_CONFIG is built where the pod builds it: inside the container, by the runtime
 `python -m tflab.trainer.tfconfig` (cluster.trainjob_tf_config_env); the plan records what that
 function gives each node. A node whose command is another gets no TF_CONFIG, as on a cluster.
 
+The runtime is read by runtime.py, and its JobSet's failure policy by jobset.py, which the replay
+applies as JobSet v0.12.0 (Trainer v2.3.0's) decides a node's failure.
+
 The result is the TFJob replay's own Plan (tfjob.py), so the replay (replay/__init__.py) runs it
 through the same pipeline. The manifest is untrusted input as a TFJob is: the same bounded reader,
-each object against its CRD's schema (Trainer v2.3.0's, schemas/), the same rules for the pod
+each object against its CRD's schema (Trainer v2.3.0's, and v2.2.1's: schemas/), the same rules for the pod
 (pod.service_of). What the lab cannot replay (another framework's runtime, initializers, runtime
 patches, a suspended job, a second replicated job) is refused in one line; what it reads and does
 not apply is named in one line before anything starts.
@@ -40,8 +43,10 @@ from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, tfoperator, writer
+from tflab.k8s import runtime as runtime_mod
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
+from tflab.k8s.runtime import runtime_of
 from tflab.k8s.tfjob import Plan, Task, checked_object, take_config_map
 from tflab.k8s.writer import ANCESTOR_LABEL
 
@@ -53,8 +58,6 @@ WHY_NODE = "the one Trainer v2 gives the TrainJob's image, command, args and env
 # Fields the lab applies; any other present is listed as not applied (or refused below).
 APPLIED_SPEC = {"runtimeRef", "trainer", "activeDeadlineSeconds", "suspend"}
 APPLIED_TRAINER = {"image", "command", "args", "env", "numNodes", "resourcesPerNode"}
-APPLIED_JOBSET = {"replicatedJobs", "failurePolicy", "network"}
-APPLIED_JOB = {"template", "completionMode", "backoffLimit", "parallelism", "completions"}
 # Settings a TrainJob decides where a TFJob would too (Setting.tfjob), said in the TrainJob's words.
 DECIDED = {"WORKERS": "the TrainJob's spec.trainer.numNodes sets the nodes; edit it (and TFLAB_NUM_NODES beside it)",
            "STRATEGY": "a TrainJob's nodes are multi-worker workers",
@@ -86,9 +89,10 @@ def load(settings: Settings) -> Plan:
         raise ManifestError(f"TRAINJOB={path}: {error}") from None
 
 
-def checked(documents: list[dict], where: str) -> list[tuple[str, str]]:
+def checked(documents: list[dict], where: str, said: list[str]) -> list[tuple[str, str]]:
     """(kind, name) of each document: tfjob.checked_object's checks, and Trainer v2's kinds against
-    their CRDs' schemas."""
+    their CRDs' schemas, v2.3.0's and v2.2.1's (manifest.trainer_refusals): what v2.3.0 refuses is
+    one line, what only v2.2.1 refuses is added to `said`."""
     found = []
     for number, document in enumerate(documents, 1):
         try:
@@ -97,7 +101,11 @@ def checked(documents: list[dict], where: str) -> list[tuple[str, str]]:
                 if document.get("apiVersion") != API_VERSION:
                     raise ManifestError(f"{kind} {name}: apiVersion is {shown(document.get('apiVersion'))}, expected "
                                         f"{API_VERSION} (Kubeflow Trainer v2)")
-                manifest.check(document, kind)
+                refusals = manifest.trainer_refusals(document, kind)
+                if manifest.TRAINER_RELEASES[0] in refusals:
+                    raise ManifestError(f"{kind} {name}: {manifest.refused_by(refusals)}")
+                if refusals:
+                    said.append(f"{where}{kind} {name}: {manifest.refused_by(refusals)}")
         except ManifestError as error:
             raise ManifestError(f"{where}{error}") from None
         found.append((kind, name))
@@ -105,25 +113,11 @@ def checked(documents: list[dict], where: str) -> list[tuple[str, str]]:
 
 
 def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Settings) -> Plan:
-    kinds = checked(documents, "") + checked(others, "RUNTIME's ")
-    every = list(zip(documents + others, kinds))
-    if any(kind == "TrainJob" for kind, _ in kinds[len(documents):]):
-        raise ManifestError("RUNTIME's file holds a TrainJob, expected only runtimes there (or TRAINJOB's own file)")
-    trainjobs = [document for document, (kind, _) in every if kind == "TrainJob"]
-    if len(trainjobs) != 1:
-        raise ManifestError(f"holds {len(trainjobs)} TrainJobs, expected exactly one (kind: TrainJob), in "
-                            "TRAINJOB's file")
-    (job,) = trainjobs
+    """The plan, in Trainer v2's order: the TrainJob, the runtime it names, the node Job (runtime.py,
+    with its JobSet's failure policy: jobset.py), the nodes."""
+    job, every, config_maps, not_applied = trainjob_of(documents, others)
     name = manifest.dns1123_label(job["metadata"]["name"], "TrainJob.metadata.name")
     namespace = manifest.dns1123_label(job["metadata"].get("namespace", "default"), "TrainJob.metadata.namespace")
-    not_applied: list[str] = []
-    config_maps: dict[str, dict[str, str]] = {}
-    for document, (kind, object_name) in every:
-        if kind == "ConfigMap":
-            not_applied += take_config_map(document, object_name, config_maps, "the files")
-        elif kind not in ("TrainJob", *RUNTIME_KINDS):
-            not_applied.append(f"{kind} {object_name}")
-
     spec = job.get("spec")
     if not isinstance(spec, dict):
         raise ManifestError("TrainJob.spec is missing")
@@ -140,70 +134,61 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
     runtime_name = f"{runtime['kind']} {runtime['metadata']['name']}"
     node_trainer = field_of(spec, "trainer", dict, "spec", {})
     not_applied += unapplied(node_trainer, APPLIED_TRAINER, "spec.trainer")
-
-    runtime_spec = runtime.get("spec") or {}
-    ml_policy = runtime_spec.get("mlPolicy")
-    frameworks = sorted(set(ml_policy or {}) - {"numNodes"})
-    if frameworks:
-        raise ManifestError(f"{runtime_name} is a {frameworks[0]} runtime (spec.mlPolicy.{frameworks[0]}); the lab "
-                            "replays TensorFlow runtimes: no framework plugin, mlPolicy with numNodes only")
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(runtime_spec, {"mlPolicy", "template"}, "spec")]
-    template = runtime_spec.get("template") or {}
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(template, {"spec"}, "spec.template")]
-    jobset = template.get("spec") or {}
-    where = f"{runtime_name}: spec.template.spec"
-    network = jobset.get("network") or {}
-    if network.get("subdomain") not in (None, name):
-        raise ManifestError(f"{where}.network.subdomain is {shown(network['subdomain'])}: tflab.trainer.tfconfig "
-                            f"addresses nodes as <trainjob>-node-0-<i>.<trainjob>; expected it absent")
-    if network.get("enableDNSHostnames") is False:
-        raise ManifestError(f"{where}.network.enableDNSHostnames is false: the nodes could not reach each other by "
-                            "name; expected true or absent")
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(network, {"subdomain", "enableDNSHostnames"},
-                                                                   "spec.template.spec.network")]
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(jobset, APPLIED_JOBSET, "spec.template.spec")]
-    failure = jobset.get("failurePolicy") or {}
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(failure, {"maxRestarts"},
-                                                                   "spec.template.spec.failurePolicy")]
-    replicated, job_where = trainer_job(jobset.get("replicatedJobs") or [], where)
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(replicated, {"name", "template"}, job_where)]
-    job_template = replicated.get("template") or {}
-    not_applied += [f"{runtime_name}: {field}" for field in unapplied(job_template, {"spec", "metadata"}, job_where
-                                                                   + ".template")]
-    job_spec = job_template.get("spec") or {}
-    if job_spec.get("completionMode", "Indexed") != "Indexed":
-        raise ManifestError(f"{job_where}.template.spec.completionMode is {shown(job_spec['completionMode'])}: a "
-                            "node finds its index in JOB_COMPLETION_INDEX, which only an Indexed Job sets; expected "
-                            "Indexed or absent")
-    not_applied += [f"{runtime_name}: {field}"
-                    for field in unapplied(job_spec, APPLIED_JOB, f"{job_where}.template.spec")]
-    for count in ("parallelism", "completions"):
-        if count in job_spec:
-            not_applied.append(f"{runtime_name}: {job_where}.template.spec.{count} (Trainer v2 sets it to the nodes)")
-    if job_spec.get("backoffLimit"):
-        not_applied.append(f"{runtime_name}: {job_where}.template.spec.backoffLimit={job_spec['backoffLimit']} (a "
-                           "pod retried alone; the replay restarts the whole job, failurePolicy.maxRestarts times)")
-    pod_template = job_spec.get("template") or {}
-    pod = pod_template.get("spec")
-    if not isinstance(pod, dict):
-        raise ManifestError(f"{job_where}.template.spec.template.spec is missing")
-    pod_where = f"{runtime_name}: {job_where}.template.spec.template.spec"
-    pod = node_pod(pod, node_trainer, pod_where)
-    if pod.get("restartPolicy") == "OnFailure":
-        not_applied.append(f"{pod_where}.restartPolicy=OnFailure (a container restarted in its pod; the replay "
-                           "restarts the whole job, failurePolicy.maxRestarts times)")
-    pod.pop("restartPolicy", None)
+    node_job = runtime_mod.node_job(runtime, runtime_name, name, node_trainer)
+    not_applied += node_job.not_applied
 
     nodes = node_trainer.get("numNodes")
     if nodes is None:  # newRuntimeInfo: mlPolicy.numNodes where the runtime has an mlPolicy, else parallelism
-        nodes = (ml_policy.get("numNodes", 1) if ml_policy is not None else job_spec.get("parallelism", 1))
+        nodes = (node_job.ml_policy.get("numNodes", 1) if node_job.ml_policy is not None
+                 else node_job.job_spec.get("parallelism", 1))
     if not 1 <= nodes <= MAX_TASKS:
         raise ManifestError(f"spec.trainer.numNodes is {nodes}, expected 1..{MAX_TASKS} (the lab's most tasks)")
-    template_service, pod_volumes, extra = service_of(pod, pod_where, config_maps, cluster.TRAINJOB_NODE, WHY_NODE)
+    template_service, pod_volumes, extra = service_of(node_job.pod, node_job.pod_where, config_maps,
+                                                      cluster.TRAINJOB_NODE, WHY_NODE)
     not_applied += extra
     volumes: dict[str, dict] = {}
     for folder, volume in pod_volumes.items():
-        claim_folder(volumes, folder, volume, pod_where)
+        claim_folder(volumes, folder, volume, node_job.pod_where)
+    tasks = node_tasks(name, namespace, nodes, template_service, not_applied)
+
+    policy = node_job.failure_policy
+    restarts = policy.max_restarts if policy else 0
+    deadline = field_of(spec, "activeDeadlineSeconds", int, "spec", None)
+    decided = {"RESTARTS": (f"{runtime_name}'s spec.template.spec.failurePolicy.maxRestarts ({restarts}, JobSet's "
+                            "default 0) sets the restarts; edit it")}
+    if deadline:
+        decided["TIMEOUT"] = (f"the TrainJob's spec.activeDeadlineSeconds ({deadline}) sets the deadline; edit it, or "
+                              "leave it out for TIMEOUT to apply")
+    return Plan(path, name, namespace, tasks, cluster.trainjob_cluster_spec(name, nodes), restarts,
+                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
+                decided, policies={cluster.TRAINJOB_JOB: "OnFailure"}, active_deadline=deadline,
+                kind="TrainJob", setting="TRAINJOB", failure_policy=policy)
+
+
+def trainjob_of(documents: list[dict], others: list[dict]) -> tuple[dict, list, dict[str, dict[str, str]], list[str]]:
+    """(the one TrainJob, every object with its (kind, name), the ConfigMaps' files, the objects
+    not applied), every object checked against its schema first."""
+    not_applied: list[str] = []
+    kinds = checked(documents, "", not_applied) + checked(others, "RUNTIME's ", not_applied)
+    every = list(zip(documents + others, kinds))
+    if any(kind == "TrainJob" for kind, _ in kinds[len(documents):]):
+        raise ManifestError("RUNTIME's file holds a TrainJob, expected only runtimes there (or TRAINJOB's own file)")
+    trainjobs = [document for document, (kind, _) in every if kind == "TrainJob"]
+    if len(trainjobs) != 1:
+        raise ManifestError(f"holds {len(trainjobs)} TrainJobs, expected exactly one (kind: TrainJob), in "
+                            "TRAINJOB's file")
+    config_maps: dict[str, dict[str, str]] = {}
+    for document, (kind, object_name) in every:
+        if kind == "ConfigMap":
+            not_applied += take_config_map(document, object_name, config_maps, "the files")
+        elif kind not in ("TrainJob", *RUNTIME_KINDS):
+            not_applied.append(f"{kind} {object_name}")
+    return trainjobs[0], every, config_maps, not_applied
+
+
+def node_tasks(name: str, namespace: str, nodes: int, template_service: dict, not_applied: list[str]) -> list[Task]:
+    """Node i as the lab's task worker-<i>: the pod's hostname and addresses, JOB_COMPLETION_INDEX,
+    and the TF_CONFIG tflab.trainer.tfconfig builds in it (where its command runs that)."""
     builds_tf_config = tuple(template_service.get("entrypoint", ())[:3]) in TFCONFIG_COMMANDS
     if builds_tf_config:
         given = template_service["environment"].get(cluster.NUM_NODES_ENV)
@@ -217,7 +202,6 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
                            "node gets one (nor would it on the cluster)")
     if "TF_CONFIG" in template_service["environment"] and builds_tf_config:
         not_applied.append("the node container's env TF_CONFIG (tflab.trainer.tfconfig replaces it)")
-
     tasks = []
     for index in range(nodes):
         host = manifest.dns1123_label(cluster.trainjob_host(name, index),
@@ -230,103 +214,7 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
         tf_config = cluster.trainjob_tf_config_env(host, index, nodes)["TF_CONFIG"] if builds_tf_config else ""
         tasks.append(Task(f"{cluster.TRAINJOB_JOB}-{index}", cluster.TRAINJOB_JOB, index, host, service["image"],
                           service, non_root, tf_config))
-
-    restarts = field_of(failure, "maxRestarts", int, f"{where}.failurePolicy", 0)
-    if restarts < 0:
-        raise ManifestError(f"{where}.failurePolicy.maxRestarts is {restarts}, expected 0 or more")
-    deadline = field_of(spec, "activeDeadlineSeconds", int, "spec", None)
-    decided = {"RESTARTS": (f"{runtime_name}'s spec.template.spec.failurePolicy.maxRestarts ({restarts}, JobSet's "
-                            "default 0) sets the restarts; edit it")}
-    if deadline:
-        decided["TIMEOUT"] = (f"the TrainJob's spec.activeDeadlineSeconds ({deadline}) sets the deadline; edit it, or "
-                              "leave it out for TIMEOUT to apply")
-    return Plan(path, name, namespace, tasks, cluster.trainjob_cluster_spec(name, nodes), restarts,
-                float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided, policies={cluster.TRAINJOB_JOB: "OnFailure"}, active_deadline=deadline,
-                kind="TrainJob", setting="TRAINJOB")
-
-
-def runtime_of(spec: dict, namespace: str, every: list[tuple[dict, tuple[str, str]]]) -> dict:
-    """The runtime spec.runtimeRef names (kind defaults to ClusterTrainingRuntime, apiGroup to
-    trainer.kubeflow.org, as the CRD has them), from either file; a TrainingRuntime must be in the
-    TrainJob's namespace, as Trainer v2 looks it up there."""
-    reference = spec.get("runtimeRef") or {}
-    group = reference.get("apiGroup", API_GROUP)
-    kind = reference.get("kind", "ClusterTrainingRuntime")
-    wanted = reference.get("name")
-    if group != API_GROUP or kind not in RUNTIME_KINDS:
-        raise ManifestError(f"spec.runtimeRef is {shown(group)} {shown(kind)}, an unknown runtime; expected apiGroup "
-                            f"{API_GROUP} and kind {' or '.join(RUNTIME_KINDS)}")
-    found = [document for document, (object_kind, name) in every if object_kind == kind and name == wanted
-             and (kind == "ClusterTrainingRuntime" or document["metadata"].get("namespace", "default") == namespace)]
-    if not found:
-        where = "" if kind == "ClusterTrainingRuntime" else f" in namespace {namespace}"
-        raise ManifestError(f"spec.runtimeRef names {kind} {shown(wanted)}{where}, an unknown runtime: it is in "
-                            "neither TRAINJOB's file nor RUNTIME's; give RUNTIME=<the file that holds it>")
-    if len(found) > 1:
-        raise ManifestError(f"{kind} {wanted} is in the files twice")
-    return found[0]
-
-
-def trainer_job(replicated_jobs: list, where: str) -> tuple[dict, str]:
-    """The one replicated job Trainer v2 runs the nodes in: labelled as the trainer's ancestor,
-    named `node` (its plugins address nodes as <trainjob>-node-0-<i>). Any other (a dataset or model
-    initializer, a launcher) is refused: the lab replays the nodes alone."""
-    trainers: list[tuple[int, dict]] = []
-    others: list[tuple[int, dict]] = []
-    for number, replicated in enumerate(replicated_jobs):
-        labels = ((replicated.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        (trainers if labels.get(ANCESTOR_LABEL) == "trainer" else others).append((number, replicated))
-    if others:
-        number, replicated = others[0]
-        raise ManifestError(f"{where}.replicatedJobs[{number}] ({shown(replicated.get('name'))}) is not the trainer's "
-                            f"(label {ANCESTOR_LABEL}: trainer); the lab replays a runtime of the trainer's nodes "
-                            "alone, without initializers or launchers")
-    if len(trainers) != 1:
-        raise ManifestError(f"{where}.replicatedJobs has {len(trainers)} jobs labelled {ANCESTOR_LABEL}: trainer, "
-                            "expected exactly one")
-    number, replicated = trainers[0]
-    job_where = f"spec.template.spec.replicatedJobs[{number}]"
-    if replicated.get("name") != cluster.TRAINJOB_NODE:
-        raise ManifestError(f"{where}.replicatedJobs[{number}].name is {shown(replicated.get('name'))}, expected "
-                            f"{cluster.TRAINJOB_NODE} (Trainer v2's plugins and tflab.trainer.tfconfig address nodes "
-                            "as <trainjob>-node-0-<i>)")
-    if replicated.get("replicas", 1) != 1:
-        raise ManifestError(f"{where}.replicatedJobs[{number}].replicas is {replicated['replicas']}, expected 1 "
-                            "(Trainer v2 runs the trainer's nodes as one Job; numNodes counts them)")
-    return replicated, job_where
-
-
-def node_pod(pod: dict, node_trainer: dict, where: str) -> dict:
-    """The pod with the TrainJob's spec.trainer applied to the container `node`, as Trainer v2 does:
-    image, command and args replaced where given, env upserted by name, resourcesPerNode merged
-    over the container's resources (a resource given in both: the TrainJob's)."""
-    pod = copy.deepcopy(pod)
-    containers = field_of(pod, "containers", list, where) or []
-    for container in containers:
-        if not isinstance(container, dict) or container.get("name") != cluster.TRAINJOB_NODE:
-            continue
-        for key in ("image", "command", "args"):
-            if node_trainer.get(key) is not None:
-                container[key] = copy.deepcopy(node_trainer[key])
-        env = container.setdefault("env", [])
-        for entry in node_trainer.get("env") or []:
-            same = [number for number, old in enumerate(env)
-                    if isinstance(old, dict) and old.get("name") == entry["name"]]
-            if same:
-                env[same[0]] = copy.deepcopy(entry)
-            else:
-                env.append(copy.deepcopy(entry))
-        per_node = node_trainer.get("resourcesPerNode")
-        if per_node:
-            resources = container.setdefault("resources", {})
-            for key, value in per_node.items():
-                if isinstance(value, dict) and isinstance(resources.get(key), dict):
-                    resources[key] = {**resources[key], **value}
-                else:
-                    resources[key] = copy.deepcopy(value)
-        break
-    return pod
+    return tasks
 
 
 def grouped(fields: list[str]) -> list[str]:
@@ -377,6 +265,12 @@ def from_tfjob(settings: Settings) -> int:
     documents = tfjob.read_documents(path)
     try:
         converted, said = converted_documents(plan, documents, settings)
+        for document in converted:  # nothing a Trainer release checked refuses (manifest.TRAINER_RELEASES)
+            refusals = manifest.trainer_refusals(document, document["kind"]) \
+                if document["kind"] in manifest.TRAINER_KINDS else {}
+            if refusals:
+                raise ManifestError(f"{document['kind']} {document['metadata']['name']}: "
+                                    f"{manifest.refused_by(refusals)}")
     except ManifestError as error:
         raise ManifestError(f"TFJOB={path}: {error}; nothing was written") from None
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))

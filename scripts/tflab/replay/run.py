@@ -10,10 +10,10 @@ from typing import Sequence
 
 from tflab import console
 from tflab.backends.base import RunObserver
-from tflab.core import runfolder
+from tflab.core import cluster, runfolder
 from tflab.core.explain import VANISHED
 from tflab.core.settings import Settings
-from tflab.k8s import tfoperator
+from tflab.k8s import jobset, tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
 from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
@@ -29,7 +29,7 @@ class ReplayRun:
     worker's), and the deadline is activeDeadlineSeconds. Where the operator would restart one
     replica in place, the lab restarts every replica (a MultiWorkerMirroredStrategy worker cannot
     rejoin). What its cleanPodPolicy would leave running is said; the lab still removes every
-    replica at the end. A TrainJob's (jobset_condition) is JobSet's rules instead."""
+    replica at the end. A TrainJob's (jobset_condition) is JobSet's rules instead (k8s/jobset.py)."""
 
     tasks_word = "replicas"
     done_line = "the job is done; ending {running}"
@@ -44,6 +44,8 @@ class ReplayRun:
         self.watcher: Watcher | None = None  # made once the run folder is claimed (claimed)
         self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
         self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
+        self.jobset_counts = jobset.Counts()  # a TrainJob's JobSet's restart counts (jobset.counted)
+        self.jobset_restart: jobset.Verdict | None = None  # the verdict of the restart under way
         self.failed_for_good = False  # job_condition said the operator marks the job Failed
         self.succeeded_at: float | None = None
         self.lingering: list[str] = []  # left running after success (cleanPodPolicy None), ending by themselves
@@ -69,8 +71,7 @@ class ReplayRun:
             deadline = f"no activeDeadlineSeconds, so TIMEOUT ({plan.timeout:g} s) bounds the run"
         if plan.kind == "TrainJob":  # JobSet's rules, not the training operator's (jobset_condition)
             return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
-                    f"outputs in {folder}/; failurePolicy.maxRestarts {plan.backoff_limit or 0}: a node's failure "
-                    f"restarts the whole job that many times, then JobSet fails it; {deadline}",
+                    f"outputs in {folder}/; {self.jobset_words()}; {deadline}",
                     "the job succeeds when every node does (JobSet's default successPolicy); the lab removes every "
                     "node at the end"]
         if plan.backoff_limit is None and set(plan.policies.values()) == {"Never"}:
@@ -94,6 +95,17 @@ class ReplayRun:
             lines.append(f"restartPolicy Always ({', '.join(always)}): on a cluster the kubelet restarts a replica "
                          "that exits 0 too; the lab takes an exit 0 as done")
         return lines
+
+    def jobset_words(self) -> str:
+        """A TrainJob's JobSet failure policy in a few words (jobset.py, JobSet v0.12.0's rules)."""
+        policy = self.plan.failure_policy
+        if policy is None:
+            return (f"no failurePolicy: a node's failure fails its Job, and {jobset.RELEASE} fails the JobSet "
+                    f"({jobset.FAILED_JOBS}), no restart")
+        rules = "; ".join(f"rule {rule.name}: {rule.action}" for rule in policy.rules)
+        return (f"failurePolicy.maxRestarts {policy.max_restarts}, restartStrategy {policy.strategy}"
+                + (f", {rules}" if rules else "") + f"; a rule's action or else RestartJobSet ({jobset.RELEASE}): a "
+                "restart recreates every node, then past maxRestarts JobSet fails the job")
 
     def success_words(self) -> str:
         chiefs = [t.name for t in self.plan.tasks if t.job in ("chief", "master")]
@@ -137,6 +149,11 @@ class ReplayRun:
         if not self.plan.active_deadline:
             return (f"TIMEOUT ({self.timeout:g} s) passed; the TFJob sets no activeDeadlineSeconds, so on a cluster "
                     f"it would run on; {then}")
+        if self.plan.kind == "TrainJob":  # trainjob_controller.go reconcileDeadline
+            self.reason = "DeadlineExceeded"
+            return (f"spec.activeDeadlineSeconds ({self.plan.active_deadline} s) passed: Trainer marks the TrainJob "
+                    "Failed (DeadlineExceeded: TrainJob exceeded its active deadline) and deletes its JobSet; "
+                    f"{then}")
         self.reason = f"{tfoperator.FAILED}: activeDeadlineSeconds"
         left = f"{self.left_words(running)}; " if running else ""
         return (f"activeDeadlineSeconds ({self.plan.active_deadline} s) passed: the operator marks the job Failed "
@@ -205,24 +222,35 @@ class ReplayRun:
         return None
 
     def jobset_condition(self, codes: dict, failures: dict, running: list[str]) -> str | None:
-        """A TrainJob's JobSet (trainjob.py: one replicated job `node`, each Job's backoffLimit 0):
-        any node's failure fails its Job, and failurePolicy.maxRestarts (plan.backoff_limit) restarts
-        the whole JobSet that many times, then fails it as ReachedMaxRestarts (JobSet's
-        failJobSet); it succeeds once every node's Job has (its default successPolicy, All)."""
-        plan = self.plan
+        """A TrainJob's JobSet (runtime.py: one replicated job `node`, one Indexed Job of every node,
+        backoffLimit 0): a node's failure fails that Job (BackoffLimitExceeded), and JobSet's failure
+        policy decides (jobset.execute_failure_policy): FAILED where it fails the JobSet, else None
+        and the runner restarts (restart_verdict counts it). It succeeds once every node's Job has
+        (its default successPolicy, All). The TrainJob's Failed condition takes the JobSet's reason
+        as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the summary's reason is both."""
         if failures:
-            if len(self.restarts_made) < (plan.backoff_limit or 0):
+            verdict = self.jobset_verdict()
+            if verdict.outcome != jobset.FAILS:
                 return None
             task, (code, _, _) = next(iter(failures.items()))
+            counts = self.jobset_counts
             self.failed_for_good = True
-            self.reason = "ReachedMaxRestarts"
-            console.say(f"{task} exited with code {code}, after {len(self.restarts_made)} of failurePolicy.maxRestarts "
-                        f"({plan.backoff_limit or 0}) restarts: JobSet marks the job Failed (ReachedMaxRestarts)")
+            self.reason = verdict.reason
+            console.say(f"{task} exited with code {code}, after {counts.restarts + sum(counts.job_restarts.values())} "
+                        f"restarts ({counts.total_towards_max} counted of failurePolicy.maxRestarts "
+                        f"{self.plan.backoff_limit or 0}): JobSet applies {verdict.words()} and marks the job Failed "
+                        f"({verdict.reason})")
             return FAILED
         if codes and all(code == 0 for code in codes.values()):
             self.ended_when_done = []
             return SUCCEEDED
         return None
+
+    def jobset_verdict(self) -> jobset.Verdict:
+        """What JobSet does now: every node is in the one Job node-0 (job index 0), failed as a Job
+        with backoffLimit 0 fails (jobset.JOB_FAILED_REASON)."""
+        failed = [jobset.FailedJob(cluster.TRAINJOB_NODE, 0, time.time())]
+        return jobset.execute_failure_policy(self.plan.failure_policy, failed, self.jobset_counts)
 
     def fail(self, why: str, message: str, limit: str | None, running: list[str]) -> str:
         """The operator's Failed condition: said once, with what its cleanPodPolicy leaves running."""
@@ -239,15 +267,26 @@ class ReplayRun:
         the count PastBackoffLimit sums."""
         if self.failed_for_good:
             return False, ""
+        if self.plan.kind == "TrainJob":
+            verdict = self.jobset_restart = self.jobset_verdict()
+            if verdict.outcome == jobset.FAILS:  # job_condition says it first; this only where it could not
+                self.failed_for_good, self.reason = True, verdict.reason
+                return False, f"JobSet applies {verdict.words()} and marks the job Failed ({verdict.reason})"
+            self.jobset_counts = jobset.counted(verdict, self.jobset_counts)
+            return True, ""
         failures = self.own_failures(self.backend.exit_codes(), stopped)
         self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
         return True, ""
 
     def restart_line(self) -> str:
         limit = self.plan.backoff_limit
-        if self.plan.kind == "TrainJob":  # no backoffLimit: JobSet counts whole restarts (jobset_condition)
-            return (f"restarting every node (restart {len(self.restarts_made)} of failurePolicy.maxRestarts "
-                    f"{limit or 0}), as JobSet's failurePolicy says")
+        if self.plan.kind == "TrainJob":  # no backoffLimit: JobSet's counts (jobset.counted)
+            verdict, counts = self.jobset_restart or self.jobset_verdict(), self.jobset_counts
+            counted = "not counted" if not verdict.counted else f"{counts.total_towards_max} counted"
+            one_job = (f" (it recreates Job {verdict.job.name}, which holds every node)"
+                       if verdict.outcome == jobset.RESTARTS_ONE_JOB else "")
+            return (f"restarting every node (restart {len(self.restarts_made)}, {counted} of failurePolicy.maxRestarts "
+                    f"{limit or 0}), as JobSet's {verdict.words()} says{one_job}")
         counted = ("no backoffLimit" if limit is None else
                    f"{self.restarts_counted} restart{'s' if self.restarts_counted != 1 else ''} counted "
                    f"of backoffLimit {limit}")
