@@ -2,6 +2,7 @@
 its model or checkpoints, looked for at the run's end in the run folder, read as foreign."""
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,11 @@ def test_hostile_records_and_a_huge_folder_are_bounded_and_never_a_traceback(tmp
     (left,) = found(run, {task: complete(mine) for task, mine in records.items()})  # as the summary hands them
     assert left.message.count(" left ") == strays.SHOWN and "(and 35 more)" in left.message
     assert left.tasks == ["worker-1"]  # the others' names say workers this run does not have
+
+
+def test_the_run_folder_page_and_the_audit_page_name_every_kind_of_finding():
+    docs = Path(__file__).parents[2] / "docs"
+    listed = re.search(r"are each a `kind` \(([^)]*)\)", (docs / "run-folder.md").read_text())
+    assert listed and re.findall(r"`([a-z-]+)`", listed.group(1)) == list(audit.KINDS)
+    rows = re.findall(r"^\| `([a-z-]+)`(?:, `([a-z-]+)`)? \|", (docs / "audit.md").read_text(), re.M)
+    assert sorted(kind for row in rows for kind in row if kind) == sorted(audit.KINDS)
