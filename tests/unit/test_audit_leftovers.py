@@ -3,11 +3,16 @@ its model or checkpoints, looked for at the run's end in the run folder, read as
 
 import os
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 from tflab.core.runsummary import Summary
 from tflab.core.schema import complete, read_events
+from tflab.core.settings import Settings
+from tflab.k8s import tfjob
+from tflab.replay.run import ReplayRun
 from tflab.supervisor import audit, strays
 from tflab.supervisor.table import table
 
@@ -182,3 +187,41 @@ def test_the_run_folder_page_and_the_audit_page_name_every_kind_of_finding():
     assert listed and re.findall(r"`([a-z-]+)`", listed.group(1)) == list(audit.KINDS)
     rows = re.findall(r"^\| `([a-z-]+)`(?:, `([a-z-]+)`)? \|", (docs / "audit.md").read_text(), re.M)
     assert sorted(kind for row in rows for kind in row if kind) == sorted(audit.KINDS)
+
+
+# The shape of the training operator's examples/tensorflow/distribution_strategy TFJob: a claim
+# mounted at /train, --saved_model_dir /train/saved_model/ (and a read-only volume beside it).
+OPERATOR_JOB = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: multi-worker}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: "tflab-trainer:cpu-1"
+              command: [python, /multi_worker_strategy-with-keras.py, --saved_model_dir, /train/saved_model/]
+              volumeMounts: [{name: training, mountPath: /train}, {name: settings, mountPath: /etc/job,
+                                                                    readOnly: true}]
+          volumes:
+            - {name: training, persistentVolumeClaim: {claimName: strategy-volume}}
+            - {name: settings, persistentVolumeClaim: {claimName: settings, readOnly: true}}
+"""
+
+
+def test_a_replayed_tfjob_is_looked_in_at_its_claims_folder_as_each_replica_mounts_it(tmp_path):
+    plan = tfjob.plan_of(tmp_path / "job.yaml", [yaml.safe_load(textwrap.dedent(OPERATOR_JOB))], Settings())
+    run = run_folder(tmp_path)
+    spaces = ReplayRun(plan, Settings(), None, run).spaces()
+    assert spaces == {task: [strays.Space("/train", "volumes/strategy-volume")] for task in ("worker-0", "worker-1")}
+    saved_model(run / "volumes/strategy-volume/saved_model")
+    saved_model(run / "volumes/strategy-volume/saved_model/worker_tmp_1")
+    records = {"worker-0": [write("worker-0", "/train/saved_model")],
+               "worker-1": [write("worker-1", "/train/saved_model/worker_tmp_1")]}
+    findings, _ = audit.audit(records, ROLES, "worker-0", None, run, spaces)
+    assert [(f.kind, f.tasks) for f in findings] == [("worker-leftover", ["worker-1"])]
+    assert findings[0].message.startswith("worker-1 left /train/saved_model/worker_tmp_1 (a folder, by Model.save")
