@@ -1,13 +1,16 @@
 """supervisor/memory.py (issue 45): a task's resident memory per epoch (`rss_bytes` on each `epoch`
 event) and the memory-growth finding, on synthetic logs and hostile ones."""
 
+from pathlib import Path
+
 import pytest
-from tflab.core.schema import complete, problems
+from tflab.core.schema import complete, problems, read_events
 from tflab.supervisor import audit, memory
 
 pytestmark = pytest.mark.unit
 ROLES = {"worker-0": "trainer", "worker-1": "trainer"}
 MB = 1_000_000
+RECORDED = Path(__file__).parent / "data" / "memory" / "lab_multiworker_20"
 
 
 def epochs(task: str, sizes: list, start: bool = True) -> list[dict]:
@@ -77,3 +80,20 @@ def test_hostile_values_are_left_out_never_a_traceback():
     assert slope == pytest.approx(1e17)
     creep = [3 * 10**18 + 10**14 * n for n in range(12)]  # 1e14 an epoch: under 1% of 3e18
     assert memory.growth(epochs("worker-1", creep)) is None
+
+
+def test_the_labs_own_recorded_run_creeps_under_a_mb_an_epoch_and_is_no_finding():
+    """data/memory/lab_multiworker_20: the lab's trainer, 2 workers, 20 epochs, each epoch's real RSS."""
+    records = {task: complete(read_events(RECORDED / f"{task}.jsonl")) for task in ("worker-0", "worker-1")}
+    for task, mine in records.items():
+        sizes = memory.epoch_rss(mine)
+        assert [epoch for epoch, _ in sizes] == list(range(1, 21))
+        assert all(590 * MB < rss < 630 * MB for _, rss in sizes), sizes
+        assert memory.growth(mine) is None
+        # Its slope: about 0.8 MB an epoch, a twelfth of the floor; the same run leaking 10 MB more an
+        # epoch from epoch 2 on is a finding.
+        leaking = [dict(r, rss_bytes=r["rss_bytes"] + 10 * MB * (r["epoch"] - 1)) if r["event"] == "epoch" else r
+                   for r in mine]
+        slope, judged = memory.growth(leaking)
+        assert 10.5 * MB < slope < 11 * MB and len(judged) == 19
+    assert kinds(records) == []
