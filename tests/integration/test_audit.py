@@ -116,3 +116,35 @@ def test_a_loss_that_went_nan_is_logged_and_a_finding_that_fails_a_strict_run(na
     for line in runfolder.log_path(nan_loss.tasks_dir, "worker-0").read_text().splitlines():
         json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in worker-0.jsonl is no JSON"))
     assert "finding (non-finite): worker-0 and worker-1: the loss was nan from epoch 1 on" in nan_loss.output
+
+
+@pytest.fixture(scope="module", params=["operator", "tutorial"])
+def worker_saves(request, tmp_path_factory):
+    """The training operator's distribution_strategy save (worker_tmp_<i> inside the chief's
+    SavedModel, never deleted), and TensorFlow's tutorial's (workertemp_<i>, deleted)."""
+    from tflab.pytest_plugin import run_lab
+
+    args = "--epochs 2" + (" --tutorial" if request.param == "tutorial" else "")
+    return request.param, run_lab(tmp_path_factory.mktemp("audit"), f"saves-{request.param}",
+                                  {"workers": 2, "script": SCRIPTS / "operator_worker_tmp.py", "args": args,
+                                   "restarts": 0, "audit": "on"})
+
+
+def test_a_non_chiefs_save_left_in_the_chiefs_saved_model_is_a_finding_and_a_deleted_one_is_not(worker_saves):
+    way, lab = worker_saves
+    assert [(task.status, task.exit_code) for task in lab.tasks.values()] == [("ok", 0), ("ok", 0)], lab.why()
+    assert (lab.tasks_dir / "saved_model" / "saved_model.pb").is_file()
+    if way == "tutorial":
+        assert lab.findings == [], lab.why()
+        assert not (lab.tasks_dir / "workertemp_1").exists()
+        return
+    assert kinds(lab) == ["worker-leftover"], lab.why()
+    (finding,) = lab.findings
+    assert finding["tasks"] == ["worker-1"]
+    assert finding["message"].startswith("worker-1 left /lab/run/saved_model/worker_tmp_1 (a folder, by Model.save "
+                                         "at operator_worker_tmp.py:")
+    assert "remove_temp_dirpath" in finding["fix"]
+    assert "finding (worker-leftover)" in lab.why()
+    # each epoch's resident memory, from the script's own process
+    for task in lab.tasks.values():
+        assert all(r["rss_bytes"] > 100e6 for r in task.of("epoch")), task.of("epoch")

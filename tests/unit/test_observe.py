@@ -104,6 +104,8 @@ def test_every_fit_is_logged_as_keras_counts_it_and_a_resume_is_measured(observe
     assert [(r["epoch"], "examples_per_second" in r) for r in epochs] == [
         (1, False), (3, False), (4, False), (1, True), (2, True)]
     assert [r["steps"] for r in epochs] == [8, 8, 8, 4, 4]
+    # Each epoch's resident memory, from the script's own process (the observer's and LabCallback's alike).
+    assert all(isinstance(r.get("rss_bytes"), int) and 50e6 < r["rss_bytes"] < 64e9 for r in epochs), epochs
     assert [r["loss"] for r in epochs[1:]] == pytest.approx(found["printed"]["losses"], rel=1e-6)
     checkpoints = [(r["found"], r["path"], r.get("counters")) for r in events if r["event"] == "checkpoint"]
     ckpt = str(found["folder"] / "ckpt")

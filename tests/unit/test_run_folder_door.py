@@ -34,7 +34,8 @@ ALLOWED = {
     "console.py": "/dev/null, for stdout once `tflab logs | head` has closed the pipe or a write to it failed",
     "core/settings.py": "/dev/null, for stdout once a write of `--markdown`'s table to it failed",
     "cli/upkeep.py": "RUNS_DIR itself: counts its run folders (clean), makes it (tensorboard)",
-    "core/processes.py": "/proc/<pid>/stat and cmdline (the owner check, the reaper), never a run's file",
+    "core/processes.py": "/proc/<pid>/stat and cmdline (the owner check, the reaper), /proc/self/statm (a task's "
+                         "epoch RSS), never a run's file",
     "home.py": "the installed copy of the lab's own files",
     "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
     "images/__init__.py": "wheels and stamps under images/, a script's constraints in its build context",

@@ -291,6 +291,36 @@ class Beneath:
             os.close(child)
 
 
+    def entries(self, relative: str, most: int) -> tuple[list[tuple[str, str]], bool]:
+        """A folder's entries (the folder itself for ""), each (name, kind) with kind as kind()'s,
+        never following a link, and whether there were more than `most` (the rest unread: a task
+        may leave millions of names, and the lab reads only so many)."""
+        if relative:
+            fd, name = self.open_parent(relative)
+            try:
+                child = os.open(name, DIRECTORY, dir_fd=fd)
+            except OSError as error:
+                raise self._error(error, self.root / relative) from None
+            finally:
+                os.close(fd)
+        else:
+            child = os.dup(self.fd)
+        found: list[tuple[str, str]] = []
+        try:
+            with os.scandir(child) as listing:
+                for entry in listing:
+                    if len(found) == most:
+                        return sorted(found), True
+                    try:
+                        mode = entry.stat(follow_symlinks=False).st_mode
+                    except OSError:  # gone between the listing and its stat
+                        continue
+                    found.append((entry.name, "link" if stat.S_ISLNK(mode) else "folder" if stat.S_ISDIR(mode)
+                                  else "file" if stat.S_ISREG(mode) else "other"))
+        finally:
+            os.close(child)
+        return sorted(found), False
+
     def walk(self, relative: str, suffix: str, depth: int = 8, most: int = 10000) -> list[str]:
         """The regular files under a folder whose names end in `suffix`, as paths relative to this
         folder: no link followed, at most `depth` folders down and `most` entries looked at."""

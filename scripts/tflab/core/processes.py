@@ -6,6 +6,7 @@ the same way.
 
 from __future__ import annotations
 
+import os
 import socket
 from datetime import datetime, timezone
 
@@ -37,3 +38,21 @@ def owner_record(pid: int, run: str = "") -> dict:
     return {"pid": pid, "host": socket.gethostname(), "process_start": process_start(pid),
             "command": process_command(pid), "run": run,
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set now (/proc/self/statm's second field, in pages): what an
+    `epoch` event carries as `rss_bytes`, so the audit can tell memory that grows epoch after epoch
+    (supervisor/memory.py) from the peak alone. None where there is no /proc (not Linux)."""
+    try:
+        with open("/proc/self/statm", "rb") as file:
+            pages = int(file.read(256).split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_field() -> dict[str, int]:
+    """An `epoch` event's `rss_bytes` (resident_bytes), or nothing where it cannot be read."""
+    found = resident_bytes()
+    return {} if found is None else {"rss_bytes": found}

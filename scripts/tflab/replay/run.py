@@ -18,7 +18,7 @@ from tflab.k8s.tfjob import Plan, describe, replay_settings
 from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
 from tflab.replay.watcher import Watcher, unaudited
-from tflab.supervisor import audit, progress, runner, summary
+from tflab.supervisor import audit, progress, runner, strays, summary
 from tflab.supervisor.kind import FAILED, SUCCEEDED, WAITING, Printer
 
 
@@ -297,6 +297,16 @@ class ReplayRun:
         return {f"CLAIMS {claim}": Path(folder)
                 for claim, (folder, read_only) in host_folders(self.plan, self.settings).items() if not read_only}
 
+    def spaces(self) -> dict[str, list[strays.Space]]:
+        """Each replica's writable volumes that the run folder holds (volumes/<folder>, at the mount's
+        target), where the audit looks for what a non-chief left in the chief's folders; CLAIMS's
+        host folders are the user's, not looked in."""
+        given = host_folders(self.plan, self.settings)
+        return {task.name: [strays.Space(target, f"volumes/{folder}")
+                            for folder, target, read_only in task.service.get("x-mounts", [])
+                            if not read_only and folder not in given]
+                for task in self.plan.tasks}
+
     def image(self) -> str:
         return self.plan.tasks[0].image if self.plan.tasks else ""
 
@@ -325,7 +335,8 @@ class ReplayRun:
                               for note in replayed.unaudited)]
         records = {task: summary.task_records(run_dir, task) for task in reached}
         findings, notes = audit.audit(records, {task: "script" for task in reached}, self.backend.cluster.chief,
-                                      {task: outputs[task] for task in reached}) if reached else ([], [])
+                                      {task: outputs[task] for task in reached}, run_dir,
+                                      self.spaces()) if reached else ([], [])
         digests = {row.weights_sha256 for row in rows}  # the lab's own program's, where the replicas ran it
         return summary.Rows(tasks=rows, ok=done, strategy="tfjob", backend=self.backend.name, settings=settings,
                             weights_agree=len(digests) == 1 and None not in digests,

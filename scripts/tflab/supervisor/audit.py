@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from tflab.core.schema import attempts, finite
+from tflab.supervisor import memory, strays
 
 KINDS = ("unsharded", "overlapping-shards", "shared-write", "overwrote-chief", "no-final-model", "replicas-differ",
-         "non-finite")
+         "non-finite", strays.KIND, "memory-growth")
 AUDITED_ROLES = ("trainer", "script")
 # Two workers' sampled batches identical in at least this share of the steps both sampled: the
 # same data, not chance (a sharded dataset's workers share none).
@@ -48,17 +50,35 @@ def of(records: list[dict], event: str) -> list[dict]:
 
 
 def audit(records: dict[str, list[dict]], roles: dict[str, str], chief: str,
-          outputs: dict[str, str] | None = None) -> tuple[list[Finding], list[str]]:
+          outputs: dict[str, str] | None = None, run_dir: Path | None = None,
+          spaces: dict[str, list[strays.Space]] | None = None) -> tuple[list[Finding], list[str]]:
     """The run's findings and notes, from each task's complete records (task -> records, in the
-    run's task order), its role and the chief's name; outputs: each task's own output lines."""
+    run's task order), its role and the chief's name; outputs: each task's own output lines;
+    run_dir and spaces (task -> the shared folders it wrote that the run folder holds): where the
+    chief's folders are looked in at the run's end for what other tasks left there (strays.py)."""
     trainers = [task for task in records if roles.get(task) in AUDITED_ROLES]
     audited = {task: records[task] for task in trainers}
     # After a restart, batches and weights are compared within the last attempt (every task's
     # passes start again from 1); a write of any attempt is still a write.
     last = {task: (attempts(records[task]) or [[]])[-1] for task in trainers}
     findings = (nonfinite_findings(last) + data_findings(last) + write_findings(audited, chief)
-                + weight_findings(last))
+                + weight_findings(last) + memory_findings(audited))
+    if run_dir is not None and spaces:
+        findings += leftover_findings(run_dir, audited, chief, spaces)
     return findings, notes(outputs or {}, trainers)
+
+
+def leftover_findings(run_dir: Path, audited: dict[str, list[dict]], chief: str,
+                      spaces: dict[str, list[strays.Space]]) -> list[Finding]:
+    """What a non-chief left in the chief's model or checkpoint folder (strays.py)."""
+    found = strays.leftover_finding(run_dir, audited, chief, spaces)
+    return [Finding(strays.KIND, found[0], found[1], strays.FIX)] if found else []
+
+
+def memory_findings(audited: dict[str, list[dict]]) -> list[Finding]:
+    """Tasks whose resident memory grew epoch after epoch (memory.py's test)."""
+    found = memory.growth_finding(audited)
+    return [Finding("memory-growth", found[0], found[1], memory.FIX)] if found else []
 
 
 # --- a loss or weights gone NaN

@@ -22,7 +22,7 @@ from tflab.core.runsummary import Summary, TaskRow
 from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events
 from tflab.core.settings import Settings
 from tflab.k8s.pod import hooks_file
-from tflab.supervisor import audit, resume
+from tflab.supervisor import audit, resume, strays
 from tflab.trainer import replayhooks
 
 
@@ -194,7 +194,8 @@ def lab_rows(settings: Settings, the_cluster: Cluster, run_dir: Path, exit_codes
     # A lab run that ended "ok" has no stopped task (runner.follow).
     ok = outcome == "ok" and all(row.status in ("ok", "stopped") for row in rows)
     findings, notes = ([], []) if settings.audit == "off" else audit.audit(
-        records, {task: the_cluster.role(task) for task in the_cluster.tasks}, the_cluster.chief, outputs)
+        records, {task: the_cluster.role(task) for task in the_cluster.tasks}, the_cluster.chief, outputs,
+        run_dir, strays.run_spaces(run_dir, list(the_cluster.tasks)))
     if findings and settings.audit == "strict":
         ok = False  # the tasks' exit codes and statuses stay as they were: the run fails, not they
     return Rows(tasks=rows, ok=ok, strategy=settings.strategy, backend=settings.backend, settings=settings.to_dict(),

@@ -17,6 +17,7 @@ import time
 
 import tensorflow as tf
 
+from tflab.core.processes import rss_field
 from tflab.core.schema import EventLog, SchemaError, loss_field
 
 
@@ -42,6 +43,7 @@ class LabCallback(tf.keras.callbacks.Callback):
         seconds = time.perf_counter() - self._started
         try:
             self._log.emit("epoch", epoch=int(epoch) + 1, loss=loss_field(loss), seconds=seconds, steps=self._steps,
-                           examples_per_second=self._steps * self.global_batch_size / seconds)
+                           examples_per_second=self._steps * self.global_batch_size / seconds,
+                           **rss_field())
         except (SchemaError, TypeError, ValueError) as error:  # the lab's log must never break your training
             print(f"tflab.callback: epoch {int(epoch) + 1} not logged: {error}", file=sys.stderr)

@@ -30,6 +30,7 @@ import sys
 import time
 from typing import Any
 
+from tflab.core.processes import rss_field
 from tflab.core.schema import loss_field
 from tflab.trainer import chaosstep, inscript
 
@@ -149,7 +150,7 @@ def _on_epoch_end(self, epoch, logs=None, *args, **kwargs):
         return
     # A NaN loss is logged too (schema.loss_field): the epoch happened, and learned nothing.
     emit("epoch", epoch=int(epoch) + 1, loss=loss_field(loss), seconds=time.perf_counter() - fit.started,
-         steps=fit.steps)
+         steps=fit.steps, **rss_field())
 
 
 # Each watched method: (what runs before the original, what runs after it).

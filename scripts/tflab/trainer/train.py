@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from tflab.core import cluster, runfolder
+from tflab.core import cluster, processes, runfolder
 from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field, start_versions
@@ -438,7 +438,8 @@ class StepTiming(tf.keras.callbacks.Callback):
         loss = logs["loss"]
         loss = float(loss.fetch() if hasattr(loss, "fetch") else loss)
         record = self.log.emit("epoch", epoch=epoch + 1, loss=loss_field(loss), seconds=seconds, steps=steps,
-                               examples_per_second=steps * self.settings.global_batch / seconds)
+                               examples_per_second=steps * self.settings.global_batch / seconds,
+                               **processes.rss_field())
         if self.writer:
             with self.writer.as_default(step=epoch + 1):
                 for name in ("loss", "examples_per_second", "seconds"):
