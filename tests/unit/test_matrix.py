@@ -79,10 +79,10 @@ def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
              cell("2.22", "tf-keras", "mirrored", "n/a", what="PyPI has no tf-keras for it")]
     written = matrix.write(tmp_path, Settings(), cells)
     data = json.loads((tmp_path / "matrix.json").read_text())
-    assert data["version"] == 2 and data["ok"] is False and data["verdict"] == written.verdict
+    assert data["version"] == 3 and data["ok"] is False and data["verdict"] == written.verdict
     assert set(data["cells"][0]) == {"tf", "tf_release", "keras", "strategy", "outcome", "signature", "what", "fix",
                                      "final_loss", "steady_step_seconds", "peak_rss_bytes", "wall_seconds", "losses",
-                                     "run", "keras_imported"}
+                                     "run", "keras_imported", "precision"}
     back = Matrix.read(tmp_path)
     assert [c.to_dict() for c in back.cells] == [c.to_dict() for c in cells]
     text = (tmp_path / "matrix.md").read_text()
@@ -93,7 +93,7 @@ def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
 
 
 @pytest.mark.parametrize("change, named", [
-    (lambda d: d.update(version=3), "version is 3, not one of 1, 2"),
+    (lambda d: d.update(version=4), "version is 4, not one of 1, 2, 3"),
     (lambda d: d["cells"][0].update(outcome="great"), "cells[0].outcome is 'great'"),
     (lambda d: d["cells"][0].update(final_loss="low"), "cells[0].final_loss is \"low\""),
     (lambda d: d["cells"][0].update(losses=[1, "x"]), "cells[0].losses[1] is \"x\", not a number"),
@@ -427,3 +427,56 @@ def test_each_replayed_cell_runs_on_its_image_with_its_keras(stood_in, tmp_path,
     assert ran == [] and replayed == [("tf2-21-tf-keras-tfjob", "1", False), ("tf2-21-keras3-tfjob", "0", False)]
     assert len(built) == 2
     assert [c.strategy for c in Matrix.read(tmp_path / "r").cells] == ["tfjob", "tfjob"]
+
+
+def test_precisions_make_one_cell_per_precision_each_named_and_headed_for_it(tmp_path):
+    planned = matrix.plan(Settings(tf="2.21", keras="tf-keras", strategies="single mirrored",
+                                   precisions="float32 mixed_float16"), tmp_path)
+    assert [(c.strategy, c.precision, c.run, one.precision) for c, one in planned] == [
+        ("single", "float32", "tf2-21-tf-keras-single", "float32"),
+        ("single", "mixed_float16", "tf2-21-tf-keras-single-mixed-float16", "mixed_float16"),
+        ("mirrored", "float32", "tf2-21-tf-keras-mirrored", "float32"),
+        ("mirrored", "mixed_float16", "tf2-21-tf-keras-mirrored-mixed-float16", "mixed_float16")]
+    alone = matrix.plan(Settings(tf="2.21", keras="tf-keras", strategies="mirrored", precision="mixed_bfloat16"),
+                        tmp_path)
+    assert [(c.precision, one.precision) for c, one in alone] == [("mixed_bfloat16", "mixed_bfloat16")]
+    cells = [c for c, _ in planned]
+    grid = matrix.grid(Matrix(run="m", settings={}, cells=cells, verdict="v", ok=False))
+    assert grid[0] == ["TF", "tf-keras single", "tf-keras single mixed_float16", "tf-keras mirrored",
+                       "tf-keras mirrored mixed_float16"]
+
+
+def test_each_precision_is_compared_with_the_single_cell_of_its_own_precision():
+    """The trainer's own losses, measured on this machine's CPU (mlp, 1024 examples, global batch 64, 2
+    logical CPUs): mixed_float16 parts from float32 by 5e-3 by epoch 3, beyond LOSS_TOLERANCE, so a mixed
+    cell compared with the float32 single cell would be called wrong though it trained as it should."""
+    float32, mixed = [25.61029, 24.57014, 23.66417], [25.68095, 24.63906, 23.77158]
+    cells = [ran("2.21", "tf-keras", "single", float32), ran("2.21", "tf-keras", "single", mixed),
+             ran("2.21", "tf-keras", "mirrored", float32), ran("2.21", "tf-keras", "mirrored", mixed)]
+    for one, precision in zip(cells, ["float32", "mixed_float16"] * 2):
+        one.precision = precision
+    matrix.compare_with_single(cells, Settings())
+    assert [c.outcome for c in cells] == ["ok"] * 4
+    cells[3].losses = float32  # a mixed cell that trained as float32 did: apart from its own single cell
+    cells[3].outcome = "ok"
+    matrix.compare_with_single(cells, Settings())
+    assert (cells[3].outcome, cells[3].signature) == ("wrong", "losses-differ")
+
+
+def test_make_matrix_refuses_precisions_with_a_replay_in_one_line(tmp_path):
+    from labtest.cli import assert_refused, run_lab
+
+    runs = tmp_path / "runs"
+    result = run_lab("matrix", f"TRAINJOB={replayed_job(tmp_path)}", f"RUNS_DIR={runs}", "PRECISIONS=mixed_float16")
+    assert_refused(result, f"PRECISIONS=mixed_float16 does not apply with TRAINJOB={tmp_path / 'job.yaml'}: the "
+                           "TrainJob and its runtime fix how it trains", runs)
+
+
+def test_a_version_2_matrix_reads_back_with_every_cell_float32(tmp_path):
+    matrix.write(tmp_path, Settings(), [cell("2.21", "tf-keras", "mirrored")])
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    data["version"] = 2
+    for one in data["cells"]:
+        one.pop("precision")
+    (tmp_path / "matrix.json").write_text(json.dumps(data))
+    assert Matrix.read(tmp_path).cells[0].precision == "float32"
