@@ -284,7 +284,8 @@ def compare_with_single(cells: list[Cell], settings: Settings) -> None:
                          "the same data, seed and global batch trained differently")
             cell.fix = ("compare the two runs' matrix.md losses epoch by epoch: a strategy that sums or averages "
                         "the gradients differently (a loss not scaled by the global batch, a metric or a variable "
-                        "updated outside strategy.run) parts from the first epoch; NaN in one is non-finite-loss")
+                        "updated outside strategy.run) parts from the first epoch, one a whole factor of the replicas "
+                        "apart is a loss divided by them (keras-loss-in-replica); NaN in one is non-finite-loss")
 
 
 def not_started(cell: Cell, error: LabError) -> None:
