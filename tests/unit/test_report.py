@@ -188,12 +188,12 @@ def test_a_lab_run_keeps_its_strategy(tmp_path):
 
 
 def test_each_run_stands_beside_the_single_run_of_its_own_precision(tmp_path):
-    """make compare PRECISIONS="float32 mixed_float16": the losses are the trainer's own, measured on this
-    machine's CPU (mlp, 1024 examples, global batch 64, 3 epochs, 2 logical CPUs): float32 23.66417,
-    mixed_float16 23.77158, the same under single and mirrored."""
+    """make compare PRECISIONS="float32 mixed_float16": the final losses are the trainer's own, measured on
+    this machine's CPUs (tf-keras, mlp, 1024 examples, global batch 64, 3 epochs, 2 logical CPUs): float32
+    23.66417 under both, mixed_float16 23.79824 on one device and 23.77158 on mirrored-2."""
     folder = tmp_path / "cmp"
     for label, strategy, precision, loss in (("single-float32", "single", "float32", 23.66417),
-                                             ("single-mixed-float16", "single", "mixed_float16", 23.77158),
+                                             ("single-mixed-float16", "single", "mixed_float16", 23.79824),
                                              ("mirrored-2-float32", "mirrored", "float32", 23.66417),
                                              ("mirrored-2-mixed-float16", "mirrored", "mixed_float16", 23.77158)):
         record_run(folder, label, strategy, [strategy], steady=0.001 if strategy == "single" else 0.002,
@@ -202,11 +202,11 @@ def test_each_run_stands_beside_the_single_run_of_its_own_precision(tmp_path):
                                                               "mirrored-2-float32", "mirrored-2-mixed-float16"]}))
     found = {row["run"]: row for row in report.rows(folder)}
     assert [(row["precision"], row["final_loss"], row["single_loss"]) for row in found.values()] == [
-        ("float32", 23.66417, 23.66417), ("mixed_float16", 23.77158, 23.77158),
-        ("float32", 23.66417, 23.66417), ("mixed_float16", 23.77158, 23.77158)]
+        ("float32", 23.66417, 23.66417), ("mixed_float16", 23.79824, 23.79824),
+        ("float32", 23.66417, 23.66417), ("mixed_float16", 23.77158, 23.79824)]
     assert found["mirrored-2-mixed-float16"]["speedup"] == pytest.approx(0.5)  # against its own precision's single
     markdown = report.markdown(folder, list(found.values()))
-    assert "| mirrored-2-mixed-float16 | mirrored | 1 | 2 | mixed_float16 | 23.7716 | 23.7716 |" in markdown
+    assert "| mirrored-2-mixed-float16 | mirrored | 1 | 2 | mixed_float16 | 23.7716 | 23.7982 |" in markdown
 
 
 def test_a_run_from_before_precision_reads_as_float32_and_no_single_run_leaves_its_loss_empty(tmp_path):
