@@ -108,5 +108,6 @@ def describe_run(settings: Settings, the_cluster: Cluster) -> str:
     if settings.script:
         command = " ".join([display_path(Path(settings.script)), settings.args]).rstrip()
         return f"{settings.strategy}, {shape}, {command}"
-    return (f"{settings.strategy}, {shape}, {settings.model}, {settings.epochs} epochs of "
+    precision = "" if settings.precision == "float32" else f", {settings.precision}"
+    return (f"{settings.strategy}, {shape}, {settings.model}{precision}, {settings.epochs} epochs of "
             f"{settings.examples} examples, global batch {settings.global_batch}, seed {settings.seed}")

@@ -339,6 +339,13 @@ def test_the_keras_3_custom_loop_names_keras_23085_and_a_fix_to_take_today():
     assert found.link.endswith("/keras/issues/23085") and found.retry is False
 
 
+def test_a_keras_loss_inside_strategy_run_names_keras_3s_scaling_by_the_replicas_and_the_fix():
+    found = explain.explain(recorded("keras-loss-in-replica"))
+    assert "Keras 3 takes it and divides each replica's loss by the replica count" in found.what
+    assert "huggingface/transformers#28296" in found.what and found.retry is False
+    assert "tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)" in found.fix
+
+
 def test_keras_3_under_parameter_server_strategy_is_named_with_the_tf_keras_fix():
     """Recorded: the chief of a parameter-server script written for Keras 3 (`import keras`, fit on a dataset)."""
     found = explain.explain(recorded("keras3-parameter-server", "chief-0"))

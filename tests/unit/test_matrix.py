@@ -79,10 +79,10 @@ def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
              cell("2.22", "tf-keras", "mirrored", "n/a", what="PyPI has no tf-keras for it")]
     written = matrix.write(tmp_path, Settings(), cells)
     data = json.loads((tmp_path / "matrix.json").read_text())
-    assert data["version"] == 2 and data["ok"] is False and data["verdict"] == written.verdict
+    assert data["version"] == 3 and data["ok"] is False and data["verdict"] == written.verdict
     assert set(data["cells"][0]) == {"tf", "tf_release", "keras", "strategy", "outcome", "signature", "what", "fix",
                                      "final_loss", "steady_step_seconds", "peak_rss_bytes", "wall_seconds", "losses",
-                                     "run", "keras_imported"}
+                                     "run", "keras_imported", "precision"}
     back = Matrix.read(tmp_path)
     assert [c.to_dict() for c in back.cells] == [c.to_dict() for c in cells]
     text = (tmp_path / "matrix.md").read_text()
@@ -93,7 +93,7 @@ def test_matrix_json_is_typed_and_versioned_and_reads_back(tmp_path):
 
 
 @pytest.mark.parametrize("change, named", [
-    (lambda d: d.update(version=3), "version is 3, not one of 1, 2"),
+    (lambda d: d.update(version=4), "version is 4, not one of 1, 2, 3"),
     (lambda d: d["cells"][0].update(outcome="great"), "cells[0].outcome is 'great'"),
     (lambda d: d["cells"][0].update(final_loss="low"), "cells[0].final_loss is \"low\""),
     (lambda d: d["cells"][0].update(losses=[1, "x"]), "cells[0].losses[1] is \"x\", not a number"),
@@ -427,3 +427,86 @@ def test_each_replayed_cell_runs_on_its_image_with_its_keras(stood_in, tmp_path,
     assert ran == [] and replayed == [("tf2-21-tf-keras-tfjob", "1", False), ("tf2-21-keras3-tfjob", "0", False)]
     assert len(built) == 2
     assert [c.strategy for c in Matrix.read(tmp_path / "r").cells] == ["tfjob", "tfjob"]
+
+
+def test_precisions_make_one_cell_per_precision_each_named_and_headed_for_it(tmp_path):
+    planned = matrix.plan(Settings(tf="2.21", keras="tf-keras", strategies="single mirrored",
+                                   precisions="float32 mixed_float16"), tmp_path)
+    assert [(c.strategy, c.precision, c.run, one.precision) for c, one in planned] == [
+        ("single", "float32", "tf2-21-tf-keras-single", "float32"),
+        ("single", "mixed_float16", "tf2-21-tf-keras-single-mixed-float16", "mixed_float16"),
+        ("mirrored", "float32", "tf2-21-tf-keras-mirrored", "float32"),
+        ("mirrored", "mixed_float16", "tf2-21-tf-keras-mirrored-mixed-float16", "mixed_float16")]
+    alone = matrix.plan(Settings(tf="2.21", keras="tf-keras", strategies="mirrored", precision="mixed_bfloat16"),
+                        tmp_path)
+    assert [(c.precision, one.precision) for c, one in alone] == [("mixed_bfloat16", "mixed_bfloat16")]
+    cells = [c for c, _ in planned]
+    grid = matrix.grid(Matrix(run="m", settings={}, cells=cells, verdict="v", ok=False))
+    assert grid[0] == ["TF", "tf-keras single", "tf-keras single mixed_float16", "tf-keras mirrored",
+                       "tf-keras mirrored mixed_float16"]
+
+
+def test_each_precision_is_compared_with_the_single_cell_of_its_own_precision():
+    """The trainer's own losses, measured on this machine's CPUs (tf-keras, mlp, 1024 examples, global batch
+    64, 2 logical CPUs): mixed_float16's mirrored-2 parts from its single run by 4.0e-3 (its replicas round
+    their halves in float16), under MIXED_LOSS_TOLERANCE; float32's agree to 1e-6."""
+    runs = {("single", "float32"): [25.61029, 24.57014, 23.66417],
+            ("single", "mixed_float16"): [25.74974, 24.73783, 23.79824],
+            ("mirrored", "float32"): [25.61029, 24.57014, 23.66416],
+            ("mirrored", "mixed_float16"): [25.68095, 24.63906, 23.77158]}
+    cells = []
+    for (strategy, precision), losses in runs.items():
+        cells.append(ran("2.21", "tf-keras", strategy, losses))
+        cells[-1].precision = precision
+    matrix.compare_with_single(cells, Settings())
+    assert [c.outcome for c in cells] == ["ok"] * 4
+    cells[3].losses = [loss / 2 for loss in runs[("mirrored", "mixed_float16")]]  # a loss divided by 2 replicas
+    matrix.compare_with_single(cells, Settings())
+    assert (cells[3].outcome, cells[3].signature) == ("wrong", "losses-differ")
+    assert "mixed_float16's rounding stays under 0.02" in cells[3].what
+    assert "keras-loss-in-replica" in cells[3].fix
+
+
+@pytest.mark.parametrize("imported, precision, strategy, signature", [
+    ("keras 3.15.1", "mixed_float16", "mirrored", "keras3-loss-scale-nan"),  # measured: NaN from epoch 1
+    ("tf-keras 2.21.0", "mixed_float16", "mirrored", "non-finite-loss"),  # tf-keras trained: not its doing
+    ("keras 3.15.1", "mixed_bfloat16", "mirrored", "non-finite-loss"),  # no loss scale
+    ("keras 3.15.1", "mixed_float16", "single", "non-finite-loss"),  # one replica: measured to train
+    ("keras 3.15.1", "mixed_float16", "multiworker", "non-finite-loss"),  # never measured: fit fails first there
+])
+def test_a_nan_of_keras_3s_loss_scale_over_replicas_is_named_with_the_way_out(tmp_path, monkeypatch, imported,
+                                                                               precision, strategy, signature):
+    from tflab.core import runsummary
+    from tflab.core.runsummary import Summary, TaskRow
+
+    row = {"final_loss": float("nan"), "steady_step_seconds": 0.01, "peak_rss_per_process_bytes": 1,
+           "wall_seconds": 9.0, "losses": [float("nan")] * 3}  # the trainer's losses, Keras 3.15.1, mirrored-2
+    monkeypatch.setattr(matrix.report, "run_row", lambda run_dir: row)
+    summary = Summary(run="r", strategy=strategy, backend="local", outcome="ok", ok=True, launched_at=1.0,
+                      wall_seconds=9.0, settings={}, weights_agree=True, tasks=[TaskRow(task="worker-0", status="ok")])
+    monkeypatch.setattr(runsummary.Summary, "read", classmethod(lambda cls, run_dir: summary))
+    monkeypatch.setattr(matrix, "imported_keras", lambda run_dir, task: imported)
+    one = cell("2.21", "keras3", strategy, outcome="not run", precision=precision)
+    matrix.fill(one, tmp_path)
+    assert (one.outcome, one.signature) == ("wrong", signature)
+    if signature == "keras3-loss-scale-nan":
+        assert "first replica's gradients" in one.what and one.fix.startswith("KERAS=tf-keras")
+
+
+def test_make_matrix_refuses_precisions_with_a_replay_in_one_line(tmp_path):
+    from labtest.cli import assert_refused, run_lab
+
+    runs = tmp_path / "runs"
+    result = run_lab("matrix", f"TRAINJOB={replayed_job(tmp_path)}", f"RUNS_DIR={runs}", "PRECISIONS=mixed_float16")
+    assert_refused(result, f"PRECISIONS=mixed_float16 does not apply with TRAINJOB={tmp_path / 'job.yaml'}: the "
+                           "TrainJob and its runtime fix how it trains", runs)
+
+
+def test_a_version_2_matrix_reads_back_with_every_cell_float32(tmp_path):
+    matrix.write(tmp_path, Settings(), [cell("2.21", "tf-keras", "mirrored")])
+    data = json.loads((tmp_path / "matrix.json").read_text())
+    data["version"] = 2
+    for one in data["cells"]:
+        one.pop("precision")
+    (tmp_path / "matrix.json").write_text(json.dumps(data))
+    assert Matrix.read(tmp_path).cells[0].precision == "float32"

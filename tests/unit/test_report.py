@@ -14,13 +14,14 @@ GB = 64
 
 
 def record_run(folder, label, strategy, tasks, steady=None, loss=1.0, replicas=1, exit_codes=None,
-               summary=True, silent=(), error=None, parameters=341, rss=500_000_000, workers=None):
+               summary=True, silent=(), error=None, parameters=341, rss=500_000_000, workers=None, precision=None):
     """Writes a run folder as the lab leaves one: config.json, summary.json and each task's JSONL."""
     run_dir = folder / label
     run_dir.mkdir(parents=True)
     settings = {"strategy": strategy, "global_batch": GB, "workers": workers or len(tasks), "model": "mlp",
                 "loop": "fit", "steps_per_execution": 1, "collective": "auto", "bytes_per_pack": 0,
-                "backend": "compose", "epochs": 2, "examples": 1024, "seed": 0}
+                "backend": "compose", "epochs": 2, "examples": 1024, "seed": 0,
+                **({"precision": precision} if precision else {})}  # none: a run from before PRECISION
     (run_dir / "config.json").write_text(json.dumps({"settings": settings, "tasks": tasks}))
     codes = exit_codes or {task: 0 for task in tasks}
     for i, task in enumerate(tasks):
@@ -114,8 +115,8 @@ def test_markdown_csv_and_png_hold_every_row(compare_folder):
     markdown = (compare_folder / "report.md").read_text()
     for row in found:
         assert f"| {row['run']} | " in markdown
-    assert ("| multiworker-2 | multiworker | 2 | 2 | 0.8400 | 12.5 | 5.0 | 0.80 | 10.00 | 6400 | 0.10 | 0.05 "
-            "| 600 | 1200 | 1364 | ok |") in markdown
+    assert ("| multiworker-2 | multiworker | 2 | 2 | float32 | 0.8400 | 0.8400 | 12.5 | 5.0 | 0.80 | 10.00 | 6400 "
+            "| 0.10 | 0.05 | 600 | 1200 | 1364 | ok |") in markdown
     parsed = list(csv.DictReader(io.StringIO((compare_folder / "report.csv").read_text())))
     assert [r["run"] for r in parsed] == [row["run"] for row in found]
     assert float(parsed[2]["examples_per_second"]) == pytest.approx(6400)
@@ -184,3 +185,33 @@ def test_a_replay_is_a_row_of_its_kind_not_the_guessed_strategy(tmp_path, replay
 def test_a_lab_run_keeps_its_strategy(tmp_path):
     run_dir = record_run(tmp_path, "lab", "multiworker", ["worker-0", "worker-1"], steady=0.01, replicas=2)
     assert [row["strategy"] for row in report.rows(run_dir)] == ["multiworker"]
+
+
+def test_each_run_stands_beside_the_single_run_of_its_own_precision(tmp_path):
+    """make compare PRECISIONS="float32 mixed_float16": the final losses are the trainer's own, measured on
+    this machine's CPUs (tf-keras, mlp, 1024 examples, global batch 64, 3 epochs, 2 logical CPUs): float32
+    23.66417 under both, mixed_float16 23.79824 on one device and 23.77158 on mirrored-2."""
+    folder = tmp_path / "cmp"
+    for label, strategy, precision, loss in (("single-float32", "single", "float32", 23.66417),
+                                             ("single-mixed-float16", "single", "mixed_float16", 23.79824),
+                                             ("mirrored-2-float32", "mirrored", "float32", 23.66417),
+                                             ("mirrored-2-mixed-float16", "mirrored", "mixed_float16", 23.77158)):
+        record_run(folder, label, strategy, [strategy], steady=0.001 if strategy == "single" else 0.002,
+                   replicas=1 if strategy == "single" else 2, loss=loss, precision=precision)
+    (folder / "compare.json").write_text(json.dumps({"runs": ["single-float32", "single-mixed-float16",
+                                                              "mirrored-2-float32", "mirrored-2-mixed-float16"]}))
+    found = {row["run"]: row for row in report.rows(folder)}
+    assert [(row["precision"], row["final_loss"], row["single_loss"]) for row in found.values()] == [
+        ("float32", 23.66417, 23.66417), ("mixed_float16", 23.79824, 23.79824),
+        ("float32", 23.66417, 23.66417), ("mixed_float16", 23.77158, 23.79824)]
+    assert found["mirrored-2-mixed-float16"]["speedup"] == pytest.approx(0.5)  # against its own precision's single
+    markdown = report.markdown(folder, list(found.values()))
+    assert "| mirrored-2-mixed-float16 | mirrored | 1 | 2 | mixed_float16 | 23.7716 | 23.7982 |" in markdown
+
+
+def test_a_run_from_before_precision_reads_as_float32_and_no_single_run_leaves_its_loss_empty(tmp_path):
+    folder = tmp_path / "cmp"
+    record_run(folder, "mirrored-2", "mirrored", ["mirrored"], steady=0.002, replicas=2, loss=0.84)
+    (folder / "compare.json").write_text(json.dumps({"runs": ["mirrored-2"]}))
+    [row] = report.rows(folder)
+    assert (row["precision"], row["single_loss"], row["speedup"]) == ("float32", None, None)

@@ -220,15 +220,16 @@ DECIDED = {
     "STRATEGY": "parameter_server", "WORKERS": "3", "REPLICAS": "4", "PS": "2", "CHIEF": "1", "EVALUATOR": "1",
     "SCRIPT": EXAMPLE_SCRIPT, "ARGS": "--epochs 3", "SCRIPT_ENV": "KERAS_HOME=/lab/data",
     "EPOCHS": "3", "GLOBAL_BATCH": "96", "EXAMPLES": "8192",
-    "SEED": "7", "MODEL": "cnn", "LOOP": "custom", "STEPS_PER_EXECUTION": "8", "COLLECTIVE": "ring",
+    "SEED": "7", "MODEL": "cnn", "LOOP": "custom", "PRECISION": "mixed_float16", "STEPS_PER_EXECUTION": "8",
+    "COLLECTIVE": "ring",
     "BYTES_PER_PACK": "1024", "ALLREDUCE_PROBE": "10", "AUDIT": "strict", "PEER_TIMEOUT": "30", "BACKUP": "off",
     "CPUS": "1", "MEMORY": "1g", "GPUS": "all", "BASE_IMAGE": "python:3.11-slim", "PLATFORM": "linux/amd64",
     "TF": "2.15", "KERAS": "tf-keras",
     "RESTART_POLICY": "Never", "RESTARTS": "1", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
-OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE", "SLOW_LINK",
-                  "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT", "BENCH", "BENCH_STALLS", "BENCH_PAIRS",
+OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "PRECISIONS", "SCENARIO", "TARGET", "AT", "HEAL", "NOTICE", "GRACE",
+                  "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT", "BENCH", "BENCH_STALLS", "BENCH_PAIRS",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
                   "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE", "K8S_RUNTIME",
                   # the TrainJob replay's, refused with TFJOB by trainjob.refuse_given (tests/unit/test_trainjob.py)

@@ -131,6 +131,25 @@ SIGNATURES = [
               "TensorFlow's parameter-server tutorial does; or keep Keras 3 and write the loop yourself with "
               "tf.distribute.coordinator.ClusterCoordinator (create_per_worker_dataset, schedule)",
               KERAS_ISSUE, False, strategy="parameter_server"),
+    # A Keras Loss called inside strategy.run with its default reduction. Recorded under TF 2.21 and tf-keras
+    # 2.21 (MirroredStrategy, 2 logical CPUs): tf-keras refuses it. Keras 3.15.1 runs the same code and divides
+    # each replica's loss by the replicas (Keras's scale_loss_for_distribution): measured 0.5 per
+    # replica for a mean squared error of 1.0; no error, so no signature of its own but this one's words.
+    Signature("keras-loss-in-replica",
+              r"Please use `tf\.keras\.losses\.Reduction\.SUM` or `tf\.keras\.losses\.Reduction\.NONE` for "
+              r"loss reduction when losses are used with `tf\.distribute\.Strategy`",
+              "a Keras loss with its default reduction (the mean over the batch) was called inside strategy.run: "
+              "tf-keras refuses it, as each replica's mean of its share is not the global batch's; Keras 3 takes "
+              "it and divides each replica's loss by the replica count, so a loop that reports it or averages it "
+              "again shows the loss scaled by the replicas (huggingface/transformers#28296)",
+              "take the per-example loss (reduction=NONE, or keras.losses.mean_squared_error) and "
+              "`tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)`, then SUM the replicas' "
+              "losses and gradients, as TensorFlow's custom-training tutorial does",
+              "https://www.tensorflow.org/tutorials/distribute/custom_training", False),
+    # Not here, as they did not reproduce on this lab's CPUs (TF 2.21, Keras 3.15.1, MirroredStrategy over 2
+    # logical CPUs, PRECISION's 2026-12-07 checks): keras#18666, LossScaleOptimizer's merge_call under fit (fit
+    # trained under mixed_float16; fixed by keras#18691), and keras#21366, the same with jit_compile=True (it
+    # failed, but with float32 too: XLA cannot reach a variable on the other logical CPU). No error text, no row.
     # -- end of issue 45's block --
     # What a TensorFlow version change brings (make matrix, TF=): an old build against numpy 2, an
     # API a release removed, a package that has no release for that TensorFlow.

@@ -394,6 +394,8 @@ def claims(name: str, raw: str) -> str:
 # TF, KERAS and STRATEGIES (versions.py holds the table of versions): one value for a run, a list
 # for make matrix (images.trainer_variant refuses a list to a single run).
 MATRIX_STRATEGIES = ("single", "mirrored", "multiworker")
+# PRECISION: Keras's dtype policies; PRECISIONS, a list of them for make matrix and make compare.
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def _words(name: str, raw: str, parse_one: Callable[[str], str | None], allowed: str) -> str:
@@ -439,3 +441,6 @@ def strategies(name: str, raw: str) -> str:
                   " | ".join(MATRIX_STRATEGIES) + ", one or more")
 
 
+def precisions(name: str, raw: str) -> str:
+    return _words(name, raw, lambda word: word if word in PRECISIONS else None,
+                  " | ".join(PRECISIONS) + ", one or more")

@@ -104,6 +104,7 @@ class SettingsRules:
     global_batch: int
     examples: int
     loop: str
+    precision: str
     collective: str
     backend: str
     platform: str
@@ -221,6 +222,11 @@ class SettingsRules:
         if self.loop == "custom" and self.strategy == "parameter_server":
             raise SettingsError("LOOP=custom is not allowed with STRATEGY=parameter_server: "
                                 "expected LOOP=fit (the custom loop is for the synchronous strategies)")
+        if self.precision == "mixed_float16" and self.strategy == "parameter_server":
+            # tf-keras's LossScaleOptimizer raises for it (strategy_supports_loss_scaling: variables on the ps
+            # would be unscaled once per worker); bfloat16 needs no loss scaling.
+            raise SettingsError("PRECISION=mixed_float16 is not allowed with STRATEGY=parameter_server: Keras "
+                                "scales no loss under it; expected PRECISION=float32 or mixed_bfloat16")
         if self.heal == "never" and self.scenario not in ("partition", "hang"):
             raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
                                 "expected seconds (only a partition or a hang may stay)")

@@ -36,6 +36,7 @@ from tflab.core.grammars import (
     MAX_TASKS,
     MIN_CPUS,
     MIN_MEMORY,
+    PRECISIONS,
     SettingsError,  # the settings' own error, raised by their grammars; imported from here by most
 )
 from tflab.core.rules import Setting, SettingsRules, specs_of
@@ -146,6 +147,10 @@ class Settings(SettingsRules):
     loop: str = setting("fit", grammars.choice(LOOPS), " | ".join(LOOPS),
             "fit: Keras model.fit; custom: the lab's own step, one packed all-reduce per step",
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY)
+    precision: str = setting("float32", grammars.choice(PRECISIONS), " | ".join(PRECISIONS),
+            "the lab's trainer's Keras dtype policy: mixed_* compute in float16 or bfloat16 with float32 variables "
+            "and a float32 output and loss; mixed_float16 scales the loss (LossScaleOptimizer)",
+            tfjob=TRAINED_AS_THE_CONTAINERS_SAY)
     steps_per_execution: int = setting(1, grammars.integer(1, 1000), "1..1000",
             "training steps per call into the compiled step function",
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY)
@@ -220,6 +225,10 @@ class Settings(SettingsRules):
             " | ".join(MATRIX_STRATEGIES) + ", one or more",
             "make matrix: the strategies each TF and KERAS runs with (WORKERS, REPLICAS as set)",
             commands=("matrix",))
+    precisions: str = setting("", grammars.precisions, "empty | " + " | ".join(PRECISIONS) + ", one or more",
+            "make matrix and make compare: one cell or run per precision, each beside the single-device run's "
+            "of its precision; empty: PRECISION alone",
+            commands=("compare", "matrix"))
     compare: str = setting(DEFAULT_COMPARE, grammars.compare,
             f"entries single, mirrored-N, multiworker-N, parameter-server-N (N: 1..{MAX_TASKS})",
             "the runs `make compare` makes, side by side, with every other setting shared",

@@ -38,7 +38,15 @@ from tflab.core import cluster, runfolder
 from tflab.core.backends import replays_on
 from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
-from tflab.core.settings import MAX_TASKS, REPLAYED, SETTINGS, SPECS, Settings, refuse_unhonoured
+from tflab.core.settings import (
+    MAX_TASKS,
+    REPLAYED,
+    SETTINGS,
+    SPECS,
+    TRAINED_AS_THE_CONTAINERS_SAY,
+    Settings,
+    refuse_unhonoured,
+)
 from tflab.k8s import jobset, manifest, tfoperator
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
@@ -385,6 +393,9 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
         raise LabError(f"STRATEGIES={given['STRATEGIES']} does not apply with {tfjob}: the TFJob's replicas fix its "
                        "cluster (spec.tfReplicaSpecs); make matrix varies only TF and KERAS for a replay; leave "
                        "STRATEGIES out")
+    if command == "matrix" and "PRECISIONS" in given:
+        raise LabError(f"PRECISIONS={given['PRECISIONS']} does not apply with {tfjob}: "
+                       f"{TRAINED_AS_THE_CONTAINERS_SAY}; leave PRECISIONS out")
     if command in ("up", "chaos", "matrix") and not replays_on(given.get("BACKEND", "compose").strip()):
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {tfjob}: the replay runs every replica "
                        "as a container on Compose; expected BACKEND=compose, or leave it out")

@@ -236,10 +236,10 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
     refuse_unhonoured(command, {"TRAINJOB": given["TRAINJOB"]})
     if command not in ("up", "chaos", "matrix"):
         return
-    if command == "matrix" and "STRATEGIES" in given:
-        raise LabError(f"STRATEGIES={given['STRATEGIES']} does not apply with {trainjob}: the TrainJob and its runtime "
-                       "fix its cluster (spec.trainer.numNodes); make matrix varies only TF and KERAS for a replay; "
-                       "leave STRATEGIES out")
+    for name, fixed in (("STRATEGIES", "its cluster (spec.trainer.numNodes)"), ("PRECISIONS", "how it trains")):
+        if command == "matrix" and name in given:
+            raise LabError(f"{name}={given[name]} does not apply with {trainjob}: the TrainJob and its runtime fix "
+                           f"{fixed}; make matrix varies only TF and KERAS for a replay; leave {name} out")
     for spec in SETTINGS:
         if spec.name in given and spec.tfjob not in NOT_DECIDED and spec.name not in ("TRAINJOB", "RUNTIME") \
                 and not (command == "matrix" and spec.name in MATRIX_VARIES):

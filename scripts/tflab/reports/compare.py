@@ -1,4 +1,5 @@
-"""`make compare`: one run per COMPARE entry, side by side in one folder, then the report of them all."""
+"""`make compare`: one run per COMPARE entry (and per PRECISIONS), side by side in one folder, then the report
+of them all."""
 
 from __future__ import annotations
 
@@ -13,17 +14,20 @@ from tflab.supervisor import runner
 
 def compare_runs(settings: Settings) -> list[tuple[str, Settings]]:
     """(label, settings) for each COMPARE entry, each checked: `mirrored-4` is STRATEGY=mirrored
-    REPLICAS=4, `parameter-server-2` is STRATEGY=parameter_server WORKERS=2 (and PS)."""
+    REPLICAS=4, `parameter-server-2` is STRATEGY=parameter_server WORKERS=2 (and PS). With several
+    PRECISIONS, each entry once per precision, side by side: mirrored-4-float32, mirrored-4-mixed-float16."""
     runs = []
+    precisions = (settings.precisions or settings.precision).split()
     for match in filter(None, map(COMPARE_ENTRY.fullmatch, settings.compare.split())):  # each, as COMPARE checked
-        label = match.group(0)
         strategy = (match.group(1) or match.group(2)).replace("-", "_")
         count = int(match.group(3) or 1)
         size = {"mirrored": {"replicas": count}, "single": {}}.get(strategy, {"workers": count})
-        try:
-            runs.append((label, settings.replace(strategy=strategy, run=label, **size)))
-        except SettingsError as error:
-            raise SettingsError(f"COMPARE entry {label}: {error}") from None
+        for precision in precisions:
+            label = match.group(0) + (f"-{precision.replace('_', '-')}" if len(precisions) > 1 else "")
+            try:
+                runs.append((label, settings.replace(strategy=strategy, run=label, precision=precision, **size)))
+            except SettingsError as error:
+                raise SettingsError(f"COMPARE entry {label}: {error}") from None
     return runs
 
 

@@ -1,5 +1,5 @@
-"""`make matrix`: the same job on every TensorFlow (TF), Keras (KERAS) and strategy (STRATEGIES) named,
-one run per cell, and what breaks where.
+"""`make matrix`: the same job on every TensorFlow (TF), Keras (KERAS), strategy (STRATEGIES) and, for the
+lab's own trainer, precision (PRECISIONS) named, one run per cell, and what breaks where.
 
     make matrix                                  # TF="2.15 2.18 2.21 next" x KERAS="tf-keras keras3"
     make matrix TF="2.15 2.21" KERAS=tf-keras STRATEGIES=multiworker SCRIPT=train.py
@@ -54,12 +54,20 @@ from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
 from tflab.images import keraslock
 from tflab.reports import report
-from tflab.reports.matrixverdict import NOT_A_RUN, NOT_APPLICABLE_SIGNATURES, keras_head, verdict
+from tflab.reports.matrixverdict import (
+    KERAS3_LOSS_SCALE,
+    NOT_A_RUN,
+    NOT_APPLICABLE_SIGNATURES,
+    keras3_loss_scale_nan,
+    keras_head,
+    verdict,
+)
 from tflab.supervisor import audit, runner
 
 MATRIX = "matrix.json"
-MATRIX_VERSION = 2  # 1: the first matrix.json (2026-12); 2: Keras releases, keras_imported, "not installable"
-READABLE_VERSIONS = (1, 2)  # a version 1 file reads as 2 with no keras_imported
+MATRIX_VERSION = 3  # 1: the first matrix.json (2026-12); 2: Keras releases, keras_imported, "not installable";
+# 3: each cell's precision (PRECISIONS)
+READABLE_VERSIONS = (1, 2, 3)  # an older file reads as 3 with no keras_imported, every cell float32
 MATRIX_SIZE = {"EPOCHS": 3, "EXAMPLES": 2048}  # the lab's own model, unless given: a cell in seconds
 # wrong: the run ended ok and trained wrong (a loss gone NaN, or losses apart from the single-device run's)
 OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not installable", "not run")
@@ -67,6 +75,10 @@ OUTCOMES = ("ok", "wrong", "failed", "timed out", "interrupted", "n/a", "not ins
 # and Keras. Same data, seed and global batch give the same losses but for the all-reduce's float32
 # summing order: 4e-5 apart at most, measured over 5 epochs at 3 replicas (2026-12-02, TF 2.21).
 LOSS_TOLERANCE = 1e-3
+# Under a mixed precision each replica also rounds its own share of the batch in 16 bits: mixed_float16's
+# mirrored-2 against one device, 4.0e-3 apart by epoch 2 (tf-keras, mlp, 1024 examples, 2026-12-07, CPUs);
+# mixed_bfloat16's 1.7e-5 on CPUs, where GPUs round bfloat16's 8-bit mantissa for real. 5x float16's.
+MIXED_LOSS_TOLERANCE = 2e-2
 COMPARABLE = ("mirrored", "multiworker")  # parameter_server's steps are asynchronous: its losses differ
 LAB_IMAGE = f"{images.REPOSITORY}:"  # a replayed job's images must all start so: the lab's own, which a cell replaces
 
@@ -90,6 +102,7 @@ class Cell(Record):
     losses: list = dataclasses.field(default_factory=list)  # per epoch, the chief's
     run: str | None = None  # its folder inside the matrix's; None where it never ran
     keras_imported: str | None = None  # what the chief's process imported: "keras 3.15.1", "tf-keras 2.21.0"
+    precision: str = "float32"  # PRECISIONS: the cell's PRECISION
 
 
 @dataclasses.dataclass(eq=False)
@@ -129,10 +142,12 @@ class Matrix(Record):
             raise ForeignFile(f"{display_path(path)} is not a matrix the lab wrote: {error}") from None
 
 
-def cell_run(tf: str, keras: str, strategy: str) -> str:
-    """The cell's run folder name: tf2-15-tf-keras-multiworker, tf2-21-keras3-15-mirrored (a run id has no dots)."""
+def cell_run(tf: str, keras: str, strategy: str, precision: str = "float32") -> str:
+    """The cell's run folder name: tf2-15-tf-keras-multiworker, tf2-21-keras3-15-mirrored,
+    tf2-21-tf-keras-mirrored-mixed-float16 (a run id has no dots nor underscores)."""
     keras = f"keras{keras}" if versions.is_keras_release(keras) and keras != "nightly" else keras
-    return f"tf{tf.replace('.', '-')}-{keras.replace('.', '-')}-{strategy}"
+    mixed = "" if precision == "float32" else "-" + precision.replace("_", "-")
+    return f"tf{tf.replace('.', '-')}-{keras.replace('.', '-')}-{strategy}{mixed}"
 
 
 def replayed(settings: Settings) -> str:
@@ -173,10 +188,12 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
     GLOBAL_BATCH the workers do not divide) is refused, naming the cell, before anything runs."""
     planned: list[tuple[Cell, Settings | None]] = []
     strategies = [replayed(settings)] if replayed(settings) else settings.strategies.split()
+    precisions = ["float32"] if replayed(settings) else (settings.precisions or settings.precision).split()
     for tf in (settings.tf or " ".join(versions.canonical(word) or word for word in MATRIX_TF.split())).split():
         for keras in (settings.keras or MATRIX_KERAS).split():
-            for strategy in strategies:
-                cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run")
+            for strategy, precision in ((strategy, precision) for strategy in strategies for precision in precisions):
+                cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run",
+                            precision=precision)
                 refusal = versions.keras_refusal(tf, keras) or keras3_evaluator_refusal(
                     tf, keras, settings.evaluator, own_trainer=not (settings.script or replayed(settings)))
                 if refusal:
@@ -194,12 +211,13 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
                         cell.outcome, cell.what = "not installable", f"pip: {lock.not_installable}"
                         planned.append((cell, None))
                         continue
-                cell.run = cell_run(tf, keras, strategy)
-                try:
-                    shape = {} if replayed(settings) else {"strategy": strategy}  # a replayed job fixes its own
+                cell.run = cell_run(tf, keras, strategy, precision)
+                try:  # a replayed job fixes its own shape and precision
+                    shape = {} if replayed(settings) else {"strategy": strategy, "precision": precision}
                     one = settings.replace(tf=tf, keras=keras, run=cell.run, runs_dir=str(folder), **shape)
                 except SettingsError as error:
-                    named = "" if replayed(settings) else f" STRATEGY={strategy}"
+                    named = "" if replayed(settings) else f" STRATEGY={strategy}" + (
+                        "" if precision == "float32" else f" PRECISION={precision}")
                     raise SettingsError(f"matrix cell TF={versions.label(tf)} KERAS={keras}{named}: {error}") from None
                 planned.append((cell, one))
     return planned
@@ -226,6 +244,8 @@ def fill(cell: Cell, run_dir: Path) -> None:
         cell.outcome, cell.signature, cell.fix = "wrong", "non-finite-loss", audit.NONFINITE_FIX
         cell.what = nonfinite["message"] if nonfinite else (
             "the chief's loss per epoch was " + " ".join(f"{loss:.6g}" for loss in cell.losses))
+        if keras3_loss_scale_nan(cell):
+            cell.signature, cell.what, cell.fix = KERAS3_LOSS_SCALE
         return
     if summary.ok:
         return
@@ -256,27 +276,30 @@ def imported_keras(run_dir: Path, task: str) -> str | None:
 
 def compare_with_single(cells: list[Cell], settings: Settings) -> None:
     """A synchronous strategy's ok cell whose losses part from the single-device cell's of the same
-    TF and Keras beyond LOSS_TOLERANCE is wrong: the same job, trained differently. The lab's own
+    TF, Keras and precision beyond LOSS_TOLERANCE is wrong: the same job, trained differently. The lab's own
     trainer only (a script's data and seeds are its own), and only where the single cell ran ok."""
     if settings.script:
         return
-    singles = {(cell.tf, cell.keras): cell for cell in cells if cell.strategy == "single" and cell.outcome == "ok"}
+    singles = {(cell.tf, cell.keras, cell.precision): cell for cell in cells
+               if cell.strategy == "single" and cell.outcome == "ok"}
     for cell in cells:
-        single = singles.get((cell.tf, cell.keras))
+        single = singles.get((cell.tf, cell.keras, cell.precision))
         if cell.outcome != "ok" or cell.strategy not in COMPARABLE or not single or not cell.losses \
                 or len(cell.losses) != len(single.losses):
             continue
         apart = [(epoch, mine, theirs, abs(mine - theirs) / max(abs(theirs), 1e-12))
                  for epoch, (mine, theirs) in enumerate(zip(cell.losses, single.losses), 1)]
         epoch, mine, theirs, relative = max(apart, key=lambda item: item[3])
-        if relative > LOSS_TOLERANCE:
+        tolerance = LOSS_TOLERANCE if cell.precision == "float32" else MIXED_LOSS_TOLERANCE
+        if relative > tolerance:
             cell.outcome, cell.signature = "wrong", "losses-differ"
             cell.what = (f"epoch {epoch}: loss {mine:.6g} under {cell.strategy} against {theirs:.6g} on one device "
-                         f"({relative:.1e} apart; the all-reduce's float rounding stays under {LOSS_TOLERANCE:g}): "
+                         f"({relative:.1e} apart; {cell.precision}'s rounding stays under {tolerance:g}): "
                          "the same data, seed and global batch trained differently")
             cell.fix = ("compare the two runs' matrix.md losses epoch by epoch: a strategy that sums or averages "
                         "the gradients differently (a loss not scaled by the global batch, a metric or a variable "
-                        "updated outside strategy.run) parts from the first epoch; NaN in one is non-finite-loss")
+                        "updated outside strategy.run) parts from the first epoch, one a whole factor of the replicas "
+                        "apart is a loss divided by them (keras-loss-in-replica); NaN in one is non-finite-loss")
 
 
 def not_started(cell: Cell, error: LabError) -> None:
@@ -303,8 +326,13 @@ def write(folder: Path, settings: Settings, cells: list[Cell]) -> Matrix:
     return result
 
 
-def columns(cells: list[Cell]) -> list[tuple[str, str]]:
-    return list(dict.fromkeys((cell.keras, cell.strategy) for cell in cells))
+def columns(cells: list[Cell]) -> list[tuple[str, str, str]]:
+    return list(dict.fromkeys((cell.keras, cell.strategy, cell.precision) for cell in cells))
+
+
+def column_head(keras: str, strategy: str, precision: str, between: str = " ") -> str:
+    """A column's head: its Keras and strategy, and its precision where it is a mixed one."""
+    return f"{keras_head(keras)}{between}{strategy}" + ("" if precision == "float32" else f" {precision}")
 
 
 def mark(cell: Cell) -> str:
@@ -323,8 +351,8 @@ def said(cell: Cell) -> str:
 def grid(result: Matrix) -> list[list[str]]:
     """Rows of the grid: a header, then one row per TF."""
     heads = columns(result.cells)
-    by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
-    rows = [["TF", *[f"{keras_head(keras)} {strategy}" for keras, strategy in heads]]]
+    by = {(cell.tf, cell.keras, cell.strategy, cell.precision): cell for cell in result.cells}
+    rows = [["TF", *[column_head(*one) for one in heads]]]
     for tf in dict.fromkeys(cell.tf for cell in result.cells):
         rows.append([versions.label(tf), *[said(by[(tf, *head)]) if (tf, *head) in by else "" for head in heads]])
     return rows
@@ -339,11 +367,11 @@ def markdown(result: Matrix) -> str:
     lines = [f"# Matrix {result.run}", "", f"**{result.verdict}**", "",
              "| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0]),
              *["| " + " | ".join(row) + " |" for row in rows[1:]], "",
-             "## Cells", "", "| TF | release | Keras | imported | strategy | outcome | final loss | steady step (ms) | "
-             "peak RSS (MB) | wall (s) | run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "## Cells", "", "| TF | release | Keras | imported | strategy | precision | outcome | final loss | "
+             "steady step (ms) | peak RSS (MB) | wall (s) | run |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for cell in result.cells:
         lines.append(f"| {versions.label(cell.tf)} | {cell.tf_release} | {versions.keras_label(cell.keras)} | "
-                     f"{cell.keras_imported or '-'} | {cell.strategy} | "
+                     f"{cell.keras_imported or '-'} | {cell.strategy} | {cell.precision} | "
                      f"{mark(cell)} | {_number(cell.final_loss, '.6g')} | "
                      f"{_number(cell.steady_step_seconds and cell.steady_step_seconds * 1000, '.2f')} | "
                      f"{_number(cell.peak_rss_bytes and cell.peak_rss_bytes / 1e6, '.0f')} | "
@@ -352,7 +380,8 @@ def markdown(result: Matrix) -> str:
     if explained:
         lines += ["", "## Why", ""]
         for cell in explained:
-            lines.append(f"- TF {versions.label(cell.tf)}, {keras_head(cell.keras)}, {cell.strategy}: {mark(cell)}: "
+            where = column_head(cell.keras, cell.strategy, cell.precision, ", ")
+            lines.append(f"- TF {versions.label(cell.tf)}, {where}: {mark(cell)}: "
                          f"{cell.what}"
                          + (f" Fix: {cell.fix}" if cell.fix else ""))
     with_losses = [cell for cell in result.cells if cell.losses]
@@ -378,7 +407,7 @@ def plot(result: Matrix, path: Path) -> bool:
         return False
     heads = columns(result.cells)
     tfs = list(dict.fromkeys(cell.tf for cell in result.cells))
-    by = {(cell.tf, cell.keras, cell.strategy): cell for cell in result.cells}
+    by = {(cell.tf, cell.keras, cell.strategy, cell.precision): cell for cell in result.cells}
     figure, axes = plt.subplots(figsize=(2.4 * len(heads) + 1.5, 0.9 * len(tfs) + 2.2))
     for row, tf in enumerate(tfs):
         for column, head in enumerate(heads):
@@ -390,7 +419,8 @@ def plot(result: Matrix, path: Path) -> bool:
             axes.text(column + 0.48, row + 0.46, text, ha="center", va="center", fontsize=8, wrap=True)
     axes.set_xlim(0, len(heads))
     axes.set_ylim(len(tfs), 0)
-    axes.set_xticks([i + 0.48 for i in range(len(heads))], [f"{keras_head(k)}\n{s}" for k, s in heads], fontsize=9)
+    axes.set_xticks([i + 0.48 for i in range(len(heads))], [column_head(*one, between="\n") for one in heads],
+                    fontsize=9)
     axes.set_yticks([i + 0.46 for i in range(len(tfs))], [f"TF {versions.label(tf)}" for tf in tfs], fontsize=9)
     axes.tick_params(length=0)
     for side in axes.spines.values():
@@ -428,7 +458,7 @@ def matrix(settings: Settings, given: Mapping[str, str] | None = None) -> int:
     write(folder, settings, cells)
     for number, (cell, one) in enumerate(runnable, 1):
         say(f"--- matrix {folder.name}: TF {versions.label(cell.tf)}, {versions.keras_label(cell.keras)}, "
-            f"{cell.strategy} "
+            f"{cell.strategy}{'' if cell.precision == 'float32' else ', ' + cell.precision} "
             f"({number} of {len(runnable)})")
         try:
             if job is None:

@@ -12,6 +12,25 @@ NOT_A_RUN = ("n/a", "not installable")  # cells that never run, and are no failu
 # that reason, not failed, as a Keras a TF cannot have is.
 NOT_APPLICABLE_SIGNATURES = ("keras3-parameter-server",)
 LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
+# A mixed_float16 cell of Keras 3 over several replicas whose loss went NaN. Measured on 2 logical CPUs (TF 2.21,
+# the lab's mlp, 3 epochs, 2026-12-07): Keras 3.15.1 NaN from epoch 1 on mirrored-2 and trained on one device,
+# tf-keras trained on both; a custom loop of Keras 3 went NaN the same way, and trained once it all-reduced its
+# gradients before apply_gradients. Keras 3's LossScaleOptimizer (_tf_apply, keras#18691, the fix of keras#18666's
+# merge_call failure) takes the first replica's finite check for every replica's gradients.
+KERAS3_LOSS_SCALE = ("keras3-loss-scale-nan",
+                     "Keras 3's LossScaleOptimizer under a strategy of several replicas went NaN: it checks only the "
+                     "first replica's gradients for inf or NaN (its _tf_apply assumes them all-reduced, keras#18691 "
+                     "for keras#18666) though Keras 3 reduces them later, so a step where another replica's float16 "
+                     "gradients overflowed is applied",
+                     "KERAS=tf-keras (its LossScaleOptimizer reduces the gradients first: measured to train), or "
+                     "PRECISION=mixed_bfloat16, which scales no loss, or float32")
+
+
+def keras3_loss_scale_nan(cell) -> bool:
+    """A NaN cell KERAS3_LOSS_SCALE explains: mixed_float16, Keras 3 imported, mirrored (as measured; Keras 3's
+    fit fails under multiworker before any step, keras3-multiworker)."""
+    return cell.precision == "mixed_float16" and cell.strategy == "mirrored" and \
+        (cell.keras_imported or "").startswith("keras ")
 
 
 def keras_head(keras: str) -> str:

@@ -92,6 +92,8 @@ def run_row(run_dir: Path) -> dict:
         "processes": len(tasks),
         "replicas": replicas,
         "final_loss": loss_value(end["final_loss"]) if "final_loss" in end else None,
+        "single_loss": None,  # filled by `rows`: the single run's of the same precision
+        "precision": _scalar(settings.get("precision")) or "float32",  # a config from before PRECISION: float32
         "wall_seconds": summary.wall_seconds if summary else None,
         "time_to_first_step_seconds": (end["first_step_at"] - summary.launched_at)
         if summary and "first_step_at" in end else None,
@@ -144,9 +146,14 @@ def status_of(summary: Summary | None, logs: dict[str, list[dict]]) -> str:
 
 def rows(folder: Path) -> list[dict]:
     found = [run_row(run_dir) for run_dir in run_folders(folder)]
-    single = next((r for r in found if r["strategy"] == "single" and r["examples_per_second"]), None)
+    singles: dict = {}  # precision -> the first single run trained at it (make compare PRECISIONS=)
     for row in found:
-        if single and row["examples_per_second"]:
+        if row["strategy"] == "single":
+            singles.setdefault(row["precision"], row)
+    for row in found:
+        single = singles.get(row["precision"])
+        row["single_loss"] = single["final_loss"] if single else None
+        if single and single["examples_per_second"] and row["examples_per_second"]:
             row["speedup"] = row["examples_per_second"] / single["examples_per_second"]
             row["efficiency"] = row["speedup"] / row["replicas"] if row["replicas"] else None
     return found
@@ -159,7 +166,9 @@ COLUMNS = [  # header, key, format, scale
     ("strategy", "strategy", "{}", 1),
     ("processes", "processes", "{}", 1),
     ("replicas", "replicas", "{}", 1),
+    ("precision", "precision", "{}", 1),
     ("final loss", "final_loss", "{:.4f}", 1),
+    ("single's loss", "single_loss", "{:.4f}", 1),
     ("wall s", "wall_seconds", "{:.1f}", 1),
     ("to first step s", "time_to_first_step_seconds", "{:.1f}", 1),
     ("first step s", "first_step_seconds", "{:.2f}", 1),
@@ -190,7 +199,8 @@ def markdown(folder: Path, found: list[dict]) -> str:
 
 NOTES = [
     "- steady step: the chief's median step time after the first epoch; examples/s is the global batch over it.",
-    "- speed-up: examples/s over the `single` run's; efficiency: speed-up over the replicas (1.0 is linear).",
+    "- single's loss: the final loss of the `single` run at the same precision, beside each run's own; speed-up: "
+    "examples/s over that run's; efficiency: speed-up over the replicas (1.0 is linear).",
     "- to first step: from the lab starting the tasks to the chief's first finished step (imports, "
     "rendezvous and tracing); first step: from fit's start, tracing included.",
     "- gradient bytes/step: the float32 gradient each replica all-reduces per step (parameter_server: each "

@@ -61,7 +61,9 @@ def table(result: Summary) -> str:
         strict = (result.settings or {}).get("audit") == "strict"
         agree += f"; {count} audit finding{'s' * (count > 1)}" + (" (AUDIT=strict fails the run)" if strict else "")
     reason = f" ({shown(result.reason, 40)})" if result.get("reason") else ""
-    lines.append(f"run {shown(result.run)}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
+    precision = (result.settings or {}).get("precision")  # PRECISION, where a mixed one trained
+    at = f" at {shown(precision, 20)}" if isinstance(precision, str) and precision not in ("", "float32") else ""
+    lines.append(f"run {shown(result.run)}{at}: {shown(result.outcome)}{reason} in {result.wall_seconds:.1f} s{agree}")
     # Every string here may come from a foreign summary.json: nothing reaches the terminal raw,
     # and only an explanation's own line breaks (escaped in any one-line field above) start a line.
     return "\n".join(shown(line, limit=0) for line in "\n".join(lines).split("\n"))

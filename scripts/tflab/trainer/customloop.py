@@ -13,13 +13,15 @@ import tensorflow as tf
 from tflab.core import runfolder
 from tflab.core.explain import PREEMPTED  # TF's PreemptionCheckpointHandler exits so after its backup
 from tflab.core.settings import Settings
+from tflab.trainer import precision
 from tflab.trainer.backups import gce_notice
 
 
 def gradient_step(model, settings: Settings):
-    """The custom loops' step, run on each replica: Keras's mse, its gradients and the optimizer's
-    update, with every gradient and the loss packed in one flat tensor so that a step has one
-    all-reduce. The step returns the global batch's mean loss, the same on every replica."""
+    """The custom loops' step, run on each replica: Keras's mse, its gradients (of the loss scaled and
+    unscaled again under PRECISION=mixed_float16, trainer/precision.py) and the optimizer's update,
+    with every gradient and the loss packed in one flat tensor so that a step has one all-reduce.
+    The step returns the global batch's mean loss, the same on every replica."""
     variables = model.trainable_variables
     shapes = [v.shape for v in variables]
     sizes = [int(np.prod(v.shape)) for v in variables]
@@ -29,8 +31,11 @@ def gradient_step(model, settings: Settings):
         with tf.GradientTape() as tape:
             per_example = tf.reduce_mean(tf.square(y - model(x, training=True)), axis=-1)  # Keras's mse
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=settings.global_batch)
-        # Every gradient and the loss itself in one flat tensor: the step's only collective.
-        flat = tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(loss, variables)] + [[loss]], axis=0)
+            scaled = precision.scaled_loss(optimizer, loss)  # PRECISION=mixed_float16: a LossScaleOptimizer's
+        gradients = precision.unscaled_gradients(optimizer, tape.gradient(scaled, variables))
+        # Every gradient and the loss itself in one flat tensor: the step's only collective. Under mixed
+        # precision too the variables, so the gradients, and the loss (the model ends in float32) are float32.
+        flat = tf.concat([tf.reshape(g, [-1]) for g in gradients] + [[loss]], axis=0)
         flat = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, flat)
         grads = [tf.reshape(g, shape) for g, shape in zip(tf.split(flat[:-1], sizes), shapes)]
         optimizer.apply_gradients(zip(grads, variables), skip_gradients_aggregation=True)

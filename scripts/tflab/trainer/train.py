@@ -52,7 +52,7 @@ from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckp
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field, start_versions
 from tflab.core.settings import Settings, SettingsError
-from tflab.trainer import audit, backups, chaosstep, customloop, signals
+from tflab.trainer import audit, backups, chaosstep, customloop, precision, signals
 from tflab.trainer.peerwait import PeerWait
 
 FEATURES = 32  # the MLP's input width, the article's
@@ -135,6 +135,7 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
 def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: Path, log: EventLog, x, y) -> None:
     tf.keras.utils.set_random_seed(settings.seed)
     tf.config.experimental.enable_op_determinism()
+    tf.keras.mixed_precision.set_global_policy(precision.plan(settings.precision).policy)  # before any model
     # Without this, a run that asked for GPUs and got none would train on CPUs and look fine.
     # (parameter_server's chief, the one trainer there, is given no GPU: its workers compute.)
     if settings.gpus and settings.strategy != "parameter_server" and not tf.config.list_physical_devices("GPU"):
@@ -163,8 +164,8 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
     print(f"[{task}] cluster ready: {replicas} replicas in sync", flush=True)
 
     with strategy.scope():
-        model = build_model(settings.model)
-        model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse",
+        model = build_model(settings.model, settings.precision)
+        model.compile(optimizer=build_optimizer(settings.precision), loss="mse",
                       steps_per_execution=settings.steps_per_execution)
     # TensorBoard scalars, written by the chief alone (make tensorboard serves every run's).
     writer = tf.summary.create_file_writer(str(run_dir / "tensorboard")) \
@@ -214,18 +215,19 @@ def synthetic_data(model: str, seed: int, examples: int):
     return x, y
 
 
-def build_model(name: str):
-    if name == "cnn":
-        return tf.keras.Sequential([
-            tf.keras.layers.Conv2D(16, 3, activation="relu", input_shape=IMAGE),
-            tf.keras.layers.Conv2D(32, 3, activation="relu"),
-            tf.keras.layers.GlobalAveragePooling2D(),
-            tf.keras.layers.Dense(1),
-        ])
-    return tf.keras.Sequential([
-        tf.keras.layers.Dense(10, activation="relu", input_shape=(FEATURES,)),
-        tf.keras.layers.Dense(1),
-    ])
+def build_model(name: str, policy: str = "float32"):
+    """Under the global policy PRECISION set; a mixed one ends in float32, the loss with it (precision.py)."""
+    layers = [tf.keras.layers.Conv2D(16, 3, activation="relu", input_shape=IMAGE),
+              tf.keras.layers.Conv2D(32, 3, activation="relu"),
+              tf.keras.layers.GlobalAveragePooling2D()] if name == "cnn" else [
+        tf.keras.layers.Dense(10, activation="relu", input_shape=(FEATURES,))]
+    output = [tf.keras.layers.Activation("linear", dtype="float32")] if precision.plan(policy).float32_output else []
+    return tf.keras.Sequential([*layers, tf.keras.layers.Dense(1), *output])
+
+
+def build_optimizer(policy: str):
+    adam = tf.keras.optimizers.Adam()
+    return tf.keras.mixed_precision.LossScaleOptimizer(adam) if precision.plan(policy).loss_scale else adam
 
 
 def build_strategy(settings: Settings):
@@ -280,8 +282,9 @@ def evaluate(settings: Settings, task: str, run_dir: Path, log: EventLog, x, y) 
 
     signal.signal(signal.SIGTERM, ended)
     tf.keras.utils.set_random_seed(settings.seed)
-    model = build_model(settings.model)
-    model.compile(optimizer=tf.keras.optimizers.Adam(), loss="mse")
+    tf.keras.mixed_precision.set_global_policy(precision.plan(settings.precision).policy)
+    model = build_model(settings.model, settings.precision)
+    model.compile(optimizer=build_optimizer(settings.precision), loss="mse")
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(settings.global_batch)
     evals = EvalLog(task, settings, log)
     checkpoints = run_dir / "checkpoints"
