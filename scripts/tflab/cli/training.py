@@ -79,7 +79,7 @@ def command_config(settings: Settings) -> int:
 
 def command_k8s(settings: Settings) -> int:
     if settings.tfjob:  # a TFJob as the equivalent TrainJob
-        from tflab.k8s import trainjob  # PyYAML is needed only here
+        from tflab.k8s import fromtfjob  # PyYAML is needed only here
 
-        return trainjob.from_tfjob(settings)
+        return fromtfjob.from_tfjob(settings)
     return k8s.write(settings)
