@@ -1,7 +1,7 @@
 """`tflab k8s TFJOB=tfjob.yaml`: a TFJob as the equivalent Kubeflow Trainer v2 TrainJob and runtime,
 for a cluster that has moved to Trainer v2. Only what has a TrainJob form is turned; the rest is
-said, one line each. `convert` is the one conversion, which writes nothing; `from_tfjob` writes its
-text.
+said, one line each. `convert` is the one conversion: `tflab k8s TFJOB=` writes its text, and
+`tflab migrate TFJOB=` (reports/migrate.py) writes the same text and replays both jobs.
 
 Apart from trainjob.py, which reads a TrainJob for its replay; this turns a TFJob into one.
 """
