@@ -170,10 +170,12 @@ def test_strange_fields_and_names_are_shown_escaped_never_a_traceback(jobs):
     job["spec"]["tfReplicaSpecs"][3] = "not a replica"
     old = summary()
     old.tasks[0].task = "worker-0\x1b]0;owned\x07"
-    rows = differences(Side(old, documents, {"\x1b": None}, []), Side(summary(), conversion.documents, new_configs, []))
+    rows = differences(Side(old, documents, {"\x1b": None, "worker-1": {1: "a", "b": 2}}, []),
+                       Side(summary(), conversion.documents, new_configs, []))
     text = table(rows) + markdown(rows, "m")
     assert "\x1b" not in text and "\x07" not in text and "\\x1b" in text
     assert 'backoffLimit {"a": [1]}' in by_what(rows)["restarted by"].tfjob
+    assert by_what(rows)["TF_CONFIG worker-1"].tfjob == "(not JSON: dict)"
 
 
 def test_migrate_reads_only_its_settings():

@@ -242,9 +242,14 @@ def restarts(summary: Summary) -> str:
 
 
 def compact(config: Any) -> str:
+    """A TF_CONFIG on one line, its keys sorted (so that the same object reads the same on both sides)."""
     if config is None:
         return "-"
-    return foreign.shown(json.dumps(config, separators=(",", ":"), sort_keys=True), 400)
+    try:
+        text = json.dumps(config, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError, RecursionError):  # not JSON's: keys of mixed types, a cycle, too deep
+        text = f"(not JSON: {type(config).__name__})"
+    return foreign.shown(text, 400)
 
 
 def files_row(old: list[str], new: list[str]) -> Row:
