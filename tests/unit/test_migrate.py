@@ -11,6 +11,7 @@ one the node builds (trainer/tfconfig.py)."""
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -237,3 +238,61 @@ def test_the_trainjob_checked_in_memory_is_the_one_its_replay_reads_from_the_fil
     assert [(t.name, t.host, t.tf_config, t.service) for t in in_memory.tasks] == \
         [(t.name, t.host, t.tf_config, t.service) for t in from_file.tasks]
     assert (in_memory.backoff_limit, in_memory.not_applied) == (from_file.backoff_limit, from_file.not_applied)
+
+
+# --- the command's glue, with the replays stood in for (the real ones: tests/integration) ---------
+
+def stand_in_replays(monkeypatch, ends):
+    """migrate.replayed as a replay that writes what a real one does (config.json from its plan,
+    summary.json, a file in a claim) and ends as `ends` says for its run (tfjob, trainjob)."""
+    from tflab import replay
+    from tflab.core import runfolder
+    from tflab.reports import migrate
+
+    replayed = []
+
+    def fake(settings, fault):
+        run_dir = Path(settings.runs_dir) / settings.run
+        runfolder.make(run_dir, link_latest=False, owner=True)
+        plan = replay.load_plan(settings)  # the TFJob, or the TrainJob read back from trainjob.yaml
+        runfolder.write_config(run_dir, {}, plan.as_cluster())
+        ok = ends[settings.run]
+        summary(ok=ok, outcome="ok" if ok else "failed", reason=None if ok else "ReachedMaxRestarts").write(run_dir)
+        (run_dir / "volumes" / "out").mkdir(parents=True)
+        (run_dir / "volumes" / "out" / "model.txt").write_text("w")
+        (run_dir / "volumes" / "tflab-hooks").mkdir()
+        (run_dir / "volumes" / "tflab-hooks" / "events.jsonl").write_text("")  # the lab's own: not counted
+        replayed.append((settings.run, plan.kind, fault))
+        return 0 if ok else 1
+
+    monkeypatch.setattr(migrate, "replayed", fake)
+    monkeypatch.setattr(migrate, "check_engine", lambda *args: None)
+    return migrate, replayed
+
+
+def test_migrate_writes_the_trainjob_replays_both_and_writes_the_table(monkeypatch, tmp_path, tfjob_file, capsys):
+    migrate, replayed = stand_in_replays(monkeypatch, {"tfjob": True, "trainjob": True})
+    settings = Settings(tfjob=str(tfjob_file), runs_dir=str(tmp_path / "runs"), run="m")
+    assert migrate.migrate(settings, {"TFJOB": str(tfjob_file)}) == 0
+    folder = tmp_path / "runs" / "m"
+    assert replayed == [("tfjob", "TFJob", False), ("trainjob", "TrainJob", False)]
+    assert (folder / "trainjob.yaml").read_text() == fromtfjob.convert(Settings(tfjob=str(tfjob_file))).text
+    record = json.loads((folder / "migrate.json").read_text())
+    rows = {row["what"]: row for row in record["rows"]}
+    assert record["same_end"] and record["fault"] is None and record["summary"].startswith("4 of ")
+    assert rows["files written"] == {"what": "files written", "tfjob": "1 files", "trainjob": "1 files", "same": True,
+                                     "cause": SAME}
+    assert json.loads(rows["TF_CONFIG worker-1"]["trainjob"])["cluster"]["worker"][1] == "tflab-node-0-1.tflab:2222"
+    assert (folder / "migrate.md").read_text().startswith("# Migrate m: TFJob tflab and its TrainJob")
+    printed = capsys.readouterr().out
+    assert "TF_CONFIG worker-0" in printed and record["summary"] in printed
+
+
+def test_jobs_that_end_apart_exit_1_and_a_fault_goes_to_both(monkeypatch, tmp_path, tfjob_file):
+    migrate, replayed = stand_in_replays(monkeypatch, {"tfjob": True, "trainjob": False})
+    settings = Settings(tfjob=str(tfjob_file), runs_dir=str(tmp_path / "runs"), run="m", scenario="kill", at="epoch:1")
+    assert migrate.migrate(settings, {"TFJOB": str(tfjob_file), "SCENARIO": "kill", "AT": "epoch:1"}) == 1
+    assert [fault for _, _, fault in replayed] == [True, True]
+    record = json.loads((tmp_path / "runs" / "m" / "migrate.json").read_text())
+    assert record["fault"] == {"scenario": "kill", "target": "", "at": "epoch:1", "heal": "5"}
+    assert not record["same_end"] and record["rows"][0]["trainjob"] == "failed (worker-0, worker-1 failed)"
