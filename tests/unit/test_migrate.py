@@ -107,6 +107,17 @@ def test_losses_part_beyond_printing_only(jobs):
     assert by_what(differences(*sides(jobs, nan, nan)))["losses worker-0"].same
 
 
+def test_tensorboard_event_files_are_compared_by_their_folder(jobs):
+    """tf.summary's file names hold the time and the host, so two runs never share one."""
+    files = (["volumes/out/tflab/tensorboard/events.out.tfevents.1765065600.tflab-worker-0.default.svc.7.0.v2"],
+             ["volumes/out/tflab/tensorboard/events.out.tfevents.1765065687.tflab-node-0-0.9.0.v2"])
+    row = by_what(differences(*sides(jobs, files=files)))["files written"]
+    assert row.same and row.tfjob == "1 files"
+    files = (files[0], ["volumes/out/tflab/events.out.tfevents.1765065687.tflab-node-0-0.9.0.v2"])
+    row = by_what(differences(*sides(jobs, files=files)))["files written"]
+    assert not row.same and row.trainjob == "1 files; only here: volumes/out/tflab/events.out.tfevents.*"
+
+
 def test_files_only_one_side_wrote_are_named(jobs):
     files = (["volumes/out/tflab/worker-0.jsonl", "volumes/out/model"], ["volumes/out/tflab/worker-0.jsonl"])
     row = by_what(differences(*sides(jobs, files=files)))["files written"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from typing import Any
 
 from tflab.core import foreign
@@ -29,6 +30,10 @@ LOSS_RTOL = 1e-6
 SAME = "same"
 MOST_FILES = 10_000  # the files a side may list: more is not a run the lab made
 SHOWN_FILES = 5  # the files named in a row where the two sides' differ; the rest counted
+# tf.summary names an event file events.out.tfevents.<time>.<host>.<pid>.<n>.v2: no two runs share one,
+# so it is compared by its folder alone (the lab's trainer writes one in tensorboard/, the chief's).
+EVENT_FILE = re.compile(r"(^|/)events\.out\.tfevents\.[^/]*$")
+EVENT_FILE_AS = r"\1events.out.tfevents.*"
 # Where each side's TF_CONFIG comes from: the operator writes it into the container's env
 # (training-operator tensorflow.go genTFConfigJSONStr); a TrainJob's node builds its own.
 TFJOB_TF_CONFIG = ("TF_CONFIG built by the operator (genClusterSpec: <tfjob>-<type>-<i>.<namespace>.svc:<port>, "
@@ -138,7 +143,7 @@ def checked_files(data: Any, kind: str) -> list[str]:
         return []
     if not isinstance(data, (list, tuple)) or len(data) > MOST_FILES or not all(isinstance(f, str) for f in data):
         raise MigrateError(f"the {kind} replay's files are not a list of at most {MOST_FILES} paths")
-    return sorted(set(data))
+    return sorted({EVENT_FILE.sub(EVENT_FILE_AS, path) for path in data})
 
 
 def dig(value: Any, *keys: Any) -> Any:
