@@ -56,7 +56,7 @@ VENV_PYTHON = $(abspath $(VENV))/bin/python
 # Before a target builds .venv (TensorFlow and all), the host's Python checks its input.
 CHECK_THEN_VENV = @TFLAB_CHECK=$@ $(LAB) check && $(MAKE) --no-print-directory venv
 
-.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak chaos-grid compare matrix report bench config k8s summary why logs tensorboard down
+.PHONY: help up stack-up swarm-sim swarm-sim-down chaos soak chaos-grid compare matrix report bench config k8s migrate summary why logs tensorboard down
 .PHONY: images wheels venv test test-unit test-integration test-workers arm64-emulation clean
 
 help: ## list the targets and the settings
@@ -110,6 +110,9 @@ config: ## print the cluster spec and every task's TF_CONFIG: make config WORKER
 
 k8s: ## write Kubernetes manifests for the settings (a TFJob, and plain Jobs): make k8s WORKERS=4
 	@$(LAB) k8s
+
+migrate: ## replay a TFJob and its TrainJob under one fault, and what differs: make migrate TFJOB=job.yaml
+	@$(LAB) migrate
 
 summary: ## print a run's summary table (RUN=<id>, default the newest)
 	@$(LAB) summary

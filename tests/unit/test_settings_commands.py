@@ -133,7 +133,7 @@ def test_make_refuses_it_and_the_check_before_venv_takes_its_commands(tmp_path):
     assert checked.returncode == 0 and checked.stderr == "", checked.stderr
     checked = run_lab("check", env=lab_env(TFLAB_CHECK="compare", SCENARIO="kill", RUNS_DIR=str(runs),
                                            TFLAB_MAKE_VARIABLES="SCENARIO RUNS_DIR"))
-    assert_refused(checked, "SCENARIO=kill is not a setting of make compare (read by make chaos only)", runs)
+    assert_refused(checked, "SCENARIO=kill is not a setting of make compare (read by make chaos, migrate only)", runs)
 
 
 def test_make_help_lists_every_setting_once_in_96_columns():

@@ -69,6 +69,8 @@ COMMANDS = {
     "soak": (training.command_soak, "SOAK runs with random faults; prints survived/ended-cleanly/hung counts"),
     "config": (training.command_config, "print the cluster spec and every task's TF_CONFIG"),
     "k8s": (training.command_k8s, "write Kubernetes manifests for the settings: a TFJob, and plain Jobs"),
+    "migrate": (training.command_migrate, "replay a TFJob and the TrainJob `k8s TFJOB=` writes for it, under the same "
+                "fault (SCENARIO), and say what differs and which field makes it: migrate.md/json"),
     "summary": (reading.command_summary, "print a finished run's summary table (RUN=..., default the newest)"),
     "why": (reading.command_why, "say what broke in a finished run and what to do, where a restarted script resumed, "
                          "and the audit's findings (RUN=..., default the newest)"),
@@ -212,6 +214,8 @@ def run_command(argv: list[str] | None) -> int:
             return training.command_chaos(settings, given)
         if args.command == "matrix":
             return training.command_matrix(settings, given)
+        if args.command == "migrate":
+            return training.command_migrate(settings, given)
         if args.command == "images":
             return upkeep.command_images(settings, args.tag)
         return COMMANDS[args.command][0](settings)

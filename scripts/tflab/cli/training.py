@@ -1,5 +1,5 @@
 """The commands that train, or lay out what a training would be: up and stack-up, compare, matrix,
-bench, chaos and soak; the simulated swarm's (the cli's one call into tools/); config and k8s,
+bench, chaos, soak and migrate; the simulated swarm's (the cli's one call into tools/); config and k8s,
 which print or write the cluster a run would get and start nothing."""
 
 from __future__ import annotations
@@ -85,7 +85,14 @@ def command_config(settings: Settings) -> int:
 
 def command_k8s(settings: Settings) -> int:
     if settings.tfjob:  # a TFJob as the equivalent TrainJob
-        from tflab.k8s import trainjob  # PyYAML is needed only here
+        from tflab.k8s import fromtfjob  # PyYAML is needed only here
 
-        return trainjob.from_tfjob(settings)
+        return fromtfjob.from_tfjob(settings)
     return k8s.write(settings)
+
+
+def command_migrate(settings: Settings, given: dict[str, str] | None = None) -> int:
+    """given: the settings the user gave, for SCENARIO (no fault unless given) and its TARGET, AT, HEAL."""
+    from tflab.reports import migrate  # PyYAML is needed only here
+
+    return migrate.migrate(settings, given)

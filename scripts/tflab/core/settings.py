@@ -171,7 +171,7 @@ class Settings(SettingsRules):
     run: str = setting("", grammars.run_id, "empty | [a-z0-9][a-z0-9-]*, not latest nor an existing run",
             "run id; outputs go to RUNS_DIR/<RUN>/ and RUNS_DIR/latest points at the newest",
             # tensorboard serves every run, RUN's among them; it takes RUN as given to every lab command
-            commands=(*RUNS, *RUN_FOLDERS, "tensorboard"),
+            commands=(*RUNS, *RUN_FOLDERS, "tensorboard", "migrate"),
             tfjob=REPLAYED)
     backend: str = setting("compose", grammars.choice(BACKENDS), " | ".join(BACKENDS),
             "compose: a container per task; local: a process per task on loopback, same script; "
@@ -192,11 +192,11 @@ class Settings(SettingsRules):
             tfjob=REPLAYED)
     runs_dir: str = setting("runs", grammars.folder, "a folder, no ':' in its path", "where run folders are written",
             on_host=hostfiles.folder_on_host,
-            commands=(*RUNS, *RUN_FOLDERS, "tensorboard"),
+            commands=(*RUNS, *RUN_FOLDERS, "tensorboard", "migrate"),
             tfjob=REPLAYED)
     compose: str = setting("auto", grammars.choice(COMPOSE_CLIS), " | ".join(COMPOSE_CLIS),
             "Compose CLI: v2 is `docker compose`, v1 is `docker-compose`; auto prefers v2",
-            commands=(*RUNS, "tensorboard"),
+            commands=(*RUNS, "tensorboard", "migrate"),
             tfjob=REPLAYED)
     base_image: str = setting("", grammars.image, "empty | an image reference",
             "base of the trainer image; empty: python:3.11-slim if it can be had, "
@@ -264,19 +264,20 @@ class Settings(SettingsRules):
             "every task's inbound link through a delay proxy, e.g. 1ms,1000mbit; empty: direct",
             tfjob="the replay's tasks talk directly; leave LINK out")
     scenario: str = setting("kill", grammars.choice(SCENARIOS), " | ".join(SCENARIOS),
-            "make chaos: the fault to inject",
-            commands=("chaos",))
+            "make chaos: the fault to inject; make migrate: the fault injected in both replays (none unless "
+            "given)",
+            commands=("chaos", "migrate"))
     target: str = setting("", grammars.text, "a task of the run; empty: the last worker",
             "make chaos: the task it hits",
-            commands=("chaos", "chaos-grid"))
+            commands=("chaos", "chaos-grid", "migrate"))
     at: str = setting("epoch:2", grammars.moment, "epoch:N | step:N | seconds:S",
             "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), at its Nth "
             "training step (the lab's trainer or a SCRIPT's Keras fit; it waits there for the fault), or S "
             "seconds after it is ready (a SCRIPT: after it started)",
-            commands=("chaos",))
+            commands=("chaos", "migrate"))
     heal: str = setting("5", grammars.heal, "seconds | never (partition, hang)",
             "make chaos: when a pause, hang or partition is undone",
-            commands=("chaos", "chaos-grid"))
+            commands=("chaos", "chaos-grid", "migrate"))
     notice: str = setting("sigterm", grammars.choice(NOTICES), " | ".join(NOTICES),
             "make chaos SCENARIO=preempt: how the task hears of it: sigterm (Kubernetes), gce (the metadata "
             "server's maintenance-event and preempted turn, GCE_METADATA_IP), none (no word)",
@@ -331,8 +332,9 @@ class Settings(SettingsRules):
     tfjob: str = setting("", grammars.tfjob, "empty | path/to/tfjob.yaml",
             "tflab up: replay a Kubeflow TFJob (kubeflow.org/v1) and the ConfigMaps in its file, each "
             "replica a task on Compose, with the operator's TF_CONFIG; make k8s: write it as a Kubeflow "
-            "Trainer v2 TrainJob and runtime", on_host=hostfiles.tfjob_on_host,
-            commands=("up", "k8s", "chaos", "matrix"),
+            "Trainer v2 TrainJob and runtime; make migrate: both, replayed one after the other, and what "
+            "differs", on_host=hostfiles.tfjob_on_host,
+            commands=("up", "k8s", "chaos", "matrix", "migrate"),
             tfjob=REPLAYED, refused=TFJOB_REFUSED, left_out="the lab's own training, no TFJob")
     trainjob: str = setting("", grammars.manifest("a TrainJob manifest"), "empty | path/to/trainjob.yaml",
             "tflab up: replay a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1), its TensorFlow "
@@ -397,7 +399,7 @@ class Settings(SettingsRules):
     k8s_runtime: str = setting("cluster", grammars.choice(K8S_RUNTIMES), " | ".join(K8S_RUNTIMES),
             "make k8s: the TrainJob's TensorFlow runtime, a ClusterTrainingRuntime (cluster) or a TrainingRuntime "
             "in K8S_NAMESPACE (namespaced, for a user who may not make cluster-wide objects)",
-            commands=("k8s",))
+            commands=("k8s", "migrate"))
     k8s_pvc: str = setting("",
             grammars.k8s_name(grammars.DNS1123_SUBDOMAIN, "the name of a PersistentVolumeClaim (a DNS-1123 "
                                                           "subdomain), or nothing for each pod's own emptyDir"),

@@ -32,9 +32,7 @@ not apply is named in one line before anything starts.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
-from typing import Any
 
 from tflab.core import cluster
 from tflab.core.backends import replays_on
@@ -42,13 +40,12 @@ from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
-from tflab.k8s import manifest, tfoperator, writer
+from tflab.k8s import manifest, writer
 from tflab.k8s import runtime as runtime_mod
 from tflab.k8s.manifest import ManifestError, shown
-from tflab.k8s.pod import claim_folder, field_of, port_of, service_of, unapplied
+from tflab.k8s.pod import claim_folder, field_of, service_of, unapplied
 from tflab.k8s.runtime import runtime_of
 from tflab.k8s.tfjob import Plan, Task, checked_object, take_config_map
-from tflab.k8s.writer import ANCESTOR_LABEL
 
 API_VERSION = writer.TRAINER_API
 API_GROUP = writer.TRAINER_API.partition("/")[0]
@@ -249,146 +246,3 @@ def refuse_given(command: str, given: dict[str, str]) -> None:
     if not replays_on(given.get("BACKEND", "compose").strip()):
         raise LabError(f"BACKEND={given['BACKEND']} does not apply with {trainjob}: the replay runs every node as a "
                        "container on Compose; expected BACKEND=compose, or leave it out")
-
-
-# `tflab k8s TFJOB=tfjob.yaml`: a TFJob as the equivalent TrainJob and runtime, for a cluster that
-# has moved to Trainer v2. Only what has a TrainJob form is turned; the rest is said, one line each.
-def from_tfjob(settings: Settings) -> int:
-    """Reads TFJOB (checked as the replay checks it), writes RUNS_DIR/<RUN>/trainjob.yaml whole, and
-    says what did not carry over; one line and nothing written where the TFJob has no TrainJob form."""
-    from tflab import console
-    from tflab.core import runfolder
-    from tflab.k8s import tfjob
-
-    path = Path(settings.tfjob)
-    plan = tfjob.load(settings)  # every check the replay makes, before anything is turned
-    documents = tfjob.read_documents(path)
-    try:
-        converted, said = converted_documents(plan, documents, settings)
-        for document in converted:  # nothing a Trainer release checked refuses (manifest.TRAINER_RELEASES)
-            refusals = manifest.trainer_refusals(document, document["kind"]) \
-                if document["kind"] in manifest.TRAINER_KINDS else {}
-            if refusals:
-                raise ManifestError(f"{document['kind']} {document['metadata']['name']}: "
-                                    f"{manifest.refused_by(refusals)}")
-    except ManifestError as error:
-        raise ManifestError(f"TFJOB={path}: {error}; nothing was written") from None
-    folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
-    text = writer.to_yaml_documents(converted, "".join(f"# {line}\n" for line in (
-        f"trainjob.yaml: the TFJob {plan.name} of {path.name} as a Kubeflow Trainer v2 TrainJob and its runtime.",
-        "Written by `tflab k8s TFJOB=` (scripts/tflab/k8s/trainjob.py). Each node builds its TF_CONFIG itself "
-        "(python -m tflab.trainer.tfconfig),",
-        f"then runs the TrainJob's args: change args, not command, and keep numNodes and {cluster.NUM_NODES_ENV} "
-        "equal.")))
-    try:
-        runfolder.make(folder, link_latest=False)
-    except OSError as error:
-        raise LabError(f"cannot make {folder}: {error.strerror or error}") from None
-    try:
-        writer.write_manifest(folder / "trainjob.yaml", text)
-    except LabError:
-        writer.remove_empty(folder)
-        raise
-    console.say(f"wrote {console.display_path(folder)}/trainjob.yaml: TrainJob {plan.name} of {len(plan.tasks)} "
-                f"node{'s' * (len(plan.tasks) != 1)} in namespace {plan.namespace}, from TFJob {plan.name}")
-    console.say("not carried over: " + ("; ".join(said) if said else "nothing"))
-    print(f"  kubectl apply -f {console.display_path(folder / 'trainjob.yaml')}")
-    return 0
-
-
-def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -> tuple[list[dict], list[str]]:
-    """(trainjob.yaml's objects, what did not carry over). The Worker replicas become the nodes; the
-    container `tensorflow` the runtime's `node`, running tfconfig before the TFJob's command and args
-    (the TrainJob's args). A lab config.json whose cluster is the TFJob's gets the TrainJob's."""
-
-    (job,) = [d for d in documents if d.get("kind") == "TFJob"]
-    replica_specs = job["spec"]["tfReplicaSpecs"]
-    others = [kind for kind, replica in replica_specs.items() if kind != "Worker" and replica.get("replicas", 1)]
-    if others:
-        raise ManifestError(f"spec.tfReplicaSpecs.{others[0]} has no TrainJob form (a TrainJob's nodes share one pod "
-                            "template and every node is a worker); expected Worker replicas only")
-    worker = replica_specs.get("Worker") or {}
-    nodes = worker.get("replicas", 1)
-    if not nodes:
-        raise ManifestError("spec.tfReplicaSpecs.Worker has no replica")
-    name, namespace = plan.name, plan.namespace
-    manifest.dns1123_label(cluster.trainjob_host(name, nodes - 1), f"the host name of node {nodes - 1}")
-    said: list[str] = []
-    template = copy.deepcopy(worker.get("template") or {})
-    pod = template.get("spec") or {}
-    port = port_of(pod, "pod")
-    (container,) = [c for c in pod["containers"] if c.get("name") == tfoperator.CONTAINER]
-    command = list(container.pop("command", None) or [])
-    if not command:
-        raise ManifestError("the tensorflow container has no command (its args ran after the image's entrypoint); "
-                            "the TrainJob's args are what tflab.trainer.tfconfig runs: give the TFJob a command")
-    args = command + list(container.pop("args", None) or [])
-    image = container["image"]
-    container.update(name=cluster.TRAINJOB_NODE, command=list(TFCONFIG_COMMANDS[0]))
-    env = [entry for entry in container.get("env") or [] if entry.get("name") != "TF_CONFIG"]
-    if len(env) != len(container.get("env") or []):
-        said.append("the tensorflow container's env TF_CONFIG (each node builds its own)")
-    container["env"] = env
-    if port != cluster.PORT:
-        said.append(f"the tfjob-port {port} (tflab.trainer.tfconfig addresses every node at {cluster.PORT})")
-    said.append(f"the image {image} must have tflab (python -m tflab.trainer.tfconfig): the lab's image has it")
-    policy = worker.get("restartPolicy", "Never")
-    if policy == "ExitCode":
-        said.append("restartPolicy ExitCode's permanent codes 1-127 (JobSet restarts the whole job on any failure)")
-    if policy in ("Always", "OnFailure"):
-        said.append(f"restartPolicy {policy} (JobSet restarts the whole job, failurePolicy.maxRestarts times; a pod "
-                    "is not restarted alone)")
-    pod["restartPolicy"] = "Never"
-    run_policy = job["spec"].get("runPolicy") or {}
-    # JobSet has no "no limit": a TFJob without backoffLimit (the operator's no limit) takes RESTARTS.
-    max_restarts = plan.backoff_limit if plan.backoff_limit is not None else settings.restarts
-    for key in sorted(set(run_policy) - {"backoffLimit", "activeDeadlineSeconds"}):
-        said.append(f"spec.runPolicy.{key}")
-    said += [f"spec.{key}" for key in sorted(set(job["spec"]) - {"tfReplicaSpecs", "runPolicy"})]
-    if "backoffLimit" not in run_policy and policy != "Never":
-        said.append(f"no backoffLimit (no limit to the operator): maxRestarts is {max_restarts}, RESTARTS's")
-    config_maps = []
-    for document in documents:
-        if document.get("kind") == "TFJob":
-            continue
-        document = copy.deepcopy(document)
-        data = document.get("data") or {}
-        if document.get("kind") == "ConfigMap" and isinstance(data.get("config.json"), str):
-            data["config.json"] = readdressed_config(data["config.json"], plan.spec, name, nodes, said)
-        config_maps.append(document)
-    runtime_kind = writer.RUNTIME_KINDS[settings.k8s_runtime]
-    runtime_metadata: dict[str, Any] = {"name": writer.runtime_name(name), "labels": dict(writer.FRAMEWORK_LABEL)}
-    if runtime_kind == "TrainingRuntime":
-        runtime_metadata["namespace"] = namespace
-    job_template = {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
-                    "spec": {"backoffLimit": 0, "completionMode": "Indexed", "template": template}}
-    runtime = {"apiVersion": API_VERSION, "kind": runtime_kind, "metadata": runtime_metadata,
-               "spec": {"mlPolicy": {"numNodes": nodes},
-                        "template": {"spec": {"failurePolicy": {"maxRestarts": max_restarts},
-                                              "replicatedJobs": [{"name": cluster.TRAINJOB_NODE,
-                                                                  "template": job_template}]}}}}
-    spec = {"runtimeRef": {"name": runtime_metadata["name"], "apiGroup": API_GROUP, "kind": runtime_kind}}
-    if run_policy.get("activeDeadlineSeconds"):
-        spec["activeDeadlineSeconds"] = run_policy["activeDeadlineSeconds"]
-    spec["trainer"] = {"image": image, "args": args, "numNodes": nodes,
-                       "env": [{"name": cluster.NUM_NODES_ENV, "value": str(nodes)}]}
-    metadata = {key: value for key, value in job["metadata"].items() if key in ("name", "namespace", "labels")}
-    trainjob_ = {"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": metadata, "spec": spec}
-    return config_maps + [runtime, trainjob_], said
-
-
-def readdressed_config(text: str, tfjob_spec: dict, name: str, nodes: int, said: list[str]) -> str:
-    """A lab config.json recording the TFJob's cluster, with the TrainJob's instead (the trainer
-    checks TF_CONFIG against it); any other text as it is."""
-    try:
-        config = json.loads(text)
-    except ValueError:
-        return text
-    if not isinstance(config, dict) or config.get("cluster") != tfjob_spec:
-        return text
-    spec = cluster.trainjob_cluster_spec(name, nodes)
-    config["cluster"] = spec
-    if isinstance(config.get("tf_config"), dict):
-        config["tf_config"] = {task: cluster.tf_config_for(spec, task) for task in config["tf_config"]}
-    said.append("config.json's cluster (the TFJob's addresses; now the TrainJob's)")
-    return json.dumps(config, indent=2) + "\n"
