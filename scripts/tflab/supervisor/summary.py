@@ -62,6 +62,7 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         total_seconds=end.get("total_seconds"),
         peak_rss_bytes=end.get("peak_rss_bytes"),
         weights_sha256=end.get("weights_sha256"),
+        weights_fingerprint=end.get("weights_fingerprint"),
         parameters=end.get("parameters"),
         first_step_at=end.get("first_step_at"),
         error=errors[0]["message"] if errors else None,

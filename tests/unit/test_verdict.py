@@ -1,0 +1,263 @@
+"""make chaos's verdict on the resume (issue 43, faults/verdict.py and faults/twin.py): equivalent,
+lossy, corrupt, hang, failed, or "no twin: ..." where the run cannot be compared, never a guess.
+Summaries are built as the lab writes them (Summary.from_dict checks each), events as tasks log them."""
+
+import math
+
+import pytest
+from tflab.core import runfolder
+from tflab.core.runsummary import Summary, SummaryError
+from tflab.core.settings import Settings
+from tflab.faults import twin, verdict
+from tflab.supervisor import table
+
+pytestmark = pytest.mark.unit
+
+STEPS = 32
+SETTINGS = Settings(epochs=5, examples=2048, scenario="kill", at="epoch:2", target="worker-1").to_dict()
+KERNEL = {"name": "dense/kernel:0", "size": 320, "sum": 1.25, "l2": 4.0}
+BIAS = {"name": "dense/bias:0", "size": 10, "sum": -0.5, "l2": 0.75}
+
+
+def judge(summary, events, twin=None, no_twin=""):
+    return verdict.judge(summary, events, twin, no_twin, twin_ignored)
+
+
+twin_ignored = twin.ignored()
+
+
+def row(task, loss=0.84, fingerprint=None, **more):
+    return {"task": task, "status": "ok", "role": "trainer", "exit_code": 0, "final_loss": loss,
+            "weights_sha256": "ab" * 32, "weights_fingerprint": fingerprint or [KERNEL, BIAS], **more}
+
+
+def summary(run="chaos-run", ok=True, outcome="ok", chaos=None, settings=None, tasks=None, **more):
+    return Summary.from_dict({
+        "run": run, "strategy": "multiworker", "backend": "compose", "outcome": outcome, "ok": ok,
+        "launched_at": 1.0, "wall_seconds": 9.0, "settings": settings or SETTINGS, "weights_agree": True,
+        "tasks": tasks or [row("worker-0"), row("worker-1")], "restarts": [5.0] if chaos else [],
+        **({"chaos": chaos} if chaos else {}), **more})
+
+
+def undisturbed(run="twin-1", settings=None, **more):
+    plain = {**SETTINGS, "scenario": "kill", "at": "epoch:2", "target": "", "run": run, **(settings or {})}
+    return summary(run=run, settings=plain, **more)
+
+
+CHAOS = {"scenario": "kill", "target": "worker-1", "at": "epoch:2", "heal": "5", "injected": True,
+         "outcome": "survived", "landed_step": None}
+
+
+def attempt(start_epoch, epochs, restored=None, errors=()):
+    found = [{"event": "start", "time": 1.0}]
+    if restored:
+        found.append({"event": "restored", "epoch": restored[0], "step": restored[1], "time": 2.0})
+    found += [{"event": "epoch", "epoch": n, "loss": 1.0, "seconds": 0.1, "steps": STEPS, "time": 3.0}
+              for n in range(start_epoch, start_epoch + epochs)]
+    return found + [{"event": "error", "message": message, "time": 4.0} for message in errors]
+
+
+def events(first=3, restored=(4, 0), errors=()):
+    """Each worker: an attempt of `first` epochs, then one restored at `restored` to the end."""
+    second = attempt(restored[0], 5 - restored[0] + 1, restored) if restored else attempt(1, 5)
+    return {task: attempt(1, first, errors=errors) + second for task in ("worker-0", "worker-1")}
+
+
+def test_a_resume_at_the_step_reached_that_ends_at_the_twin_is_equivalent():
+    found = judge(summary(chaos=CHAOS), events(), undisturbed())
+    assert found["kind"] == "equivalent", found
+    assert found["twin"] == "twin-1" and found["steps_repeated"] == 0 and found["steps_skipped"] == 0
+    assert found["difference"] == 0.0
+    assert "0 steps repeated" in found["words"]
+
+
+def test_rounding_within_the_tolerance_is_equivalent_and_a_real_difference_is_lossy():
+    rounded = [{**KERNEL, "sum": 1.25 + 1e-6, "l2": 4.0 * (1 + 1e-6)}, BIAS]
+    near = undisturbed(tasks=[row("worker-0", 0.84 * (1 + 1e-6), rounded), row("worker-1", 0.84, rounded)])
+    assert judge(summary(chaos=CHAOS), events(), near)["kind"] == "equivalent"
+    # A few batches repeated mid-epoch ended 0.2 % off in the lab (MID_EPOCH_RTOL's measurement)
+    off = undisturbed(tasks=[row("worker-0", 0.84 * 1.002), row("worker-1", 0.84)])
+    found = judge(summary(chaos=CHAOS), events(), off)
+    assert found["kind"] == "lossy" and "worker-0's final loss" in found["words"], found
+    assert found["difference"] > 1
+    moved = [{**KERNEL, "l2": 4.01}, BIAS]
+    found = judge(summary(chaos=CHAOS), events(), undisturbed(tasks=[row("worker-0", fingerprint=moved),
+                                                                            row("worker-1", fingerprint=moved)]))
+    assert found["kind"] == "lossy" and "dense/kernel:0 L2 norm" in found["words"], found
+
+
+def test_steps_repeated_from_the_landed_step_and_skipped_past_what_was_reached():
+    landed = {**CHAOS, "landed_step": 100}  # AT=step:100 on worker-1; epoch 3 ended at 96
+    found = judge(summary(chaos=landed), events(first=3, restored=(4, 0)), undisturbed())
+    assert found["steps_repeated"] == 4 and "worker-1 reached step 100 and resumed at 96" in found["words"]
+    skipped = judge(summary(chaos=CHAOS), events(first=2, restored=(4, 0)), undisturbed())
+    assert skipped["steps_skipped"] == STEPS and "past it" in skipped["words"]
+    over = judge(summary(chaos=CHAOS), events(first=3, restored=None), None, "VERDICT=off")
+    assert over["steps_repeated"] == 3 * STEPS  # started over: every step trained twice
+
+
+def test_no_twin_says_why_and_never_guesses():
+    found = judge(summary(chaos=CHAOS), events(), None, "none was run for these settings")
+    assert found["kind"] == "no twin" and found["words"].startswith("no twin: none was run")
+    assert found["twin"] is None and found["steps_repeated"] == 0
+    other = undisturbed(settings={"epochs": 3})
+    found = judge(summary(chaos=CHAOS), events(), other)
+    assert found["kind"] == "no twin" and "EPOCHS=3, not 5" in found["words"], found
+    assert found["twin"] is None
+    itself = judge(summary(chaos=CHAOS), events(), summary(run="twin-1", chaos=CHAOS))
+    assert itself["kind"] == "no twin" and "is a chaos run itself" in itself["words"]
+    failed = judge(summary(chaos=CHAOS), events(), undisturbed(ok=False, outcome="failed"))
+    assert failed["kind"] == "no twin" and "did not finish ok (failed)" in failed["words"]
+    fewer = judge(summary(chaos=CHAOS), events(), undisturbed(tasks=[row("worker-0")]))
+    assert fewer["kind"] == "no twin" and "training tasks are not this run's" in fewer["words"]
+
+
+@pytest.mark.parametrize("hostile", ["twin", 3, [], {"run": "x"}, {"tasks": "all", "run": "x"},
+                                     {"tasks": [], "run": 7}])
+def test_a_twin_of_the_wrong_shape_is_no_twin(hostile):
+    found = judge(summary(chaos=CHAOS), events(), hostile)
+    assert found["kind"] == "no twin" and found["words"].startswith("no twin: "), found
+
+
+def test_the_fault_own_settings_and_where_the_run_lies_are_no_difference():
+    ours = summary(chaos=CHAOS)
+    theirs = undisturbed(settings={"scenario": "pause", "heal": "20", "run": "x", "runs_dir": "/else"})
+    assert verdict.twin_problem(ours, theirs, twin.ignored()) is None
+    assert verdict.twin_problem(ours, theirs) is not None  # without the list, RUN differs
+
+
+def test_a_torn_checkpoint_refused_is_corrupt_naming_the_file_and_the_task():
+    torn = ("DataLossError: Unable to open table file /run/backup/chief/ckpt-3.data-00000-of-00001: DATA_LOSS: "
+            "not an sstable (bad magic number): perhaps your file is in a different file format")
+    found = judge(summary(chaos=CHAOS), events(errors=[torn]), undisturbed())
+    assert found["kind"] == "corrupt", found
+    assert found["file"] == "/run/backup/chief/ckpt-3.data-00000-of-00001" and found["by"] == "worker-0"
+    missing = ("NotFoundError: Unsuccessful TensorSliceReader constructor: Failed to find any matching files for "
+               "/run/backup/chief/ckpt-3")
+    found = judge(summary(ok=False, outcome="failed", chaos=CHAOS), events(errors=[missing]), None)
+    assert found["kind"] == "corrupt" and found["file"] == "/run/backup/chief/ckpt-3"
+    unnamed = judge(summary(chaos=CHAOS), events(errors=["Checksum does not match: stored 1, computed 2"]))
+    assert unnamed["kind"] == "corrupt" and unnamed["file"] is None
+    lost = judge(summary(chaos=CHAOS), events(errors=["UnavailableError: Connection reset by peer"]),
+                         undisturbed())
+    assert lost["kind"] == "equivalent"  # a lost peer before the restart is what chaos does, not a torn file
+
+
+def test_a_hang_names_the_stall_and_a_failure_its_explanation():
+    stall = {"kind": "hang", "what": "worker-1 stopped in its callback; worker-0 waits in its all-reduce",
+             "fix": "nothing", "places": {}, "seconds": 30.0}
+    hung = judge(summary(ok=False, outcome="timed out", chaos=CHAOS, stall=stall), events(), None)
+    assert hung["kind"] == "hang" and "worker-1 stopped in its callback" in hung["words"]
+    bare = judge(summary(ok=False, outcome="stalled", chaos=CHAOS), events(), None)
+    assert bare["kind"] == "hang" and "found no place" in bare["words"]
+    explained = row("worker-1", status="failed", exit_code=1, error="UnavailableError: ...",
+                    explanation={"what": "lost a peer mid-run", "fix": "...", "signature": "lost-peer", "link": None})
+    failed = judge(summary(ok=False, outcome="failed", chaos=CHAOS, tasks=[row("worker-0"), explained]),
+                           events(), None)
+    assert failed == {**failed, "kind": "failed", "words": "worker-1 lost a peer mid-run"}
+    coded = judge(summary(ok=False, outcome="failed", chaos=CHAOS,
+                                  tasks=[row("worker-0"), row("worker-1", status="failed", exit_code=137)]),
+                          events(), None)
+    assert coded["kind"] == "failed" and coded["words"] == "worker-1 exited 137"
+
+
+def test_a_fault_that_never_landed_has_no_resume_to_judge():
+    missed = {**CHAOS, "injected": False, "outcome": "not injected", "not_injected": "worker-1 never reached it"}
+    found = judge(summary(chaos=missed), events(), undisturbed())
+    assert found["kind"] == "not injected" and "worker-1 never reached it" in found["words"]
+
+
+@pytest.mark.parametrize("records", [
+    "not a list", [1, "two", None], [{"event": "epoch", "epoch": True, "steps": "32"}],
+    [{"event": "start"}, {"event": "restored", "epoch": "4", "step": -1},
+     {"event": "epoch", "epoch": 1, "steps": 2**70}],
+    [{"event": "error", "message": ["DataLossError"]}],
+])
+def test_hostile_events_are_never_counted_and_never_crash(records):
+    found = judge(summary(chaos=CHAOS), {"worker-0": records, "worker-1": []}, undisturbed())
+    assert found["kind"] in ("equivalent", "no twin"), found
+    assert found["steps_repeated"] in (0, None)
+
+
+def test_no_summary_is_no_verdict():
+    assert judge("summary", {})["words"].startswith("no verdict")
+    assert judge({"tasks": "x"}, {})["kind"] == "no twin"
+
+
+def test_weights_without_a_fingerprint_fall_back_to_the_digest():
+    words = [{**KERNEL, "sum": "nan"}, BIAS]  # a weight that went NaN: its sum is the word
+    ours = summary(chaos=CHAOS, tasks=[row("worker-0", fingerprint=words), row("worker-1", fingerprint=words)])
+    assert judge(ours, events(), undisturbed())["kind"] == "equivalent"  # the same digest
+    other = [row(task, weights_sha256="cd" * 32) for task in ("worker-0", "worker-1")]
+    found = judge(ours, events(), undisturbed(tasks=other))
+    assert found["kind"] == "lossy" and "a digest, no fingerprint" in found["words"] and found["difference"] is None
+    script = [{**row(task, role="script"), "weights_sha256": None, "weights_fingerprint": None}
+              for task in ("worker-0", "worker-1")]
+    found = judge(summary(chaos=CHAOS, tasks=script), events(), undisturbed(tasks=script))
+    assert found["kind"] == "equivalent" and "weights unchecked" in found["words"], found
+    assert "and weights" not in found["words"]
+
+
+def test_the_summary_checks_the_verdict_and_the_fingerprint():
+    judged = judge(summary(chaos=CHAOS), events(), undisturbed())
+    again = Summary.from_dict(summary(chaos={**CHAOS, "verdict": judged}).to_dict())
+    assert again.chaos is not None and again.chaos["verdict"] == judged
+    with pytest.raises(SummaryError, match="chaos.verdict.steps_repeated"):
+        summary(chaos={**CHAOS, "verdict": {**judged, "steps_repeated": "4"}})
+    with pytest.raises(SummaryError, match="chaos.verdict is"):
+        summary(chaos={**CHAOS, "verdict": "equivalent"})
+    with pytest.raises(SummaryError, match=r"weights_fingerprint\[0\].l2"):
+        summary(tasks=[row("worker-0", fingerprint=[{**KERNEL, "l2": [1]}])])
+
+
+def test_the_verdict_is_a_line_of_the_table_and_of_why():
+    judged = judge(summary(chaos=CHAOS), events(), undisturbed())
+    result = summary(chaos={**CHAOS, "verdict": judged})
+    assert table.verdict_lines(result) == [f"chaos: verdict: equivalent: {judged['words']}"]
+    assert table.verdict_lines(result)[0] in table.table(result).splitlines()
+    assert table.verdict_lines(result)[0] in table.why_lines(result)
+    foreign = summary(chaos={**CHAOS, "verdict": {**judged, "kind": "equivalent\x1b[2J"}})
+    assert "\x1b" not in table.verdict_lines(foreign)[0]
+
+
+def test_the_twin_key_is_the_training_settings_and_the_image():
+    base = Settings(epochs=5, scenario="kill", at="epoch:2")
+    assert twin.key(base, "img:a") == twin.key(base.replace(scenario="pause", at="epoch:3", heal="20", run="x",
+                                                            verdict="off", twin="t"), "img:a")
+    assert twin.key(base, "img:a") != twin.key(base, "img:b")
+    assert twin.key(base, "img:a") != twin.key(base.replace(epochs=4), "img:a")
+    plain = twin.twin_settings(base.replace(scenario="pause", heal="20", at="step:9"), "img:a")
+    assert (plain.scenario, plain.heal, plain.at, plain.verdict) == ("kill", "5", "epoch:2", "off")
+    assert plain.run == twin.twin_id(base, "img:a") and plain.epochs == 5
+
+
+def test_the_twin_is_found_by_twin_or_its_key_and_refused_in_words(tmp_path):
+    settings = Settings(runs_dir=str(tmp_path), epochs=5, twin="ref")
+    assert twin.found(settings, "img")[1] == f"TWIN=ref has no summary.json in {tmp_path}"
+    assert twin.found(settings.replace(twin=""), "img")[1].startswith("none was run for these settings")
+    cached = tmp_path / twin.twin_id(settings, "img")
+    runfolder.make(cached, link_latest=False, owner=True)
+    assert "it is running, or was stopped" in twin.found(settings.replace(twin=""), "img")[1]
+    undisturbed(run=cached.name).write(cached)
+    found, why = twin.found(settings.replace(twin=""), "img")
+    assert why == "" and found is not None and found.run == cached.name
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / "summary.json").write_text("[1, 2]")
+    found, why = twin.found(settings, "img")
+    assert found is None and "is not a summary the lab wrote" in why
+
+
+def test_the_twin_is_run_only_for_a_run_that_finished_with_its_fault():
+    settings = Settings()
+    assert twin.wanted(settings, summary(chaos=CHAOS))
+    assert not twin.wanted(settings.replace(verdict="off"), summary(chaos=CHAOS))
+    assert not twin.wanted(settings.replace(twin="ref"), summary(chaos=CHAOS))
+    assert not twin.wanted(settings, summary(ok=False, outcome="failed", chaos=CHAOS))
+    assert not twin.wanted(settings, summary(chaos={**CHAOS, "injected": False}))
+
+
+def test_the_tolerance_sits_between_rounding_and_a_repeated_batch():
+    assert 4e-5 < verdict.RTOL < 2e-3  # FACTS.md's largest rounding; MID_EPOCH_RTOL's measured 0.2 %
+    assert verdict.close("x", 1.0, 1.0 + 0.5 * verdict.RTOL, 1.0)[2] <= 1
+    assert verdict.close("x", 1.0, 1.0 + 2 * verdict.RTOL, 1.0)[2] > 1
+    assert verdict.close("x", float("nan"), 1.0, 1.0)[2] == math.inf
