@@ -32,7 +32,10 @@ def reference(lab):
 
 
 def chaos(lab, name, **settings):
-    return lab.run(f"chaos-{name}", command="chaos", **SIZE, **settings)
+    """VERDICT=off unless a test asks for the verdict: VERDICT=auto would run an undisturbed twin
+    after every run that finished ok, a second run each (faults/twin.py); the verdict's own test
+    names the reference run as its TWIN instead."""
+    return lab.run(f"chaos-{name}", command="chaos", **SIZE, **{"VERDICT": "off", **settings})
 
 
 def epochs_after(run, task, epoch):
@@ -77,6 +80,26 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
         assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(reported + 1, 0)]
     assert run.losses("worker-0") == pytest.approx(reference.losses("worker-0"), rel=1e-6)
     assert run.of("worker-0", "end")[-1]["weights_sha256"] == reference.of("worker-0", "end")[0]["weights_sha256"]
+
+
+@pytest.mark.xdist_group("chaos-verdict")
+def test_a_kill_resumed_at_an_epoch_boundary_is_judged_equivalent_to_its_twin(lab, reference):
+    """The kill test's run, judged (faults/verdict.py) against the reference run as its TWIN: resumed
+    where the chief's last epoch ended, it ends at the reference's losses and weights within
+    verdict.RTOL, no step repeated or skipped; the verdict is in the summary, the output and why()."""
+    run = chaos(lab, "verdict", SCENARIO="kill", TARGET="worker-1", AT="epoch:2", VERDICT="auto",
+                TWIN=reference.run_dir.name)
+    assert_survived(run, restarts=1)
+    judged = run.summary["chaos"]["verdict"]
+    assert judged["kind"] == "equivalent", run.why()
+    assert judged["twin"] == reference.run_dir.name
+    assert (judged["steps_repeated"], judged["steps_skipped"]) == (0, 0), judged
+    assert judged["difference"] <= 1, judged
+    assert f"chaos: verdict: equivalent: {judged['words']}" in run.finished.output
+    for task in run.task_names:  # the fingerprint the verdict compared is the trainer's own
+        assert [v["name"] for v in run.of(task, "end")[-1]["weights_fingerprint"]] == \
+            [v["name"] for v in reference.of(task, "end")[0]["weights_fingerprint"]]
+    assert not any(path.name.startswith("twin-") for path in lab.runs_dir.iterdir())  # TWIN=: none run
 
 
 @pytest.mark.xdist_group("chaos-kill-step")
