@@ -3,6 +3,7 @@ lossy, corrupt, hang, failed, or "no twin: ..." where the run cannot be compared
 Summaries are built as the lab writes them (Summary.from_dict checks each), events as tasks log them."""
 
 import math
+from pathlib import Path
 
 import pytest
 from tflab.core import runfolder
@@ -138,6 +139,16 @@ def test_a_torn_checkpoint_refused_is_corrupt_naming_the_file_and_the_task():
     assert found["kind"] == "corrupt" and found["file"] == "/run/backup/chief/ckpt-3"
     unnamed = judge(summary(chaos=CHAOS), events(errors=["Checksum does not match: stored 1, computed 2"]))
     assert unnamed["kind"] == "corrupt" and unnamed["file"] is None
+    # Recorded with TF 2.21: a tf.train.Checkpoint whose .data file was cut to half, restored. Its
+    # traceback's own files (checkpoint/checkpoint.py) are no checkpoint of the run's.
+    recorded = (Path(__file__).parent / "logs" / "torn-checkpoint.log").read_text()
+    found = judge(summary(ok=False, outcome="failed", chaos=CHAOS), events(errors=[recorded]), None)
+    assert (found["kind"], found["file"]) == ("corrupt", None), found
+    assert found["words"] == "worker-0 refused a torn checkpoint: IndexError: Read less bytes than requested"
+    explained = row("worker-1", status="failed", exit_code=1, explanation={
+        "what": "could not read the checkpoint", "fix": "-", "signature": "torn-checkpoint", "link": None})
+    found = judge(summary(ok=False, outcome="failed", chaos=CHAOS, tasks=[row("worker-0"), explained]), events())
+    assert (found["kind"], found["by"]) == ("corrupt", "worker-1"), found
     lost = judge(summary(chaos=CHAOS), events(errors=["UnavailableError: Connection reset by peer"]),
                          undisturbed())
     assert lost["kind"] == "equivalent"  # a lost peer before the restart is what chaos does, not a torn file

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tflab.core import explain
 from tflab.core.foreign import shown
 from tflab.core.schema import attempts, by_event
 
@@ -34,18 +35,10 @@ KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not inj
 # rounding, 20 times below the smallest real difference seen.
 RTOL = 1e-4
 ATOL = 1e-7  # where a value is near zero, float32's own step at 1 (1.2e-7) is what rounding can leave
-# TensorFlow's own words for a checkpoint it could not read whole (libtensorflow_framework.so.2 of
-# TF 2.21 holds each): tensorflow/core/util/tensor_slice_reader.cc ("Unsuccessful TensorSliceReader
-# constructor", "Unable to open table file"), tensorflow/core/util/tensor_bundle/tensor_bundle.cc
-# ("Checksum does not match", "Read less bytes than requested" from its input buffer), and
-# tsl/lib/io/format.cc ("not an sstable (bad magic number)", "block checksum mismatch").
-TORN_CHECKPOINT = re.compile(
-    r"DataLossError|DATA_LOSS|Unsuccessful TensorSliceReader constructor|Unable to open table file|"
-    r"Checksum does not match|Read less bytes than requested|not an sstable \(bad magic number\)|"
-    r"block checksum mismatch|NotFoundError:[^\n]*\.index")
+TORN_CHECKPOINT = re.compile(explain.TORN_CHECKPOINT)  # core/explain.py's torn-checkpoint signature
 # The checkpoint file TensorFlow names: after "file", "for" or "on", else the first path with a checkpoint's name.
 TORN_FILE = re.compile(r"(?:table file|matching files for|files on|file) (/[^\s:'\",]+)|"
-                       r"(/[^\s:'\",]*(?:ckpt|checkpoint|chief|backup)[^\s:'\",]*)")
+                       r"(/[^\s:'\",]*(?:ckpt|checkpoint|chief|backup)[^\s:'\",]*)(?<!\.py)(?=[\s:'\",]|$)")
 HANG_OUTCOMES = ("timed out", "stalled")
 
 
@@ -66,7 +59,7 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
         return {**found, "kind": "not injected", "words": f"no resume to judge: {shown(str(missed), 300)}"}
     steps = resume_steps(events, chaos.get("target"), chaos.get("landed_step"))
     found.update(steps_repeated=steps["repeated"], steps_skipped=steps["skipped"])
-    torn = torn_checkpoint(events)
+    torn = torn_checkpoint(events) or torn_explained(summary)
     if torn is not None:
         return {**found, "kind": "corrupt", "file": torn["file"], "by": torn["by"],
                 "words": f"{torn['by']} refused a torn checkpoint{' ' + torn['file'] if torn['file'] else ''}: "
@@ -182,6 +175,16 @@ def torn_checkpoint(events: Mapping[str, list]) -> dict | None:
             named = next((g for g in path.groups() if g), None) if path else None
             return {"by": shown(str(task), 60), "file": shown(named, 300) if named else None,
                     "line": shown(line.strip(), 300)}
+    return None
+
+
+def torn_explained(summary: Mapping) -> dict | None:
+    """A task the lab explained as torn-checkpoint from its output, where its events hold no error."""
+    for row in summary["tasks"]:
+        explanation = row.get("explanation") if isinstance(row, Mapping) else None
+        if isinstance(explanation, Mapping) and explanation.get("signature") == "torn-checkpoint":
+            return {"by": shown(str(row.get("task")), 60), "file": None,
+                    "line": shown(str(explanation.get("what")), 300)}
     return None
 
 
