@@ -6,10 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
-from tflab.core import runfolder
+from tflab.core import runfolder, schema
 from tflab.core.runsummary import Summary, SummaryError
 from tflab.core.settings import Settings
-from tflab.faults import twin, verdict
+from tflab.faults import chaos, twin, verdict
 from tflab.supervisor import table
 
 pytestmark = pytest.mark.unit
@@ -69,7 +69,7 @@ def test_a_resume_at_the_step_reached_that_ends_at_the_twin_is_equivalent():
     assert found["kind"] == "equivalent", found
     assert found["twin"] == "twin-1" and found["steps_repeated"] == 0 and found["steps_skipped"] == 0
     assert found["difference"] == 0.0
-    assert "0 steps repeated" in found["words"]
+    assert "no step repeated or skipped" in found["words"]
 
 
 def test_rounding_within_the_tolerance_is_equivalent_and_a_real_difference_is_lossy():
@@ -93,6 +93,11 @@ def test_steps_repeated_from_the_landed_step_and_skipped_past_what_was_reached()
     assert found["steps_repeated"] == 4 and "worker-1 reached step 100 and resumed at 96" in found["words"]
     skipped = judge(summary(chaos=CHAOS), events(first=2, restored=(4, 0)), undisturbed())
     assert skipped["steps_skipped"] == STEPS and "past it" in skipped["words"]
+    # A second restart whose attempt died before it trained forgets nothing of the first's 96 steps
+    died = {task: records[:4] + [{"event": "start", "time": 5.0}] + records[4:]
+            for task, records in events(first=3, restored=(4, 0)).items()}
+    again = judge(summary(chaos=CHAOS), died, undisturbed())
+    assert (again["steps_repeated"], again["steps_skipped"]) == (0, 0), again
     over = judge(summary(chaos=CHAOS), events(first=3, restored=None), None, "VERDICT=off")
     assert over["steps_repeated"] == 3 * STEPS  # started over: every step trained twice
 
@@ -272,3 +277,51 @@ def test_the_tolerance_sits_between_rounding_and_a_repeated_batch():
     assert verdict.close("x", 1.0, 1.0 + 0.5 * verdict.RTOL, 1.0)[2] <= 1
     assert verdict.close("x", 1.0, 1.0 + 2 * verdict.RTOL, 1.0)[2] > 1
     assert verdict.close("x", float("nan"), 1.0, 1.0)[2] == math.inf
+
+
+def logged(run_dir, task, restarted=True):
+    """A trainer's log as the lab's trainer writes it: 3 epochs, killed, restored at epoch 4, the end."""
+    log = schema.EventLog(runfolder.log_path(runfolder.task_space(run_dir), task), task)
+    start = dict(role="trainer", strategy="multiworker", cluster={}, versions={}, settings={}, baseline_loss=30.0)
+    log.emit("start", **start)
+    for epoch in range(1, 4 if restarted else 6):
+        log.emit("epoch", epoch=epoch, loss=1.0, seconds=0.1, steps=STEPS)
+    if restarted:
+        log.emit("start", **start)
+        log.emit("restored", epoch=4, step=0)
+        for epoch in (4, 5):
+            log.emit("epoch", epoch=epoch, loss=1.0, seconds=0.1, steps=STEPS)
+
+
+def test_make_chaos_runs_the_missing_twin_once_and_writes_the_verdict(tmp_path, monkeypatch, capsys):
+    settings = Settings(runs_dir=str(tmp_path), run="c1", epochs=5, examples=2048, scenario="kill", target="worker-1")
+    run_dir = tmp_path / "c1"
+    runfolder.make(run_dir, link_latest=False, owner=True)
+    for task in ("worker-0", "worker-1"):
+        logged(run_dir, task)
+    fault = chaos.Chaos(settings)
+    fault.image = "tflab-trainer:cpu-0123456789ab"
+    first = fault.verdict(run_dir, summary(chaos=CHAOS, settings=settings.to_dict()))
+    assert first["kind"] == "no twin" and "none was run for these settings on this image" in first["words"]
+    summary(run="c1", chaos={**CHAOS, "verdict": first}, settings=settings.to_dict()).write(run_dir)
+    made = []
+
+    def up(twin_settings, link_latest=True, observer=None):
+        made.append(twin_settings)
+        folder = tmp_path / twin_settings.run
+        runfolder.make(folder, link_latest=False, owner=True)
+        undisturbed(run=twin_settings.run, settings=twin_settings.to_dict()).write(folder)
+        return 0
+
+    monkeypatch.setattr(twin.runner, "up", up)
+    chaos.judged_again(settings.replace(verdict="off"), fault, run_dir)
+    assert made == []  # VERDICT=off runs none
+    chaos.judged_again(settings, fault, run_dir)
+    assert [s.run for s in made] == [twin.twin_id(settings, fault.image)] and made[0].scenario == "kill"
+    judged = Summary.read(run_dir).chaos["verdict"]
+    assert (judged["kind"], judged["twin"], judged["steps_repeated"]) == ("equivalent", made[0].run, 0), judged
+    assert f"chaos: verdict: equivalent: {judged['words']}" in capsys.readouterr().out
+    chaos.judged_again(settings, fault, run_dir)  # judged: the twin is not run again
+    assert len(made) == 1
+    again = fault.verdict(run_dir, summary(chaos=CHAOS, settings=settings.replace(run="c2").to_dict()))
+    assert again["kind"] == "equivalent" and again["twin"] == made[0].run  # a second chaos run reuses it

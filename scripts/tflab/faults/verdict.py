@@ -105,28 +105,35 @@ def resume_steps(events: Mapping[str, list], target: Any = None, landed_step: An
             continue
         tries = attempts([r for r in records if isinstance(r, dict)])
         per_epoch = steps_per_epoch(tries)
-        base = 0
-        for number in range(1, len(tries)):
-            reached = base + sum(e["steps"] for e in whole(by_event(tries[number - 1], "epoch")))
-            if task == target and isinstance(landed_step, int) and not isinstance(landed_step, bool) and number == 1:
-                reached = max(reached, landed_step)
-            resumed = resumed_at(tries[number], per_epoch)
-            if resumed is None:
+        if not tries:
+            continue
+        landed = count(landed_step) if task == target else None
+        reached = max(done(tries[0]), landed or 0)  # the step the task had reached, across its attempts
+        for attempt in tries[1:]:
+            resumed = resumed_at(attempt, per_epoch)
+            if resumed is None:  # it never trained (it ended at the rendezvous): it reached nothing new
                 continue
             known = True
-            base = resumed
             if reached > resumed:
                 repeated = max(repeated, reached - resumed)
                 lines.append(f"{shown(str(task), 60)} reached step {reached} and resumed at {resumed}")
             elif resumed > reached:
                 skipped = max(skipped, resumed - reached)
                 lines.append(f"{shown(str(task), 60)} reached step {reached} and resumed at {resumed}, past it")
+            reached = resumed + done(attempt)
     if not known:
         return {"repeated": 0, "skipped": 0, "words": "no task restarted: nothing resumed"}
+    untold = "; the steps of an epoch under way at the fault are in no event"
+    if not lines:
+        return {"repeated": 0, "skipped": 0,
+                "words": f"no step repeated or skipped: every task resumed where its last whole epoch ended{untold}"}
     said = [f"{repeated} step{'s' * (repeated != 1)} repeated"] + ([f"{skipped} skipped"] if skipped else [])
-    detail = f" ({'; '.join(lines[:4])})" if lines else " (every task resumed where it had reached)"
-    return {"repeated": repeated, "skipped": skipped,
-            "words": ", ".join(said) + detail + ", besides those of the epoch under way, which no event counts"}
+    return {"repeated": repeated, "skipped": skipped, "words": f"{', '.join(said)} ({'; '.join(lines[:4])}){untold}"}
+
+
+def done(attempt: list[dict]) -> int:
+    """The steps of an attempt's whole epochs, as its `epoch` events count them."""
+    return sum(e["steps"] for e in whole(by_event(attempt, "epoch")))
 
 
 def whole(epochs: list[dict]) -> list[dict]:
