@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from tflab.core import runfolder, schema
+from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary, SummaryError
 from tflab.core.settings import Settings
 from tflab.faults import chaos, twin, verdict
@@ -250,7 +251,8 @@ def test_the_twin_key_is_the_training_settings_and_the_image():
 def test_the_twin_is_found_by_twin_or_its_key_and_refused_in_words(tmp_path):
     settings = Settings(runs_dir=str(tmp_path), epochs=5, twin="ref")
     assert twin.found(settings, "img")[1] == f"TWIN=ref has no summary.json in {tmp_path}"
-    assert twin.found(settings.replace(twin=""), "img")[1].startswith("none was run for these settings")
+    assert twin.found(settings.replace(twin=""), "img")[1].startswith("none yet for these settings on this image")
+    assert twin.found(settings.replace(twin="", verdict="off"), "img")[1].endswith("(VERDICT=off runs none)")
     cached = tmp_path / twin.twin_id(settings, "img")
     runfolder.make(cached, link_latest=False, owner=True)
     assert "it is running, or was stopped" in twin.found(settings.replace(twin=""), "img")[1]
@@ -302,7 +304,7 @@ def test_make_chaos_runs_the_missing_twin_once_and_writes_the_verdict(tmp_path, 
     fault = chaos.Chaos(settings)
     fault.image = "tflab-trainer:cpu-0123456789ab"
     first = fault.verdict(run_dir, summary(chaos=CHAOS, settings=settings.to_dict()))
-    assert first["kind"] == "no twin" and "none was run for these settings on this image" in first["words"]
+    assert first["kind"] == "no twin" and "make chaos runs it once after a run that finished ok" in first["words"]
     summary(run="c1", chaos={**CHAOS, "verdict": first}, settings=settings.to_dict()).write(run_dir)
     made = []
 
@@ -325,3 +327,25 @@ def test_make_chaos_runs_the_missing_twin_once_and_writes_the_verdict(tmp_path, 
     assert len(made) == 1
     again = fault.verdict(run_dir, summary(chaos=CHAOS, settings=settings.replace(run="c2").to_dict()))
     assert again["kind"] == "equivalent" and again["twin"] == made[0].run  # a second chaos run reuses it
+
+
+def test_a_twin_that_is_none_is_refused_in_one_line_before_the_run(tmp_path, monkeypatch):
+    settings = Settings(runs_dir=str(tmp_path), epochs=5, scenario="kill", twin="ref")
+    monkeypatch.setattr(chaos.runner, "up", lambda *args, **kwargs: pytest.fail("the run started"))
+    with pytest.raises(LabError) as refused:
+        chaos.chaos(settings)
+    assert str(refused.value) == (f"TWIN=ref is not allowed: it has no summary.json in {tmp_path}; expected a "
+                                  "finished run of the same settings without the fault, in RUNS_DIR (or leave TWIN "
+                                  "out for the lab's own twin)")
+    runfolder.make(tmp_path / "ref", link_latest=False, owner=True)
+    undisturbed(run="ref", settings=settings.replace(epochs=3).to_dict()).write(tmp_path / "ref")
+    with pytest.raises(LabError, match=r"^TWIN=ref is not allowed: was run with other settings: EPOCHS=3, not 5;"):
+        twin.check(settings)
+    runfolder.make(tmp_path / "hit", link_latest=False, owner=True)
+    summary(run="hit", chaos=CHAOS, settings=settings.to_dict()).write(tmp_path / "hit")
+    with pytest.raises(LabError, match="it is a chaos run itself"):
+        twin.check(settings.replace(twin="hit"))
+    runfolder.make(tmp_path / "good", link_latest=False, owner=True)
+    undisturbed(run="good", settings=settings.replace(scenario="pause", heal="20", run="good").to_dict()).write(
+        tmp_path / "good")
+    twin.check(settings.replace(twin="good"))  # the fault's own settings and its name differ: a twin

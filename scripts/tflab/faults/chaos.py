@@ -329,6 +329,7 @@ def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     TRAINJOB=) is run by replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     made: list[Chaos] = []
+    twin.check(settings)  # TWIN= that names no twin is refused before anything starts
 
     def observer(the_cluster: cluster.Cluster | None = None) -> Chaos:
         made.append(Chaos(settings, the_cluster))

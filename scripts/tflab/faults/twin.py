@@ -28,6 +28,7 @@ from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
+from tflab.faults import verdict
 from tflab.supervisor import runner
 
 # Settings that change no training step: where it is written, how long the lab waits, which CLI,
@@ -83,9 +84,29 @@ def found(settings: Settings, image: str) -> tuple[Summary | None, str]:
             return None, f"TWIN={name} has no summary.json in {runfolder.runs_dir(settings)}"
         if run_dir.exists():
             return None, f"{name} (the twin of these settings) has no summary: it is running, or was stopped"
-        return None, f"none was run for these settings on this image (VERDICT={settings.verdict})"
+        if settings.verdict == "auto":
+            return None, ("none yet for these settings on this image: make chaos runs it once after a run that "
+                          "finished ok (VERDICT=auto)")
+        return None, "none was run for these settings on this image (VERDICT=off runs none)"
     except (ForeignFile, OSError) as error:
         return None, f"{name}: {error}"
+
+
+def check(settings: Settings) -> None:
+    """TWIN= names a finished undisturbed run of these settings, less the fault's: refused in one
+    line before anything starts, where it does not."""
+    if not settings.twin:
+        return
+    found_twin, why = found(settings, "")
+    why = why.replace(f"TWIN={settings.twin} ", "it ", 1)
+    differs = why or ("it is a chaos run itself" if found_twin is not None and found_twin.chaos is not None else "")
+    if found_twin is not None and not differs and not found_twin.ok:
+        differs = f"it did not finish ok ({found_twin.outcome})"
+    if found_twin is not None and not differs:
+        differs = verdict.settings_problem(settings.to_dict(), found_twin.settings, ignored()) or ""
+    if differs:
+        raise LabError(f"TWIN={settings.twin} is not allowed: {differs}; expected a finished run of the same "
+                       "settings without the fault, in RUNS_DIR (or leave TWIN out for the lab's own twin)")
 
 
 def wanted(settings: Settings, summary: Summary) -> bool:

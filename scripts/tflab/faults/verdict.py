@@ -229,21 +229,27 @@ def twin_problem(summary: Mapping, twin: Any, ignored: tuple[str, ...] = ()) -> 
         return f"no twin: {name} is a chaos run itself, not an undisturbed one"
     if twin.get("ok") is not True:
         return f"no twin: {name} did not finish ok ({shown(str(twin.get('outcome')), 20)})"
-    ours, theirs = summary.get("settings"), twin.get("settings")
-    if not isinstance(ours, Mapping) or not isinstance(theirs, Mapping):
-        return f"no twin: {name} has no settings to compare"
-    for key in sorted(set(ours) | set(theirs)):
-        if key in ignored:
-            continue
-        if ours.get(key, "(unset)") != theirs.get(key, "(unset)"):
-            return (f"no twin: {name} was run with other settings: {str(key).upper()}="
-                    f"{shown(str(theirs.get(key, '(unset)')), 60)}, not {shown(str(ours.get(key, '(unset)')), 60)}")
+    differs = settings_problem(summary.get("settings"), twin.get("settings"), ignored)
+    if differs:
+        return f"no twin: {name} {differs}"
     if training(summary) != training(twin):
         return f"no twin: {name}'s training tasks are not this run's"
     return None
 
 
 TRAINING = ("trainer", "script")  # the roles whose end is the training's
+
+
+def settings_problem(ours: Any, theirs: Any, ignored: tuple[str, ...] = ()) -> str | None:
+    """How a twin's settings differ from the run's where it matters ("was run with other settings:
+    EPOCHS=3, not 5"), or None."""
+    if not isinstance(ours, Mapping) or not isinstance(theirs, Mapping):
+        return "has no settings to compare"
+    for key in sorted((set(ours) | set(theirs)) - set(ignored), key=str):
+        if ours.get(key, "(unset)") != theirs.get(key, "(unset)"):
+            return (f"was run with other settings: {shown(str(key).upper(), 40)}="
+                    f"{shown(str(theirs.get(key, '(unset)')), 60)}, not {shown(str(ours.get(key, '(unset)')), 60)}")
+    return None
 
 
 def training(summary: Mapping) -> set:
