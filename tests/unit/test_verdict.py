@@ -11,6 +11,7 @@ from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary, SummaryError
 from tflab.core.settings import Settings
 from tflab.faults import chaos, twin, verdict
+from tflab.supervisor import summary as summary_module
 from tflab.supervisor import table
 
 pytestmark = pytest.mark.unit
@@ -349,3 +350,18 @@ def test_a_twin_that_is_none_is_refused_in_one_line_before_the_run(tmp_path, mon
     undisturbed(run="good", settings=settings.replace(scenario="pause", heal="20", run="good").to_dict()).write(
         tmp_path / "good")
     twin.check(settings.replace(twin="good"))  # the fault's own settings and its name differ: a twin
+
+
+@pytest.mark.parametrize("hostile", [None, "x", [], [1], [{**KERNEL, "size": True}], [{**KERNEL, "l2": None}],
+                                     [{**KERNEL, "name": 3}], [{**KERNEL, "size": -1}], [KERNEL] * 10_001])
+def test_a_hostile_fingerprint_never_reaches_the_summary(hostile):
+    assert summary_module.fingerprint_of({"weights_fingerprint": hostile}) is None
+
+
+def test_the_trainers_fingerprint_is_its_summary_rows():
+    end = {"event": "end", "task": "worker-0", "time": 9.0, "role": "trainer", "total_seconds": 1.0,
+           "peak_rss_bytes": 1, "final_loss": 0.84, "first_step_seconds": 0.1, "first_step_at": 2.0,
+           "steady_step_seconds": 0.01, "weights_sha256": "ab" * 32, "parameters": 330,
+           "weights_fingerprint": [{**KERNEL, "extra": "dropped"}, {**BIAS, "sum": "nan"}]}
+    found = summary_module.task_row("worker-0", "trainer", [end], 0, False, Settings())
+    assert found.weights_fingerprint == [KERNEL, {**BIAS, "sum": "nan"}]

@@ -32,6 +32,7 @@ from tflab import console
 from tflab.backends.base import RunObserver
 from tflab.core import cluster, moment, runfolder
 from tflab.core.errors import LabError
+from tflab.core.foreign import ForeignFile
 from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import Settings
@@ -269,7 +270,12 @@ class Chaos(RunObserver):
         these settings and this image) where there is one; make chaos may run a missing one after."""
         if the_twin is None and not no_twin:
             the_twin, no_twin = twin.found(self.settings, self.image)
-        events = {row["task"]: list(runfolder.events(run_dir, row["task"])) for row in summary["tasks"]}
+        events = {}
+        for row in summary["tasks"]:
+            try:
+                events[row["task"]] = list(runfolder.events(run_dir, row["task"]))
+            except (ForeignFile, OSError):
+                events[row["task"]] = []  # a log the summary could not read either: it counts no step
         return verdict.judge(summary, events, the_twin, no_twin, twin.ignored())
 
     def missed(self) -> str | None:
@@ -360,7 +366,11 @@ def judged_again(settings: Settings, fault: Chaos, run_dir: Path) -> None:
     the_twin, why = twin.run(settings, fault.image)
     assert summary.chaos is not None  # twin.wanted asks for it
     summary.chaos["verdict"] = fault.verdict(run_dir, summary, the_twin, why or "")
-    summary.write(run_dir)
+    try:
+        summary.write(run_dir)
+    except OSError as error:
+        console.say(f"chaos: the verdict could not be written to {run_dir.name}'s summary.json: "
+                    f"{error.strerror or error}")
     for said in table.verdict_lines(summary):
         console.say(said)
 
