@@ -92,9 +92,15 @@ def test_rounding_within_the_tolerance_is_equivalent_and_a_real_difference_is_lo
 def test_steps_repeated_from_the_landed_step_and_skipped_past_what_was_reached():
     landed = {**CHAOS, "landed_step": 100}  # AT=step:100 on worker-1; epoch 3 ended at 96
     found = judge(summary(chaos=landed), events(first=3, restored=(4, 0)), undisturbed())
-    assert found["steps_repeated"] == 4 and "worker-1 reached step 100 and resumed at 96" in found["words"]
+    assert found["steps_repeated"] == 4
+    assert "restart 1: step 100 reached (worker-1), resumed at 96 on every task" in found["words"]
     skipped = judge(summary(chaos=CHAOS), events(first=2, restored=(4, 0)), undisturbed())
-    assert skipped["steps_skipped"] == STEPS and "past it" in skipped["words"]
+    assert skipped["steps_skipped"] == STEPS and "0 steps repeated, 32 skipped" in skipped["words"]
+    # The target killed between epoch 3's backup and its epoch event: the chief logged epoch 3, so
+    # the cluster had reached 96, and resuming there skipped nothing
+    raced = {**events(first=3, restored=(4, 0)), "worker-1": events(first=2, restored=(4, 0))["worker-1"]}
+    found = judge(summary(chaos=CHAOS), raced, undisturbed())
+    assert (found["steps_repeated"], found["steps_skipped"]) == (0, 0), found
     # A second restart whose attempt died before it trained forgets nothing of the first's 96 steps
     died = {task: records[:4] + [{"event": "start", "time": 5.0}] + records[4:]
             for task, records in events(first=3, restored=(4, 0)).items()}

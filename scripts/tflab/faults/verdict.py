@@ -94,39 +94,42 @@ def blank(twin: Any) -> dict:
 # -- the steps across a restart -------------------------------------------------------------------
 
 def resume_steps(events: Mapping[str, list], target: Any = None, landed_step: Any = None) -> dict:
-    """Steps repeated and skipped across every restart, from each task's attempts: the global step
-    the attempt before had reached (its whole epochs as its `epoch` events count them; the fault's
-    step where it landed at one on this task) against the step the next one resumed from (its
-    `restored`, or a script's `fit`; 0 where it started its epochs over)."""
-    repeated, skipped, lines = 0, 0, []
-    known = False
+    """Steps repeated and skipped across every restart, from each task's attempts: the step the
+    cluster had reached before it (the furthest task's whole epochs as its `epoch` events count
+    them, or the fault's step where it landed at one: the workers step together, and a task killed
+    between its backup and its epoch's event had trained what it did not log) against the step
+    each task resumed from (its `restored`, or a script's `fit`; 0 where it started over)."""
+    restarts: dict[int, dict[str, tuple[int, int]]] = {}  # restart -> task -> (reached, resumed)
     for task, records in (events.items() if isinstance(events, Mapping) else []):
-        if not isinstance(records, list):
-            continue
-        tries = attempts([r for r in records if isinstance(r, dict)])
-        per_epoch = steps_per_epoch(tries)
+        tries = attempts([r for r in records if isinstance(r, dict)]) if isinstance(records, list) else []
         if not tries:
             continue
+        per_epoch = steps_per_epoch(tries)
         landed = count(landed_step) if task == target else None
         reached = max(done(tries[0]), landed or 0)  # the step the task had reached, across its attempts
-        for attempt in tries[1:]:
+        for number, attempt in enumerate(tries[1:], start=1):
             resumed = resumed_at(attempt, per_epoch)
             if resumed is None:  # it never trained (it ended at the rendezvous): it reached nothing new
                 continue
-            known = True
-            if reached > resumed:
-                repeated = max(repeated, reached - resumed)
-                lines.append(f"{shown(str(task), 60)} reached step {reached} and resumed at {resumed}")
-            elif resumed > reached:
-                skipped = max(skipped, resumed - reached)
-                lines.append(f"{shown(str(task), 60)} reached step {reached} and resumed at {resumed}, past it")
+            restarts.setdefault(number, {})[shown(str(task), 60)] = (reached, resumed)
             reached = resumed + done(attempt)
-    if not known:
+    if not restarts:
         return {"repeated": 0, "skipped": 0, "words": "no task restarted: nothing resumed"}
+    repeated, skipped, lines = 0, 0, []
+    for number, tasks in sorted(restarts.items()):
+        furthest = max(tasks, key=lambda task: tasks[task][0])
+        top = tasks[furthest][0]
+        starts = {resumed for _, resumed in tasks.values()}
+        repeated = max(repeated, top - min(starts))  # never below 0, where it started
+        skipped = max(skipped, max(starts) - top)
+        if starts != {top}:
+            at = f"{starts.pop()} on every task" if len(starts) == 1 else \
+                ", ".join(f"{resumed} on {task}" for task, (_, resumed) in sorted(tasks.items()))
+            lines.append(f"restart {number}: step {top} reached ({furthest}), resumed at {at}")
     untold = "; the steps of an epoch under way at the fault are in no event"
     if not lines:
         return {"repeated": 0, "skipped": 0,
-                "words": f"no step repeated or skipped: every task resumed where its last whole epoch ended{untold}"}
+                "words": f"no step repeated or skipped: every task resumed where the last whole epoch ended{untold}"}
     said = [f"{repeated} step{'s' * (repeated != 1)} repeated"] + ([f"{skipped} skipped"] if skipped else [])
     return {"repeated": repeated, "skipped": skipped, "words": f"{', '.join(said)} ({'; '.join(lines[:4])}){untold}"}
 
