@@ -23,7 +23,10 @@ BIAS = {"name": "dense/bias:0", "size": 10, "sum": -0.5, "l2": 0.75}
 
 
 def judge(summary, events, twin=None, no_twin=""):
-    return verdict.judge(summary, events, twin, no_twin, twin_ignored)
+    found = verdict.judge(summary, events, twin, no_twin, twin_ignored)
+    assert found["kind"] in verdict.KINDS and set(found) == set(verdict.blank()), found
+    assert found["twin"] is None or found["kind"] in ("equivalent", "lossy")  # named only where compared
+    return found
 
 
 twin_ignored = twin.ignored()

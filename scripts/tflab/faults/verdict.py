@@ -2,7 +2,7 @@
 
     equivalent  finished, and its final losses and weights are the undisturbed twin's, within RTOL
     lossy       finished, and they are not: k steps were repeated or skipped across the restart
-    corrupt     a torn checkpoint was refused (TensorFlow's error names the file and the task)
+    corrupt     a torn checkpoint was refused: by which task, and the file where TensorFlow names it
     hang        stopped by TIMEOUT or the stall watch: the stall's finding says where
     failed      ended with an error: the run's explanation of it
     no twin     finished, but no undisturbed twin to compare with: why not, and the steps anyway
@@ -26,7 +26,7 @@ from tflab.core import explain
 from tflab.core.foreign import shown
 from tflab.core.schema import attempts, by_event
 
-KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected")
+KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected")  # a verdict's `kind`
 # Relative tolerance on final losses and on each variable's sum and L2 norm. The same settings on
 # the same image train identically (make chaos's kill test finds the very same sha256), and the
 # largest rounding difference measured between reduction orders is 4e-5 relative (FACTS.md: MWMS
@@ -49,7 +49,7 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
     `no_twin` then saying why), `ignored` the settings a twin may differ in (twin.ignored()).
     Returns {"kind", "words", "twin", "steps_repeated", "steps_skipped", "difference" (in
     tolerances), "file", "by"}."""
-    found = blank(twin)
+    found = blank()
     if not isinstance(summary, Mapping) or not isinstance(summary.get("tasks"), list):
         return {**found, "kind": "no twin", "words": "no verdict: the run has no summary the lab wrote"}
     section = summary.get("chaos")
@@ -71,7 +71,8 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
     said = steps["words"]
     problem = twin_problem(summary, twin, ignored) if twin is not None else f"no twin: {no_twin or 'none was given'}"
     if problem:
-        return {**found, "twin": None, "kind": "no twin", "words": f"{problem}; {said}"}
+        return {**found, "kind": "no twin", "words": f"{problem}; {said}"}
+    found["twin"] = twin["run"]  # compared: the only verdicts that name it
     differences, unchecked = compare(summary, twin)
     worst = max(differences, key=lambda d: d[2])
     # in tolerances (1: at the edge); None where a value was no number (JSON has no infinity)
@@ -85,9 +86,8 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
             "words": f"ends off the undisturbed run {shown(str(twin['run']), 80)}: {worst[0]} {worst[1]}; {said}"}
 
 
-def blank(twin: Any) -> dict:
-    run = twin.get("run") if isinstance(twin, Mapping) and isinstance(twin.get("run"), str) else None
-    return {"kind": "", "words": "", "twin": run, "steps_repeated": None, "steps_skipped": None,
+def blank() -> dict:
+    return {"kind": "", "words": "", "twin": None, "steps_repeated": None, "steps_skipped": None,
             "difference": None, "file": None, "by": None}
 
 
