@@ -165,6 +165,10 @@ def test_a_torn_checkpoint_refused_is_corrupt_naming_the_file_and_the_task():
         "what": "could not read the checkpoint", "fix": "-", "signature": "torn-checkpoint", "link": None})
     found = judge(summary(ok=False, outcome="failed", chaos=CHAOS, tasks=[row("worker-0"), explained]), events())
     assert (found["kind"], found["by"]) == ("corrupt", "worker-1"), found
+    record = judge(summary(chaos=CHAOS), events(errors=["DataLossError: corrupted record at 12"]), undisturbed())
+    assert record["kind"] == "equivalent"  # a TFRecord's data loss is the data's, not a checkpoint's
+    bundle = "DataLossError: Invalid size in bundle entry: key dense/kernel; stored size 1280; expected size 640"
+    assert judge(summary(chaos=CHAOS), events(errors=[bundle]), undisturbed())["kind"] == "corrupt"
     lost = judge(summary(chaos=CHAOS), events(errors=["UnavailableError: Connection reset by peer"]),
                          undisturbed())
     assert lost["kind"] == "equivalent"  # a lost peer before the restart is what chaos does, not a torn file

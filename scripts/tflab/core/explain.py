@@ -61,7 +61,10 @@ class Signature:
 # TensorSliceReader constructor", "Unable to open table file"), tensorflow/core/util/tensor_bundle/
 # tensor_bundle.cc ("Checksum does not match", "Read less bytes than requested" from its input
 # buffer) and tsl/lib/io/format.cc ("not an sstable (bad magic number)", "block checksum mismatch").
-TORN_CHECKPOINT = (r"DataLossError|DATA_LOSS|Unsuccessful TensorSliceReader constructor|Unable to open table file|"
+# A DataLossError is one only where its line names a checkpoint's part: a TFRecord's "corrupted
+# record" is the data's, not a checkpoint's.
+TORN_CHECKPOINT = (r"(?:DataLossError|DATA_LOSS)[^\n]*(?:checkpoint|ckpt|\.index|\.data-\d|bundle|sstable)|"
+                   r"Unsuccessful TensorSliceReader constructor|Unable to open table file|"
                    r"Checksum does not match|Read less bytes than requested|not an sstable \(bad magic number\)|"
                    r"block checksum mismatch|NotFoundError:[^\n]*\.index\b")
 
