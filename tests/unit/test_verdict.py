@@ -251,12 +251,18 @@ def test_the_verdict_is_a_line_of_the_table_and_of_why():
     assert "\x1b" not in table.verdict_lines(foreign)[0]
 
 
-def test_the_twin_key_is_the_training_settings_and_the_image():
+def test_the_twin_key_is_the_training_settings_and_the_image(tmp_path):
     base = Settings(epochs=5, scenario="kill", at="epoch:2")
     assert twin.key(base, "img:a") == twin.key(base.replace(scenario="pause", at="epoch:3", heal="20", run="x",
                                                             verdict="off", twin="t"), "img:a")
     assert twin.key(base, "img:a") != twin.key(base, "img:b")
     assert twin.key(base, "img:a") != twin.key(base.replace(epochs=4), "img:a")
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")
+    with_script = base.replace(script=str(script))
+    before = twin.key(with_script, "img:a")
+    script.write_text("print(2)\n")
+    assert twin.key(with_script, "img:a") != before  # an edited script has another twin
     plain = twin.twin_settings(base.replace(scenario="pause", heal="20", at="step:9"), "img:a")
     assert (plain.scenario, plain.heal, plain.at, plain.verdict) == ("kill", "5", "epoch:2", "off")
     assert plain.run == twin.twin_id(base, "img:a") and plain.epochs == 5

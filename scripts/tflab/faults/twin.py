@@ -5,8 +5,8 @@
     make chaos SCENARIO=kill TWIN=20261206-1200-ab12   # an undisturbed run of the same settings
 
 The twin is RUNS_DIR/twin-<key>, key a digest of the settings that shape the training (every one
-but the fault's own, those read by no `make up`, and IGNORED, which change no step) and of the
-image the run ran (its tag names its inputs' digest; BACKEND=local's, the lab's code). A second
+but the fault's own, those read by no `make up`, and IGNORED, which change no step), of a
+SCRIPT's content, and of the image the run ran (its tag names its inputs' digest; BACKEND=local's, the lab's code). A second
 chaos run of the same settings on the same image reuses it. TWIN= names any finished run instead;
 its settings are checked, its image cannot be.
 
@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from tflab import console
-from tflab.core import runfolder
+from tflab.core import foreign, runfolder
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.runsummary import Summary
@@ -60,7 +60,19 @@ def image_of(backend) -> str:
 
 def key(settings: Settings, image: str) -> str:
     shaping = {name: value for name, value in settings.to_dict().items() if name not in ignored()}
-    return hashlib.sha256(json.dumps([shaping, image], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([shaping, image, script_digest(settings)], sort_keys=True,
+                                     default=str).encode()).hexdigest()[:16]
+
+
+def script_digest(settings: Settings) -> str:
+    """A SCRIPT's content: edited, its twin is another (the image holds the lab's code, not the
+    script's). Its DATA folder is not read: a twin of changed data is named with TWIN= or removed."""
+    if not settings.script:
+        return ""
+    try:
+        return hashlib.sha256(foreign.read_bytes(Path(settings.script), foreign.MAX_LOG_BYTES)).hexdigest()
+    except (OSError, ForeignFile) as error:
+        return f"unreadable: {error}"
 
 
 def twin_id(settings: Settings, image: str) -> str:
