@@ -2,13 +2,13 @@
 (faults/verdict.py) to compare the run's end with.
 
     make chaos SCENARIO=kill                      # VERDICT=auto: runs the twin once, then reuses it
-    make chaos SCENARIO=kill TWIN=20261206-1200-ab12   # an undisturbed run of the same settings
+    make chaos SCENARIO=kill TWIN=20261206-120000-ab12   # an undisturbed run of the same settings
 
 The twin is RUNS_DIR/twin-<key>, key a digest of the settings that shape the training (every one
 but the fault's own, those read by no `make up`, and IGNORED, which change no step), of a
-SCRIPT's content, and of the image the run ran (its tag names its inputs' digest; BACKEND=local's, the lab's code). A second
-chaos run of the same settings on the same image reuses it. TWIN= names any finished run instead;
-its settings are checked, its image cannot be.
+SCRIPT's content, and of the image the run ran (its tag names its inputs' digest; BACKEND=local's:
+the lab's code). A second chaos run of the same settings on the same image reuses it. TWIN= names
+any finished run instead; its settings are checked before the run, its image cannot be.
 
 VERDICT=auto runs a missing twin only after a run that finished ok: only to tell equivalent
 from lossy is a twin needed; a failed, hung or corrupt run is judged from its own records. So a
