@@ -32,10 +32,7 @@ def reference(lab):
 
 
 def chaos(lab, name, **settings):
-    """VERDICT=off unless a test asks for the verdict: VERDICT=auto would run an undisturbed twin
-    after every run that finished ok, a second run each (faults/twin.py); the verdict's own test
-    names the reference run as its TWIN instead."""
-    return lab.run(f"chaos-{name}", command="chaos", **SIZE, **{"VERDICT": "off", **settings})
+    return lab.run(f"chaos-{name}", command="chaos", **SIZE, **settings)
 
 
 def epochs_after(run, task, epoch):
