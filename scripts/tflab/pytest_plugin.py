@@ -141,7 +141,8 @@ class LabRun:
 
     def why(self) -> str:
         """What to read when an assertion about this run fails: first what broke and what to do
-        (the summary's explanations) and where a restarted script resumed, then the lab's output."""
+        (the summary's explanations), a chaos run's verdict on its resume (faults/verdict.py) and
+        where a restarted script resumed, then the lab's output."""
         try:
             explained = why_lines(self.summary)
         except (OSError, ValueError, TypeError, LabError):  # no summary: the lab ended before it wrote one

@@ -81,6 +81,26 @@ def test_kill_restarts_the_cluster_and_resumes_exactly(lab, reference):
     assert run.of("worker-0", "end")[-1]["weights_sha256"] == reference.of("worker-0", "end")[0]["weights_sha256"]
 
 
+@pytest.mark.xdist_group("chaos-verdict")
+def test_a_kill_resumed_at_an_epoch_boundary_is_judged_equivalent_to_its_twin(lab, reference):
+    """The kill test's run, judged (faults/verdict.py) against the reference run as its TWIN: resumed
+    where the chief's last epoch ended, it ends at the reference's losses and weights within
+    verdict.RTOL, no step repeated or skipped; the verdict is in the summary, the output and why()."""
+    run = chaos(lab, "verdict", SCENARIO="kill", TARGET="worker-1", AT="epoch:2", VERDICT="auto",
+                TWIN=reference.run_dir.name)
+    assert_survived(run, restarts=1)
+    judged = run.summary["chaos"]["verdict"]
+    assert judged["kind"] == "equivalent", run.why()
+    assert judged["twin"] == reference.run_dir.name
+    assert (judged["steps_repeated"], judged["steps_skipped"]) == (0, 0), judged
+    assert judged["difference"] <= 1, judged
+    assert f"chaos: verdict: equivalent: {judged['words']}" in run.finished.output
+    for task in run.task_names:  # the fingerprint the verdict compared is the trainer's own
+        assert [v["name"] for v in run.of(task, "end")[-1]["weights_fingerprint"]] == \
+            [v["name"] for v in reference.of(task, "end")[0]["weights_fingerprint"]]
+    assert not any(path.name.startswith("twin-") for path in lab.runs_dir.iterdir())  # TWIN=: none run
+
+
 @pytest.mark.xdist_group("chaos-kill-step")
 def test_a_kill_at_a_step_lands_at_that_very_step_and_the_grid_says_so(lab):
     """make chaos-grid, one fault at two moments: AT=step:40, 32 steps an epoch, and a step past the
@@ -97,6 +117,8 @@ def test_a_kill_at_a_step_lands_at_that_very_step_and_the_grid_says_so(lab):
     assert cells[1]["landed"].startswith("AT=step:161 is not allowed with EPOCHS=5 of 32 steps"), cells[1]
     assert "| kill | survived, " in (grid.run_dir / "grid.md").read_text()
     assert (grid.run_dir / "grid.png").exists() and (grid.run_dir / "grid.csv").exists()
+    # the grid ran the undisturbed twin once, in its folder: the kill cost no step, as epoch 2 began again
+    assert cells[0]["verdict"] == "equivalent", cells[0]
     run = LabRun(0, grid.output, grid.run_dir / cells[0]["run"], name="chaos-grid-kill-step/01", settings=SIZE)
     assert_survived(run, restarts=1)
     result = run.summary["chaos"]

@@ -38,11 +38,11 @@ def test_a_cell_the_job_cannot_reach_is_na_with_make_chaos_refusal(tmp_path):
 def test_a_grid_runs_every_cell_writes_its_evidence_and_fails_on_a_fault_never_landed(tmp_path, monkeypatch, capsys,
                                                                                       offline):  # noqa: F811
     monkeypatch.setattr(grid.backends, "check_engine", lambda settings: None)
-    monkeypatch.setattr(grid.runner, "up", fake_up(epochs_logged=2))
+    monkeypatch.setattr(grid.chaos.runner, "up", fake_up(epochs_logged=2))
     FakeEngine(monkeypatch)  # docker kill succeeds
     runs = tmp_path / "runs"
     settings = Settings(workers=2, script=script(tmp_path), epochs=3, scenarios="kill", moments="epoch:1 epoch:9",
-                        runs_dir=str(runs), run="g1")
+                        runs_dir=str(runs), run="g1", verdict="off")
     assert grid.grid(settings) == 1  # epoch:9 is past what the script logged: not injected
     folder = runs / "g1"
     cells = json.loads((folder / "grid.json").read_text())["cells"]
@@ -67,7 +67,7 @@ def test_a_grid_no_cell_of_which_can_run_is_refused_before_anything_is_written(t
 
 
 @pytest.mark.parametrize("record", [None, [], {"outcome": 3}, {"outcome": "survived", "restarts": True,
-                                                              "detection_seconds": "1", "verdict": {"verdict": 7}},
+                                                              "detection_seconds": "1", "verdict": {"kind": 7}},
                                     {"outcome": "made up", "landed": ["x"]}])
 def test_a_hostile_chaos_record_fills_a_cell_with_what_is_sure(record):
     cell = grid.filled(grid.Cell("kill", "epoch:1", "01"), record, 12.0)
@@ -77,7 +77,7 @@ def test_a_hostile_chaos_record_fills_a_cell_with_what_is_sure(record):
 
 
 def test_a_verdict_is_shown_beside_the_outcome_and_a_corrupt_one_fails_the_grid():
-    cell = grid.filled(grid.Cell("kill", "step:40", "01"), {"outcome": "survived", "verdict": "corrupt",
+    cell = grid.filled(grid.Cell("kill", "step:40", "01"), {"outcome": "survived", "verdict": {"kind": "corrupt"},
                                                             "landed": "at step 40", "restarts": 1}, 61.4)
     assert cell.words() == "survived, corrupt, 61 s"
     assert cell.verdict in grid.FAILING_VERDICTS

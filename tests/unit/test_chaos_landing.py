@@ -85,6 +85,12 @@ def test_a_fault_that_landed_is_survived_and_exits_as_the_run_did(tmp_path, monk
     result = Summary.read(tmp_path / "r1")
     assert result.chaos is not None and (result.chaos["injected"], result.chaos["outcome"]) == (True, "survived")
     assert "not_injected" not in result.chaos and not any("not injected" in line for line in table.why_lines(result))
+    # VERDICT=auto ran the undisturbed twin through the same runner, once, and judged against it (issue 43)
+    judged = result.chaos["verdict"]
+    twins = [path.name for path in tmp_path.iterdir() if path.name.startswith("twin-")]
+    assert judged["kind"] == "equivalent" and [judged["twin"]] == twins, judged
+    assert "weights unchecked: neither run logged them" in judged["words"]  # a script's
+    assert f"chaos: verdict: equivalent: {judged['words']}" in table.why_lines(result)
 
 
 def test_a_fault_whose_command_failed_never_landed(tmp_path):
@@ -289,3 +295,4 @@ def test_a_replayed_jobs_fault_never_landed_fails_make_chaos_too(tmp_path, monke
         settings, observer=observer(cluster.build(settings))))
     assert chaos.chaos(settings.replace(tfjob="tfjob.yaml")) == 1
     assert Summary.read(tmp_path / "r1").chaos["outcome"] == "not injected"
+    assert Summary.read(tmp_path / "r1").chaos["verdict"]["kind"] == "not injected"

@@ -228,8 +228,9 @@ DECIDED = {
     "RESTART_POLICY": "Never", "RESTARTS": "1", "LINK": "1ms,1000mbit", "K8S_NAME": "mnist",
     "K8S_NAMESPACE": "team-a", "K8S_IMAGE": "registry.example/tflab:1", "K8S_PVC": "out",
 }
-OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "PRECISIONS", "SCENARIO", "SCENARIOS", "MOMENTS", "TARGET", "AT", "HEAL", "NOTICE", "GRACE",
-                  "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT", "BENCH", "BENCH_STALLS", "BENCH_PAIRS",
+OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "PRECISIONS", "SCENARIO", "SCENARIOS", "MOMENTS", "TARGET", "AT", "HEAL",
+                  "NOTICE", "GRACE", "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT", "BENCH", "BENCH_STALLS",
+                  "BENCH_PAIRS",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
                   "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE", "K8S_RUNTIME",
                   # the TrainJob replay's, refused with TFJOB by trainjob.refuse_given (tests/unit/test_trainjob.py)

@@ -56,6 +56,18 @@ class Signature:
     strategy: str = ""  # the row explains a failure under this STRATEGY alone; "" under any
 
 
+# TensorFlow's words for a checkpoint it could not read whole, each found in TF 2.21's
+# libtensorflow_framework.so.2: tensorflow/core/util/tensor_slice_reader.cc ("Unsuccessful
+# TensorSliceReader constructor", "Unable to open table file"), tensorflow/core/util/tensor_bundle/
+# tensor_bundle.cc ("Checksum does not match", "Read less bytes than requested" from its input
+# buffer) and tsl/lib/io/format.cc ("not an sstable (bad magic number)", "block checksum mismatch").
+# A DataLossError is one only where its line names a checkpoint's part: a TFRecord's "corrupted
+# record" is the data's, not a checkpoint's.
+TORN_CHECKPOINT = (r"(?:DataLossError|DATA_LOSS)[^\n]*(?:checkpoint|ckpt|\.index|\.data-\d|bundle|sstable)|"
+                   r"Unsuccessful TensorSliceReader constructor|Unable to open table file|"
+                   r"Checksum does not match|Read less bytes than requested|not an sstable \(bad magic number\)|"
+                   r"block checksum mismatch|NotFoundError:[^\n]*\.index\b")
+
 # Most specific first: the first row that matches explains the failure.
 SIGNATURES = [
     Signature("vanished", r"^engine: vanished$",
@@ -236,6 +248,15 @@ SIGNATURES = [
     Signature("preempted", r"^preempted \((?:SIGTERM|GCE notice)\)",
               "preempted: it heard the notice and saved its backup before it exited",
               "nothing: the lab restarts it from the backup (RESTARTS)", TUTORIAL + "#fault_tolerance", True),
+    # A checkpoint cut short, as TensorFlow 2.21 refuses one (recorded: tf.train.Checkpoint.save, then its
+    # .data file truncated to half, then restore: "IndexError: Read less bytes than requested"; its
+    # .index truncated: "OpError: not an sstable (bad magic number)"). make chaos's verdict calls it corrupt.
+    Signature("torn-checkpoint", TORN_CHECKPOINT,
+              "could not read the checkpoint it restored from: a file of it is cut short or damaged (a save "
+              "torn by a kill or a full disk, a copy cut off, two writers on one path)",
+              "delete that checkpoint (its .index and .data files; the newest in the backup or checkpoint folder) so "
+              "the restore takes the one before it, or start over with an empty folder; a restart reads the same "
+              "file again", "https://www.tensorflow.org/guide/checkpoint", False),
     # Before lost-peer, whose "is aborted by" it carries. Recorded (tests/unit/data/stalls/uneven_data): a
     # worker whose data ran out began its epoch-end reduce (int64) against its peer's step all-reduce (float).
     Signature("collective-mismatch",

@@ -48,7 +48,8 @@ class Record(Mapping):
                 else value for key, value in self.items()}
 
 
-OPTIONAL = {"evals", "host", "image", "chaos", "tfjob", "not_applied"}  # left out of the JSON when None
+# left out of the JSON when None
+OPTIONAL = {"evals", "host", "image", "chaos", "tfjob", "not_applied", "weights_fingerprint"}
 
 
 @dataclasses.dataclass(eq=False)
@@ -74,6 +75,7 @@ class TaskRow(Record):
     total_seconds: float | None = None
     peak_rss_bytes: int | None = None
     weights_sha256: str | None = None
+    weights_fingerprint: list | None = None  # the lab's trainer's: {"name", "size", "sum", "l2"} per variable
     parameters: int | None = None
     first_step_at: float | None = None
     error: str | None = None
@@ -158,6 +160,7 @@ KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "
 CONTAINED = {
     "losses": (int, float), "restarts": (int, float), "earlier_errors": (str,), "not_applied": (str,),
     "restored": (dict,), "evals": (dict,), "resumes": (dict,), "findings": (dict,), "notes": (str,),
+    "weights_fingerprint": (dict,),
 }
 FINDING = {"kind": (str,), "tasks": (list,), "message": (str,), "fix": (str,)}
 EXPLANATION = {"what": (str,), "fix": (str,), "signature": (str,), "link": (str, type(None))}
@@ -171,7 +174,12 @@ INSIDE: dict[str, dict[str, tuple[type, ...]]] = {
     "restored": {"epoch": (int,), "step": (int,)},  # summary.py
     "evals": {"epoch": (int,), "step": (int,), "loss": NUMBER},  # summary.py
     "resumes": {"attempt": (int,), "resumed": (bool, NONE), "words": (str,)},  # resume.resumes
+    # train.weights_fingerprint: sum and l2 as schema.loss_field writes them (a word where not finite)
+    "weights_fingerprint": {"name": (str,), "size": (int,), "sum": (*NUMBER, str), "l2": (*NUMBER, str)},
 }
+# faults/verdict.py's judge, the chaos section's `verdict`
+VERDICT = {"kind": (str,), "words": (str,), "twin": (str, NONE), "steps_repeated": (int, NONE),
+           "steps_skipped": (int, NONE), "difference": (*NUMBER, NONE), "file": (str, NONE), "by": (str, NONE)}
 PREEMPTION = {  # preemption.Preemption.result
     "target": (str,), "notice": (str,), "grace": NUMBER, "noticed_at": (*NUMBER, NONE),
     "step_at_notice": (int, NONE), "exit_code": (int, NONE), "killed": (bool,), "exit_seconds": (*NUMBER, NONE),
@@ -224,6 +232,10 @@ def checked_record(kind, data: Any, where: str):
             for key in CHAOS_NUMBERS:
                 _checked_value(f"{where}chaos.{key}", value.get(key), (int, float, type(None)))
             _checked_preemptions(f"{where}chaos.preemptions", value.get("preemptions"))
+            if value.get("verdict") is not None:
+                _checked_value(f"{where}chaos.verdict", value["verdict"], (dict,))
+                for key, allowed in VERDICT.items():
+                    _checked_value(f"{where}chaos.verdict.{key}", value["verdict"].get(key), allowed)
     return kind(**{key: value for key, value in data.items() if key in known})
 
 

@@ -95,6 +95,10 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "checkpoint": {"counters": dict},
     # How many of the weights were NaN or infinite (the audit's since issue 36).
     "audit_weights": {"nonfinite": int},
+    # The lab's trainer's, since issue 43: {"name", "size", "sum", "l2"} per variable (sum and l2 as
+    # loss_field writes a number), which make chaos's verdict compares within a tolerance; the
+    # digest beside it can only say equal or not.
+    "end": {"weights_fingerprint": list},
 }
 LAB_START: Kinds = {"baseline_loss": NUMBER}  # what the lab's own data set scores predicting 0
 SCRIPT_END: Kinds = {"exit_code": int}  # the user's script's own exit code

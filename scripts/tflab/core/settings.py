@@ -47,6 +47,7 @@ LOOPS = ("fit", "custom")
 COLLECTIVES = ("auto", "ring", "nccl")
 NETWORKS = ("internal", "bridge")
 SCENARIOS = ("kill", "stop", "pause", "partition", "slow-link", "slow-node", "preempt", "hang")
+VERDICTS = ("auto", "off")  # make chaos VERDICT: run or reuse the undisturbed twin, or not (faults/twin.py)
 NOTICES = ("sigterm", "gce", "none")  # SCENARIO=preempt: how the task hears of it (faults/)
 PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
 MAX_SIM_NODES = 8
@@ -278,6 +279,16 @@ class Settings(SettingsRules):
     heal: str = setting("5", grammars.heal, "seconds | never (partition, hang)",
             "make chaos: when a pause, hang or partition is undone",
             commands=("chaos", "chaos-grid", "migrate"))
+    verdict: str = setting("auto", grammars.choice(VERDICTS), " | ".join(VERDICTS),
+            "make chaos: the verdict on the resume (equivalent, lossy, corrupt, hang, failed) compares a run "
+            "that finished with its undisturbed twin, the same settings without the fault (faults/twin.py); "
+            "auto: reuses the twin of these settings and image, or runs it once after a run that finished ok; "
+            "off: runs none (the verdict says no twin)",
+            commands=("chaos", "chaos-grid"))
+    twin: str = setting("", grammars.run_id, "empty | the id of a finished run in RUNS_DIR",
+            "make chaos: the undisturbed run to compare with, instead of the lab's own twin; its settings "
+            "must be the run's, less the fault's",
+            commands=("chaos", "chaos-grid"))
     notice: str = setting("sigterm", grammars.choice(NOTICES), " | ".join(NOTICES),
             "make chaos SCENARIO=preempt: how the task hears of it: sigterm (Kubernetes), gce (the metadata "
             "server's maintenance-event and preempted turn, GCE_METADATA_IP), none (no word)",

@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from tflab import console
 from tflab.backends.base import RunObserver
 from tflab.core import cluster, moment, runfolder
 from tflab.core.errors import LabError
+from tflab.core.foreign import ForeignFile
 from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import Settings
-from tflab.faults import registry
-from tflab.supervisor import runner
+from tflab.faults import registry, twin, verdict
+from tflab.supervisor import runner, table
 
 NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
 
@@ -67,6 +69,7 @@ class Chaos(RunObserver):
         self.landed: str | None = None  # where it landed, in words (landing)
         self.landed_step: int | None = None  # AT=step:N: the step it landed at, where the target waited for it
         self.not_injected: str | None = None  # result's line where the fault never landed
+        self.image = ""  # what ran the tasks (finish): the twin's key has it (faults/twin.py)
         self.fault = fault(self)
 
     @property
@@ -242,6 +245,7 @@ class Chaos(RunObserver):
     def finish(self, backend) -> None:
         """Never leaves a container frozen or cut off behind it (so `down` can remove it cleanly)."""
         self.ended_at = time.time()
+        self.image = twin.image_of(backend)
         self.fault.finish(backend)
 
     def result(self, run_dir: Path, summary: Summary) -> dict | None:
@@ -258,7 +262,21 @@ class Chaos(RunObserver):
                  **({"not_injected": self.not_injected} if self.not_injected else {}), **self.fault.result()}
         if self.their_own:
             found["unchecked"] = self.unchecked(run_dir, summary)
+        found["verdict"] = self.verdict(run_dir, {**summary.to_dict(), "chaos": found})
         return found
+
+    def verdict(self, run_dir: Path, summary: Mapping, the_twin: Summary | None = None, no_twin: str = "") -> dict:
+        """faults/verdict.py's judgement of this run, with its twin (TWIN=, or the one cached for
+        these settings and this image) where there is one; make chaos may run a missing one after."""
+        if the_twin is None and not no_twin:
+            the_twin, no_twin = twin.found(self.settings, self.image)
+        events = {}
+        for row in summary["tasks"]:
+            try:
+                events[row["task"]] = list(runfolder.events(run_dir, row["task"]))
+            except (ForeignFile, OSError):
+                events[row["task"]] = []  # a log the summary could not read either: it counts no step
+        return verdict.judge(summary, events, the_twin, no_twin, twin.ignored())
 
     def missed(self) -> str | None:
         """Why the fault never landed, in one line: the moment that never came and what the target
@@ -317,6 +335,7 @@ def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
     TRAINJOB=) is run by replay/, which makes the observer once it has the job's
     replicas; the fault checks itself there first (Chaos.check), so the replay asks nothing of faults/."""
     made: list[Chaos] = []
+    twin.check(settings)  # TWIN= that names no twin is refused before anything starts
 
     def observer(the_cluster: cluster.Cluster | None = None) -> Chaos:
         made.append(Chaos(settings, the_cluster))
@@ -328,7 +347,32 @@ def chaos(settings: Settings, given: dict[str, str] | None = None) -> int:
         code = replay.up(settings, given, observer=observer)
     else:
         code = runner.up(settings, observer=observer())
+    if made and made[-1].run_dir is not None:
+        judged_again(settings, made[-1], made[-1].run_dir)
     return ended(made[-1] if made else None, code)
+
+
+def judged_again(settings: Settings, fault: Chaos, run_dir: Path) -> None:
+    """VERDICT=auto after a run that finished ok with no twin yet: runs the twin once (faults/twin.py),
+    judges the run again against it, and writes the verdict into its summary."""
+    try:
+        summary = Summary.read(run_dir)
+    except (FileNotFoundError, OSError, ValueError):
+        return  # the run said why already (it could not write its summary)
+    judged = (summary.chaos or {}).get("verdict")
+    if not twin.wanted(settings, summary) or not isinstance(judged, dict) or judged.get("kind") != "no twin" or \
+            (runfolder.runs_dir(settings) / twin.twin_id(settings, fault.image)).exists():
+        return
+    the_twin, why = twin.run(settings, fault.image)
+    assert summary.chaos is not None  # twin.wanted asks for it
+    summary.chaos["verdict"] = fault.verdict(run_dir, summary, the_twin, why or "")
+    try:
+        summary.write(run_dir)
+    except OSError as error:
+        console.say(f"chaos: the verdict could not be written to {run_dir.name}'s summary.json: "
+                    f"{error.strerror or error}")
+    for said in table.verdict_lines(summary):
+        console.say(said)
 
 
 def ended(fault: Chaos | None, code: int) -> int:

@@ -1,7 +1,8 @@
 """`make chaos-grid`: one job through every fault x moment, one make chaos run a cell, and the
 evidence in one table and one picture: what each cell's run did (survived, ended cleanly, hung,
 not injected), where its fault landed, the resume's verdict where the run gives one, and what
-each cell cost.
+each cell cost. The verdict's undisturbed twin (VERDICT=auto, faults/twin.py) is run once, in the
+grid's folder, and every cell of the same job is judged against it.
 
     make chaos-grid SCENARIOS="kill pause" MOMENTS="epoch:1 step:40"
     make chaos-grid SCRIPT=train.py SCENARIOS=kill MOMENTS="epoch:2 seconds:20"
@@ -30,7 +31,6 @@ from tflab.core.foreign import ForeignFile
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
 from tflab.faults import chaos, registry
-from tflab.supervisor import runner
 
 NA = "n/a"
 FAILING = ("hung", chaos.NOT_INJECTED)  # outcomes that fail the grid, as they fail make soak
@@ -88,9 +88,8 @@ def filled(cell: Cell, found: dict | None, wall_seconds: float) -> Cell:
     outcome = found.get("outcome")
     cell.outcome = outcome if isinstance(outcome, str) and outcome in COLOURS else "hung"
     verdict = found.get("verdict")
-    if isinstance(verdict, dict):
-        verdict = verdict.get("verdict")
-    cell.verdict = verdict if isinstance(verdict, str) else ""
+    kind = verdict.get("kind") if isinstance(verdict, dict) else None  # faults/verdict.py's judge
+    cell.verdict = kind if isinstance(kind, str) else ""
     said = found.get("not_injected") or found.get("landed")
     cell.landed = said if isinstance(said, str) else ""
     for name in ("detection_seconds", "recovery_seconds"):
@@ -119,7 +118,7 @@ def grid(settings: Settings) -> int:
             continue
         console.say(f"--- chaos-grid {index + 1} of {len(planned)}: {cell.scenario} at {cell.at}")
         begun = time.monotonic()
-        runner.up(trial, link_latest=False, observer=chaos.Chaos(trial))
+        chaos.chaos(trial)
         try:
             found = Summary.read(folder / trial.run).chaos
         except (OSError, ForeignFile, LabError, ValueError):

@@ -39,6 +39,7 @@ def soak(settings: Settings) -> int:
         target, at = rng.choice(workers), f"epoch:{rng.randint(1, settings.epochs - 1)}"
         trial = settings.replace(runs_dir=str(folder), run=f"{index + 1:03d}-{scenario}", scenario=scenario,
                                  target=target, at=at, heal=heal if fault.heals else "5",
+                                 verdict="off",  # a twin per trial would double the soak; a cached one is used
                                  **fault.drawn(rng, settings))
         Chaos(trial).check(trial)  # every trial checked before the soak's folder is written
         trials.append(trial)

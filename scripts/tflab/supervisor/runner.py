@@ -148,8 +148,8 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
     try:
         result = summary.summarise(run_dir, kind.rows(codes, stopped, outcome, oom_killed), outcome, started,
                                    time.time(), kind.restarts_made)
+        result.stall = seen.stall_finding  # before the chaos section, whose verdict on a hang names it
         result.chaos = observers.result(run_dir, result)
-        result.stall = seen.stall_finding
         result.write(run_dir)
     except OSError as error:
         for line in stripped:

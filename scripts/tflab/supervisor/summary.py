@@ -18,7 +18,7 @@ from tflab.core import beneath, explain, foreign, tracebacks
 from tflab.core.cluster import Cluster
 from tflab.core.foreign import ForeignFile
 from tflab.core.runfolder import OUTPUT, events, log_name
-from tflab.core.runsummary import Summary, TaskRow
+from tflab.core.runsummary import INSIDE, Summary, TaskRow
 from tflab.core.schema import attempts, by_event, complete, loss_value, parse_events
 from tflab.core.settings import Settings
 from tflab.k8s.pod import hooks_file
@@ -62,6 +62,7 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         total_seconds=end.get("total_seconds"),
         peak_rss_bytes=end.get("peak_rss_bytes"),
         weights_sha256=end.get("weights_sha256"),
+        weights_fingerprint=fingerprint_of(end),
         parameters=end.get("parameters"),
         first_step_at=end.get("first_step_at"),
         error=errors[0]["message"] if errors else None,
@@ -72,6 +73,23 @@ def task_row(task: str, role: str, records: list[dict], exit_code: int | None, s
         evals=[{"epoch": r["epoch"], "step": r["step"], "loss": loss_value(r["loss"])} for r in by_event(last, "eval")]
         if role == "evaluator" else None,
     )
+
+
+def fingerprint_of(end: dict) -> list | None:
+    """An `end` event's weights_fingerprint as the summary may hold it (runsummary.INSIDE's fields,
+    each of its type), else None: a task's log may hold anything, and one bad item would make the
+    whole summary.json unreadable to every reader."""
+    found = end.get("weights_fingerprint")
+    fields = INSIDE["weights_fingerprint"]
+    if not isinstance(found, list) or not found or len(found) > 10_000:
+        return None
+    for item in found:
+        if not isinstance(item, dict) or any(isinstance(item.get(key), bool) or not isinstance(item.get(key), kinds)
+                                             for key, kinds in fields.items()):
+            return None
+        if isinstance(item["size"], int) and not 0 <= item["size"] < 2**63:
+            return None
+    return [{key: item[key] for key in fields} for item in found]
 
 
 def status_of(exit_code: int | None, stopped: bool, ended_cleanly: bool, ended_when_done: bool = False) -> str:
@@ -253,6 +271,7 @@ def replay_row(run_dir: Path, task: str, code: int | None, stopped: bool, replay
                    first_step_seconds=own.get("first_step_seconds"), steady_step_seconds=steady,
                    examples_per_second=batch / steady if batch and steady and steady > 0 else None,
                    weights_sha256=own.get("weights_sha256"), parameters=own.get("parameters"),
+                   weights_fingerprint=fingerprint_of(own),
                    first_step_at=own.get("first_step_at"),
                    earlier_errors=earlier,
                    # where a restarted replica resumed, as a script's, where the lab's hooks saw its fit

@@ -55,6 +55,7 @@ def table(result: Summary) -> str:
         unchecked = chaos.get("unchecked")
         lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
                   for note in (unchecked if isinstance(unchecked, list) else [])]
+        lines += verdict_lines(result)
     lines += audit_lines(result)
     if result.findings:
         count = len(result.findings)
@@ -77,8 +78,8 @@ def why_lines(result: Summary) -> list[str]:
     explanation leads, and where every task was when the lab stopped the rest follows it (a peer
     unreachable before the cluster formed leaves the others waiting in the strategy's first
     collective, which alone reads as a program's mismatched collectives)."""
-    return (chaos_lines(result) + explanation_lines(result.tasks) + stall_lines(result) + resume_lines(result.tasks)
-            + restart_lines(result) + audit_lines(result))
+    return (chaos_lines(result) + verdict_lines(result) + explanation_lines(result.tasks) + stall_lines(result)
+            + resume_lines(result.tasks) + restart_lines(result) + audit_lines(result))
 
 
 def chaos_lines(result: Summary) -> list[str]:
@@ -90,6 +91,18 @@ def chaos_lines(result: Summary) -> list[str]:
     missed = chaos["not_injected"]
     scenario, target, at = (shown(chaos.get(key), 60) for key in ("scenario", "target", "at"))
     return [f"chaos: {scenario} on {target} at {at}: not injected: {shown(missed, 500)}"]
+
+
+def verdict_lines(result: Summary) -> list[str]:
+    """make chaos's verdict on the resume (faults/verdict.py): equivalent, lossy, corrupt, hang,
+    failed, no twin. The summary may be foreign: shown escaped, and nothing for a foreign verdict."""
+    chaos = result.chaos
+    found = chaos.get("verdict") if isinstance(chaos, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("kind"), str) or not isinstance(found.get("words"), str):
+        return []
+    if found["kind"] == "not injected":
+        return []  # chaos_lines said it first
+    return [f"chaos: verdict: {shown(found['kind'], 20)}: {shown(found['words'], 1500)}"]
 
 
 def stall_lines(result: Summary) -> list[str]:
