@@ -55,7 +55,15 @@ def test_network_bridge_undoes_internal():
     ("CPUS", "-1", "CPUS=-1 is not allowed: expected CPUs from 0.01 to 64, or 0 (no limit)"),
     ("BACKUP", "sometimes", "BACKUP=sometimes is not allowed: expected epoch, off, or a number of steps"),
     ("AT", "epoch:1.5", "AT=epoch:1.5 is not allowed: expected epoch:N (after N epochs), step:N (at the Nth "
-                        "training step, N from 1 to 999999999) or seconds:S"),
+                        "training step, N from 1 to 999999999), seconds:S, save[:N] (while the Nth checkpoint is "
+                        "written, N from 1 to 999999) or restore (while a restarted target restores its backup)"),
+    ("AT", "save:0", "AT=save:0 is not allowed: expected epoch:N"),
+    ("AT", "save:", "AT=save: is not allowed: expected epoch:N"),
+    ("AT", "save:1.5", "AT=save:1.5 is not allowed: expected epoch:N"),
+    ("AT", "restore:1", "AT=restore:1 is not allowed: expected epoch:N"),
+    ("AT", "eval:1", "AT=eval:1 is not allowed: the evaluator's moment (eval[:N]) is not built; expected epoch:N, "
+                     "step:N, seconds:S, save[:N] or restore"),
+    ("AT", "eval", "AT=eval is not allowed: the evaluator's moment (eval[:N]) is not built"),
     ("AT", "step:0", "AT=step:0 is not allowed: expected epoch:N (after N epochs), step:N"),
     ("AT", "step:abc", "AT=step:abc is not allowed: expected epoch:N"),
     ("AT", "step:1.5", "AT=step:1.5 is not allowed: expected epoch:N"),

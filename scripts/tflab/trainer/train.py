@@ -52,7 +52,7 @@ from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckp
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field, start_versions
 from tflab.core.settings import Settings, SettingsError
-from tflab.trainer import audit, backups, chaosstep, customloop, signals
+from tflab.trainer import audit, backups, chaossave, chaosstep, customloop, signals
 from tflab.trainer.peerwait import PeerWait
 
 FEATURES = 32  # the MLP's input width, the article's
@@ -171,6 +171,9 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
         if task == the_cluster.chief else None
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer,
                         moment=chaosstep.for_task(settings, task, the_cluster, log.emit))
+    # make chaos AT=save:N or AT=restore: TensorFlow's checkpoint writes and reads, held in the target
+    if (checkpoints := chaossave.for_task(settings, task, the_cluster, str(run_dir), log.emit)) is not None:
+        chaossave.install(checkpoints)
     callbacks = backups.backup_callbacks(settings, run_dir) + backups.checkpoint_callbacks(settings, run_dir) + [timing]
     # (the backup restores before timing starts)
     if settings.strategy == "parameter_server":
