@@ -84,9 +84,20 @@ def test_the_first_restore_is_logged_with_its_files_and_held(tmp_path):
     found.merging(str(tmp_path / "backup/ckpt-2"), [])  # a save: no hold for AT=restore
     found.restoring(str(tmp_path / "backup/ckpt-1"))
     found.restoring(str(tmp_path / "backup/ckpt-1"))
+    found.restoring(str(tmp_path / "backup/ckpt-10"))
     assert logged == [("restoring", {"restore": 1, "file": "backup/ckpt-1",
                                      "files": ["backup/ckpt-1.data-00000-of-00001", "backup/ckpt-1.index"]})]
-    assert held == [moment.HOLD_SECONDS] and found.restores == 2
+    assert held == [moment.HOLD_SECONDS] and len(found.read) == 2
+
+
+def test_the_evaluator_holds_at_its_nth_checkpoint_however_often_it_reads_each(tmp_path):
+    """SidecarEvaluator reads each checkpoint twice (Checkpoint.restore, then load_weights)."""
+    found, logged, held = hooked(tmp_path, "eval", 2)
+    for prefix in ("checkpoints/ckpt-1", "checkpoints/ckpt-1", "checkpoints/ckpt-3", "checkpoints/ckpt-3",
+                   "checkpoints/ckpt-4"):
+        found.restoring(str(tmp_path / prefix))
+    assert logged == [("restoring", {"restore": 2, "file": "checkpoints/ckpt-3", "files": []})]
+    assert held == [moment.HOLD_SECONDS]
 
 
 def test_paths_are_read_as_tensorflow_hands_them_over():
@@ -113,6 +124,10 @@ def test_only_the_target_of_at_save_or_restore_hooks_anything(tmp_path):
     assert [kind_for(task, at="restore", target="worker-0") for task in the_cluster.tasks] == [
         ("restore", 0), None, None]
     assert [kind_for(task, at="step:3") for task in the_cluster.tasks] == [None, None, None]
+    evaluated = cluster.build(Settings(workers=2, evaluator=1))
+    assert [(found.kind, found.count) if (found := chaossave.for_task(
+        Settings(workers=2, evaluator=1, at="eval:2"), task, evaluated, "r", print)) else None
+        for task in evaluated.tasks] == [None, None, ("eval", 2)]  # the evaluator: AT=eval's default target
 
 
 def test_a_scripts_process_reads_its_moment_from_config_json(tmp_path, monkeypatch):
@@ -137,12 +152,12 @@ def test_a_scripts_process_reads_its_moment_from_config_json(tmp_path, monkeypat
                                     "EVALUATOR); expected LOOP=fit with BACKUP=epoch or a number of steps, or "
                                     "EVALUATOR=1"),
     (dict(at="save:6"), "AT=save:6 is not allowed: this run writes 5 backups; expected save:1 to save:5"),
-    (dict(at="save:11", evaluator=True), "AT=save:11 is not allowed: this run writes 5 backups and 5 checkpoints for "
+    (dict(at="save:11", evaluator=1), "AT=save:11 is not allowed: this run writes 5 backups and 5 checkpoints for "
                                          "the evaluator; expected save:1 to save:10"),
     (dict(at="save:2", backup="64"), "AT=save:2 is not allowed: this run writes 1 backup; expected save:1 to save:1"),
     (dict(at="save", loop="custom"), "AT=save is not allowed: this run writes no checkpoint (LOOP=custom: its "
                                       "preemptible loop saves only on a preemption notice); expected LOOP=fit"),
-    (dict(at="save", target="evaluator-0", evaluator=True), "AT=save is not allowed with TARGET=evaluator-0: it "
+    (dict(at="save", target="evaluator-0", evaluator=1), "AT=save is not allowed with TARGET=evaluator-0: it "
                                                             "writes and restores no checkpoint of its own"),
     (dict(at="save", strategy="parameter_server", target="chief-0"), "AT=save is not allowed with "
                                                                      "STRATEGY=parameter_server: the hold"),
@@ -157,6 +172,13 @@ def test_a_scripts_process_reads_its_moment_from_config_json(tmp_path, monkeypat
                                    "written in epoch 1, and training must be left after it"),
     (dict(at="restore", backup="100"), "AT=restore is not allowed with EPOCHS=5 and BACKUP=100: the first backup is "
                                        "written in epoch 7"),
+    (dict(at="eval"), "AT=eval is not allowed without EVALUATOR=1: no task of this run evaluates checkpoints; "
+                      "expected EVALUATOR=1, or another moment"),
+    (dict(at="eval:2", evaluator=1, target="worker-0"), "AT=eval:2 is not allowed with TARGET=worker-0: the "
+                                                           "evaluator reads the checkpoints it evaluates; expected "
+                                                           "TARGET=evaluator-0, or no TARGET"),
+    (dict(at="eval:6", evaluator=1), "AT=eval:6 is not allowed with EPOCHS=5: the evaluator reads at most one "
+                                        "checkpoint an epoch (it skips to the newest); expected eval:1 to eval:5"),
 ])
 def test_a_moment_the_run_cannot_reach_is_refused_in_one_line(changes, refused):
     # 16 steps an epoch
@@ -167,9 +189,10 @@ def test_a_moment_the_run_cannot_reach_is_refused_in_one_line(changes, refused):
 
 
 def test_a_reachable_moment_passes_and_a_scripts_is_taken_on_trust(tmp_path):
-    for changes in (dict(at="save:10", evaluator=True), dict(at="save:5", backup="16"), dict(at="restore"),
+    for changes in (dict(at="save:10", evaluator=1), dict(at="save:5", backup="16"), dict(at="restore"),
                     dict(at="restore", backup="20"), dict(at="save:99", script=script(tmp_path)),
-                    dict(at="restore", script=script(tmp_path), loop="custom")):
+                    dict(at="restore", script=script(tmp_path), loop="custom"), dict(at="eval:5", evaluator=1),
+                    dict(at="eval", evaluator=1, strategy="parameter_server")):
         settings = Settings(workers=2, epochs=5, examples=1024, global_batch=64, **changes)
         chaos.Chaos(settings).check(settings)
     assert checkpointmoment.prime_epoch(Settings(workers=2, examples=1024, global_batch=64, backup="20")) == 2
@@ -180,7 +203,7 @@ def test_checkpoint_moments_are_refused_on_a_replayed_job():
 
     replicas = SimpleNamespace(tasks=["worker-0", "worker-1"], chief="worker-0", replayed_from="TFJOB",
                                trainers=["worker-0", "worker-1"], role=lambda task: "script")
-    for at in ("save:2", "restore"):
+    for at in ("save:2", "restore", "eval:2"):
         settings = Settings(workers=2, at=at)
         with pytest.raises(chaos.LabError, match=rf"^AT={at} is not allowed with TFJOB: the lab hooks the "
                                                  "checkpoints of its own trainer and of a SCRIPT"):
@@ -253,6 +276,20 @@ def test_at_restore_kills_the_target_after_its_first_backup_then_lands_at_the_re
     assert "kill on worker-1 at restore: survived; landed as worker-1 began restoring" in table.table(result)
     chaos_log = [line for line in (tmp_path / "r1" / runfolder.CHAOS_LOG).read_text().splitlines()]
     assert '"event": "primed"' in chaos_log[0] and '"event": "injected"' in chaos_log[1]
+
+
+def test_at_eval_is_due_at_the_evaluators_nth_checkpoint_and_says_which(tmp_path):
+    fault = at(tmp_path, "eval:2", evaluator=1)
+    assert fault.target == "evaluator-0"
+    assert fault.fault_words() == "kill on evaluator-0 while it reads checkpoint 2 to evaluate it"
+    log = schema.EventLog(runfolder.log_path(tmp_path, "evaluator-0"), "evaluator-0")
+    log.emit("eval", epoch=1, step=64, loss=1.0, seconds=0.1)
+    assert not fault._due(tmp_path)
+    assert fault.missed() == "evaluator-0 never began reading checkpoint 2: it logged 1 evaluation"
+    seen = log.emit("restoring", restore=2, file="checkpoints/ckpt-3", files=["checkpoints/ckpt-3.index"])
+    assert fault._due(tmp_path)
+    assert fault.landing(seen["time"] + 0.3) == ("as evaluator-0 began reading checkpoint 2, checkpoints/ckpt-3, "
+                                                 "to evaluate it, 0.3 s after it reached it")
 
 
 def test_at_restore_that_never_came_says_which_act_was_missing(tmp_path):

@@ -40,6 +40,7 @@ SCRIPT = """
     restored = tf.train.Checkpoint(v=tf.Variable(0.0))
     restored.restore(manager.latest_checkpoint)
     assert float(restored.v.numpy()) == 1.0
+    restored.restore(out + "/eager")  # a second checkpoint read (AT=eval:2 holds here)
 """
 
 
@@ -75,18 +76,21 @@ def test_the_labs_trainer_logs_its_second_backup_torn_in_two(tmp_path):
     ("save:4", {"event": "saving", "save": 4, "file": "managed/ckpt-1.index", "index_exists": False}),
     ("restore", {"event": "restoring", "restore": 1, "file": "managed/ckpt-1",
                  "files": ["managed/ckpt-1.data-00000-of-00001", "managed/ckpt-1.index"]}),
-], ids=["traced-second-call", "manager", "restore"])
+    ("eval:2", {"event": "restoring", "restore": 2, "file": "eager",
+                "files": ["eager.data-00000-of-00001", "eager.index"]}),
+], ids=["traced-second-call", "manager", "restore", "second-checkpoint-read"])
 def test_a_scripts_saves_and_restores_are_hooked_traced_or_not(tmp_path, at, expected):
     (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
     # AUDIT=off: the audit's wrapper of Checkpoint.write cannot be traced (a symbolic path as a bool)
-    settings = Settings(workers=1, script=str(tmp_path / "train.py"), at=at, audit="off")
-    env = lab_env(TF_CPP_MIN_LOG_LEVEL="2", TFLAB_CONFIG=config_of(tmp_path, settings), TFLAB_TASK="worker-0",
-                  TFLAB_LOG=str(tmp_path / "worker-0.jsonl"), TFLAB_OUTPUT=str(tmp_path))
+    settings = Settings(workers=1, script=str(tmp_path / "train.py"), at=at, audit="off", evaluator=int(at == "eval:2"))
+    task = "evaluator-0" if settings.evaluator else "worker-0"  # AT=eval's target
+    env = lab_env(TF_CPP_MIN_LOG_LEVEL="2", TFLAB_CONFIG=config_of(tmp_path, settings), TFLAB_TASK=task,
+                  TFLAB_LOG=str(tmp_path / f"{task}.jsonl"), TFLAB_OUTPUT=str(tmp_path))
     result = subprocess.run([sys.executable, "-m", "tflab.trainer.inscript", str(tmp_path / "train.py")],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "tflab:" not in result.stderr  # no hook complained
-    [found] = moments_logged(tmp_path / "worker-0.jsonl")
+    [found] = moments_logged(tmp_path / f"{task}.jsonl")
     if found["event"] == "saving":  # the shards' names depend on the devices the save spans
         written = found.pop("written")
         stem = expected["file"].removesuffix(".index")

@@ -175,17 +175,15 @@ def link(name: str, raw: str) -> str:
 def moment(name: str, raw: str) -> str:
     """AT (core/moment.py): what a run cannot reach is make chaos's to refuse (faults/chaos.py)."""
     kind, colon, value = raw.partition(":")
-    if kind == "eval":
-        raise SettingsError(f"{name}={raw} is not allowed: the evaluator's moment (eval[:N]) is not built; expected "
-                            "epoch:N, step:N, seconds:S, save[:N] or restore")
     if (kind == "epoch" and re.fullmatch(r"[0-9]{1,5}", value)) or (
             kind == "step" and re.fullmatch(r"[1-9][0-9]{0,8}", value)) or (
             kind == "seconds" and re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", value)) or (
-            kind == "save" and (not colon or re.fullmatch(r"[1-9][0-9]{0,5}", value))) or raw == "restore":
+            kind in ("save", "eval") and (not colon or re.fullmatch(r"[1-9][0-9]{0,5}", value))) or raw == "restore":
         return raw
     raise SettingsError(f"{name}={raw} is not allowed: expected epoch:N (after N epochs), step:N (at the Nth "
                         "training step, N from 1 to 999999999), seconds:S, save[:N] (while the Nth checkpoint is "
-                        "written, N from 1 to 999999) or restore (while a restarted target restores its backup)")
+                        "written, N from 1 to 999999), restore (while a restarted target restores its backup) or "
+                        "eval[:N] (while the evaluator reads its Nth checkpoint)")
 
 
 def heal(name: str, raw: str) -> str:

@@ -55,8 +55,8 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # older one under that name); paths relative to the run's folder where they lie there. It
     # holds there for the fault (trainer/chaossave.py).
     "saving": {"save": int, "file": str, "written": list, "index_exists": bool},
-    # make chaos AT=restore's target only, once: it is about to read the checkpoint `file` (its
-    # `restore`th read in this process; `files`: that checkpoint's files), and holds there.
+    # make chaos AT=restore's or AT=eval:N's target only, once: it is about to read the checkpoint
+    # `file`, the `restore`th this process reads (`files`: that checkpoint's files), and holds there.
     "restoring": {"restore": int, "file": str, "files": list},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
     "epoch": {"epoch": int, "loss": LOSS, "seconds": NUMBER, "steps": int},

@@ -7,12 +7,13 @@
 
 A scenario hits one task (TARGET, default the last worker) at one moment (AT, core/moment.py:
 after its Nth epoch, at its Nth training step, S seconds after it is ready, while it writes its
-Nth checkpoint, or while a restart restores its backup: faults/checkpointmoment.py) with one fault (a
+Nth checkpoint, while a restart restores its backup, or while the evaluator reads its Nth
+checkpoint: faults/checkpointmoment.py) with one fault (a
 class in faults/, by faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as
 Keras counts them (trainer/observe.py logs them; tflab's LabCallback where the script has it), or
 by seconds from its start; what only the lab's trainer logs (its weights) is said unchecked. Where
 the fault landed is said too: at which step (AT=step:N, where the target waits for it), in which
-checkpoint's write and with what on disk (AT=save:N) or read (AT=restore), or how long after the
+checkpoint's write and with what on disk (AT=save:N) or read (AT=restore, AT=eval:N), or how long after the
 epoch's end or the start.
 
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
@@ -98,8 +99,9 @@ class Chaos(RunObserver):
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
         if self.kind == "step":
             self.check_step(settings)
-        if self.kind in ("save", "restore"):
-            checkpointmoment.check(self.kind, self.at, settings, self.replayed, self.target in self.cluster.trainers)
+        if self.kind in checkpointmoment.KINDS:
+            checkpointmoment.check(self.kind, self.at, settings, self.replayed, self.target,
+                                   self.target in self.cluster.trainers)
         self.fault.check(settings, self.cluster)
 
     def check_step(self, settings: Settings) -> None:
@@ -146,6 +148,8 @@ class Chaos(RunObserver):
             return f"at its script's step {self.at:g}" if self.their_own else f"at step {self.at:g}"
         if self.kind == "save":
             return f"while it writes checkpoint {self.at:g}"
+        if self.kind == "eval":
+            return f"while it reads checkpoint {self.at:g} to evaluate it"
         if self.kind == "restore":
             return (f"while it restores its backup (killed by the lab after epoch "
                     f"{checkpointmoment.prime_epoch(self.settings)} to make it restart)")
@@ -201,13 +205,14 @@ class Chaos(RunObserver):
             return len(self._events(self.target, "epoch")) >= self.at
         if self.kind == "step":  # logged once, by the target's hooks, which wait there for the fault
             return bool(complete(self._events(self.target, "step")))
-        if self.kind in ("save", "restore"):  # likewise, at a checkpoint's write or (after the lab's kill) read
+        if self.kind in checkpointmoment.KINDS:  # likewise, at a checkpoint's write or read
             return self.checkpoint_seen() is not None
         ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
         return bool(ready) and time.time() >= ready[0]["time"] + self.at
 
     def checkpoint_seen(self) -> dict | None:
-        """AT=save:N's `saving` record, or AT=restore's `restoring` after the lab's kill; None before."""
+        """AT=save:N's `saving` record, AT=eval:N's `restoring`, or AT=restore's after the lab's kill;
+        None before."""
         return checkpointmoment.seen(self._events(self.target, "saving" if self.kind == "save" else "restoring"),
                                      self.primed_at if self.kind == "restore" else None)
 
@@ -248,7 +253,7 @@ class Chaos(RunObserver):
             past = "" if seen["step"] == self.at else f", the first at or past {self.at:g} its hooks saw"
             return (f"at step {seen['step']} (epoch {seen['epoch']}){past}, {waited:.1f} s after {self.target} "
                     "reached it")
-        if self.kind in ("save", "restore"):
+        if self.kind in checkpointmoment.KINDS:
             record = self.checkpoint_seen()
             assert record is not None  # _due found it
             return checkpointmoment.landing(self.kind, record, done, self.target, moment.HOLD_SECONDS)
@@ -308,8 +313,11 @@ class Chaos(RunObserver):
             return f"{self.target} never reached the end of epoch {self.at:g}: it {self.reached()}"
         if self.kind == "step":
             return f"{self.target} never reached step {self.at:g}: it {self.reached()}"
-        if self.kind in ("save", "restore"):
-            return checkpointmoment.missed(self.kind, self.at, self.target, self.reached(), self.primed)
+        if self.kind in checkpointmoment.KINDS:
+            evaluations = len(complete(self._events(self.target, "eval")))
+            reached = f"logged {evaluations} evaluation{'s' * (evaluations != 1)}" if self.kind == "eval" else (
+                self.reached())
+            return checkpointmoment.missed(self.kind, self.at, self.target, reached, self.primed)
         started = self._events(self.target, "start" if self.their_own else "cluster_ready")
         if not started:
             return f"{self.target} never logged that it {'started' if self.their_own else 'was ready'}"

@@ -1,9 +1,10 @@
-"""make chaos AT=save[:N] and AT=restore on the host side: what a run must write or read for the
+"""make chaos AT=save[:N], AT=restore and AT=eval[:N] on the host side: what a run must write or read for the
 moment to come, when it has come, and where the fault landed, from the target's `saving` and
 `restoring` events (trainer/chaossave.py logs them and holds there).
 
     make chaos SCENARIO=kill AT=save:2     while the target writes its 2nd checkpoint
     make chaos SCENARIO=kill AT=restore    while the restarted target restores its backup
+    make chaos SCENARIO=kill AT=eval:2 EVALUATOR=1    while evaluator-0 reads its 2nd checkpoint
 
 A first attempt has nothing to restore, so AT=restore comes in two acts: the lab kills the target
 (SIGKILL, as SCENARIO=kill does) once it has a backup, after the epoch in which its first backup is
@@ -22,6 +23,8 @@ import math
 from tflab.core.errors import LabError
 from tflab.core.schema import complete
 from tflab.core.settings import Settings
+
+KINDS = ("save", "restore", "eval")  # the moments of AT this module holds
 
 
 def the_saves(settings: Settings) -> tuple[int, str]:
@@ -47,12 +50,24 @@ def prime_epoch(settings: Settings) -> int:
     return max(1, math.ceil(int(settings.backup) / settings.steps_per_epoch))
 
 
-def check(kind: str, at: float, settings: Settings, replayed: str | None, trainer: bool) -> None:
-    """Refuses AT=save:N or AT=restore where the run cannot reach it (`trainer`: TARGET is one of
-    the lab trainer's training tasks), in one line."""
+def check(kind: str, at: float, settings: Settings, replayed: str | None, target: str, trainer: bool) -> None:
+    """Refuses AT=save:N, AT=restore or AT=eval:N where the run cannot reach it (`target`: the
+    fault's; `trainer`: whether it is one of the lab trainer's training tasks), in one line."""
     if replayed:
         raise LabError(f"AT={settings.at} is not allowed with {replayed}: the lab hooks the checkpoints of its own "
                        "trainer and of a SCRIPT, not a replayed job's; expected epoch:N or seconds:S")
+    if kind == "eval":
+        if not settings.evaluator:
+            raise LabError(f"AT={settings.at} is not allowed without EVALUATOR=1: no task of this run evaluates "
+                           "checkpoints; expected EVALUATOR=1, or another moment")
+        if not target.startswith("evaluator-"):
+            raise LabError(f"AT={settings.at} is not allowed with TARGET={target}: the evaluator reads the "
+                           "checkpoints it evaluates; expected TARGET=evaluator-0, or no TARGET")
+        if not settings.script and not at <= settings.epochs:
+            raise LabError(f"AT={settings.at} is not allowed with EPOCHS={settings.epochs}: the evaluator reads at "
+                           "most one checkpoint an epoch (it skips to the newest); expected eval:1 to "
+                           f"eval:{settings.epochs}")
+        return
     if kind == "restore":
         if settings.restarts < 1 or settings.restart_policy == "Never":
             said = "RESTART_POLICY=Never" if settings.restart_policy == "Never" else f"RESTARTS={settings.restarts}"
@@ -93,6 +108,12 @@ def seen(events: list[dict], since: float | None = None) -> dict | None:
 def landing(kind: str, record: dict, done: float, target: str, hold: float) -> str:
     """Where the fault landed, its command `done`, from the target's `saving` or `restoring` record."""
     waited = done - record["time"]
+    if kind == "eval":
+        if waited > hold:
+            return (f"after {target} began reading checkpoint {record['restore']}, {record['file']}: {waited:.1f} s "
+                    f"after, past the {hold:g} s it waits there, so probably after it was read")
+        return (f"as {target} began reading checkpoint {record['restore']}, {record['file']}, to evaluate it, "
+                f"{waited:.1f} s after it reached it")
     if kind == "save":
         doing = f"checkpoint {record['save']}, {record['file']}"
         if waited > hold:
@@ -110,10 +131,12 @@ def landing(kind: str, record: dict, done: float, target: str, hold: float) -> s
 
 
 def missed(kind: str, at: float, target: str, reached: str, primed: str | None) -> str:
-    """Why AT=save:N or AT=restore never came, in one line (`reached`: what the target's logs say
-    it did; `primed`: for AT=restore, what the lab's kill did, None where it never came)."""
+    """Why AT=save:N, AT=restore or AT=eval:N never came, in one line (`reached`: what the target's
+    logs say it did; `primed`: for AT=restore, what the lab's kill did, None where it never came)."""
     if kind == "save":
         return f"{target} never began writing checkpoint {at:g}: it {reached}"
+    if kind == "eval":
+        return f"{target} never began reading checkpoint {at:g}: it {reached}"
     if primed is None:
         return f"{target} never reached the backup after which the lab kills it to make it restore: it {reached}"
     return f"{primed}, and no restarted {target} restored a checkpoint: it {reached}"

@@ -1,6 +1,6 @@
-"""AT=save[:N] and AT=restore inside the fault's target: the moment TensorFlow writes a checkpoint
-torn in two, and the moment a restarted task reads one back, logged and held for the host's fault
-(core/moment.py says why it holds).
+"""AT=save[:N], AT=restore and AT=eval[:N] inside the fault's target: the moment TensorFlow writes
+a checkpoint torn in two, and the moment a restarted task (or the evaluator) reads one back, logged
+and held for the host's fault (core/moment.py says why it holds).
 
 Where a save is torn: TensorFlow 2.21 writes a checkpoint in two phases
 (tensorflow/python/checkpoint/functional_saver.py, MultiDeviceSaver.save): each shard's tensors
@@ -17,9 +17,11 @@ py_function the merge waits on, which runs, counts and holds at every execution,
 
 Where a restore is: TrackableSaver.restore, which Checkpoint.restore and read,
 CheckpointManager.restore_or_initialize and tf-keras's BackupAndRestore (on_train_begin) all
-reach with the checkpoint's prefix. It holds before the first byte is read: the fault lands as
-the restarted task begins its restore. A first attempt, with nothing to restore, never calls it
-with a path, so nothing is logged there.
+reach with the checkpoint's prefix, and tf-keras's SidecarEvaluator at each checkpoint it
+evaluates (twice each: Checkpoint.restore, then load_weights; so checkpoints are counted by their
+prefix, not by calls). It holds before the first byte is read: the fault lands as the restarted
+task (AT=restore: the first checkpoint it reads) or the evaluator (AT=eval:N: the Nth) begins to
+read. A first attempt, with nothing to restore, never calls it with a path, so nothing is logged.
 
 Only the target hooks anything (for_task, for_script give None elsewhere). TensorFlow is imported
 only by install, in a process that has already imported it.
@@ -42,14 +44,16 @@ LISTED = 64  # at most this many files named in an event: a checkpoint of many s
 
 
 class CheckpointMoment:
-    """AT=save:N (`kind` "save", `count` N) or AT=restore in one process: counts TensorFlow's
-    checkpoint writes (merging) or reads (restoring), logs the moment once and holds there."""
+    """AT=save:N (`kind` "save", `count` N), AT=restore or AT=eval:N ("eval") in one process: counts
+    TensorFlow's checkpoint writes (merging) or the checkpoints it reads (restoring), logs the
+    moment once and holds there."""
 
     def __init__(self, task: str, kind: str, count: int, run_dir: str, emit: Callable[..., object],
                  hold: float = moment.HOLD_SECONDS, sleep: Callable[[float], object] = time.sleep):
         self.task, self.kind, self.count, self.run_dir = task, kind, count, os.path.abspath(run_dir)
         self.emit, self.hold, self.sleep = emit, hold, sleep
-        self.saves = self.restores = 0
+        self.saves = 0
+        self.read: list[str] = []  # the checkpoints restored, each once, in the order first read
         self.logged = False
 
     def named(self, path: str) -> str:
@@ -72,11 +76,13 @@ class CheckpointMoment:
 
     def restoring(self, prefix: str) -> None:
         """TrackableSaver.restore is about to read the checkpoint at `prefix`."""
-        self.restores += 1
-        if self.kind != "restore" or self.logged:
+        if prefix not in self.read:
+            self.read.append(prefix)
+        wanted = 1 if self.kind == "restore" else self.count
+        if self.kind not in ("restore", "eval") or self.logged or self.read.index(prefix) + 1 != wanted:
             return
         self.logged = True
-        self.emit("restoring", restore=self.restores, file=self.named(prefix),
+        self.emit("restoring", restore=wanted, file=self.named(prefix),
                   files=[self.named(path) for path in files_of([prefix])])
         self.wait(f"restoring {self.named(prefix)}")
 
@@ -151,8 +157,8 @@ def install(found: CheckpointMoment) -> None:
 
 def for_task(settings: Settings, task: str, the_cluster: Cluster, run_dir: str,
              emit: Callable[..., object]) -> CheckpointMoment | None:
-    """The moment for `task` where it is AT=save:N's or AT=restore's target in `the_cluster`
-    (config.json's); None anywhere else."""
+    """The moment for `task` where it is AT=save:N's, AT=restore's or AT=eval:N's target in
+    `the_cluster` (config.json's); None anywhere else."""
     found = moment.checkpoint_moment_of(settings, task, the_cluster.tasks, the_cluster.chief)
     return CheckpointMoment(task, found[0], found[1], run_dir, emit) if found else None
 

@@ -121,6 +121,9 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     # key order (the operator's, sorted, under a TFJob), the order the peers are waited for in.
     the_cluster = cluster.recorded(settings, spec)
     role = the_cluster.role(task)
+    # make chaos AT=save:N, AT=restore, AT=eval:N: TensorFlow's checkpoint writes and reads, held in the target
+    if (checkpoints := chaossave.for_task(settings, task, the_cluster, str(run_dir), log.emit)) is not None:
+        chaossave.install(checkpoints)
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
     log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=start_versions(tf.__version__),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
@@ -171,9 +174,6 @@ def train(settings: Settings, task: str, the_cluster: cluster.Cluster, run_dir: 
         if task == the_cluster.chief else None
     timing = StepTiming(task, settings, log, on_first_step=wait.done if wait else None, writer=writer,
                         moment=chaosstep.for_task(settings, task, the_cluster, log.emit))
-    # make chaos AT=save:N or AT=restore: TensorFlow's checkpoint writes and reads, held in the target
-    if (checkpoints := chaossave.for_task(settings, task, the_cluster, str(run_dir), log.emit)) is not None:
-        chaossave.install(checkpoints)
     callbacks = backups.backup_callbacks(settings, run_dir) + backups.checkpoint_callbacks(settings, run_dir) + [timing]
     # (the backup restores before timing starts)
     if settings.strategy == "parameter_server":
