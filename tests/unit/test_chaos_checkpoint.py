@@ -292,6 +292,24 @@ def test_at_eval_is_due_at_the_evaluators_nth_checkpoint_and_says_which(tmp_path
                                                  "to evaluate it, 0.3 s after it reached it")
 
 
+def test_at_restore_kills_once_the_target_and_the_chief_have_ended_the_backups_epoch(tmp_path, monkeypatch):
+    engine = FakeEngine(monkeypatch)
+    fault = at(tmp_path, "restore")
+    backend = FakeBackend(cluster.build(fault.settings), tmp_path, [[{}]])
+    target = schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1")
+    target.emit("epoch", epoch=1, loss=1.0, seconds=0.1, steps=32)
+    fault.tick(backend, {})
+    assert fault.primed_at is None and engine.commands == []  # the chief may still be writing the backup
+    schema.EventLog(runfolder.log_path(tmp_path, "worker-0"), "worker-0").emit(
+        "epoch", epoch=1, loss=1.0, seconds=0.1, steps=32)
+    fault.tick(backend, {})
+    assert fault.primed_at is not None and fault.primed == "the lab killed worker-1 after epoch 1 to make it restore"
+    assert [command for command in engine.commands if "kill" in command] and fault.injected_at is None
+    target.emit("restoring", restore=1, file="backup/chief/ckpt-1", files=[])
+    fault.tick(backend, {})
+    assert fault.injected_at is not None and fault.landed.startswith("as worker-1 began restoring backup/chief/ckpt-1")
+
+
 def test_at_restore_that_never_came_says_which_act_was_missing(tmp_path):
     fault = at(tmp_path, "restore")
     assert fault.missed() == ("worker-1 never reached the backup after which the lab kills it to make it restore: it "

@@ -217,9 +217,11 @@ class Chaos(RunObserver):
                                      self.primed_at if self.kind == "restore" else None)
 
     def prime(self, backend) -> None:
-        """AT=restore: kills the target once it has a backup, so that the restart restores it."""
+        """AT=restore: kills the target once it has a backup, so that the restart restores it. The
+        chief's epoch too: under multiworker every task restores the chief's backup, and a task's
+        epoch is logged after its own save (the backup callback runs first), not after the chief's."""
         epoch = checkpointmoment.prime_epoch(self.settings)
-        if len(complete(self._events(self.target, "epoch"))) < epoch:
+        if any(len(complete(self._events(task, "epoch"))) < epoch for task in {self.target, self.cluster.chief}):
             return
         result = registry.FAULTS["kill"](self).inject(backend, backend.container(self.target))
         self.primed_at = time.time()
