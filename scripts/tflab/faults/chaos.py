@@ -8,13 +8,13 @@
 A scenario hits one task (TARGET, default the last worker) at one moment (AT, core/moment.py:
 after its Nth epoch, at its Nth training step, S seconds after it is ready, while it writes its
 Nth checkpoint, while a restart restores its backup, or while the evaluator reads its Nth
-checkpoint: faults/checkpointmoment.py) with one fault (a
-class in faults/, by faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as
-Keras counts them (trainer/observe.py logs them; tflab's LabCallback where the script has it), or
-by seconds from its start; what only the lab's trainer logs (its weights) is said unchecked. Where
-the fault landed is said too: at which step (AT=step:N, where the target waits for it), in which
-checkpoint's write and with what on disk (AT=save:N) or read (AT=restore, AT=eval:N), or how long after the
-epoch's end or the start.
+checkpoint: faults/checkpointmoment.py) with one fault (a class in faults/, by
+faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as Keras counts them
+(trainer/observe.py logs them; tflab's LabCallback where the script has it), or by seconds from
+its start; what only the lab's trainer logs (its weights) is said unchecked. Where the fault
+landed is said too: at which step (AT=step:N, where the target waits for it), in which
+checkpoint's write and with what on disk (AT=save:N) or read (AT=restore, AT=eval:N), or how long
+after the epoch's end or the start.
 
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
 it was injected and undone, how long until a task failed (detection) and until the chief logged
