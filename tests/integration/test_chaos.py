@@ -119,12 +119,30 @@ def test_a_kill_at_a_step_lands_at_that_very_step_and_the_grid_says_so(lab):
     assert (grid.run_dir / "grid.png").exists() and (grid.run_dir / "grid.csv").exists()
     # the grid ran the undisturbed twin once, in its folder: the kill cost no step, as epoch 2 began again
     assert cells[0]["verdict"] == "equivalent", cells[0]
-    run = LabRun(0, grid.output, grid.run_dir / cells[0]["run"], name="chaos-grid-kill-step/01", settings=SIZE)
+    run = LabRun(0, grid.output, grid.run_dir / cells[0]["run"], name="chaos-grid-kill-step/01", settings=SIZE,
+                 finished=grid.finished)
     assert_survived(run, restarts=1)
     result = run.summary["chaos"]
     assert result["landed_step"] == 40, result
     assert [(r["step"], r["epoch"]) for r in first_attempt(run, "worker-1", "step")] == [(40, 2)]
     assert len(first_attempt(run, "worker-1", "epoch")) == 1  # it never ended epoch 2
+    for task in run.task_names:
+        assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(2, 0)]
+
+
+@pytest.mark.xdist_group("chaos-kill-save")
+def test_a_kill_while_the_chief_writes_its_backup_lands_between_shards_and_index(lab):
+    """AT=save:2 on worker-0, the chief, whose backup (backup/chief) is the one every restarted task
+    reads: its hooks hold once ckpt-2's shards are on disk and before its index is written
+    (trainer/chaossave.py), and the kill lands there. The torn ckpt-2 is never read: every task
+    restores epoch 1's backup and resumes at epoch 2, step 0."""
+    run = chaos(lab, "kill-save", SCENARIO="kill", TARGET="worker-0", AT="save:2")
+    assert_survived(run, restarts=1)
+    [saving] = first_attempt(run, "worker-0", "saving")
+    assert (saving["save"], saving["file"], saving["index_exists"]) == (2, "backup/chief/ckpt-2.index", False)
+    assert saving["written"] and all(name.startswith("backup/chief/ckpt-2_temp/part-") for name in saving["written"])
+    assert run.summary["chaos"]["landed"].startswith("while worker-0 wrote checkpoint 2, backup/chief/ckpt-2.index")
+    assert len(first_attempt(run, "worker-0", "epoch")) == 1  # killed inside epoch 2's end, before its event
     for task in run.task_names:
         assert [(r["epoch"], r["step"]) for r in run.of(task, "restored")] == [(2, 0)]
 

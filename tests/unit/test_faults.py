@@ -55,7 +55,15 @@ def test_network_bridge_undoes_internal():
     ("CPUS", "-1", "CPUS=-1 is not allowed: expected CPUs from 0.01 to 64, or 0 (no limit)"),
     ("BACKUP", "sometimes", "BACKUP=sometimes is not allowed: expected epoch, off, or a number of steps"),
     ("AT", "epoch:1.5", "AT=epoch:1.5 is not allowed: expected epoch:N (after N epochs), step:N (at the Nth "
-                        "training step, N from 1 to 999999999) or seconds:S"),
+                        "training step, N from 1 to 999999999), seconds:S, save[:N] (while the Nth checkpoint is "
+                        "written, N from 1 to 999999), restore (while a restarted target restores its backup) or "
+                        "eval[:N] (while the evaluator reads its Nth checkpoint)"),
+    ("AT", "save:0", "AT=save:0 is not allowed: expected epoch:N"),
+    ("AT", "save:", "AT=save: is not allowed: expected epoch:N"),
+    ("AT", "save:1.5", "AT=save:1.5 is not allowed: expected epoch:N"),
+    ("AT", "restore:1", "AT=restore:1 is not allowed: expected epoch:N"),
+    ("AT", "eval:0", "AT=eval:0 is not allowed: expected epoch:N"),
+    ("AT", "evals", "AT=evals is not allowed: expected epoch:N"),
     ("AT", "step:0", "AT=step:0 is not allowed: expected epoch:N (after N epochs), step:N"),
     ("AT", "step:abc", "AT=step:abc is not allowed: expected epoch:N"),
     ("AT", "step:1.5", "AT=step:1.5 is not allowed: expected epoch:N"),

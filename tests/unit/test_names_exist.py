@@ -23,6 +23,8 @@ PACKAGE = REPO / "scripts" / "tflab"
 # (`SCRIPT=loop.py`) is a value a user gives, not a file of ours.
 NOT_OURS = {"failure_handling_util.py", "SCRIPT.py", "conftest.py", "path/to/train.py",
             "tensorflow/python/distribute/failure_handling/failure_handling_util.py",
+            # TensorFlow's two-phase checkpoint write, read for make chaos AT=save (trainer/chaossave.py)
+            "tensorflow/python/checkpoint/functional_saver.py", "functional_saver.py",
             # CPython's start-up modules, and the one a TFJob replay writes for a replica (replay/volumes.py)
             "site.py", "sitecustomize.py", "site/sitecustomize.py"}
 # Dotted, and no module: Docker label keys (labels.py's `tflab.run`, images.py's `tflab.image`) and

@@ -230,7 +230,7 @@ DECIDED = {
 }
 OTHER_COMMANDS = ("COMPARE", "STRATEGIES", "PRECISIONS", "SCENARIO", "SCENARIOS", "MOMENTS", "TARGET", "AT", "HEAL",
                   "NOTICE", "GRACE", "SLOW_LINK", "SLOW_CPUS", "SOAK", "TENSORBOARD_PORT", "BENCH", "BENCH_STALLS",
-                  "BENCH_PAIRS",
+                  "BENCH_PAIRS", "VERDICT", "TWIN",
                   # BACKEND=swarm's, which a replay refuses, and make swarm-sim's
                   "SWARM_PLACEMENT", "REGISTRY", "SHARED_RUNS_DIR", "NODE_ENGINES", "NODES", "FORCE", "K8S_RUNTIME",
                   # the TrainJob replay's, refused with TFJOB by trainjob.refuse_given (tests/unit/test_trainjob.py)

@@ -174,13 +174,16 @@ def link(name: str, raw: str) -> str:
 
 def moment(name: str, raw: str) -> str:
     """AT (core/moment.py): what a run cannot reach is make chaos's to refuse (faults/chaos.py)."""
-    kind, _, value = raw.partition(":")
+    kind, colon, value = raw.partition(":")
     if (kind == "epoch" and re.fullmatch(r"[0-9]{1,5}", value)) or (
             kind == "step" and re.fullmatch(r"[1-9][0-9]{0,8}", value)) or (
-            kind == "seconds" and re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", value)):
+            kind == "seconds" and re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", value)) or (
+            kind in ("save", "eval") and (not colon or re.fullmatch(r"[1-9][0-9]{0,5}", value))) or raw == "restore":
         return raw
     raise SettingsError(f"{name}={raw} is not allowed: expected epoch:N (after N epochs), step:N (at the Nth "
-                        "training step, N from 1 to 999999999) or seconds:S")
+                        "training step, N from 1 to 999999999), seconds:S, save[:N] (while the Nth checkpoint is "
+                        "written, N from 1 to 999999), restore (while a restarted target restores its backup) or "
+                        "eval[:N] (while the evaluator reads its Nth checkpoint)")
 
 
 def heal(name: str, raw: str) -> str:
@@ -433,7 +436,7 @@ def moments(name: str, raw: str) -> str:
         except SettingsError:
             return None
 
-    return _words(name, raw, one, "AT's values (epoch:N, step:N, seconds:S), one or more")
+    return _words(name, raw, one, "AT's values (epoch:N, step:N, seconds:S, save[:N], restore, eval[:N]), one or more")
 
 
 def strategies(name: str, raw: str) -> str:

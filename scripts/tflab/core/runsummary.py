@@ -174,7 +174,7 @@ INSIDE: dict[str, dict[str, tuple[type, ...]]] = {
     "restored": {"epoch": (int,), "step": (int,)},  # summary.py
     "evals": {"epoch": (int,), "step": (int,), "loss": NUMBER},  # summary.py
     "resumes": {"attempt": (int,), "resumed": (bool, NONE), "words": (str,)},  # resume.resumes
-    # train.weights_fingerprint: sum and l2 as schema.loss_field writes them (a word where not finite)
+    # trainer/weights.py weights_fingerprint: sum and l2 as schema.loss_field writes them (a word where not finite)
     "weights_fingerprint": {"name": (str,), "size": (int,), "sum": (*NUMBER, str), "l2": (*NUMBER, str)},
 }
 # faults/verdict.py's judge, the chaos section's `verdict`

@@ -50,6 +50,14 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # make chaos AT=step:N's target only, once: the training step it reached (the first at or past
     # N that its hooks saw), in epoch `epoch` (1-based), where it holds for the fault (trainer/chaosstep.py).
     "step": {"step": int, "epoch": int},
+    # make chaos AT=save:N's target only, once: TensorFlow is about to merge its `save`th checkpoint,
+    # whose shard files (`written`) are on disk and whose index (`file`) is not (`index_exists`: an
+    # older one under that name); paths relative to the run's folder where they lie there. It
+    # holds there for the fault (trainer/chaossave.py).
+    "saving": {"save": int, "file": str, "written": list, "index_exists": bool},
+    # make chaos AT=restore's or AT=eval:N's target only, once: it is about to read the checkpoint
+    # `file`, the `restore`th this process reads (`files`: that checkpoint's files), and holds there.
+    "restoring": {"restore": int, "file": str, "files": list},
     # One per epoch, 1-based. `loss` is Keras's mean training loss over the epoch.
     "epoch": {"epoch": int, "loss": LOSS, "seconds": NUMBER, "steps": int},
     # The evaluator: a checkpoint the chief wrote after `epoch` (at global step `step`), evaluated
@@ -105,8 +113,8 @@ SCRIPT_END: Kinds = {"exit_code": int}  # the user's script's own exit code
 TRAINER_END: Kinds = {"final_loss": LOSS, "first_step_seconds": NUMBER, "first_step_at": NUMBER,
                "steady_step_seconds": NUMBER, "weights_sha256": str, "parameters": int}
 EVALUATOR_END: Kinds = {"evaluations": int}
-OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "step", "imported", "audit_batch", "audit_pass", "audit_write",
-                   "audit_weights")
+OPTIONAL_EVENTS = ("allreduce", "fit", "checkpoint", "step", "saving", "restoring", "imported", "audit_batch",
+                   "audit_pass", "audit_write", "audit_weights")
 # What readers index in any record they take (the runner's restart decision, chaos's timing), so
 # even a partial record (schema.problems(partial=True)) has them.
 ESSENTIAL = {"error": ("message",)}

@@ -271,10 +271,13 @@ class Settings(SettingsRules):
     target: str = setting("", grammars.text, "a task of the run; empty: the last worker",
             "make chaos: the task it hits",
             commands=("chaos", "chaos-grid", "migrate"))
-    at: str = setting("epoch:2", grammars.moment, "epoch:N | step:N | seconds:S",
+    at: str = setting("epoch:2", grammars.moment, "epoch:N | step:N | seconds:S | save[:N] | restore | eval[:N]",
             "make chaos: after the target's Nth epoch (a SCRIPT's: as Keras counts them, every fit's), at its Nth "
-            "training step (the lab's trainer or a SCRIPT's Keras fit; it waits there for the fault), or S "
-            "seconds after it is ready (a SCRIPT: after it started)",
+            "training step (the lab's trainer or a SCRIPT's Keras fit; it waits there for the fault), S "
+            "seconds after it is ready (a SCRIPT: after it started), while it writes its Nth checkpoint (shards "
+            "written, index not; it waits there), while it restores its backup after a restart (the lab kills "
+            "it after its first backup to make it restore; RESTARTS of 1 or more), or while the evaluator reads "
+            "its Nth checkpoint (EVALUATOR=1; TARGET defaults to it)",
             commands=("chaos", "migrate"))
     heal: str = setting("5", grammars.heal, "seconds | never (partition, hang)",
             "make chaos: when a pause, hang or partition is undone",

@@ -2,15 +2,19 @@
 
     make chaos SCENARIO=kill TARGET=worker-1 AT=epoch:2
     make chaos SCENARIO=kill AT=step:40
+    make chaos SCENARIO=kill AT=save:2
     make chaos SCENARIO=pause AT=seconds:3 HEAL=20
 
 A scenario hits one task (TARGET, default the last worker) at one moment (AT, core/moment.py:
-after its Nth epoch, at its Nth training step, or S seconds after it is ready) with one fault (a
-class in faults/, by faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as
-Keras counts them (trainer/observe.py logs them; tflab's LabCallback where the script has it), or
-by seconds from its start; what only the lab's trainer logs (its weights) is said unchecked. Where
-the fault landed is said too: at which step (AT=step:N, where the target waits for it), or how
-long after the epoch's end or the start.
+after its Nth epoch, at its Nth training step, S seconds after it is ready, while it writes its
+Nth checkpoint, while a restart restores its backup, or while the evaluator reads its Nth
+checkpoint: faults/checkpointmoment.py) with one fault (a class in faults/, by
+faults/registry.py). A user's SCRIPT is timed by its own epochs and steps as Keras counts them
+(trainer/observe.py logs them; tflab's LabCallback where the script has it), or by seconds from
+its start; what only the lab's trainer logs (its weights) is said unchecked. Where the fault
+landed is said too: at which step (AT=step:N, where the target waits for it), in which
+checkpoint's write and with what on disk (AT=save:N) or read (AT=restore, AT=eval:N), or how long
+after the epoch's end or the start.
 
 Everything done is appended to <run>/chaos.jsonl, and summary.json gets a `chaos` section: when
 it was injected and undone, how long until a task failed (detection) and until the chief logged
@@ -36,7 +40,7 @@ from tflab.core.foreign import ForeignFile
 from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import Settings
-from tflab.faults import registry, twin, verdict
+from tflab.faults import checkpointmoment, registry, twin, verdict
 from tflab.supervisor import runner, table
 
 NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
@@ -70,6 +74,8 @@ class Chaos(RunObserver):
         self.landed_step: int | None = None  # AT=step:N: the step it landed at, where the target waited for it
         self.not_injected: str | None = None  # result's line where the fault never landed
         self.image = ""  # what ran the tasks (finish): the twin's key has it (faults/twin.py)
+        self.primed_at: float | None = None  # AT=restore: when the lab killed the target to make it restore
+        self.primed: str | None = None  # what that kill did, in words
         self.fault = fault(self)
 
     @property
@@ -96,6 +102,9 @@ class Chaos(RunObserver):
                            f"expected epoch:1 to epoch:{settings.epochs - 1}, so that training is left")
         if self.kind == "step":
             self.check_step(settings)
+        if self.kind in checkpointmoment.KINDS:
+            checkpointmoment.check(self.kind, self.at, settings, self.replayed, self.target,
+                                   self.target in self.cluster.trainers)
         self.fault.check(settings, self.cluster)
 
     def check_step(self, settings: Settings) -> None:
@@ -140,6 +149,13 @@ class Chaos(RunObserver):
             return f"after its script's epoch {self.at:g}" if self.their_own else f"after epoch {self.at:g}"
         if self.kind == "step":
             return f"at its script's step {self.at:g}" if self.their_own else f"at step {self.at:g}"
+        if self.kind == "save":
+            return f"while it writes checkpoint {self.at:g}"
+        if self.kind == "eval":
+            return f"while it reads checkpoint {self.at:g} to evaluate it"
+        if self.kind == "restore":
+            return (f"while it restores its backup (killed by the lab after epoch "
+                    f"{checkpointmoment.prime_epoch(self.settings)} to make it restart)")
         return f"{self.at:g} s after its script started" if self.their_own else f"{self.at:g} s after it is ready"
 
     # -- during the run --------------------------------------------------------------------
@@ -155,7 +171,9 @@ class Chaos(RunObserver):
         self.run_dir = backend.run_dir
         now = time.time()
         if self.injected_at is None:
-            if self._due(backend.run_dir):
+            if self.kind == "restore" and self.primed_at is None:
+                self.prime(backend)
+            elif self._due(backend.run_dir):
                 self.inject(backend)
             return
         self.fault.tick(backend, codes)
@@ -190,8 +208,31 @@ class Chaos(RunObserver):
             return len(self._events(self.target, "epoch")) >= self.at
         if self.kind == "step":  # logged once, by the target's hooks, which wait there for the fault
             return bool(complete(self._events(self.target, "step")))
+        if self.kind in checkpointmoment.KINDS:  # likewise, at a checkpoint's write or read
+            return self.checkpoint_seen() is not None
         ready = self._events(self.target, "start" if self.their_own else "cluster_ready")
         return bool(ready) and time.time() >= ready[0]["time"] + self.at
+
+    def checkpoint_seen(self) -> dict | None:
+        """AT=save:N's `saving` record, AT=eval:N's `restoring`, or AT=restore's after the lab's kill;
+        None before."""
+        return checkpointmoment.seen(self._events(self.target, "saving" if self.kind == "save" else "restoring"),
+                                     self.primed_at if self.kind == "restore" else None)
+
+    def prime(self, backend) -> None:
+        """AT=restore: kills the target once it has a backup, so that the restart restores it. The
+        chief's epoch too: under multiworker every task restores the chief's backup, and a task's
+        epoch is logged after its own save (the backup callback runs first), not after the chief's."""
+        epoch = checkpointmoment.prime_epoch(self.settings)
+        if any(len(complete(self._events(task, "epoch"))) < epoch for task in {self.target, self.cluster.chief}):
+            return
+        result = registry.FAULTS["kill"](self).inject(backend, backend.container(self.target))
+        self.primed_at = time.time()
+        said = (result.stderr or "").strip().splitlines()
+        self.primed = (f"the lab killed {self.target} after epoch {epoch} to make it restore" if not result.returncode
+                       else f"the lab's kill of {self.target} after epoch {epoch}, to make it restore, failed: "
+                            f"{said[-1][:300] if said else f'its command exited {result.returncode}'}")
+        self.record("primed", ok=result.returncode == 0, epoch=epoch)
 
     def inject(self, backend) -> None:
         container = backend.container(self.target)
@@ -217,6 +258,10 @@ class Chaos(RunObserver):
             past = "" if seen["step"] == self.at else f", the first at or past {self.at:g} its hooks saw"
             return (f"at step {seen['step']} (epoch {seen['epoch']}){past}, {waited:.1f} s after {self.target} "
                     "reached it")
+        if self.kind in checkpointmoment.KINDS:
+            record = self.checkpoint_seen()
+            assert record is not None  # _due found it
+            return checkpointmoment.landing(self.kind, record, done, self.target, moment.HOLD_SECONDS)
         if self.kind == "epoch":
             epochs = complete(self._events(self.target, "epoch"))
             return (f"{done - epochs[-1]['time']:.1f} s after the end of epoch {epochs[-1]['epoch']}, the last "
@@ -288,6 +333,11 @@ class Chaos(RunObserver):
             return f"{self.target} never reached the end of epoch {self.at:g}: it {self.reached()}"
         if self.kind == "step":
             return f"{self.target} never reached step {self.at:g}: it {self.reached()}"
+        if self.kind in checkpointmoment.KINDS:
+            evaluations = len(complete(self._events(self.target, "eval")))
+            reached = f"logged {evaluations} evaluation{'s' * (evaluations != 1)}" if self.kind == "eval" else (
+                self.reached())
+            return checkpointmoment.missed(self.kind, self.at, self.target, reached, self.primed)
         started = self._events(self.target, "start" if self.their_own else "cluster_ready")
         if not started:
             return f"{self.target} never logged that it {'started' if self.their_own else 'was ready'}"

@@ -11,7 +11,8 @@ calls at each epoch and step, is watched at the class level, so a script needs n
 - `epoch` at each epoch's end: Keras's own count (1-based), its mean loss (NaN too), seconds and steps;
   none where the script's fit has tflab's LabCallback, which logs the epochs itself.
 - `step` once, in make chaos AT=step:N's target only, at its Nth training step over every fit,
-  where it holds for the fault (chaosstep.py).
+  where it holds for the fault (chaosstep.py); `saving` and `restoring` likewise for AT=save:N
+  and AT=restore, at TensorFlow's checkpoint writes and reads (chaossave.py).
 
 Once the script imports TensorFlow, `checkpoint` events say where a custom loop's tf.train
 checkpoint came from (tf.train.latest_checkpoint found none, Checkpoint.restore restored one).
@@ -32,7 +33,7 @@ from typing import Any
 
 from tflab.core.processes import rss_field
 from tflab.core.schema import loss_field
-from tflab.trainer import chaosstep, inscript
+from tflab.trainer import chaossave, chaosstep, inscript
 
 MARK = "_tflab_observed"  # set on a class (or function) once it is watched
 # Every fit's BackupAndRestore folder: tf-keras keeps its backup as a tf.train checkpoint there,
@@ -49,6 +50,13 @@ def install() -> None:
         _moment = chaosstep.for_script(emit)
     except Exception as error:  # noqa: BLE001 - a config.json it cannot read: the script runs on, unheld
         inscript.complain("the lab's AT=step count", error)
+    try:  # AT=save:N, AT=restore: TensorFlow's checkpoint writes and reads, in the target's process only
+        checkpoints = chaossave.for_script(emit)
+    except Exception as error:  # noqa: BLE001 - as above
+        checkpoints = None
+        inscript.complain("the lab's AT=save and AT=restore hooks", error)
+    if checkpoints is not None:
+        inscript.when_imported("tensorflow", lambda module: chaossave.install(checkpoints))
     for name in ("keras", "tf_keras"):
         inscript.when_imported(name, lambda module: watch(module.callbacks.CallbackList))
     inscript.when_imported("tensorflow", watch_checkpoints)

@@ -33,7 +33,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ info and warnings
 os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 
 import argparse
-import hashlib
 import json
 import resource
 import shutil
@@ -52,8 +51,9 @@ from tflab.core.explain import GCE_PREEMPTED, PREEMPTED  # TF's PreemptionCheckp
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, loss_field, start_versions
 from tflab.core.settings import Settings, SettingsError
-from tflab.trainer import audit, backups, chaosstep, customloop, precision, signals
+from tflab.trainer import audit, backups, chaossave, chaosstep, customloop, precision, signals
 from tflab.trainer.peerwait import PeerWait
+from tflab.trainer.weights import weights_digest, weights_fingerprint
 
 FEATURES = 32  # the MLP's input width, the article's
 IMAGE = (32, 32, 3)  # the CNN's input
@@ -121,6 +121,9 @@ def run_task(settings: Settings, task: str, expected_cluster: dict, run_dir: Pat
     # key order (the operator's, sorted, under a TFJob), the order the peers are waited for in.
     the_cluster = cluster.recorded(settings, spec)
     role = the_cluster.role(task)
+    # make chaos AT=save:N, AT=restore, AT=eval:N: TensorFlow's checkpoint writes and reads, held in the target
+    if (checkpoints := chaossave.for_task(settings, task, the_cluster, str(run_dir), log.emit)) is not None:
+        chaossave.install(checkpoints)
     x, y = synthetic_data(settings.model, settings.seed, settings.examples)
     log.emit("start", role=role, strategy=settings.strategy, cluster=spec, versions=start_versions(tf.__version__),
              settings=settings.to_dict(), baseline_loss=float(np.mean(y**2)))
@@ -458,26 +461,6 @@ class StepTiming(tf.keras.callbacks.Callback):
         if not later:
             later = self.per_step_by_epoch[0][1:] or self.per_step_by_epoch[0]
         return statistics.median(later)
-
-
-def weights_digest(weights) -> str:
-    """sha256 of every weight as little-endian float32, in layer order: equal weights, equal digest."""
-    digest = hashlib.sha256()
-    for w in weights:
-        digest.update(np.ascontiguousarray(w, dtype="<f4").tobytes())
-    return digest.hexdigest()
-
-
-def weights_fingerprint(names: list[str], weights) -> list[dict]:
-    """Per variable, its name, size, sum and L2 norm (summed in float64): numbers that two runs'
-    weights can be compared by within a tolerance (make chaos's verdict, faults/verdict.py), where
-    the digest can only say equal or not."""
-    found = []
-    for name, w in zip(names, weights):
-        values = np.asarray(w, dtype=np.float64)
-        found.append({"name": str(name), "size": int(values.size), "sum": loss_field(values.sum()),
-                      "l2": loss_field(np.sqrt(np.square(values).sum()))})
-    return found
 
 
 def peak_rss_bytes() -> int:
