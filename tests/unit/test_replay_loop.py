@@ -22,7 +22,7 @@ from tflab.replay import run as run_module
 from tflab.replay.run import ReplayRun
 from tflab.replay.volumes import SITE_FILE, hooks_folder, write_hooks
 from tflab.replay.watcher import Watcher, unaudited
-from tflab.supervisor import runner
+from tflab.supervisor import runner, table
 from tflab.trainer import replayhooks
 
 PS_JOB = """
@@ -211,6 +211,8 @@ def test_without_a_backoff_limit_restarts_have_no_limit_but_the_deadline(tmp_pat
     assert code == 1 and result["outcome"] == "timed out" and len(result["restarts"]) == 14
     assert kubelet.restarts_within(900, 1.0) == 7
     assert {row["task"]: row["restart_count"] for row in result["tasks"]} == {"worker-0": 7, "worker-1": 7}
+    assert ("the job restarted 14 times, as its restart policy says; in place, alone: worker-0 7 times, worker-1 7 "
+            "times") in table.why_lines(result)
     assert result["settings"]["restarts"] is None  # recorded as no limit, not the lab's RESTARTS default
     assert result["settings"]["backoff"] == 10.0 and result["wall_seconds"] <= 900 + runner.PAST_DEADLINE_SECONDS
 
