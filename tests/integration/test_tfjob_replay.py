@@ -99,11 +99,12 @@ def test_the_replay_trains_to_make_ups_losses(direct, replay):
 
 def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_image):
     """The restore a cluster does: `make k8s K8S_PVC=... RESTART_POLICY=OnFailure RESTARTS=3`
-    keeps BACKUP, a worker is killed after epoch 2, and the whole job restarts (the replay's
-    restart policy; no step of the lab's between restarts): every worker adopts the chief's backup
-    itself (backups.adopt_chief_backup) and the job resumes after the saved epoch and ends ok. Under
-    OnFailure the operator counts the killed worker's restart and its peer's (which aborts with
-    it): 2, under backoffLimit 3. (Under the default ExitCode the peer's exit 1 would fail the job:
+    keeps BACKUP, a worker is killed after epoch 2, and the kubelet restarts it in place, alone
+    (OnFailure: kuberuntime_manager.go doBackOff, at once the first time); its peer aborts with it
+    (UNAVAILABLE) and is restarted in place too, at once: every worker adopts the chief's backup
+    itself (backups.adopt_chief_backup) and the job resumes after the saved epoch and ends ok. The
+    operator counts the killed worker's restart and its peer's: 2, under backoffLimit 3. (Under the
+    default ExitCode the peer's exit 1 would fail the job:
     test_replay_loop.test_exit_code_fails_the_job_when_a_killed_workers_peer_exits_1.)"""
     settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="6", BACKUP="epoch", RESTARTS="3",
                     RESTART_POLICY="OnFailure")
@@ -128,9 +129,10 @@ def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_imag
     subprocess.run(["docker", "kill", *found], capture_output=True, check=True)
     output, _ = process.communicate(timeout=900)
     assert process.returncode == 0, output
-    assert "restarting every replica (restart 1; " in output and "restart 2;" not in output, output
+    assert "restarting worker-1 in place (its restart 1, " in output and "restarting every replica" not in output
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["ok"] and len(summary["restarts"]) == 1, output
+    assert summary["ok"] and len(summary["restarts"]) == 2, output
+    assert {row["task"]: row["restart_count"] for row in summary["tasks"]} == {"worker-0": 1, "worker-1": 1}, output
     for task in ("worker-0", "worker-1"):
         records = [json.loads(line) for line in (own_log.parent / f"{task}.jsonl").read_text().splitlines()]
         restored = [r for r in records if r["event"] == "restored"]
@@ -141,8 +143,9 @@ def test_a_killed_replay_restores_from_the_shared_backup_alone(lab, trainer_imag
 def test_make_chaos_kills_a_replica_of_a_replayed_job_and_it_restarts_as_its_policy_says(lab, trainer_image):
     """Issue 35: a replay is one kind of run, chaos included. `make chaos TFJOB=` kills worker-1 a
     few seconds after its container started (a replica's epochs are its own: AT=seconds:S); under
-    OnFailure with backoffLimit 3 the operator restarts it (2 counted: the killed worker and its
-    aborting peer), and the job resumes from the shared backup and ends ok."""
+    OnFailure with backoffLimit 3 the kubelet restarts it in place, and its aborting peer too, each
+    alone and at once (their first restarts; 2 counted), and the job resumes from the shared
+    backup and ends ok."""
     settings = dict(STRATEGY="multiworker", WORKERS="2", EPOCHS="20", BACKUP="epoch", RESTARTS="3",
                     RESTART_POLICY="OnFailure")
     env = lab_env(RUNS_DIR=str(lab.runs_dir), RUN="chaos-k8s", K8S_PVC="out", K8S_IMAGE=trainer_image, **settings)
@@ -153,9 +156,9 @@ def test_make_chaos_kills_a_replica_of_a_replayed_job_and_it_restarts_as_its_pol
                                           TFJOB=str(lab.runs_dir / "chaos-k8s" / "tfjob.yaml")))
     assert result.returncode == 0, result.output[-4000:]
     assert "chaos: kill on worker-1 15 s after its script started" in result.output, result.output[-4000:]
-    assert "restarting every replica (restart 1; " in result.output, result.output[-4000:]
+    assert "restarting worker-1 in place (its restart 1, " in result.output, result.output[-4000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["ok"] and len(summary["restarts"]) == 1 and summary["strategy"] == "tfjob"
+    assert summary["ok"] and len(summary["restarts"]) == 2 and summary["strategy"] == "tfjob"
     chaos = summary["chaos"]
     assert chaos["injected"] and chaos["scenario"] == "kill" and chaos["detection_seconds"] is not None, chaos
     assert (run_dir / "chaos.jsonl").is_file()
@@ -324,14 +327,17 @@ spec:
 
 def test_a_tfjob_past_its_backoff_limit_fails_as_the_operator_names_it(lab, trainer_image, tmp_path):
     """Both OnFailure workers fail every time. core/job.go PastBackoffLimit sums each replica's
-    restarts: 2 after the first attempt, under backoffLimit 3, so one restart; the next failure
-    reaches 3 and the job has failed as common/job.go ReconcileJobs says it (TFJobFailed)."""
+    restarts: the kubelet restarts each in place at once (its first failure), 2 counted, under
+    backoffLimit 3; the next failure reaches 3 and the job has failed as common/job.go
+    ReconcileJobs says it (TFJobFailed), before any back-off is waited out."""
     manifest = tmp_path / "backoff.yaml"
     manifest.write_text(BACKOFF_JOB.format(image=trainer_image))
     run = lab.run("backoff", TFJOB=str(manifest))
     assert run.finished.returncode == 1, run.why()
-    assert len(run.summary["restarts"]) == 1 and run.summary["reason"] == "TFJobFailed: backoffLimit", run.why()
-    assert "restarting every replica (restart 1; 2 restarts counted of backoffLimit 3)" in run.finished.stdout
+    assert len(run.summary["restarts"]) == 2 and run.summary["reason"] == "TFJobFailed: backoffLimit", run.why()
+    assert re.search(r"restarting worker-[01] in place \(its restart 1, the job's 2; 2 counted of backoffLimit 3\)",
+                     run.finished.stdout), run.finished.stdout
+    assert [row["restart_count"] for row in run.summary["tasks"]] == [1, 1], run.why()
     assert re.search(r"the restarts the operator counts \([34]\) reach backoffLimit 3: the operator marks the job "
                      r"Failed \(TFJobFailed: Job backoff has failed because it has reached the specified backoff "
                      r"limit\)", run.finished.stdout), run.finished.stdout

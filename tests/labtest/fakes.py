@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tflab.core import explain, runfolder
@@ -23,11 +25,14 @@ class FakeBackend:
     """A run whose exit codes are scripted: attempts[n] is the n-th start's, one dict of task ->
     code per poll (a task not in it is running; the last dict holds). SIGTERM ends a running task
     with 143, SIGKILL with 137, and it stays ended. on_start(backend, attempt) runs at each start
-    (a test writes the task's logs there). Each task's container lives on a node of its own,
+    (a test writes the task's logs there). A task restarted alone (restart_tasks, a replay's
+    in-place restart) moves on to its own next attempt's script, read from the poll of its
+    restart, while the others go on with theirs. Each task's container lives on a node of its own,
     reached by its own docker command; a partition's cut is recorded, not done."""
 
     def __init__(self, the_cluster: Cluster, run_dir: Path, attempts: list[list[dict[str, int]]],
-                 on_start: Callable[[FakeBackend, int], None] | None = None, description: str = "a stand-in"):
+                 on_start: Callable[[FakeBackend, int], None] | None = None, description: str = "a stand-in",
+                 clock: Callable[[], float] = time.monotonic):
         self.cluster, self.run_dir, self.attempts, self.on_start = the_cluster, run_dir, attempts, on_start
         self.tasks, self.description = the_cluster.tasks, description
         self.name = "compose"  # what it stands in for: the stack of a run on Compose
@@ -42,9 +47,14 @@ class FakeBackend:
         self.closed = False
         self.stacks: dict[str, str] = {}  # task -> the dump it answers dump_stacks with
         self.asked_stacks: list[list[str]] = []
+        self.clock = clock
+        self.own_attempt: dict[str, int] = {}  # task -> its attempt, once restarted alone
+        self.own_since: dict[str, int] = {}  # task -> the poll it was restarted alone at
+        self.alone: list[tuple[str, float]] = []  # each restart_tasks' task, with the clock then
 
     def start(self) -> None:
         self.poll, self.ended = 0, {}
+        self.own_attempt, self.own_since = {}, {}
         self.starts += 1
         for task in self.stacks:  # as a task's faulthandler opens its file when it starts
             (self.run_dir / runfolder.in_tasks(self.run_dir, stacks_file(task))).touch()
@@ -55,9 +65,21 @@ class FakeBackend:
         self.attempt += 1
         self.start()
 
+    def restart_tasks(self, tasks: list[str], timeout: float = 300) -> None:
+        for task in tasks:
+            self.own_attempt[task] = self.own_attempt.get(task, self.attempt) + 1
+            self.own_since[task] = self.poll
+            self.ended.pop(task, None)
+            self.alone.append((task, self.clock()))
+
+    def script_at(self, attempt: int, poll: int) -> dict[str, int]:
+        script = self.attempts[min(attempt, len(self.attempts) - 1)]
+        return script[min(poll, len(script) - 1)]
+
     def exit_codes(self) -> dict[str, int | None]:
-        script = self.attempts[min(self.attempt, len(self.attempts) - 1)]
-        codes = {task: None for task in self.tasks} | script[min(self.poll, len(script) - 1)]
+        codes: dict[str, int | None] = {task: None for task in self.tasks} | self.script_at(self.attempt, self.poll)
+        for task, attempt in self.own_attempt.items():
+            codes[task] = self.script_at(attempt, self.poll - self.own_since[task]).get(task)
         self.poll += 1
         return codes | self.ended
 
@@ -65,10 +87,14 @@ class FakeBackend:
         """What replay.ReplayStack.state reads of the engine, made from the scripted codes."""
         codes = self.exit_codes()
         self.poll -= 1  # the watcher's look is no poll of the run's
-        started = f"2026-12-04T10:0{self.attempt}:00.000000000Z"
-        return {task: {"StartedAt": started, "Id": task, "Running": code is None,
+        def stamp(task: str, seconds: int) -> str:
+            attempt = self.own_attempt.get(task, self.attempt)
+            moment = datetime(2026, 12, 4, 10, tzinfo=timezone.utc) + timedelta(minutes=attempt, seconds=seconds)
+            return moment.strftime("%Y-%m-%dT%H:%M:%S.000000000Z")
+
+        return {task: {"StartedAt": stamp(task, 0), "Id": task, "Running": code is None,
                        "Status": "running" if code is None else "exited", "ExitCode": code,
-                       "FinishedAt": f"2026-12-04T10:0{self.attempt}:05.000000000Z"}
+                       "FinishedAt": stamp(task, 5)}
                 for task, code in codes.items() if code != explain.VANISHED}
 
     def terminate(self, tasks: list[str]) -> None:
@@ -162,3 +188,25 @@ def docker_on_path(folder: Path, script: str, monkeypatch=None) -> Path:
     if monkeypatch is not None:
         monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return bin_dir
+
+
+class FakeClock:
+    """time's clock, for the modules a test hands it to (install): time() and monotonic() move only
+    when a module sleeps, by as much, so a run of 900 s is supervised in a blink, exactly."""
+
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+    def install(self, monkeypatch, *modules) -> "FakeClock":
+        for module in modules:
+            monkeypatch.setattr(module, "time", self)
+        return self

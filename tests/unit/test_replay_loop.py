@@ -12,16 +12,17 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from labtest.fakes import FakeBackend
+from labtest.fakes import FakeBackend, FakeClock
 from tflab.core import explain, runfolder
 from tflab.core.runsummary import Summary
 from tflab.core.schema import by_event, read_events
 from tflab.core.settings import Settings
-from tflab.k8s import tfjob
+from tflab.k8s import kubelet, tfjob
+from tflab.replay import run as run_module
 from tflab.replay.run import ReplayRun
 from tflab.replay.volumes import SITE_FILE, hooks_folder, write_hooks
 from tflab.replay.watcher import Watcher, unaudited
-from tflab.supervisor import runner
+from tflab.supervisor import runner, table
 from tflab.trainer import replayhooks
 
 PS_JOB = """
@@ -68,16 +69,21 @@ def quick(monkeypatch):
     monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())  # no process for a stand-in's run
 
 
-def run_replay(tmp_path, job: str, attempts, timeout: float | None = None) -> tuple[int, FakeBackend, Summary]:
+def run_replay(tmp_path, job: str, attempts, timeout: float | None = None, clock: FakeClock | None = None,
+               **given) -> tuple[int, FakeBackend, Summary]:
+    """The replay of `job` on a stand-in; with a `clock`, the runner and the replay read that clock
+    (FakeClock: a sleep moves it), so timings are exact and take no time."""
     tmp_path.mkdir(exist_ok=True)
     path = tmp_path / "tfjob.yaml"
     path.write_text(textwrap.dedent(job))
-    settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1")
+    settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1", **given)
     plan = tfjob.load(settings)
     if timeout is not None:
         plan.timeout = timeout  # the lab's TIMEOUT, shorter than Settings allows, for a quick test
     run_dir = tmp_path / "runs" / "r1"
     project = stand_in(plan, run_dir, attempts)
+    if clock is not None:
+        project.clock = clock.monotonic
     code = runner.run(ReplayRun(plan, settings, project, run_dir))
     return code, project, Summary.read(run_dir)
 
@@ -134,17 +140,23 @@ def test_a_chief_that_failed_under_backoff_limit_1_fails_the_job_at_its_first_re
                             "ps-0": ("stopped", 137)}
 
 
-def test_a_failure_restarts_the_job_and_the_next_attempt_counts(tmp_path, capsys):
-    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB,
-                                       [[{}, {"worker-0": 1}], [{}, {"worker-0": 0, "chief-0": 0}]])
+def test_an_on_failure_replica_is_restarted_alone_in_place_and_its_restart_counts(tmp_path, capsys):
+    """kuberuntime_manager.go doBackOff: an OnFailure pod's failed container is restarted by the
+    kubelet, in place and alone, at once the first time (no back-off entry yet); the chief runs on
+    untouched, and its success is the job's. restartCount + 1 is what PastBackoffLimit sums."""
+    chief_later = [{}, {"worker-0": 1}, {"worker-0": 1}, {"worker-0": 1}, {"worker-0": 1, "chief-0": 0}]
+    code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [chief_later, [{}]])
     out = capsys.readouterr().out
-    assert "tflab: worker-0 exited with code 1; the other replicas get 0.05 s to end by themselves" in out
-    assert ("tflab: restarting every replica (restart 1; 1 restart counted of backoffLimit 2), as the restart "
-            "policy says") in out
-    assert out.count("restarting every replica") == 1 and project.attempt == 1
+    assert ("tflab: worker-0 exited with code 1; the kubelet restarts it in place at once (back-off 10 s, doubling "
+            "to 300 s); the other replicas run on") in out
+    assert ("tflab: restarting worker-0 in place (its restart 1, the job's 1; 1 counted of backoffLimit 2), as the "
+            "kubelet does") in out
+    assert "restarting every replica" not in out and "get 0.05 s to end" not in out
+    assert [task for task, _ in project.alone] == ["worker-0"] and project.attempt == 0 and project.starts == 1
+    assert project.terminated == ["worker-0"]  # the job is done: the restarted worker is ended then, no sooner
     assert code == 0 and result["ok"] and len(result["restarts"]) == 1
-    assert rows(result) == {"chief-0": ("ok", 0), "worker-0": ("ok", 0)}
-    assert [row["attempts"] for row in result["tasks"]] == [2, 2]
+    assert rows(result) == {"chief-0": ("ok", 0), "worker-0": ("ok", 143)}
+    assert [(row["attempts"], row["restart_count"]) for row in result["tasks"]] == [(1, 0), (2, 1)]
 
 
 def test_restarts_stop_where_the_operators_count_reaches_the_backoff_limit(tmp_path, capsys):
@@ -152,8 +164,8 @@ def test_restarts_stop_where_the_operators_count_reaches_the_backoff_limit(tmp_p
     the first restart counts 1, the second reaches 2 and the job fails; so one restart is made."""
     code, project, result = run_replay(tmp_path, MULTIWORKER_JOB, [[{}, {"worker-0": 1}]])
     out = capsys.readouterr().out
-    assert "restarting every replica (restart 1; 1 restart counted of backoffLimit 2)" in out
-    assert "restart 2" not in out and project.attempt == 1
+    assert "restarting worker-0 in place (its restart 1, the job's 1; 1 counted of backoffLimit 2)" in out
+    assert "its restart 2" not in out and project.attempt == 0 and len(project.alone) == 1
     assert code == 1 and len(result["restarts"]) == 1
     assert "tflab: the restarts the operator counts (2) reach backoffLimit 2" in out
     assert result["reason"] == "TFJobFailed: backoffLimit" and "run r1: failed (TFJobFailed: backoffLimit)" in out
@@ -164,10 +176,10 @@ def test_every_replica_that_fails_by_itself_counts_toward_the_backoff_limit(tmp_
     peers abort with the failed one, each restart counts; two such replicas reach backoffLimit 2
     at once."""
     job = MULTIWORKER_JOB.replace("activeDeadlineSeconds: 2", "activeDeadlineSeconds: 60")
-    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": 1}, {"worker-0": 1, "chief-0": 1}]])
+    code, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": 1, "chief-0": 1}]])
     out = capsys.readouterr().out
     assert "tflab: the restarts the operator counts (2) reach backoffLimit 2" in out
-    assert code == 1 and not result["restarts"] and project.attempt == 0
+    assert code == 1 and not result["restarts"] and project.attempt == 0 and not project.alone
 
 
 NO_LIMIT_JOB = """
@@ -181,18 +193,28 @@ spec:
 """
 
 
-def test_without_a_backoff_limit_restarts_have_no_limit_but_the_deadline(tmp_path, capsys):
+def test_without_a_backoff_limit_restarts_have_no_limit_but_the_deadline(tmp_path, capsys, monkeypatch):
     """core/job.go PastBackoffLimit returns false where backoffLimit is nil, and ReconcileJobs
-    tests nothing else of it: no limit at all (the lab's RESTARTS does not apply). Five failures
-    in a row restart five times; the run stays bounded by TIMEOUT, which the start says."""
-    failing = [[{}, {"worker-1": 1}]] * 5
-    code, project, result = run_replay(tmp_path, NO_LIMIT_JOB, failing + [[{}, {"worker-0": 0, "worker-1": 0}]])
+    tests nothing else of it: no limit at all (the lab's RESTARTS does not apply); only TIMEOUT,
+    which the start says, ends it. Both workers failing a second after each start, as the
+    operator's simple.yaml did on the internal network, are each restarted by the kubelet at once,
+    then after 10, 20, 40, 80, 160 and 300 s: 7 restarts each in 900 s (kubelet.restarts_within),
+    where restarting the whole job at once had made 41."""
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.5)
+    clock = FakeClock().install(monkeypatch, runner, run_module)
+    code, project, result = run_replay(tmp_path, NO_LIMIT_JOB, [[{}, {}, {"worker-0": 1, "worker-1": 1}]],
+                                       clock=clock)
     out = capsys.readouterr().out
     assert ("no backoffLimit: restarts without limit, as the operator's; no activeDeadlineSeconds, so TIMEOUT "
             "(900 s) bounds the run") in out
-    assert "restarting every replica (restart 5; no backoffLimit)" in out
-    assert code == 0 and result["ok"] and len(result["restarts"]) == 5
+    assert "restarting worker-1 in place (its restart 7, the job's 14; no backoffLimit)" in out
+    assert code == 1 and result["outcome"] == "timed out" and len(result["restarts"]) == 14
+    assert kubelet.restarts_within(900, 1.0) == 7
+    assert {row["task"]: row["restart_count"] for row in result["tasks"]} == {"worker-0": 7, "worker-1": 7}
+    assert ("the job restarted 14 times, as its restart policy says; in place, alone: worker-0 7 times, worker-1 7 "
+            "times") in table.why_lines(result)
     assert result["settings"]["restarts"] is None  # recorded as no limit, not the lab's RESTARTS default
+    assert result["settings"]["backoff"] == 10.0 and result["wall_seconds"] <= 900 + runner.PAST_DEADLINE_SECONDS
 
 
 def test_the_lab_timeout_bounds_a_job_without_a_deadline(tmp_path, capsys):
@@ -296,9 +318,12 @@ def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(p
     ExitCode where train_util.go IsRetryableExitCode (`exitCode >= 128`) says so; else the job
     fails (ReconcilePods' own message for ExitCode, tfjob_controller.go UpdateJobStatus's for Never)."""
     job = with_policy(MULTIWORKER_JOB, "Worker", policy)
-    code_, project, result = run_replay(tmp_path, job, [[{}, {"worker-0": code}], [{}, {"worker-0": 0, "chief-0": 0}]])
+    alone = policy in ("OnFailure", "Always")  # the kubelet's restart of the worker alone; the chief runs on
+    first = [{}, {"worker-0": code}] + [{"worker-0": code}] * 3 + [{"worker-0": code, "chief-0": 0}] * alone
+    code_, project, result = run_replay(tmp_path, job, [first, [{}, {"worker-0": 0, "chief-0": 0}]])
     out = capsys.readouterr().out
     assert len(result["restarts"]) == restarts, out
+    assert (project.attempt, len(project.alone)) == ((0, restarts) if alone else (restarts, 0))
     if said:
         why, message = said
         assert f"tflab: {why}: the operator marks the job Failed (TFJobFailed: {message})" in out

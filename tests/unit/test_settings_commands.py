@@ -27,7 +27,7 @@ def test_the_settings_dataclass_is_made_from_the_one_declaration():
     assert [f.name for f in fields] == [spec.field for spec in SETTINGS]
     assert [f.default for f in fields] == [spec.default for spec in SETTINGS]
     assert all(f.type is type(spec.default) for f, spec in zip(fields, SETTINGS))
-    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 76
+    assert list(SPECS) == [spec.name for spec in SETTINGS] and len(SPECS) == len(SETTINGS) == 77
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().workers = 3
     assert Settings.__module__ == "tflab.core.settings"  # what pickle and a reader's repr look it up by

@@ -268,14 +268,23 @@ class ComposeStack:
         """Starts every task's container again (after all have exited): same config, same logs.
         Compose starts them (it puts back what a chaos fault changed); their output is followed from
         the engine's log, since the restart."""
+        self.restart_tasks(self.tasks)
+
+    def restart_tasks(self, tasks: list[str], timeout: float = 300) -> None:
+        """Starts these tasks' exited containers again, the others left as they are (a replay's
+        in-place restart, as the kubelet's); LabError if Compose has not done it in `timeout` s."""
         since = time.time() - 1  # a restarted container's log holds its earlier attempts too
-        self._up(*self.tasks)
-        for task in self.tasks:
+        self._up(*tasks, timeout=timeout)
+        for task in tasks:
             for container in docker.project_containers(self.project, task):
                 self.output.follow(task, container, since)
 
-    def _up(self, *services: str) -> None:
-        result = self.compose("up", "--detach", "--no-build", *services, timeout=300)
+    def _up(self, *services: str, timeout: float = 300) -> None:
+        try:
+            result = self.compose("up", "--detach", "--no-build", *services, timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            self.changed()
+            raise LabError(f"compose up of {', '.join(services)} did not finish in {timeout:.0f} s") from None
         self.changed()
         if result.returncode != 0:
             raise LabError(f"compose up failed: {docker.last_line(result)}")

@@ -83,6 +83,7 @@ class TaskRow(Record):
     evals: list | None = None  # the evaluator's: {"epoch", "step", "loss"} per checkpoint
     host: str | None = None  # a TFJob replay's: the replica's hostname
     image: str | None = None  # a TFJob replay's: the replica's image
+    restart_count: int | None = None  # a TFJob replay's: the kubelet's restarts of it in place (restartCount)
 
 
 @dataclasses.dataclass(eq=False)

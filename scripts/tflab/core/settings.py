@@ -246,6 +246,11 @@ class Settings(SettingsRules):
             "OnFailure: every failure; Never: none. RESTARTS bounds them",
             tfjob="the TFJob's restart policies say which failures restart; "
                   "edit spec.tfReplicaSpecs.<type>.restartPolicy")
+    backoff: float = setting(10.0, grammars.number(0.1, 10), "0.1..10 seconds",
+            "tflab up TFJOB=: the kubelet's back-off before it restarts a failed OnFailure or Always replica in "
+            "place (k8s/kubelet.py): none at its first failure, then this, doubling to 30 x it; 10: the kubelet's "
+            "own (10 s doubling to 300 s); less only to make a test quick",
+            commands=("up", "chaos", "matrix"), tfjob=REPLAYED)
     backup: str = setting("epoch", grammars.backup, "epoch | off | N steps",
             "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup",
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY)
@@ -291,7 +296,7 @@ class Settings(SettingsRules):
     twin: str = setting("", grammars.run_id, "empty | the id of a finished run in RUNS_DIR",
             "make chaos: the undisturbed run to compare with, instead of the lab's own twin; its settings "
             "must be the run's, less the fault's",
-            commands=("chaos", "chaos-grid"))
+            commands=("chaos",))
     notice: str = setting("sigterm", grammars.choice(NOTICES), " | ".join(NOTICES),
             "make chaos SCENARIO=preempt: how the task hears of it: sigterm (Kubernetes), gce (the metadata "
             "server's maintenance-event and preempted turn, GCE_METADATA_IP), none (no word)",

@@ -478,4 +478,5 @@ def replay_settings(plan: Plan, settings: Settings, run: str) -> dict:
             "chief": counts["chief"] + counts["master"], "evaluator": counts["evaluator"],
             "run": run, "runs_dir": settings.runs_dir, "compose": settings.compose, "backend": "compose",
             "timeout": plan.timeout, "restarts": plan.backoff_limit, "tfjob": str(plan.path),
-            "network": settings.network, "data": settings.data, "claims": settings.claims}
+            "network": settings.network, "data": settings.data, "claims": settings.claims,
+            "backoff": settings.backoff}

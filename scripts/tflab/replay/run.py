@@ -13,7 +13,7 @@ from tflab.backends.base import RunObserver
 from tflab.core import cluster, runfolder
 from tflab.core.explain import VANISHED
 from tflab.core.settings import Settings
-from tflab.k8s import jobset, tfoperator
+from tflab.k8s import jobset, kubelet, tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
 from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
@@ -26,10 +26,11 @@ class ReplayRun:
     """A TFJob's replicas as a kind of run (supervisor/kind.RunKind), ended as the training operator
     would end the job (tfoperator: its code's rules): a replica's failure restarts or fails the job
     by its restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every
-    worker's), and the deadline is activeDeadlineSeconds. Where the operator would restart one
-    replica in place, the lab restarts every replica (a MultiWorkerMirroredStrategy worker cannot
-    rejoin). What its cleanPodPolicy would leave running is said; the lab still removes every
-    replica at the end. A TrainJob's (jobset_condition) is JobSet's rules instead (k8s/jobset.py)."""
+    worker's), and the deadline is activeDeadlineSeconds. An OnFailure or Always replica that fails
+    is restarted alone, in place, after the kubelet's back-off (k8s/kubelet.py), and the others run
+    on, meeting whatever its loss gives them; an ExitCode replica's retry restarts every replica.
+    What its cleanPodPolicy would leave running is said; the lab still removes every replica at the
+    end. A TrainJob's (jobset_condition) is JobSet's rules instead: the whole job restarts."""
 
     tasks_word = "replicas"
     done_line = "the job is done; ending {running}"
@@ -50,6 +51,9 @@ class ReplayRun:
         self.succeeded_at: float | None = None
         self.lingering: list[str] = []  # left running after success (cleanPodPolicy None), ending by themselves
         self.ended_when_done: list[str] = []  # still running once the job succeeded: the lab ended them
+        self.kubelet = kubelet.Backoff(settings.backoff)  # each replica's back-off, as the kubelet keeps it
+        self.restarted_alone: dict[str, int] = {}  # task -> the kubelet's restarts of it in place (restartCount)
+        self.deadline_at: float | None = None  # deadline()'s, on time.monotonic()'s clock
 
     def claimed(self) -> None:
         plan, run_dir = self.plan, self.run_dir
@@ -90,6 +94,12 @@ class ReplayRun:
             lines.append(f"restartPolicy ExitCode ({', '.join(recreated)}): a retried replica is recreated, not "
                          f"restarted, so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, "
                          "trainer#2045); only the deadline bounds its retries")
+        in_place = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items()
+                          if policy in ("OnFailure", "Always"))
+        if in_place:
+            lines.append(f"restartPolicy OnFailure or Always ({', '.join(in_place)}): the kubelet restarts a failed "
+                         f"replica's container in place, alone, at once the first time, then with a "
+                         f"{self.kubelet.words()} (BACKOFF); the other replicas run on")
         always = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "Always")
         if always:
             lines.append(f"restartPolicy Always ({', '.join(always)}): on a cluster the kubelet restarts a replica "
@@ -142,7 +152,8 @@ class ReplayRun:
 
     def deadline(self, started: float) -> float:
         """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
-        return time.monotonic() + self.timeout - (time.time() - started)
+        self.deadline_at = time.monotonic() + self.timeout - (time.time() - started)
+        return self.deadline_at
 
     def deadline_line(self, running: list[str]) -> str:
         then = f"stopping {', '.join(running)}" if running else "no restart past it"
@@ -180,7 +191,8 @@ class ReplayRun:
         running = [task for task, code in codes.items() if code is None]
         if self.succeeded_at is not None:
             waiting = [task for task in self.lingering if codes.get(task) is None]
-            if waiting and time.monotonic() - self.succeeded_at < runner.EVALUATOR_END_SECONDS:
+            if (waiting and time.monotonic() - self.succeeded_at < runner.EVALUATOR_END_SECONDS
+                    and (self.deadline_at is None or time.monotonic() < self.deadline_at)):
                 return WAITING
             self.ended_when_done = running
             return SUCCEEDED
@@ -292,6 +304,33 @@ class ReplayRun:
                    f"of backoffLimit {limit}")
         return f"restarting every replica (restart {len(self.restarts_made)}; {counted}), as the restart policy says"
 
+    def restart_alone(self, task: str, code: int, now: float) -> tuple[float, str] | None:
+        """An OnFailure or Always replica's failure (tfoperator.after_failure: IN_PLACE) is the
+        kubelet's: its container alone is restarted in place (kuberuntime_manager.go doBackOff), after
+        its back-off (kubelet.Backoff, from the moment its end was seen); the others are not touched.
+        A TrainJob's JobSet, and an ExitCode or Never replica, follow the runner's own rules."""
+        if self.plan.kind == "TrainJob" or self.failed_for_good:
+            return None
+        policy = self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)]
+        if tfoperator.after_failure(policy, code) != tfoperator.IN_PLACE:
+            return None
+        wait = self.kubelet.wait(task, now, now)
+        when = "at once" if wait == 0 else f"after {wait:g} s"
+        return wait, (f"{task} exited with code {code}; the kubelet restarts it in place {when} "
+                      f"({self.kubelet.words()}); the other replicas run on")
+
+    def restart_alone_now(self, task: str, ended: float, now: float, limit: float) -> None:
+        """The kubelet's restart: its back-off moves on (Backoff.Next), restartCount + 1, which
+        PastBackoffLimit sums; the replica's container alone is started again."""
+        self.kubelet.restarted(task, ended, now)
+        self.restarts_counted += 1
+        self.restarted_alone[task] = self.restarted_alone.get(task, 0) + 1
+        limit_words = ("no backoffLimit" if self.plan.backoff_limit is None else
+                       f"{self.restarts_counted} counted of backoffLimit {self.plan.backoff_limit}")
+        console.say(f"restarting {task} in place (its restart {self.restarted_alone[task]}, the job's "
+                    f"{len(self.restarts_made)}; {limit_words}), as the kubelet does")
+        self.backend.restart_tasks([task], limit)
+
     def writable_outside(self) -> dict[str, Path]:
         """CLAIMS's host folders a replica could write (not `:ro`)."""
         return {f"CLAIMS {claim}": Path(folder)
@@ -330,6 +369,9 @@ class ReplayRun:
         rows = [summary.replay_row(run_dir, task, codes.get(task), task in stopped, replayed,
                                    done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
                 for task in tasks]
+        if plan.kind == "TFJob":
+            for row in rows:
+                row.restart_count = self.restarted_alone.get(row.task, 0)
         reached = [task for task in tasks
                    if not any(note.startswith(summary.NOT_AUDITED) and summary.note_names(note, task)
                               for note in replayed.unaudited)]

@@ -87,6 +87,16 @@ class RunKind(Protocol):
     def restart_line(self) -> str:
         """What is said as every task is restarted."""
 
+    def restart_alone(self, task: str, code: int, now: float) -> tuple[float, str] | None:
+        """A task that failed with `code`, seen at `now` (time.monotonic()), which its kind restarts
+        alone, in place, while the others run on (a TFJob's OnFailure replica, as the kubelet
+        restarts its container): the seconds until then, and the line said as it waits; None: the
+        runner's own rules (the failure's grace, then restart_verdict for every task)."""
+
+    def restart_alone_now(self, task: str, ended: float, now: float, limit: float) -> None:
+        """Restarts that task alone now, counted; `ended`: when its failure was seen; `limit`: the
+        seconds its start may take (the deadline's). Asked only where restart_alone said when."""
+
     # -- its summary ----------------------------------------------------------------------
 
     def rows(self, codes: dict[str, int | None], stopped: list[str], outcome: str,

@@ -12,6 +12,7 @@ from tflab.backends import userscript
 from tflab.backends.base import Backend, RunObserver
 from tflab.console import describe_run, display_path
 from tflab.core import explain, runfolder
+from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
@@ -106,6 +107,12 @@ class LabRun:
         return f"{count}: training resumes {resumes}"
 
     # -- its summary ----------------------------------------------------------------------
+
+    def restart_alone(self, task: str, code: int, now: float) -> tuple[float, str] | None:
+        return None  # a lab run restarts every task (runner.supervise says why), never one alone
+
+    def restart_alone_now(self, task: str, ended: float, now: float, limit: float) -> None:
+        raise LabError(f"a lab run restarts every task, never {task} alone")
 
     def rows(self, codes: dict[str, int | None], stopped: list[str], outcome: str,
              oom_killed: dict[str, bool]) -> summary.Rows:

@@ -35,6 +35,10 @@ FAILURE_GRACE_SECONDS = 10  # after one task fails, how long the others get to e
 SERVER_END_SECONDS = 20  # how long parameter servers get to end cleanly after SIGTERM
 EVALUATOR_END_SECONDS = 60  # after training, how long the evaluator gets to evaluate the last checkpoint
 POLL_SECONDS = 0.5
+# TIMEOUT is a bound (issue 44): past the deadline, no wait of the lab's (a server's SIGTERM, the
+# stacks asked for before a stop, a restart's start) takes more than this.
+PAST_DEADLINE_SECONDS = 2.0
+RESTART_START_SECONDS = 300  # how long one restart's start may take, where the deadline leaves that long
 
 
 class Supervision:
@@ -49,13 +53,14 @@ class Supervision:
                                  epochs=kind.settings.epochs if kind.logs_from_start else 0)
 
     def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall",
-              asked: bool = False) -> None:
+              asked: bool = False, deadline: float | None = None) -> None:
         """Before the lab stops running tasks (a stall, TIMEOUT, a failure's grace, an interrupt, a
         down): where each is, said and kept for the summary; the first finding stays. asked: a stop
         the user asked for (an interrupt, `down`), which says nothing of the run's health: where the
         run was still advancing, where each task was is kept without a diagnosis."""
+        wait = stall.STACKS_WAIT_SECONDS if deadline is None else within(deadline, stall.STACKS_WAIT_SECONDS)
         try:
-            finding = stall.where(self.backend, self.run_dir, running, codes, found, moment)
+            finding = stall.where(self.backend, self.run_dir, running, codes, found, moment, wait)
         except (OSError, LabError, ForeignFile) as error:  # the stop goes on: it only learns less
             say(f"the lab could not ask {', '.join(running)} where they are ({error})")
             return
@@ -67,6 +72,11 @@ class Supervision:
             self.stall_finding = finding.to_dict()
             for line in stall.finding_lines(self.stall_finding):
                 say(line)
+
+
+def within(deadline: float, seconds: float) -> float:
+    """A wait of `seconds` cut to end by the deadline, or PAST_DEADLINE_SECONDS after it once it passed."""
+    return max(0.0, min(seconds, max(deadline - time.monotonic(), PAST_DEADLINE_SECONDS)))
 
 
 def strip_setid(kind: RunKind) -> list[str]:
@@ -194,7 +204,9 @@ def supervise(seen: Supervision, observer: RunObserver = NO_OBSERVER,
     """Follows the run; after a failure that its kind restarts (RESTART_POLICY; a TFJob: its restart
     policy), restarts every task. The whole cluster restarts, not the one task: a
     MultiWorkerMirroredStrategy worker cannot rejoin a running cluster (its peers abort as soon as
-    it goes), and Docker's own restart policy is off after a `docker kill` or `docker stop` anyway."""
+    it goes), and Docker's own restart policy is off after a `docker kill` or `docker stop` anyway.
+    The one exception is a kind that restarts a task alone, in place, as a TFJob's OnFailure replica
+    is by the kubelet (kind.restart_alone): follow() does that while the others run on."""
     kind, backend = seen.kind, seen.backend
     printer = kind.printers()
     deadline = kind.deadline(time.time() if started is None else started)
@@ -232,6 +244,10 @@ def supervise(seen: Supervision, observer: RunObserver = NO_OBSERVER,
         kind.restarts_made.append(time.time())
         say(kind.restart_line())
         backend.restart()
+        if time.monotonic() > deadline:  # the restart's start took the rest of the run's time
+            say(kind.deadline_line(backend.tasks))
+            backend.stop(backend.tasks)
+            return "timed out", list(backend.tasks)
         seen.watch.restarted()
         observer.after_restart(backend)
 
@@ -243,10 +259,12 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
     servers = backend.cluster.servers
     evaluators = backend.cluster.evaluators
     failed_at = trained_at = None
+    alone: dict[str, tuple[float, float]] = {}  # task -> (when it was seen ended, when it restarts alone)
     while True:
         printer.print_new()
         codes = backend.exit_codes()
         observer.tick(backend, codes)
+        alone = {task: due for task, due in alone.items() if codes.get(task) not in (None, 0, explain.VANISHED)}
         running = [task for task, code in codes.items() if code is None]
         watch.read()
         if observer.holds():
@@ -254,7 +272,7 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
         found = watch.stalled(running, [task for task, code in codes.items() if code == 0])
         if found is not None:
             say(found.line())
-            seen.where(running, codes, found)
+            seen.where(running, codes, found, deadline=deadline)
             say(f"stopping {', '.join(running)}")
             backend.stop(running)
             printer.print_new()
@@ -274,14 +292,14 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
             return "failed", running
         failed = [task for task, code in codes.items() if code not in (None, 0)]
         condition = what.job_condition(codes)
-        if condition == WAITING:
+        if condition == WAITING:  # the kind bounds its own wait by the deadline (ReplayRun.job_condition)
             time.sleep(POLL_SECONDS)
             continue
         if condition == SUCCEEDED:
             stopped: list[str] = []
             if running:
                 say(what.done_line.format(running=", ".join(running)))
-                codes, stopped = end_servers(backend, running)
+                codes, stopped = end_servers(backend, running, deadline)
             printer.print_new()
             return "ok", stopped
         if condition == FAILED:
@@ -290,23 +308,38 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
                 backend.stop(running)
             printer.print_new()
             return "failed", running
+        now = time.monotonic()
+        for task in failed:  # each new failure of a task its kind restarts alone, in place
+            code = codes[task]
+            if task not in alone and code is not None and (fate := what.restart_alone(task, code, now)) is not None:
+                wait, line = fate
+                alone[task] = (now, now + wait)
+                say(line)
+        restarted = [task for task, (_, due) in alone.items() if due <= now <= deadline]
+        for task in restarted:  # the others run on, untouched: they meet whatever its loss gives them
+            observer.before_restart(backend)
+            what.restarts_made.append(time.time())
+            what.restart_alone_now(task, alone.pop(task)[0], now, min(RESTART_START_SECONDS, deadline - now))
+            watch.restarted()
+        failed = [task for task in failed if task not in alone and task not in restarted]
+        running += restarted
         # A SCRIPT's servers owe no clean exit (clean_exits): training is over once its chief succeeded.
         done = what.clean_exits or (not failed and all(codes[task] == 0 for task in backend.cluster.chiefs))
-        if running and done and set(running) <= set(servers) | set(evaluators):
+        if running and done and not alone and set(running) <= set(servers) | set(evaluators):
             # Training is over. The evaluator stops by itself after the last checkpoint (it gets
             # EVALUATOR_END_SECONDS for it, unless a trainer failed); servers would serve forever.
             trained_at = trained_at or time.monotonic()
             if (set(running) & set(evaluators) and not failed
-                    and time.monotonic() - trained_at < EVALUATOR_END_SECONDS):
+                    and time.monotonic() - trained_at < EVALUATOR_END_SECONDS and time.monotonic() < deadline):
                 time.sleep(POLL_SECONDS)
                 continue
             say(what.done_line.format(running=", ".join(running)))
-            codes, stopped = end_servers(backend, running)
+            codes, stopped = end_servers(backend, running, deadline)
             printer.print_new()
             if not what.clean_exits:  # ended by SIGTERM, whatever their code: the chief's success is the run's
                 return "ok", stopped
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
-        if not running:
+        if not running and not alone:
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
         if failed and failed_at is None:
@@ -314,24 +347,26 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
             say(f"{failed[0]} exited with code {codes[failed[0]]}; the other {what.tasks_word} get "
                 f"{FAILURE_GRACE_SECONDS} s to end by themselves")
         if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_SECONDS:
-            seen.where(running, codes, moment="the end of the failure's grace")
+            seen.where(running, codes, moment="the end of the failure's grace", deadline=deadline)
             say(f"stopping {', '.join(running)}")
             backend.stop(running)
             printer.print_new()
             return "failed", running
         if time.monotonic() > deadline:
             say(what.deadline_line(running))
-            seen.where(running, codes, moment="TIMEOUT")
+            seen.where(running, codes, moment="TIMEOUT", deadline=deadline)
             backend.stop(running)
             printer.print_new()
             return "timed out", running
         time.sleep(POLL_SECONDS)
 
 
-def end_servers(backend: Backend, servers: list[str]) -> tuple[dict, list[str]]:
-    """SIGTERM to servers that never exit by themselves; SIGKILL to any that ignore it."""
+def end_servers(backend: Backend, servers: list[str], deadline: float | None = None) -> tuple[dict, list[str]]:
+    """SIGTERM to servers that never exit by themselves; SIGKILL to any that ignore it, after
+    SERVER_END_SECONDS, or at the run's deadline (PAST_DEADLINE_SECONDS past it at most)."""
     backend.terminate(servers)
-    deadline = time.monotonic() + SERVER_END_SECONDS
+    given = SERVER_END_SECONDS if deadline is None else within(deadline, SERVER_END_SECONDS)
+    deadline = time.monotonic() + given
     while True:
         codes = backend.exit_codes()
         left = [task for task in servers if codes[task] is None]
@@ -339,7 +374,7 @@ def end_servers(backend: Backend, servers: list[str]) -> tuple[dict, list[str]]:
             break
         time.sleep(POLL_SECONDS)
     if left:
-        say(f"{', '.join(left)} did not end in {SERVER_END_SECONDS} s; killing them")
+        say(f"{', '.join(left)} did not end in {given:g} s; killing them")
         backend.stop(left)
         codes = backend.exit_codes()
     return codes, left

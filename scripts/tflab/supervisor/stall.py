@@ -206,9 +206,11 @@ class Watch:
 # -- where every task is -------------------------------------------------------------------------
 
 
-def capture(backend, tasks: list[str], run_dir: Path) -> dict[str, list[stacks.Thread]]:
+def capture(backend, tasks: list[str], run_dir: Path,
+            wait: float = STACKS_WAIT_SECONDS) -> dict[str, list[stacks.Thread]]:
     """Asks each task for its stacks (Backend.dump_stacks) and reads back what each appended to its
-    tasks/<task>.stacks, waiting at most STACKS_WAIT_SECONDS; a task that did not answer is left out."""
+    tasks/<task>.stacks, waiting at most `wait` (STACKS_WAIT_SECONDS, less where a deadline is near);
+    a task that did not answer is left out."""
     # A task whose program registered for the signal opened its stacks file when it started: one
     # without (an image or a program the lab's hooks did not reach) cannot answer, and is not waited for.
     tasks = [task for task in tasks if _kind(run_dir, stacks.stacks_file(task)) == "file"]
@@ -217,7 +219,7 @@ def capture(backend, tasks: list[str], run_dir: Path) -> dict[str, list[stacks.T
     clock, sleep = time.monotonic, time.sleep
     before = {task: _size(run_dir, task) for task in tasks}
     backend.dump_stacks(tasks)
-    deadline = clock() + STACKS_WAIT_SECONDS
+    deadline = clock() + wait
     found: dict[str, list[stacks.Thread]] = {}
     while True:
         for task in tasks:
@@ -449,10 +451,10 @@ def finding(places: dict[str, Place], silent: list[str], done: list[str], stall:
 
 
 def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall | None = None,
-          moment: str = "stall") -> Finding:
+          moment: str = "stall", wait: float = STACKS_WAIT_SECONDS) -> Finding:
     """At a stall or before a stop the lab makes (moment: TIMEOUT, ...): each running task's
-    stacks, and the finding."""
-    dumps = capture(backend, running, run_dir)
+    stacks, waited for at most `wait` seconds, and the finding."""
+    dumps = capture(backend, running, run_dir, wait)
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
     done = [task for task in backend.cluster.trainers if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)

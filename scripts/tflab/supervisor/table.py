@@ -141,7 +141,10 @@ def restart_lines(result: Summary) -> list[str]:
             if row.task not in groups[error]:
                 groups[error].append(row.task)
     count = len(result.restarts)
-    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says"] + [
+    alone = [f"{shown(row.task)} {row.restart_count} time{'s' * (row.restart_count > 1)}"
+             for row in result.tasks if row.restart_count]  # the kubelet's restarts in place (restartCount)
+    who = f"; in place, alone: {', '.join(alone)}" if alone else ""
+    return [f"the job restarted {count} time{'s' * (count > 1)}, as its restart policy says{who}"] + [
         f"  before a restart: {', '.join(shown(task) for task in tasks)} {shown(error, 300)}"
         for error, tasks in groups.items()]
 

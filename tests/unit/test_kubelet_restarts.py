@@ -1,0 +1,220 @@
+"""A TFJob's OnFailure replica restarted as the kubelet restarts it (issue 44): its container
+alone, in place, after the kubelet's back-off, while the other replicas run on; and TIMEOUT a
+bound, not a hint. The back-off is the kubelet's code's (k8s/kubelet.py names each file):
+
+    pkg/kubelet/kubelet.go                          backOffPeriod 10 s, MaxContainerBackOff 300 s
+    pkg/kubelet/kuberuntime/kuberuntime_manager.go  doBackOff (FinishedAt starts the back-off)
+    client-go util/flowcontrol/backoff.go           Next (doubling, capped), IsInBackOffSince, hasExpired
+
+The runner's one pipeline (runner.run with replay.run.ReplayRun) runs on the stand-in backend
+(labtest.fakes.FakeBackend) with a FakeClock: a sleep moves it, so each wait is exact and a run of
+minutes takes a moment."""
+
+import textwrap
+
+import pytest
+from labtest.fakes import FakeBackend, FakeClock
+from tflab.core.runsummary import Summary
+from tflab.core.settings import Settings, SettingsError
+from tflab.k8s import kubelet, tfjob
+from tflab.replay import run as run_module
+from tflab.replay.run import ReplayRun
+from tflab.supervisor import runner, stall
+
+pytestmark = pytest.mark.unit
+
+TWO_WORKERS = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: job}
+spec:
+  tfReplicaSpecs:
+    Worker: {replicas: 2, restartPolicy: POLICY,
+             template: {spec: {containers: [{name: tensorflow, image: "img:1"}]}}}
+"""
+
+
+class Guard:
+    def release(self) -> None:
+        pass
+
+
+@pytest.fixture()
+def clock(monkeypatch) -> FakeClock:
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.5)
+    monkeypatch.setattr(runner, "FAILURE_GRACE_SECONDS", 10)
+    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())  # no process for a stand-in's run
+    return FakeClock().install(monkeypatch, runner, run_module, stall)
+
+
+def replay(tmp_path, clock: FakeClock, attempts, policy="OnFailure", timeout=300.0, job=TWO_WORKERS,
+           stacks: dict | None = None, **given) -> tuple[int, FakeBackend, Summary]:
+    path = tmp_path / "tfjob.yaml"
+    path.write_text(textwrap.dedent(job.replace("POLICY", policy)))
+    settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1", **given)
+    plan = tfjob.load(settings)
+    plan.timeout = timeout
+    run_dir = tmp_path / "runs" / "r1"
+    project = FakeBackend(plan.as_cluster(), run_dir, attempts, description="a stand-in project", clock=clock.monotonic)
+    project.stacks = stacks or {}
+    code = runner.run(ReplayRun(plan, settings, project, run_dir))
+    return code, project, Summary.read(run_dir)
+
+
+# -- the back-off, as the kubelet's code keeps it ---------------------------------------------------
+
+
+def test_the_kubelets_back_off_is_none_then_10_s_doubling_to_300_s():
+    """doBackOff: no entry, no back-off (the first failure restarts at once); Next makes the entry
+    at backOffPeriod, then doubles it up to MaxContainerBackOff."""
+    backoff, waits, now = kubelet.Backoff(), [], 0.0
+    for _ in range(9):
+        finished = now + 1.0  # each attempt runs a second
+        wait = backoff.wait("worker-1", finished, finished)
+        waits.append(wait)
+        now = finished + wait
+        backoff.restarted("worker-1", finished, now)
+    assert waits == [0, 10, 20, 40, 80, 160, 300, 300, 300]
+    assert (kubelet.INITIAL_SECONDS, kubelet.MAX_SECONDS) == (10.0, 300.0)
+    assert backoff.words() == "back-off 10 s, doubling to 300 s"
+
+
+def test_a_container_that_ran_twice_the_cap_starts_its_back_off_over():
+    """flowcontrol hasExpired: `eventTime.Sub(lastUpdate) > maxDuration*2`; a container that ran
+    600 s since its last restart is restarted at once, and the next back-off is 10 s again."""
+    backoff = kubelet.Backoff()
+    backoff.restarted("w", 0.0, 0.0)
+    backoff.restarted("w", 5.0, 15.0)  # back-off now 20 s
+    assert backoff.wait("w", 15.0 + 600.0, 15.0 + 600.0) == 20.0  # 600 s exactly: not expired
+    assert backoff.wait("w", 15.0 + 600.5, 15.0 + 600.5) == 0.0
+    backoff.restarted("w", 615.5, 615.5)
+    assert backoff.wait("w", 620.0, 620.0) == 10.0
+    assert backoff.wait("w", 620.0, 627.0) == 3.0  # from the container's end, not from when it is asked
+
+
+def test_the_simple_yaml_figure_is_7_restarts_a_replica_in_15_minutes():
+    """The operator's simple.yaml on the internal network fails each attempt within seconds: 0 + 10
+    + 20 + 40 + 80 + 160 + 300 = 610 s of back-off for 7 restarts, the 8th would start after 910 s."""
+    assert [kubelet.restarts_within(900, run) for run in (1, 10, 30, 40)] == [7, 7, 7, 7]
+    assert kubelet.restarts_within(900, 60) == 6
+    assert kubelet.restarts_within(900, 1, initial=1.0) == 33  # BACKOFF=1: 1 s doubling to 30 s
+
+
+def test_backoff_is_a_replays_setting_refused_in_one_line_elsewhere(tmp_path):
+    with pytest.raises(SettingsError, match=r"^BACKOFF=0 is not allowed: expected seconds from 0.1 to 10$"):
+        Settings.from_env({"BACKOFF": "0"})
+    with pytest.raises(SettingsError, match=r"^BACKOFF=2 is not allowed without TFJOB: expected TFJOB="):
+        Settings.from_env({"BACKOFF": "2"})
+    assert Settings.from_env({}).backoff == 10.0
+
+
+# -- the runner's pipeline ------------------------------------------------------------------------
+
+
+def test_one_failed_replica_is_restarted_alone_after_a_doubling_capped_back_off(tmp_path, clock, capsys):
+    """worker-1 fails a second after each start; worker-0 runs on, never stopped, never restarted.
+    BACKOFF=1 scales the kubelet's schedule (1 s doubling to 30 s) as a test may; each restart
+    comes its back-off after the end was seen, to within a poll."""
+    code, project, result = replay(tmp_path, clock, [[{}, {}, {"worker-1": 1}]], timeout=200.0, backoff=1.0)
+    out = capsys.readouterr().out
+    assert {task for task, _ in project.alone} == {"worker-1"}
+    assert project.starts == 1 and project.attempt == 0 and project.terminated == []
+    assert "worker-0" not in project.own_attempt  # never restarted, in place or otherwise
+    waits = [line.split(" after ")[1].split(" s ")[0] if " after " in line else "0"
+             for line in out.splitlines() if "the kubelet restarts it in place" in line]
+    assert waits[:8] == ["0", "1", "2", "4", "8", "16", "30", "30"], waits
+    assert "after 60 s" not in out and "restarting every replica" not in out
+    times = [moment for _, moment in project.alone]
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    for gap, wait in zip(gaps, [1, 2, 4, 8, 16, 30, 30]):
+        assert wait + 1.0 <= gap <= wait + 2.0, (gaps, wait)  # the attempt's second, its back-off, a poll
+    assert result["outcome"] == "timed out" and code == 1
+    rows = {row["task"]: row for row in result["tasks"]}
+    assert rows["worker-1"]["restart_count"] == len(times) == len(result["restarts"])
+    assert rows["worker-0"]["restart_count"] == 0 and rows["worker-0"]["status"] == "stopped"
+    assert result["settings"]["backoff"] == 1.0
+
+
+def test_a_replica_that_ran_long_is_restarted_at_once_again(tmp_path, clock, capsys):
+    """hasExpired: an attempt that ran more than 2 x the cap (60 s at BACKOFF=1) starts the back-off
+    over: restarted at once, not after the doubled back-off."""
+    quick = [{}, {}, {"worker-1": 1}]
+    long = [{}] * 200 + [{"worker-1": 1}]  # 100 s at 0.5 s a poll
+    code, project, result = replay(tmp_path, clock, [quick, quick, quick, long, quick], timeout=150.0, backoff=1.0)
+    out = capsys.readouterr().out
+    waits = [line.split(" in place ")[1].split(" (")[0] for line in out.splitlines()
+             if "the kubelet restarts it in place" in line]
+    assert waits[:5] == ["at once", "after 1 s", "after 2 s", "at once", "after 1 s"], waits
+
+
+def test_exit_code_and_never_keep_the_operators_rules(tmp_path, clock, capsys):
+    """ExitCode (core/pod.go SetRestartPolicy: a Never pod, retried by the operator when
+    IsRetryableExitCode) restarts every replica after the failure's grace, as before; Never fails
+    the job (UpdateJobStatus). Neither is the kubelet's: no replica is restarted alone."""
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 137}], [{}, {"worker-0": 0, "worker-1": 0}]],
+                                   policy="ExitCode")
+    out = capsys.readouterr().out
+    assert code == 0 and project.attempt == 1 and not project.alone and len(result["restarts"]) == 1
+    assert "worker-1 exited with code 137; the other replicas get 10 s to end by themselves" in out
+    assert "in place" not in out
+    (tmp_path / "never").mkdir()
+    code, project, result = replay(tmp_path / "never", clock, [[{}, {"worker-1": 1}]], policy="Never")
+    out = capsys.readouterr().out
+    assert code == 1 and project.attempt == 0 and not project.alone and not result["restarts"]
+    assert "worker-1 exited with code 1 and its restartPolicy is Never: the operator marks the job Failed" in out
+
+
+def test_timeout_ends_the_run_within_a_bound_whatever_it_waits_for(tmp_path, clock, capsys):
+    """TIMEOUT is a bound (issue 44: 120 s asked once took 159.5 s): a replica waiting out a back-off
+    of 300 s, and a peer that opened its stacks file but never answers the lab's request, which
+    the lab waits for at most STACKS_WAIT_SECONDS, or PAST_DEADLINE_SECONDS past the deadline."""
+    started = clock.now
+    code, project, result = replay(tmp_path, clock, [[{}, {}, {"worker-1": 1}]], timeout=120.0,
+                                   stacks={"worker-0": ""})
+    out = capsys.readouterr().out
+    assert result["outcome"] == "timed out" and code == 1
+    # restarts at once, then after 10, 20 and 40 s (and a second or so of each attempt): the 5th, 80 s
+    # after the failure seen at about 76 s, would come past the deadline and is never made
+    assert "after 80 s" in out and "its restart 4," in out and "its restart 5," not in out
+    assert project.asked_stacks == [["worker-0"]]
+    bound = 120 + runner.POLL_SECONDS + runner.PAST_DEADLINE_SECONDS + 0.2  # + stall.capture's own poll
+    assert clock.now - started <= bound and result["wall_seconds"] <= bound, clock.now - started
+
+
+def test_a_restart_whose_start_takes_the_rest_of_the_time_ends_the_run(tmp_path, clock, capsys, monkeypatch):
+    """A restart's start is bounded by the deadline: the backend is given what is left, and once
+    it returns past the deadline nothing else is waited for."""
+    limits = []
+    restart_tasks = FakeBackend.restart_tasks
+
+    def slow_restart(self, tasks, timeout=300):
+        limits.append(timeout)
+        clock.sleep(timeout)  # Compose took all it was given
+        restart_tasks(self, tasks, timeout)
+
+    monkeypatch.setattr(FakeBackend, "restart_tasks", slow_restart, raising=True)
+    started = clock.now
+    code, project, result = replay(tmp_path, clock, [[{}, {}, {"worker-1": 1}]], timeout=60.0)
+    assert result["outcome"] == "timed out" and limits and limits[0] <= 60.0
+    assert clock.now - started <= 60 + runner.POLL_SECONDS + runner.PAST_DEADLINE_SECONDS
+
+
+def test_a_whole_restart_that_ends_past_the_deadline_ends_the_run(tmp_path, clock, capsys, monkeypatch):
+    """ExitCode's retry restarts every replica; a restart that returned past the deadline (a slow
+    start) ends the run there as timed out, and nothing further is followed or waited for: not the
+    stacks of replicas just started, which have nothing to say yet (issue 44's waits of 5 s)."""
+    restart = FakeBackend.restart
+
+    def slow_restart(self):
+        clock.sleep(120)
+        restart(self)
+
+    monkeypatch.setattr(FakeBackend, "restart", slow_restart)
+    started = clock.now
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 137}], [{}]], policy="ExitCode",
+                                   timeout=60.0, stacks={"worker-0": "", "worker-1": ""})
+    assert result["outcome"] == "timed out" and code == 1 and project.attempt == 1
+    assert project.asked_stacks == [["worker-0"]]  # at the failure's grace, not after the restart
+    assert "TIMEOUT (60 s) passed" in capsys.readouterr().out
+    # the failure's grace, worker-0's stacks waited for then, the slow start, and no more
+    assert clock.now - started <= 10 + stall.STACKS_WAIT_SECONDS + 0.2 + 120 + runner.POLL_SECONDS * 4
