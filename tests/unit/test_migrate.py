@@ -1,7 +1,7 @@
 """`make migrate TFJOB=`: the table of what differs between a TFJob's replay and its TrainJob's
 (reports/migratediff.py, a pure function of two summaries and two manifests), tested on made-up
 summaries, hostile ones among them; and the command's refusals, one line each with nothing
-written, before anything starts. The real replays are tests/integration/test_migrate.py's.
+written, before anything starts. The real replays are tests/integration/test_migrate_replays.py's.
 
 The causes named are the manifests' own fields: the training operator's runPolicy.backoffLimit and
 restartPolicy (training-operator pkg/controller.v1/common/job.go PastBackoffLimit,
