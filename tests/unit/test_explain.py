@@ -12,7 +12,8 @@ import pytest
 from labtest.fakes import FakeBackend
 from tflab.backends.userscript import script_warnings
 from tflab.core import cluster, explain, tracebacks
-from tflab.core.explain import Evidence, restart_verdict
+from tflab.core.explain import Evidence
+from tflab.core.restarts import restart_verdict
 from tflab.core.settings import Settings, SettingsError
 from tflab.core.tracebacks import exception_head
 from tflab.supervisor import runner, summary, table

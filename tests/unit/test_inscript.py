@@ -122,8 +122,9 @@ def test_the_epoch_observer_is_a_hook_and_its_watch_is_installed_once_and_chaine
     fit.on_epoch_end(1, {"loss": 0.25})
     assert calls == ["on_train_begin", "on_epoch_begin", "on_train_batch_begin", "on_train_batch_end",
                      "another hook", "on_epoch_end"]
-    events = [{k: v for k, v in r.items() if k not in ("task", "time", "seconds")}
-              for r in read_events(tmp_path / "worker-0.jsonl")]
+    records = read_events(tmp_path / "worker-0.jsonl")
+    assert isinstance(records[-1]["rss_bytes"], int) and records[-1]["rss_bytes"] > 0  # the audit's memory growth
+    events = [{k: v for k, v in r.items() if k not in ("task", "time", "seconds", "rss_bytes")} for r in records]
     assert events == [
         {"event": "fit", "epoch": 2, "step": 0, "epochs": 3, "backup_dir": str(tmp_path / "backup"),
          "backup_kept": True},

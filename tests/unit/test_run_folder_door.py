@@ -52,6 +52,7 @@ ALLOWED = {
     "replay/watcher.py": "a replica container's peak memory from its cgroup under /sys/fs/cgroup",
     "k8s/writer.py": "removes its own manifests when writing them failed",
     "images/keraslock.py": "the Keras lock files under requirements/keras",
+    "faults/twin.py": "the lab's own package's sources, hashed into a BACKEND=local twin's key",
     "reports/report.py": "matplotlib and the text writers write into a private temporary folder (replace_whole)",
     "core/schema.py": "EventLog: a task appends to its own log (a replay watcher: the tasks/ folder, O_NOFOLLOW)",
 }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from labtest.fakes import FakeBackend
 from tflab.backends.base import Observers
-from tflab.core import cluster, stacks
+from tflab.core import cluster, restarts, stacks
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings, SettingsError
 from tflab.faults import chaos
@@ -540,7 +540,7 @@ def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_resta
     survivor = explain.Evidence("worker-0", 1, error="UnavailableError: The following tasks are unhealthy "
                                                      "(stopped sending heartbeats)")
     assert explain.explain(failed).signature == "collective-mismatch"
-    assert explain.restart_verdict("ExitCode", [failed, survivor])[0] is False
+    assert restarts.restart_verdict("ExitCode", [failed, survivor])[0] is False
 
 
 def test_the_recorded_hang_of_the_labs_trainer_is_found_before_its_timeout():

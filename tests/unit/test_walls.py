@@ -141,7 +141,8 @@ def test_the_trainer_folder_is_what_the_containers_run():
         "trainer.__init__", "trainer.train", "trainer.launch", "trainer.callback", "trainer.linkproxy",
         "trainer.peerwait", "trainer.metadata", "trainer.inscript", "trainer.observe", "trainer.devices",
         "trainer.kerasversion", "trainer.audit", "trainer.tfconfig", "trainer.replayhooks", "trainer.backups",
-        "trainer.customloop", "trainer.signals", "trainer.chaosstep", "trainer.precision", "trainer.chaossave"}
+        "trainer.customloop", "trainer.signals", "trainer.chaosstep", "trainer.precision", "trainer.chaossave",
+        "trainer.weights"}
     assert not {"train", "launch", "callback", "linkproxy", "peerwait"} & {
         path.stem for path in PACKAGE.glob("*.py") if len(path.read_text().splitlines()) > 12}  # shims only
 

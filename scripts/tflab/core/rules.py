@@ -362,3 +362,19 @@ def keras3_evaluator_refusal(tf: str, keras: str, evaluator: int, own_trainer: b
         f"a TF with tf-keras (TF={versions.DEFAULT} KERAS=tf-keras)"
     return (f"EVALUATOR={evaluator} is not allowed with {given}: {KERAS3_NO_EVALUATOR}, and the lab's evaluator is "
             f"tf-keras's; expected {way_out}, or EVALUATOR=0")
+
+
+def check_declared_types(settings_class: type) -> None:
+    """core/settings.py's Settings, as declared: a field's type is its default's, str, int or float
+    (config.json and its checks rely on it); a check of the host's files (on_host) is a text
+    setting's; and every setting the rules read (SettingsRules' annotations) is a field."""
+    name = settings_class.__name__
+    fields = dataclasses.fields(settings_class)
+    for field in fields:
+        if field.type not in (str, int, float) or type(field.default) is not field.type:
+            raise TypeError(f"{name}.{field.name}: {field.default!r} is no {field.type}; expected str, int or float")
+        if field.metadata["on_host"] is not None and field.type is not str:
+            raise TypeError(f"{name}.{field.name}: on_host on a {field.type}; expected it on str settings only")
+    undeclared = set(SettingsRules.__annotations__) - {field.name for field in fields} - {"__dataclass_fields__"}
+    if undeclared:
+        raise TypeError(f"SettingsRules reads {', '.join(sorted(undeclared))}, no field of {name}")

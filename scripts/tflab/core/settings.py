@@ -39,7 +39,7 @@ from tflab.core.grammars import (
     PRECISIONS,
     SettingsError,  # the settings' own error, raised by their grammars; imported from here by most
 )
-from tflab.core.rules import Setting, SettingsRules, specs_of
+from tflab.core.rules import Setting, SettingsRules, check_declared_types, specs_of
 
 STRATEGIES = ("single", "mirrored", "multiworker", "parameter_server")
 MODELS = ("mlp", "cnn")
@@ -51,7 +51,7 @@ VERDICTS = ("auto", "off")  # make chaos VERDICT: run or reuse the undisturbed t
 NOTICES = ("sigterm", "gce", "none")  # SCENARIO=preempt: how the task hears of it (faults/)
 PLACEMENTS = ("spread", "local")  # BACKEND=swarm: tasks over the swarm's nodes, or all on this one
 MAX_SIM_NODES = 8
-RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; explain.restart_verdict applies them
+RESTART_POLICIES = ("ExitCode", "OnFailure", "Never")  # a TFJob's; restarts.restart_verdict applies them
 COMPOSE_CLIS = ("auto", "v2", "v1")
 PLATFORMS = ("linux/amd64", "linux/arm64")
 AUDITS = ("on", "strict", "off")  # AUDIT: report findings, fail on them, or look at nothing
@@ -434,22 +434,7 @@ SPECS: dict[str, Setting] = specs_of(Settings)  # NAME -> Setting, in declaratio
 SETTINGS: tuple[Setting, ...] = tuple(SPECS.values())
 
 
-def _check_declared_types() -> None:
-    """A field's type is its default's, str, int or float: config.json and its checks rely on it. A
-    check of the host's files (on_host) is a text setting's. And every setting the rules read
-    (SettingsRules' annotations, core/rules.py) is a field here."""
-    fields = dataclasses.fields(Settings)
-    for field in fields:
-        if field.type not in (str, int, float) or type(field.default) is not field.type:
-            raise TypeError(f"Settings.{field.name}: {field.default!r} is no {field.type}; expected str, int or float")
-        if field.metadata["on_host"] is not None and field.type is not str:
-            raise TypeError(f"Settings.{field.name}: on_host on a {field.type}; expected it on str settings only")
-    undeclared = set(SettingsRules.__annotations__) - {field.name for field in fields} - {"__dataclass_fields__"}
-    if undeclared:
-        raise TypeError(f"SettingsRules reads {', '.join(sorted(undeclared))}, no field of Settings")
-
-
-_check_declared_types()
+check_declared_types(Settings)
 
 
 def default_of(name: str) -> object:

@@ -11,7 +11,7 @@ from pathlib import Path
 from tflab.backends import userscript
 from tflab.backends.base import Backend, RunObserver
 from tflab.console import describe_run, display_path
-from tflab.core import explain, runfolder
+from tflab.core import explain, restarts, runfolder
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import attempts
@@ -92,11 +92,11 @@ class LabRun:
 
     def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
         """RESTART_POLICY, from each failure's evidence, while RESTARTS last."""
-        restarts = self.settings.restarts
-        if len(self.restarts_made) >= restarts:
-            return False, f"all {restarts} restarts (RESTARTS) are spent" if restarts else ""
-        return explain.restart_verdict(self.settings.restart_policy,
-                                       failures(self.backend, self.settings, self.run_dir, stopped))
+        allowed = self.settings.restarts
+        if len(self.restarts_made) >= allowed:
+            return False, f"all {allowed} restarts (RESTARTS) are spent" if allowed else ""
+        return restarts.restart_verdict(self.settings.restart_policy,
+                                        failures(self.backend, self.settings, self.run_dir, stopped))
 
     def restart_line(self) -> str:
         settings = self.settings
