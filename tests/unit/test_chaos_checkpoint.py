@@ -7,6 +7,7 @@ import os
 
 import pytest
 from labtest.fakes import FakeBackend, FakeEngine
+from test_chaos_landing import script
 from tflab.core import cluster, moment, runfolder, schema
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
@@ -15,23 +16,6 @@ from tflab.supervisor import runner, table
 from tflab.trainer import chaossave, inscript
 
 pytestmark = pytest.mark.unit
-
-
-class Guard:
-    def release(self) -> None:
-        pass
-
-
-@pytest.fixture
-def offline(monkeypatch):
-    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
-
-
-def script(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text("")
-    return str(path)
 
 
 # -- the target's hooks ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import json
 
 import pytest
 from labtest.fakes import FakeEngine
-from test_chaos_landing import fake_up, offline, script  # noqa: F401 - offline is a fixture
+from test_chaos_landing import fake_up, script
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
 from tflab.faults import grid
@@ -36,7 +36,7 @@ def test_a_cell_the_job_cannot_reach_is_na_with_make_chaos_refusal(tmp_path):
 
 
 def test_a_grid_runs_every_cell_writes_its_evidence_and_fails_on_a_fault_never_landed(tmp_path, monkeypatch, capsys,
-                                                                                      offline):  # noqa: F811
+                                                                                      offline):
     monkeypatch.setattr(grid.backends, "check_engine", lambda settings: None)
     monkeypatch.setattr(grid.chaos.runner, "up", fake_up(epochs_logged=2))
     FakeEngine(monkeypatch)  # docker kill succeeds

@@ -17,11 +17,6 @@ from tflab.trainer import chaosstep, inscript, observe
 pytestmark = pytest.mark.unit
 
 
-class Guard:
-    def release(self) -> None:
-        pass
-
-
 def fake_up(epochs_logged: int, codes_after: int = 3, step: tuple[int, int] | None = None):
     """runner.up without an engine, for a SCRIPT: every task logs its start, `epochs_logged`
     epochs of 32 steps and its end, runs `codes_after` polls and exits 0; the target, worker-1,
@@ -45,12 +40,6 @@ def fake_up(epochs_logged: int, codes_after: int = 3, step: tuple[int, int] | No
         backend = FakeBackend(the_cluster, run_dir, [polls], on_start=logs)
         return runner.run(runner.LabRun(settings, backend, run_dir), link_latest, observer)
     return up
-
-
-@pytest.fixture
-def offline(monkeypatch):
-    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
 
 
 def script(tmp_path):

@@ -278,33 +278,28 @@ class Beneath:
         """The names in a folder under this one (the folder itself for ""), sorted."""
         if not relative:
             return sorted(os.listdir(self.fd))
-        fd, name = self.open_parent(relative)
-        try:
-            child = os.open(name, DIRECTORY, dir_fd=fd)
-        except OSError as error:
-            raise self._error(error, self.root / relative) from None
-        finally:
-            os.close(fd)
+        child = self._open_folder(relative)
         try:
             return sorted(os.listdir(child))
         finally:
             os.close(child)
+
+    def _open_folder(self, relative: str) -> int:
+        """A folder under this one, opened (never through a link); its descriptor is the caller's to close."""
+        fd, name = self.open_parent(relative)
+        try:
+            return os.open(name, DIRECTORY, dir_fd=fd)
+        except OSError as error:
+            raise self._error(error, self.root / relative) from None
+        finally:
+            os.close(fd)
 
 
     def entries(self, relative: str, most: int) -> tuple[list[tuple[str, str]], bool]:
         """A folder's entries (the folder itself for ""), each (name, kind) with kind as kind()'s,
         never following a link, and whether there were more than `most` (the rest unread: a task
         may leave millions of names, and the lab reads only so many)."""
-        if relative:
-            fd, name = self.open_parent(relative)
-            try:
-                child = os.open(name, DIRECTORY, dir_fd=fd)
-            except OSError as error:
-                raise self._error(error, self.root / relative) from None
-            finally:
-                os.close(fd)
-        else:
-            child = os.dup(self.fd)
+        child = self._open_folder(relative) if relative else os.dup(self.fd)
         found: list[tuple[str, str]] = []
         try:
             with os.scandir(child) as listing:
