@@ -77,8 +77,9 @@ def why_lines(result: Summary) -> list[str]:
     one that was asked for. Then what broke: where a task failed, its
     explanation leads, and where every task was when the lab stopped the rest follows it (a peer
     unreachable before the cluster formed leaves the others waiting in the strategy's first
-    collective, which alone reads as a program's mismatched collectives)."""
-    return (chaos_lines(result) + verdict_lines(result) + explanation_lines(result.tasks) + stall_lines(result)
+    collective, which alone reads as a program's mismatched collectives). The resume's verdict
+    follows what broke (a hang's or a failure's verdict is its words again, which lead)."""
+    return (chaos_lines(result) + explanation_lines(result.tasks) + stall_lines(result) + verdict_lines(result)
             + resume_lines(result.tasks) + restart_lines(result) + audit_lines(result))
 
 
