@@ -384,3 +384,32 @@ def test_the_trainers_fingerprint_is_its_summary_rows():
            "weights_fingerprint": [{**KERNEL, "extra": "dropped"}, {**BIAS, "sum": "nan"}]}
     found = summary_module.task_row("worker-0", "trainer", [end], 0, False, Settings())
     assert found.weights_fingerprint == [KERNEL, {**BIAS, "sum": "nan"}]
+
+
+def test_a_job_that_trains_differently_each_time_has_no_twin_to_judge_it():
+    """make chaos-grid on the Keras tutorial's script (no seed): every cell came out "lossy" against
+    a twin whose first epoch, long before any fault, had already ended elsewhere. Its first epoch is
+    now held against the twin's first: where they differ, no twin can judge the resume."""
+    unseeded = undisturbed(tasks=[row("worker-0", losses=[1.3, 0.9]), row("worker-1", losses=[1.3, 0.9])])
+    found = judge(summary(chaos=CHAOS), events(), unseeded)
+    assert found["kind"] == "no twin", found
+    assert found["words"].startswith("the job does not train the same way twice: worker-0's first epoch ended at 1 "
+                                     "against 1.3 in the undisturbed run twin-1, before any fault; seed it"), found
+    seeded = undisturbed(tasks=[row("worker-0", losses=[1.0, 0.9]), row("worker-1", losses=[1.0, 0.9])])
+    assert judge(summary(chaos=CHAOS), events(), seeded)["kind"] == "equivalent"
+
+
+def test_a_custom_loop_that_logs_no_loss_nor_weights_is_not_called_lossy():
+    """The custom-loop tutorial's script logs no Keras epoch and no weights: its verdict was "lossy"
+    on "final loss None against None"; and its restart read as "no task restarted"."""
+    def silent(task):
+        return {**row(task, loss=None), "weights_sha256": None, "weights_fingerprint": None}
+
+    no_epochs = {task: [{"event": "start", "time": 1.0}, {"event": "start", "time": 5.0}]
+                 for task in ("worker-0", "worker-1")}
+    found = judge(summary(chaos=CHAOS, tasks=[silent("worker-0"), silent("worker-1")]), no_epochs,
+                  undisturbed(tasks=[silent("worker-0"), silent("worker-1")]))
+    assert found["kind"] == "no twin", found
+    assert found["words"].startswith("nothing the lab reads to compare with the undisturbed run twin-1: worker-0's "
+                                     "final loss unchecked: neither run logged one"), found
+    assert "restarted, and no task logged where it resumed" in found["words"], found

@@ -72,8 +72,14 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
     problem = twin_problem(summary, twin, ignored) if twin is not None else f"no twin: {no_twin or 'none was given'}"
     if problem:
         return {**found, "kind": "no twin", "words": f"{problem}; {said}"}
-    found["twin"] = twin["run"]  # compared: the only verdicts that name it
+    diverged = diverged_before(events, twin)
+    if diverged:
+        return {**found, "kind": "no twin", "words": f"{diverged}; {said}"}
     differences, unchecked = compare(summary, twin)
+    if not differences:
+        return {**found, "kind": "no twin", "words": f"nothing the lab reads to compare with the undisturbed run "
+                f"{shown(str(twin['run']), 80)}: {'; '.join(unchecked) or 'no training task in both'}; {said}"}
+    found["twin"] = twin["run"]  # compared: the only verdicts that name it
     worst = max(differences, key=lambda d: d[2])
     # in tolerances (1: at the edge); None where a value was no number (JSON has no infinity)
     found["difference"] = worst[2] if math.isfinite(worst[2]) else None
@@ -114,7 +120,11 @@ def resume_steps(events: Mapping[str, list], target: Any = None, landed_step: An
             restarts.setdefault(number, {})[shown(str(task), 60)] = (reached, resumed)
             reached = resumed + done(attempt)
     if not restarts:
-        return {"repeated": 0, "skipped": 0, "words": "no task restarted: nothing resumed"}
+        restarted = any(isinstance(records, list) and len(attempts([r for r in records if isinstance(r, dict)])) > 1
+                        for records in (events.values() if isinstance(events, Mapping) else []))
+        return {"repeated": 0, "skipped": 0,
+                "words": "restarted, and no task logged where it resumed (a custom loop logs no Keras epoch): the "
+                         "steps repeated or skipped are unknown" if restarted else "no task restarted: nothing resumed"}
     repeated, skipped, lines = 0, 0, []
     for number, tasks in sorted(restarts.items()):
         furthest = max(tasks, key=lambda task: tasks[task][0])
@@ -271,7 +281,11 @@ def compare(summary: Mapping, twin: Mapping) -> tuple[list[tuple[str, str, float
         if other is None:
             continue
         task = shown(str(row.get("task")), 60)
-        found.append(close(f"{task}'s final loss", row.get("final_loss"), other.get("final_loss"), 1.0))
+        if row.get("final_loss") is None and other.get("final_loss") is None:
+            unchecked.append(f"{task}'s final loss unchecked: neither run logged one (a custom loop logs no Keras "
+                             "epoch; tflab's LabCallback does)")
+        else:
+            found.append(close(f"{task}'s final loss", row.get("final_loss"), other.get("final_loss"), 1.0))
         ours, theirs = fingerprints(row), fingerprints(other)
         if ours is not None and theirs is not None and set(ours) == set(theirs):
             for name in sorted(ours):
@@ -287,7 +301,27 @@ def compare(summary: Mapping, twin: Mapping) -> tuple[list[tuple[str, str, float
             said = "one run logged none" if None in (row.get("weights_sha256"), other.get("weights_sha256")) else \
                 "differ (a digest, no fingerprint to say by how much)"
             found.append((f"{task}'s weights", said, math.inf))
-    return found or [("training tasks:", "none to compare", math.inf)], unchecked
+    return found, unchecked
+
+
+def diverged_before(events: Mapping[str, list], twin: Mapping) -> str | None:
+    """Where a task's first epoch, as its first attempt logged it, ended at another loss than the
+    twin's first epoch: the job does not train the same way twice (an unseeded initialiser or
+    shuffle), and no twin can judge its resume. No fault of make chaos changes a first epoch it let
+    finish (a pause, a hang or a slow link only delay it; a kill inside it leaves no epoch to read)."""
+    rows = {row.get("task"): row for row in twin["tasks"] if isinstance(row, Mapping) and row.get("role") in TRAINING}
+    for task, records in (events.items() if isinstance(events, Mapping) else []):
+        theirs = rows[task].get("losses") if task in rows else None
+        tries = attempts([r for r in records if isinstance(r, dict)]) if isinstance(records, list) else []
+        if not isinstance(theirs, list) or not theirs or not tries:
+            continue
+        ours = next((e.get("loss") for e in whole(by_event(tries[0], "epoch")) if e.get("epoch") == 1), None)
+        what, words, far = close(f"{shown(str(task), 60)}'s first epoch", ours, theirs[0], 1.0)
+        if math.isfinite(far) and far > 1:
+            return (f"the job does not train the same way twice: {what} ended at {words} in the undisturbed run "
+                    f"{shown(str(twin.get('run')), 80)}, before any fault; seed it (tf.keras.utils."
+                    "set_random_seed, a seeded shuffle) for a verdict")
+    return None
 
 
 def close(what: str, ours: Any, theirs: Any, scale: float) -> tuple[str, str, float]:
