@@ -170,4 +170,6 @@ def for_script(emit: Callable[..., object]) -> CheckpointMoment | None:
     if found is None or not task:
         return None
     config, settings = found
+    if settings.at.partition(":")[0] not in ("save", "restore", "eval"):
+        return None  # no checkpoint moment: the run's recorded cluster is not this hook's to read
     return for_task(settings, task, cluster.recorded(settings, config["cluster"]), output or os.getcwd(), emit)
