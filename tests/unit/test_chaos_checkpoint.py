@@ -7,7 +7,7 @@ import os
 
 import pytest
 from labtest.fakes import FakeBackend, FakeEngine
-from test_chaos_landing import script
+from test_chaos_landing import checked_fault, script
 from tflab.core import cluster, moment, runfolder, schema
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings
@@ -196,15 +196,8 @@ def test_checkpoint_moments_are_refused_on_a_replayed_job():
 
 # -- where it landed ---------------------------------------------------------------------------
 
-def at(tmp_path, moment_: str, **changes) -> chaos.Chaos:
-    fault = chaos.Chaos(Settings(workers=2, at=moment_, **changes))
-    fault.check(fault.settings)
-    fault.run_dir = tmp_path
-    return fault
-
-
 def test_at_save_is_due_at_the_targets_saving_event_and_says_what_was_on_disk(tmp_path):
-    fault = at(tmp_path, "save:2")
+    fault = checked_fault(tmp_path, "save:2")
     assert fault.fault_words() == "kill on worker-1 while it writes checkpoint 2"
     assert not fault._due(tmp_path)
     schema.EventLog(runfolder.log_path(tmp_path, "worker-0"), "worker-0").emit(
@@ -220,7 +213,8 @@ def test_at_save_is_due_at_the_targets_saving_event_and_says_what_was_on_disk(tm
     assert fault.landing(seen["time"] + 6.5) == (
         "after worker-1 began writing checkpoint 2, backup/workertemp_1/ckpt-2.index: 6.5 s after, past the 5 s it "
         "waits there, so probably after its index was written")
-    assert at(tmp_path / "x", "save:3").missed() == "worker-1 never began writing checkpoint 3: it logged no epoch"
+    assert checked_fault(tmp_path / "x", "save:3").missed() == \
+        "worker-1 never began writing checkpoint 3: it logged no epoch"
 
 
 def test_at_restore_kills_the_target_after_its_first_backup_then_lands_at_the_restore(tmp_path, monkeypatch, offline):
@@ -263,7 +257,7 @@ def test_at_restore_kills_the_target_after_its_first_backup_then_lands_at_the_re
 
 
 def test_at_eval_is_due_at_the_evaluators_nth_checkpoint_and_says_which(tmp_path):
-    fault = at(tmp_path, "eval:2", evaluator=1)
+    fault = checked_fault(tmp_path, "eval:2", evaluator=1)
     assert fault.target == "evaluator-0"
     assert fault.fault_words() == "kill on evaluator-0 while it reads checkpoint 2 to evaluate it"
     log = schema.EventLog(runfolder.log_path(tmp_path, "evaluator-0"), "evaluator-0")
@@ -278,7 +272,7 @@ def test_at_eval_is_due_at_the_evaluators_nth_checkpoint_and_says_which(tmp_path
 
 def test_at_restore_kills_once_the_target_and_the_chief_have_ended_the_backups_epoch(tmp_path, monkeypatch):
     engine = FakeEngine(monkeypatch)
-    fault = at(tmp_path, "restore")
+    fault = checked_fault(tmp_path, "restore")
     backend = FakeBackend(cluster.build(fault.settings), tmp_path, [[{}]])
     target = schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1")
     target.emit("epoch", epoch=1, loss=1.0, seconds=0.1, steps=32)
@@ -295,7 +289,7 @@ def test_at_restore_kills_once_the_target_and_the_chief_have_ended_the_backups_e
 
 
 def test_at_restore_that_never_came_says_which_act_was_missing(tmp_path):
-    fault = at(tmp_path, "restore")
+    fault = checked_fault(tmp_path, "restore")
     assert fault.missed() == ("worker-1 never reached the backup after which the lab kills it to make it restore: it "
                               "logged no epoch")
     fault.primed = "the lab killed worker-1 after epoch 1 to make it restore"

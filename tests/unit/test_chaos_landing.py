@@ -213,7 +213,8 @@ def test_a_scripts_keras_fit_is_counted_by_the_observer(monkeypatch):
     assert logged == [{"step": 5, "epoch": 2}]
 
 
-def step_run(tmp_path, at: str, **changes) -> chaos.Chaos:
+def checked_fault(tmp_path, at: str, **changes) -> chaos.Chaos:
+    """make chaos's fault for AT=`at`, checked as make chaos checks it, reading the logs in tmp_path."""
     fault = chaos.Chaos(Settings(workers=2, at=at, **changes))
     fault.check(fault.settings)
     fault.run_dir = tmp_path
@@ -221,7 +222,7 @@ def step_run(tmp_path, at: str, **changes) -> chaos.Chaos:
 
 
 def test_at_step_is_due_at_the_targets_step_event_and_lands_there_within_the_hold(tmp_path):
-    fault = step_run(tmp_path, "step:40")
+    fault = checked_fault(tmp_path, "step:40")
     assert fault.fault_words() == "kill on worker-1 at step 40"
     log = schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1")
     assert not fault._due(tmp_path)
@@ -231,21 +232,21 @@ def test_at_step_is_due_at_the_targets_step_event_and_lands_there_within_the_hol
     assert fault._due(tmp_path)
     assert fault.landing(seen["time"] + 0.6) == "at step 40 (epoch 1), 0.6 s after worker-1 reached it"
     assert fault.landed_step == 40
-    late = step_run(tmp_path, "step:40")
+    late = checked_fault(tmp_path, "step:40")
     assert late.landing(seen["time"] + 7.0) == ("after step 40: 7.0 s after worker-1 reached it, past the 5 s it "
                                                 "waits there, so at a later step")
     assert late.landed_step is None
-    coarse = step_run(tmp_path, "step:38", steps_per_execution=4)
+    coarse = checked_fault(tmp_path, "step:38", steps_per_execution=4)
     assert coarse.landing(seen["time"]).startswith("at step 40 (epoch 1), the first at or past 38 its hooks saw")
 
 
 def test_a_step_never_reached_says_how_far_the_target_got(tmp_path):
-    fault = step_run(tmp_path, "step:500")
+    fault = checked_fault(tmp_path, "step:500")
     log = schema.EventLog(runfolder.log_path(tmp_path, "worker-1"), "worker-1")
     for epoch in (1, 2):
         log.emit("epoch", epoch=epoch, loss=1.0, seconds=0.1, steps=64)
     assert fault.missed() == "worker-1 never reached step 500: it logged 2 epochs (128 steps), the last epoch 2"
-    customloop = step_run(tmp_path / "other", "step:5", script=script(tmp_path))
+    customloop = checked_fault(tmp_path / "other", "step:5", script=script(tmp_path))
     assert customloop.missed() == ("worker-1 never reached step 5: it logged no epoch (the lab counts a Keras fit's "
                                    "steps)")
 
