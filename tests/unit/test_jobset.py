@@ -27,7 +27,7 @@ from tflab.k8s.manifest import ManifestError
 from tflab.replay.run import ReplayRun
 from tflab.supervisor import runner
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("quick")]  # tests/unit/conftest.py
 
 NODE = FailedJob("node", 0, 10.0)
 
@@ -200,18 +200,6 @@ def test_what_the_policy_reads():
 
 
 # -- the replay deciding as JobSet would (replay/run.py ReplayRun) ---------------------------
-
-class Guard:
-    def release(self) -> None:
-        pass
-
-
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr(runner, "FAILURE_GRACE_SECONDS", 0.05)
-    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())
-
 
 def replay_run(tmp_path, attempts, failure_policy: dict | None) -> ReplayRun:
     """make k8s's TrainJob (2 nodes) with this runtime failurePolicy (None: none), as a ReplayRun on

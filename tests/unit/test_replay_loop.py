@@ -25,6 +25,8 @@ from tflab.replay.watcher import Watcher, unaudited
 from tflab.supervisor import runner, table
 from tflab.trainer import replayhooks
 
+pytestmark = pytest.mark.usefixtures("quick")  # tests/unit/conftest.py
+
 PS_JOB = """
 apiVersion: kubeflow.org/v1
 kind: TFJob
@@ -55,18 +57,6 @@ def stand_in(plan, run_dir, attempts) -> FakeBackend:
     """Stands in for stack.ReplayStack: attempts[n] is the n-th start's exit codes, one dict per
     poll (the last one holds); SIGTERM ends a replica with 143, SIGKILL with 137."""
     return FakeBackend(plan.as_cluster(), run_dir, attempts, description="a stand-in project")
-
-
-class Guard:
-    def release(self) -> None:
-        pass
-
-
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
-    monkeypatch.setattr(runner, "FAILURE_GRACE_SECONDS", 0.05)
-    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: Guard())  # no process for a stand-in's run
 
 
 def run_replay(tmp_path, job: str, attempts, timeout: float | None = None, clock: FakeClock | None = None,
