@@ -267,6 +267,36 @@ def test_the_twin_key_is_the_training_settings_and_the_image(tmp_path):
     assert (plain.scenario, plain.heal, plain.at, plain.verdict) == ("kill", "5", "epoch:2", "off")
     assert plain.run == twin.twin_id(base, "img:a") and plain.epochs == 5
 
+def test_the_twin_key_lists_the_script_folder_and_data_but_not_the_runs(tmp_path):
+    """A SCRIPT's tasks read its folder's modules and DATA: either edited makes another twin; a
+    run written into the runs folder inside the script's folder does not, nor a cache."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "data").mkdir()
+    script, module, data = tmp_path / "job/train.py", tmp_path / "job/model.py", tmp_path / "data/x.csv"
+    for path in (script, module, data):
+        path.write_text("1\n")
+    settings = Settings(script=str(script), data=str(tmp_path / "data"), runs_dir=str(tmp_path / "job/runs"))
+    before = twin.key(settings, "img:a")
+    (tmp_path / "job/runs/20261207-000000-aaaa").mkdir(parents=True)
+    (tmp_path / "job/runs/20261207-000000-aaaa/summary.json").write_text("{}")
+    (tmp_path / "job/__pycache__").mkdir()
+    (tmp_path / "job/__pycache__/model.pyc").write_text("x")
+    assert twin.key(settings, "img:a") == before
+    module.write_text("22\n")
+    after_module = twin.key(settings, "img:a")
+    assert after_module != before
+    data.write_text("333\n")
+    assert twin.key(settings, "img:a") != after_module
+    assert twin.key(settings.replace(data=""), "img:a") != twin.key(settings, "img:a")
+
+
+def test_a_huge_script_folder_is_listed_only_so_far(tmp_path, monkeypatch):
+    monkeypatch.setattr(twin, "LISTED_MOST", 3)
+    for index in range(5):
+        (tmp_path / f"f{index}").write_text("")
+    assert twin.listing(tmp_path, tmp_path / "runs").splitlines()[-1] == "and more"
+    assert len(twin.listing(tmp_path, tmp_path / "runs").splitlines()) == 4
+
 
 def test_the_twin_is_found_by_twin_or_its_key_and_refused_in_words(tmp_path):
     settings = Settings(runs_dir=str(tmp_path), epochs=5, twin="ref")

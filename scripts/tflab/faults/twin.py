@@ -6,9 +6,11 @@
 
 The twin is RUNS_DIR/twin-<key>, key a digest of the settings that shape the training (every one
 but the fault's own, those read by no `make up`, and IGNORED, which change no step), of a
-SCRIPT's content, and of the image the run ran (its tag names its inputs' digest; BACKEND=local's:
-the lab's code). A second chaos run of the same settings on the same image reuses it. TWIN= names
-any finished run instead; its settings are checked before the run, its image cannot be.
+SCRIPT's content and its folder's and DATA's listings (each file's path, size and change time:
+an edited module or data file makes another twin), and of the image the run ran (its tag names
+its inputs' digest; BACKEND=local's: the lab's code). A second chaos run of the same settings on
+the same image reuses it. TWIN= names any finished run instead; its settings are checked before
+the run, its image cannot be.
 
 VERDICT=auto runs a missing twin only after a run that finished ok: only to tell equivalent
 from lossy is a twin needed; a failed, hung or corrupt run is judged from its own records. So a
@@ -20,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from tflab import console
@@ -34,6 +37,8 @@ from tflab.supervisor import runner
 # Settings that change no training step: where it is written, how long the lab waits, which CLI,
 # and the verdict's own.
 IGNORED = ("run", "runs_dir", "timeout", "stall", "peer_timeout", "compose", "verdict", "twin", "force")
+LISTED_MOST = 10_000  # entries of a folder's listing in the key; past them, "and more": a folder that big is data
+SKIPPED = {"__pycache__", ".git", ".hg", ".svn", ".ipynb_checkpoints"}  # no training reads them
 CODE = Path(__file__).resolve().parents[1]  # the tflab package: BACKEND=local runs it as it is
 
 
@@ -60,19 +65,48 @@ def image_of(backend) -> str:
 
 def key(settings: Settings, image: str) -> str:
     shaping = {name: value for name, value in settings.to_dict().items() if name not in ignored()}
-    return hashlib.sha256(json.dumps([shaping, image, script_digest(settings)], sort_keys=True,
-                                     default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([shaping, image, script_digest(settings), folders_digest(settings)],
+                                     sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def script_digest(settings: Settings) -> str:
     """A SCRIPT's content: edited, its twin is another (the image holds the lab's code, not the
-    script's). Its DATA folder is not read: a twin of changed data is named with TWIN= or removed."""
+    script's)."""
     if not settings.script:
         return ""
     try:
         return hashlib.sha256(foreign.read_bytes(Path(settings.script), foreign.MAX_LOG_BYTES)).hexdigest()
     except (OSError, ForeignFile) as error:
         return f"unreadable: {error}"
+
+
+def folders_digest(settings: Settings) -> str:
+    """What else a SCRIPT's tasks read: its folder (mounted whole: its modules) and DATA, each as
+    a listing of path, size and change time, so that an edited module or data file has another
+    twin without the lab reading a data set's bytes. The runs folder, where it lies inside, is
+    left out (it changes with every run), and so are caches and version control."""
+    if not settings.script:
+        return ""
+    skip = runfolder.runs_dir(settings).resolve()
+    folders = [Path(settings.script).resolve().parent] + ([Path(settings.data).resolve()] if settings.data else [])
+    return hashlib.sha256("\n".join(listing(folder, skip) for folder in folders).encode()).hexdigest()
+
+
+def listing(folder: Path, skip: Path) -> str:
+    """One line an entry under `folder` (links not followed), at most LISTED_MOST, in walk order."""
+    lines: list[str] = []
+    for parent, folders, files in os.walk(folder):
+        folders[:] = sorted(name for name in folders if name not in SKIPPED and Path(parent, name) != skip)
+        for name in sorted(files):
+            try:
+                status = os.lstat(os.path.join(parent, name))
+            except OSError:
+                continue
+            lines.append(f"{os.path.relpath(os.path.join(parent, name), folder)!r} {status.st_size} "
+                         f"{status.st_mtime_ns}")
+            if len(lines) >= LISTED_MOST:
+                return "\n".join(lines + ["and more"])
+    return "\n".join(lines)
 
 
 def twin_id(settings: Settings, image: str) -> str:
