@@ -71,3 +71,31 @@ def test_the_audit_logs_batches_weights_and_writes_and_changes_no_loss(tmp_path)
     assert (save["writer"], save["storage"], save["during"], save["caller"]) == (
         "Model.save", "shared", "script", "train.py:19")
     assert save["path"] == str((tmp_path / "on" / "model.keras").resolve()) and save["bytes"] > 1000
+
+
+@pytest.mark.tensorflow
+def test_a_checkpoint_written_inside_a_tf_function_is_logged_at_each_call(tmp_path):
+    """Checkpoint.write in a tf.function returns a graph tensor, not a path: the audit logs the
+    path when the function runs (each call), and the script runs as it does without the audit."""
+    script = """
+        import os
+        import tensorflow as tf
+
+        step = tf.Variable(0)
+        checkpoint = tf.train.Checkpoint(step=step)
+        prefix = os.path.join(os.environ["TFLAB_OUTPUT"], "ckpt", "state")
+
+        @tf.function
+        def train_and_save():
+            step.assign_add(1)
+            return checkpoint.write(prefix)
+
+        paths = [train_and_save().numpy().decode() for _ in range(2)]
+        print("LOSSES", json.dumps([int(step.numpy())]))
+    """
+    steps_on, events = run_script(tmp_path, "on", script)
+    steps_off, _ = run_script(tmp_path, "off", script)
+    assert steps_on == steps_off == [2]
+    writes = [r for r in events if r["event"] == "audit_write" and r["writer"] == "Checkpoint.write"]
+    assert [w["path"] for w in writes] == [str((tmp_path / "on/ckpt/state").resolve())] * 2
+    assert all(w["bytes"] > 0 for w in writes)

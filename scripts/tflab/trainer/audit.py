@@ -188,9 +188,23 @@ class Audit:
                 path = path_of(result)
             except Exception:  # noqa: BLE001
                 path = None
-            if path:
-                self.wrote(writer, path, began)
+            self.wrote_at(writer, path, began)
         return result
+
+    def wrote_at(self, writer: str, path, began: float) -> None:
+        """Logs a write whose path is a string, or a tensor: an eager one's value, and a graph's
+        (a Checkpoint written inside a tf.function) when the function runs, at each call."""
+        if path is None or isinstance(path, (str, bytes, os.PathLike)):
+            if path:
+                self.wrote(writer, os.fsdecode(path), began)
+            return
+        import tensorflow as tf
+        if not tf.is_tensor(path):
+            return
+        if hasattr(path, "numpy") and tf.executing_eagerly():
+            self.wrote(writer, os.fsdecode(path.numpy()), began)
+            return
+        tf.py_function(lambda value: self.wrote(writer, os.fsdecode(value.numpy()), time.time()), [path], Tout=[])
 
     def finish(self) -> None:
         """The last pass's counts and the end's weights; once (the trainer calls it, then atexit)."""
