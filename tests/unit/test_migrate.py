@@ -251,6 +251,55 @@ def test_the_trainjob_checked_in_memory_is_the_one_its_replay_reads_from_the_fil
     assert (in_memory.backoff_limit, in_memory.not_applied) == (from_file.backoff_limit, from_file.not_applied)
 
 
+def args_only(tfjob_file, args):
+    """The TFJob with its tensorflow container's command taken out (the operator's
+    distribution_strategy example gives only args, run after the image's entrypoint)."""
+    documents = list(yaml.safe_load_all(tfjob_file.read_text()))
+    (job,) = [d for d in documents if d.get("kind") == "TFJob"]
+    container = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container.pop("command", None)
+    container.pop("args", None)
+    if args is not None:
+        container["args"] = args
+    tfjob_file.write_text(yaml.safe_dump_all(documents))
+    return tfjob_file
+
+
+class Inspected:
+    def __init__(self, returncode, stdout):
+        self.returncode, self.stdout = returncode, stdout
+
+
+@pytest.mark.parametrize("args, config, expected", [
+    (["--epochs", "2"], {"Entrypoint": ["python", "/train.py"], "Cmd": ["--epochs", "9"]},
+     ["python", "/train.py", "--epochs", "2"]),  # args replace Cmd (k8s: command absent, args given)
+    (None, {"Entrypoint": ["python", "/train.py"], "Cmd": ["--epochs", "9"]}, ["python", "/train.py", "--epochs", "9"]),
+    (None, {"Entrypoint": None, "Cmd": ["python", "/t.py"]}, ["python", "/t.py"]),
+])
+def test_a_tfjob_without_a_command_runs_its_images_entrypoint_read_from_the_engine(monkeypatch, tfjob_file, args,
+                                                                                     config, expected):
+    found = Inspected(0, json.dumps(config))
+    monkeypatch.setattr(fromtfjob.docker, "image_inspect", lambda image, template=None: found)
+    conversion = fromtfjob.convert(Settings(tfjob=str(args_only(tfjob_file, args))))
+    (job,) = [d for d in conversion.documents if d["kind"] == "TrainJob"]
+    assert job["spec"]["trainer"]["args"] == expected
+    assert any("entrypoint" in line and "read from this Docker engine" in line for line in conversion.said)
+
+
+@pytest.mark.parametrize("found, expected", [
+    (Inspected(1, ""), "that image is not on this Docker engine to read it from"),
+    (Inspected(0, "{not json"), "that image is not on this Docker engine to read it from"),
+    (Inspected(0, json.dumps({"Entrypoint": "python /x.py"})), "that image is not on this Docker engine"),
+    (Inspected(0, json.dumps({"Entrypoint": [], "Cmd": None})), "has neither an entrypoint nor a Cmd"),
+])
+def test_a_tfjob_without_a_command_whose_image_cannot_say_is_one_line(monkeypatch, tmp_path, tfjob_file, found,
+                                                                      expected):
+    monkeypatch.setattr(fromtfjob.docker, "image_inspect", lambda image, template=None: found)
+    with pytest.raises(fromtfjob.ManifestError, match=expected) as raised:
+        fromtfjob.convert(Settings(tfjob=str(args_only(tfjob_file, None))))
+    assert "\n" not in str(raised.value) and "nothing was written" in str(raised.value)
+
+
 # --- the command's glue, with the replays stood in for (the real ones: tests/integration) ---------
 
 def stand_in_replays(monkeypatch, ends):

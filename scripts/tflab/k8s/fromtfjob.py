@@ -17,6 +17,7 @@ from typing import Any
 from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
+from tflab.engine import docker
 from tflab.k8s import manifest, tfjob, tfoperator, writer
 from tflab.k8s.manifest import ManifestError
 from tflab.k8s.pod import port_of
@@ -97,6 +98,44 @@ def from_tfjob(settings: Settings) -> int:
     return 0
 
 
+def effective_command(image: str, command: list, args: list, said: list[str]) -> list:
+    """What the tensorflow container runs, as the TrainJob's args (its command is tfconfig's): the
+    TFJob's command and args, or, where it gives no command, the image's entrypoint before its args
+    (or before the image's Cmd, where it gives none either), as the kubelet runs them, read from the
+    image on this Docker engine, the image a replay runs."""
+    if command:
+        return command + args
+    found = image_command(image)
+    if found is None:
+        raise ManifestError(f"the tensorflow container has no command, so a pod runs the entrypoint of {image}, and "
+                            "that image is not on this Docker engine to read it from; the TrainJob's args are what "
+                            "tflab.trainer.tfconfig runs: give the TFJob a command, or build or pull the image here")
+    entrypoint, default_args = found
+    if not entrypoint and not args and not default_args:
+        raise ManifestError(f"the tensorflow container has no command, and {image} has neither an entrypoint nor a "
+                            "Cmd: its pod would run nothing; expected a command")
+    said.append(f"the tensorflow container's command, none: written out as {image}'s entrypoint "
+                f"{manifest.shown(entrypoint, 120)}{'' if args else f' and Cmd {manifest.shown(default_args, 120)}'}"
+                ", read from this Docker engine (the same image on a cluster runs the same)")
+    return entrypoint + (args or default_args)
+
+
+def image_command(image: str) -> tuple[list[str], list[str]] | None:
+    """(Entrypoint, Cmd) of `image` on this Docker engine; None where it is not there (or no engine
+    answers), or its config is not lists of strings."""
+    try:
+        result = docker.image_inspect(image, "{{json .Config}}")
+        config = json.loads(result.stdout) if result.returncode == 0 else None
+    except (LabError, OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    parts = [config.get("Entrypoint") or [], config.get("Cmd") or []]
+    if not all(isinstance(part, list) and all(isinstance(word, str) for word in part) for part in parts):
+        return None
+    return parts[0], parts[1]
+
+
 def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -> tuple[list[dict], list[str]]:
     """(trainjob.yaml's objects, what did not carry over). The Worker replicas become the nodes; the
     container `tensorflow` the runtime's `node`, running tfconfig before the TFJob's command and args
@@ -119,12 +158,9 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     pod = template.get("spec") or {}
     port = port_of(pod, "pod")
     (container,) = [c for c in pod["containers"] if c.get("name") == tfoperator.CONTAINER]
-    command = list(container.pop("command", None) or [])
-    if not command:
-        raise ManifestError("the tensorflow container has no command (its args ran after the image's entrypoint); "
-                            "the TrainJob's args are what tflab.trainer.tfconfig runs: give the TFJob a command")
-    args = command + list(container.pop("args", None) or [])
     image = container["image"]
+    args = effective_command(image, list(container.pop("command", None) or []),
+                             list(container.pop("args", None) or []), said)
     container.update(name=cluster.TRAINJOB_NODE, command=list(TFCONFIG_COMMANDS[0]))
     env = [entry for entry in container.get("env") or [] if entry.get("name") != "TF_CONFIG"]
     if len(env) != len(container.get("env") or []):
