@@ -15,7 +15,7 @@ from labtest.fakes import FakeEngine, answered
 from tflab import replay
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
-from tflab.k8s import manifest, tfjob
+from tflab.k8s import manifest, tfjob, trainerreleases
 from tflab.replay.images import check_images, check_non_root
 from tflab.replay.stack import FoldedOutput, render
 from tflab.replay.volumes import volume_path, write_volumes
@@ -69,7 +69,7 @@ TRAINER_CRDS = {"TrainJob": "trainer.kubeflow.org_trainjobs.yaml",
                 "ClusterTrainingRuntime": "trainer.kubeflow.org_clustertrainingruntimes.yaml"}
 
 
-EARLIER_TRAINER = manifest.TRAINER_RELEASES[1]  # v2.2.1, whose CRDs are in SCHEMAS / trainer-v2.2.1
+EARLIER_TRAINER = trainerreleases.TRAINER_RELEASES[-1]  # v2.2.1, whose CRDs are in SCHEMAS / trainer-v2.2.1
 
 
 def trainer_schemas(folder: Path = SCHEMAS) -> dict[str, dict]:

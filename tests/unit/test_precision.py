@@ -1,12 +1,16 @@
 """PRECISION and PRECISIONS: the setting, what the trainer does under each value (trainer/precision.py,
 decided without TensorFlow), the run's first line and summary line, and make compare's runs per precision."""
 
+import re
+from pathlib import Path
+
 import pytest
+from labtest.cli import assert_refused, lab_env, run_lab
 from tflab import console
-from tflab.core import cluster
+from tflab.core import cluster, rules, versions
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings, SettingsError
-from tflab.reports import compare
+from tflab.reports import compare, matrix
 from tflab.supervisor import table
 from tflab.trainer import precision
 
@@ -38,6 +42,97 @@ def test_float16_under_parameter_servers_is_refused_and_bfloat16_is_not():
         Settings(strategy="parameter_server", precision="mixed_float16").validated()
     assert Settings(strategy="parameter_server", precision="mixed_bfloat16").validated().precision == "mixed_bfloat16"
 
+
+# --- mixed_float16 over several replicas under a pinned Keras 3 (issue 45) ------------------------
+# The lab's finding (reports/matrixverdict.py KERAS3_LOSS_SCALE, 2026-12-07): Keras 3.15.1's
+# LossScaleOptimizer (keras/src/optimizers/loss_scale_optimizer.py, _tf_apply) checks the first
+# replica's gradients only, and mirrored-2 went NaN from epoch 1, fit and LOOP=custom; tf-keras trained.
+NAN_LOSS = (r"^PRECISION=mixed_float16 is not allowed with TF=2\.21 KERAS={keras} and STRATEGY={strategy} \(2 "
+            r"replicas\): Keras {pinned}'s LossScaleOptimizer checks only the first replica's gradients for inf or "
+            r"NaN, before the all-reduce, .*the loss goes NaN \(the lab's own finding on Keras 3\.15\.1, fit and "
+            r"LOOP=custom; related: keras-team/keras#18666\); expected PRECISION=mixed_bfloat16, which needs no loss "
+            r"scaling, or KERAS=tf-keras$")
+
+
+@pytest.mark.parametrize("keras, pinned", [("keras3", "3.15.1"), ("3.15", "3.15.1"), ("3.12", "3.12.4")])
+@pytest.mark.parametrize("strategy", ["mirrored", "multiworker"])
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_float16_over_replicas_under_a_pinned_keras_3_is_refused_in_one_line(keras, pinned, strategy, loop):
+    with pytest.raises(SettingsError) as error:
+        Settings(tf="2.21", keras=keras, strategy=strategy, loop=loop, precision="mixed_float16").validated()
+    assert re.match(NAN_LOSS.format(keras=keras, strategy=strategy, pinned=re.escape(pinned)), str(error.value)), \
+        str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("changes", [
+    {"keras": "nightly"},  # keras-nightly 3.16.0.dev2026102704: not measured yet, so make matrix can
+    {"tf": "2.22", "keras": "keras3"},  # TF=next's Keras 3 is that keras-nightly (its lock pins it)
+    {"tf": "2.22", "keras": ""},  # and so is its default
+    {"keras": "tf-keras"},  # its LossScaleOptimizer reduces the gradients first: measured to train
+    {"keras": ""},  # tf-keras, the lab's default
+    {"precision": "mixed_bfloat16"},  # no loss scaling
+    {"precision": "float32"},
+    {"strategy": "single"},  # one replica: measured to train
+    {"replicas": 1},  # mirrored over one replica
+    {"strategy": "multiworker", "workers": 1},
+    {"script": "train.py"},  # a SCRIPT's precision is its own
+])
+def test_float16_under_keras_3_is_refused_only_over_replicas_of_a_pinned_release(changes):
+    settings = Settings(**{"tf": "2.21", "keras": "3.15", "strategy": "mirrored", "precision": "mixed_float16",
+                           **changes})
+    assert rules.keras3_loss_scale_refusal(settings.tf, settings.keras, settings.precision, settings.strategy,
+                                           settings.replicas_in_sync, not settings.script) is None
+    assert rules.keras3_refusal(settings) is None
+
+
+def test_the_keras_3_each_line_runs_is_what_its_lock_pins():
+    """versions.keras3_release names KERAS=keras3's release by the locks: TF 2.16 to 2.21 pin keras
+    3.15.1 (the measured one), TF=next keras-nightly; a lock that moves must move the rule."""
+    requirements = Path(__file__).resolve().parents[2] / "requirements"
+    for tf in versions.RELEASES:
+        if "keras3" not in versions.kerases(tf):
+            assert versions.keras3_release(tf, "") is None
+            continue
+        lock = requirements / ("trainer.txt" if tf == versions.DEFAULT else f"tf/{tf}.txt")
+        pins = dict(re.findall(r"^(keras|keras-nightly)==(\S+)", lock.read_text(), re.M))
+        release = versions.keras3_release(tf, "keras3")
+        assert pins == {"keras-nightly" if release == "nightly" else "keras": versions.KERAS_RELEASES[release]}, tf
+        assert (release == "nightly") == (tf == versions.NEXT)
+    assert versions.keras3_release("2.21", "3.12") == "3.12" and versions.keras3_release("2.21", "tf-keras") is None
+
+
+def test_make_up_refuses_it_in_one_line_and_starts_nothing(tmp_path):
+    runs = tmp_path / "runs"
+    result = run_lab("up", "TF=2.21", "KERAS=3.15", "STRATEGY=mirrored", "PRECISION=mixed_float16",
+                     f"RUNS_DIR={runs}", env=lab_env())
+    assert_refused(result, "PRECISION=mixed_float16 is not allowed with TF=2.21 KERAS=3.15 and STRATEGY=mirrored "
+                           "(2 replicas): Keras 3.15.1's LossScaleOptimizer", runs)
+    assert result.stderr.rstrip().endswith("expected PRECISION=mixed_bfloat16, which needs no loss scaling, or "
+                                           "KERAS=tf-keras")
+
+
+def test_make_compare_refuses_it_naming_the_entry():
+    with pytest.raises(SettingsError, match=r"^COMPARE entry mirrored-2-mixed-float16: PRECISION=mixed_float16 is "
+                                            r"not allowed with TF=2\.21 KERAS=keras3 and STRATEGY=mirrored"):
+        compare.compare_runs(Settings(tf="2.21", keras="keras3", compare="single mirrored-2",
+                                      precisions="float32 mixed_float16"))
+
+
+def test_make_matrix_marks_a_pinned_keras_3_cell_n_a_and_runs_nightlys_to_measure_it(tmp_path):
+    """The matrix is not refused: a cell the settings refuse is n/a with the reason (rules.keras3_refusal),
+    one replica's cell runs, and keras-nightly's cell runs, as nothing has measured it yet."""
+    planned = matrix.plan(Settings(tf="2.21", keras="3.15 nightly tf-keras", strategies="single mirrored",
+                                   precisions="mixed_float16"), tmp_path)
+    na = {(c.keras, c.strategy): c.what for c, one in planned if one is None}
+    assert list(na) == [("3.15", "mirrored")]
+    assert na[("3.15", "mirrored")].startswith("Keras 3.15.1's LossScaleOptimizer checks only the first replica's")
+    assert [(c.keras, c.strategy, c.outcome) for c, one in planned if one is None] == [("3.15", "mirrored", "n/a")]
+    ran = {(c.keras, c.strategy): one for c, one in planned if one is not None}
+    assert set(ran) == {("3.15", "single"), ("nightly", "single"), ("nightly", "mirrored"), ("tf-keras", "single"),
+                        ("tf-keras", "mirrored")}
+    assert (ran[("nightly", "mirrored")].precision, ran[("nightly", "mirrored")].replicas_in_sync) == (
+        "mixed_float16", 2)
 
 @pytest.mark.parametrize("value, policy, float32_output, loss_scale", [
     ("float32", "float32", False, False),  # the model and optimizer as before PRECISION: losses to the bit

@@ -14,7 +14,7 @@ from labtest.cli import assert_refused, lab_env, run_lab
 from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
-from tflab.k8s import manifest, trainjob
+from tflab.k8s import manifest, trainerreleases, trainjob
 from tflab.k8s import writer as k8s
 from tflab.trainer import tfconfig
 
@@ -368,7 +368,7 @@ def test_a_tfjob_with_a_chief_is_one_line_and_nothing_written(tmp_path):
                    f"WORKERS=3 does not apply with TFJOB={tfjob_path}", runs)
 
 
-# --- the Trainer releases checked: v2.3.0, the newest with public CRDs, and v2.2.1 before it ----
+# --- the Trainer releases checked: v2.4.0 (one stated rule), v2.3.0 and v2.2.1 (their CRDs) ----
 
 def with_rule(action):
     return lambda r: r["spec"]["template"]["spec"]["failurePolicy"].update(rules=[{"name": "again", "action": action}])
@@ -377,25 +377,67 @@ def with_rule(action):
 def test_what_only_the_earlier_trainer_release_refuses_is_said(three, tmp_path):
     """Trainer v2.2.1's runtime CRD (built on JobSet v0.11.1) has no RestartJob action, and its
     TrainJob CRD caps each spec.trainer.args item at 65536 characters (v2.3.0's: 1048576): the replay
-    runs v2.3.0's rules and says, in one line, what v2.2.1 would refuse."""
+    runs the newer releases' rules and says, in one line, what v2.2.1 would refuse."""
     plan = load(tmp_path, edited(three, "ClusterTrainingRuntime", with_rule("RestartJob")))
     (line,) = [line for line in plan.not_applied if "v2.2.1" in line]
-    assert line.startswith("ClusterTrainingRuntime tflab-tensorflow: Trainer v2.2.1 refuses it (v2.3.0 takes it): "
-                           "spec.template.spec.failurePolicy.rules[0].action is \"RestartJob\""), line
+    assert line.startswith("ClusterTrainingRuntime tflab-tensorflow: Trainer v2.2.1 refuses it (v2.4.0 and v2.3.0 "
+                           "take it): spec.template.spec.failurePolicy.rules[0].action is \"RestartJob\""), line
     plan = load(tmp_path, edited(three, "TrainJob", lambda j: j["spec"]["trainer"]["args"].append("x" * 65537)))
-    assert any(line.startswith("TrainJob tflab: Trainer v2.2.1 refuses it (v2.3.0 takes it): spec.trainer.args[")
+    assert any(line.startswith("TrainJob tflab: Trainer v2.2.1 refuses it (v2.4.0 and v2.3.0 take it): "
+                               "spec.trainer.args[")
                for line in plan.not_applied), plan.not_applied
     assert not any("v2.2.1" in line for line in load(tmp_path, three).not_applied)
 
 
 def test_what_the_newest_trainer_release_refuses_is_one_line(three, tmp_path):
     refused(tmp_path, edited(three, "ClusterTrainingRuntime", with_rule("RestartEverything")),
-            "ClusterTrainingRuntime tflab-tensorflow: Trainer v2.3.0 and v2.2.1 refuse it: "
+            "ClusterTrainingRuntime tflab-tensorflow: Trainer v2.4.0, v2.3.0 and v2.2.1 refuse it: "
             "spec.template.spec.failurePolicy.rules[0].action")
 
 
+
+def named_jobs(*names):
+    """A runtime edit: its node job named names[0], and a copy of it for each further name."""
+    def edit(runtime):
+        jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        jobs[:] = [{**copy.deepcopy(jobs[0]), "name": name} for name in names]
+    return edit
+
+
+@pytest.mark.parametrize("kind", ["ClusterTrainingRuntime", "TrainingRuntime"])
+def test_trainer_v2_4_0_takes_replicated_job_names_of_at_most_20_characters(three, kind):
+    """Trainer v2.4.0's one breaking rule, as its release note states it (kubeflow/trainer#4394; no
+    v2.4.0 CRD is available to mirror): a runtime's ReplicatedJob names at most 20 characters.
+    v2.3.0's and v2.2.1's CRDs bound them not at all, so only v2.4.0 refuses 21."""
+    runtime = of_kind(three, "ClusterTrainingRuntime")[0]
+    runtime = {**runtime, "kind": kind, "metadata": {**runtime["metadata"], "namespace": "default"}} \
+        if kind == "TrainingRuntime" else runtime
+    assert trainerreleases.trainer_refusals(runtime, kind) == {}
+    assert trainerreleases.trainer_refusals(edited([runtime], kind, named_jobs("n" * 20))[0], kind) == {}
+    refusals = trainerreleases.trainer_refusals(edited([runtime], kind, named_jobs("node", "n" * 21))[0], kind)
+    assert list(refusals) == ["v2.4.0"]
+    assert trainerreleases.refused_by(refusals) == (
+        "Trainer v2.4.0 refuses it (v2.3.0 and v2.2.1 take it): spec.template.spec.replicatedJobs[1].name has 21 "
+        "characters, expected at most 20 (the rule of v2.4.0's release note, kubeflow/trainer#4394; no v2.4.0 CRD "
+        "is available here)")
+    # a TrainJob has no ReplicatedJobs of its own: the rule is the runtime's
+    assert trainerreleases.trainer_refusals(of_kind(three, "TrainJob")[0], "TrainJob") == {}
+
+
+def test_a_replay_refuses_a_replicated_job_name_v2_4_0_refuses(three, tmp_path):
+    """The replay refuses what the newest release checked refuses, v2.4.0's stated rule included,
+    before reading the runtime (whose node job the lab wants named `node` anyway: 20 characters get
+    past the releases to that line)."""
+    refused(tmp_path, edited(three, "ClusterTrainingRuntime", named_jobs("n" * 21)),
+            "ClusterTrainingRuntime tflab-tensorflow: Trainer v2.4.0 refuses it (v2.3.0 and v2.2.1 take it): "
+            "spec.template.spec.replicatedJobs[0].name has 21 characters, expected at most 20 (the rule of "
+            "v2.4.0's release note, kubeflow/trainer#4394")
+    message = refused(tmp_path, edited(three, "ClusterTrainingRuntime", named_jobs("n" * 20)),
+                      f"replicatedJobs[0].name is \"{'n' * 20}\", expected node")
+    assert "Trainer v2.4.0" not in message, message
+
 def test_make_k8s_writes_nothing_a_trainer_release_refuses(monkeypatch):
-    """writer.render holds trainjob.yaml to both releases' schemas before anything is written."""
+    """writer.render holds trainjob.yaml to every release checked before anything is written."""
     documents = k8s.trainjob_documents
 
     def too_long(settings, run, the_cluster):
@@ -404,6 +446,28 @@ def test_make_k8s_writes_nothing_a_trainer_release_refuses(monkeypatch):
         return found
 
     monkeypatch.setattr(k8s, "trainjob_documents", too_long)
-    with pytest.raises(LabError, match=r"^trainjob.yaml: TrainJob tflab: Trainer v2.2.1 refuses it \(v2.3.0 takes "
-                                       r"it\): spec.trainer.args\[3\].*; nothing was written$"):
+    with pytest.raises(LabError, match=r"^trainjob.yaml: TrainJob tflab: Trainer v2.2.1 refuses it \(v2.4.0 and "
+                                       r"v2.3.0 take it\): spec.trainer.args\[3\].*; nothing was written$"):
+        written(THREE)
+
+
+def test_make_k8s_writes_nothing_trainer_v2_4_0_refuses(monkeypatch):
+    """What `make k8s` writes passes v2.4.0's stated rule (its one ReplicatedJob is `node`), and a
+    runtime whose ReplicatedJob name is over 20 characters is not written."""
+    for settings in (THREE, THREE.replace(k8s_runtime="namespaced")):
+        rendered = written(settings)["trainjob.yaml"]
+        assert trainerreleases.first_refused(rendered) == ""
+        assert [node_job(runtime)["name"] for runtime in rendered if runtime["kind"].endswith("TrainingRuntime")] \
+            == ["node"]
+    documents = k8s.trainjob_documents
+
+    def long_name(settings, run, the_cluster):
+        found = documents(settings, run, the_cluster)
+        node_job(of_kind(found, "ClusterTrainingRuntime")[0])["name"] = "tensorflow-node-trainer"
+        return found
+
+    monkeypatch.setattr(k8s, "trainjob_documents", long_name)
+    with pytest.raises(LabError, match=r"^trainjob.yaml: ClusterTrainingRuntime tflab-tensorflow: Trainer v2.4.0 "
+                                       r"refuses it \(v2.3.0 and v2.2.1 take it\): spec.template.spec.replicatedJobs"
+                                       r"\[0\].name has 23 characters, expected at most 20 .*; nothing was written$"):
         written(THREE)

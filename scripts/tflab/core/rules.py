@@ -259,8 +259,7 @@ class SettingsRules:
             raise SettingsError(f"GPUS={self.gpus} is not allowed with BACKEND={self.backend}: expected "
                                 f"BACKEND={those_with('gpus')} (the lab hands GPUs to containers), or GPUS empty")
         _check_versions(self)
-        refusal = keras3_evaluator_refusal(self.tf, self.keras, self.evaluator,
-                                           own_trainer=not (self.script or self.tfjob or self.trainjob))
+        refusal = keras3_refusal(self)
         if refusal:
             raise SettingsError(refusal)
         if self.examples < self.global_batch:
@@ -341,6 +340,45 @@ def _check_versions(settings: "SettingsRules") -> None:
         if refusal:
             raise SettingsError(refusal)
 
+
+
+def keras3_refusal(settings: "SettingsRules") -> str | None:
+    """What the lab's own trainer is known not to do under these settings' Keras 3, or None: an
+    EVALUATOR, or mixed_float16 over several replicas. validated() refuses it; make matrix marks
+    such a cell n/a with its reason (after the first ": ") and runs none of it."""
+    own_trainer = not (settings.script or settings.tfjob or settings.trainjob)
+    return keras3_evaluator_refusal(settings.tf, settings.keras, settings.evaluator, own_trainer) or \
+        keras3_loss_scale_refusal(settings.tf, settings.keras, settings.precision, settings.strategy,
+                                  settings.replicas_in_sync, own_trainer)
+
+
+def keras3_loss_scale_refusal(tf: str, keras: str, precision: str, strategy: str, replicas: int,
+                              own_trainer: bool) -> str | None:
+    """Why the lab's own trainer cannot scale mixed_float16's loss over these replicas under this TF
+    and KERAS, or None. The lab's finding (matrixverdict.KERAS3_LOSS_SCALE, 2026-12-07, TF 2.21 on 2
+    logical CPUs): under Keras 3.15.1, mirrored over 2 replicas went NaN from epoch 1 with fit and
+    LOOP=custom alike, while tf-keras trained. Keras 3's LossScaleOptimizer checks only the first
+    replica's gradients for inf or NaN before they are all-reduced (its _tf_apply, keras#18691, the
+    fix of keras#18666). multiworker's replicas meet the same check (not measured: Keras 3's fit fails
+    there sooner, keras3-multiworker). Only the pinned Keras 3 releases, 3.10 to 3.15 and the lines'
+    own (3.15.1): keras-nightly (KERAS=nightly, and keras3 on TF=next, whose lock pins it) has not
+    been measured, and make matrix runs its cells to measure it. parameter_server is refused
+    mixed_float16 under any Keras (validated)."""
+    if precision != "mixed_float16" or replicas < 2 or strategy not in ("mirrored", "multiworker") \
+            or not own_trainer or len(tf.split()) > 1 or len(keras.split()) > 1:
+        return None
+    release = versions.keras3_release(tf, keras)
+    if release is None or release == "nightly":
+        return None
+    given = " ".join(f"{name}={value}" for name, value in (("TF", tf and versions.label(tf)), ("KERAS", keras))
+                     if value)
+    way_out = "KERAS=tf-keras" if "tf-keras" in versions.kerases(tf) else \
+        f"a TF with tf-keras (TF={versions.DEFAULT} KERAS=tf-keras)"
+    return (f"PRECISION=mixed_float16 is not allowed with {given} and STRATEGY={strategy} ({replicas} replicas): "
+            f"Keras {versions.KERAS_RELEASES[release]}'s LossScaleOptimizer checks only the first replica's gradients "
+            "for inf or NaN, before the all-reduce, so a step where another replica's float16 gradients overflowed is "
+            "applied and the loss goes NaN (the lab's own finding on Keras 3.15.1, fit and LOOP=custom; related: "
+            f"keras-team/keras#18666); expected PRECISION=mixed_bfloat16, which needs no loss scaling, or {way_out}")
 
 
 def keras3_evaluator_refusal(tf: str, keras: str, evaluator: int, own_trainer: bool) -> str | None:

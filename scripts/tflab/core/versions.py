@@ -39,6 +39,9 @@ KERAS_CHOICES = ("keras3", "tf-keras", "bundled")
 KERAS_RELEASES = {"3.10": "3.10.0", "3.11": "3.11.3", "3.12": "3.12.4", "3.13": "3.13.2", "3.14": "3.14.1",
                   "3.15": "3.15.1", "nightly": "3.16.0.dev2026102704"}
 NIGHTLY_DATE = "2026-10-27"  # the date in keras-nightly's version (dev<YYYYMMDDHH>)
+# KERAS=keras3's release: what the locks of TF 2.16 to 2.21 (requirements/tf/, requirements/trainer.txt)
+# pin; TF=next's pins keras-nightly, KERAS_RELEASES["nightly"] (tests/unit/test_precision.py holds both).
+KERAS_3_OF_THE_LINES = "3.15"
 KERAS_DISTRIBUTIONS = ("keras", "keras-nightly")  # what PyPI names the Keras 3 package; one is installed
 ALLOWED = "2.12 .. 2.21 (newest patch of each), next (" + RELEASES[NEXT] + ")"
 _VERSION = re.compile(r"([0-9]+\.[0-9]+)(?:\.[0-9]+(?:rc[0-9]+|\.post[0-9]+)?)?")
@@ -118,6 +121,18 @@ def keras_for(tf: str, keras: str) -> str:
         return keras
     tf = tf or DEFAULT
     return "tf-keras" if tf in TF_KERAS and minor_key(tf) >= minor_key(KERAS_3_FROM) else kerases(tf)[0]
+
+
+def keras3_release(tf: str, keras: str) -> str | None:
+    """The Keras 3 release a TF and KERAS run, as KERAS_RELEASES names it (3.15, nightly), or None
+    where tf.keras is not Keras 3 (tf-keras, bundled): KERAS=keras3 (or empty, where that is
+    keras3) is what the TF line's lock pins."""
+    resolved = keras_for(tf, keras)
+    if is_keras_release(resolved):
+        return resolved
+    if resolved != "keras3":
+        return None
+    return "nightly" if (tf or DEFAULT) == NEXT else KERAS_3_OF_THE_LINES
 
 
 def keras_refusal(tf: str, keras: str) -> str | None:

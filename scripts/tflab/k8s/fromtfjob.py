@@ -18,7 +18,7 @@ from tflab.core import cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings
 from tflab.engine import docker
-from tflab.k8s import manifest, tfjob, tfoperator, writer
+from tflab.k8s import manifest, tfjob, tfoperator, trainerreleases, writer
 from tflab.k8s.manifest import ManifestError
 from tflab.k8s.pod import port_of
 from tflab.k8s.tfjob import Plan
@@ -56,12 +56,9 @@ def convert(settings: Settings) -> Conversion:
     documents = tfjob.read_documents(path)
     try:
         converted, said = converted_documents(plan, documents, settings)
-        for document in converted:  # nothing a Trainer release checked refuses (manifest.TRAINER_RELEASES)
-            refusals = manifest.trainer_refusals(document, document["kind"]) \
-                if document["kind"] in manifest.TRAINER_KINDS else {}
-            if refusals:
-                raise ManifestError(f"{document['kind']} {document['metadata']['name']}: "
-                                    f"{manifest.refused_by(refusals)}")
+        refused = trainerreleases.first_refused(converted)  # nothing a checked Trainer release refuses
+        if refused:
+            raise ManifestError(refused)
     except ManifestError as error:
         raise ManifestError(f"TFJOB={path}: {error}; nothing was written") from None
     text = writer.to_yaml_documents(converted, "".join(f"# {line}\n" for line in (

@@ -7,9 +7,10 @@ A manifest may come from anyone (a pull request's, in CI), so nothing of it is u
   bounds nothing: 441 bytes of nested aliases are billions of nodes once a walk expands them);
 - it is plain JSON data (string keys, finite numbers, no NUL), as the API server would receive it;
 - each object passes its schema: the TFJob training-operator v1.9's CRD openAPIV3Schema, a
-  TrainJob and its runtime Trainer v2.3.0's and v2.2.1's (trainer_refusals), a ConfigMap and every
-  object's metadata Kubernetes' own (schemas/, derived from the sources named
-  in schemas/README.md; tests/unit/test_manifest.py holds them to those sources).
+  TrainJob and its runtime Trainer v2.3.0's and v2.2.1's, and v2.4.0's one rule its release note
+  states (trainerreleases.py says which release refuses what), a ConfigMap and every object's
+  metadata Kubernetes' own (schemas/, derived from the sources named in schemas/README.md;
+  tests/unit/test_manifest.py holds them to those sources).
 
 The schemas are checked by `Schema` below, not by the `jsonschema` package: an openAPIV3Schema uses
 a dozen keywords, and the host side stays stdlib plus PyYAML (the test compares the two).
@@ -32,10 +33,6 @@ MAX_NODES = 200_000  # a TFJob and its ConfigMaps are hundreds; aliases count as
 MAX_ALIASES = 64  # a manifest needs none; a few anchors for shared env blocks are fine
 MAX_DEPTH = 48  # the deepest PodSpec field (affinity's match expressions) is about 20 levels down
 SCHEMAS = Path(__file__).parent / "schemas"
-# Kubeflow Trainer releases a TrainJob and its runtime are checked against: the newest whose CRDs are
-# public (kubeflow/trainer's tags up to 2026-08-21: v2.3.0 is the last) and the one before it.
-TRAINER_RELEASES = ("v2.3.0", "v2.2.1")
-TRAINER_KINDS = ("TrainJob", "TrainingRuntime", "ClusterTrainingRuntime")
 
 # k8s.io/apimachinery/pkg/util/validation (its DNS-1123 grammars are core/grammars.py's)
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -245,31 +242,15 @@ def check(document, kind: str, where: str = "") -> None:
 
 
 @functools.cache
-def earlier_trainer_schemas() -> dict:
-    """Trainer v2.2.1's TrainJob and runtime schemas (schemas/*-v2.2.1.json)."""
+def earlier_trainer_schemas(release: str) -> dict:
+    """An earlier Trainer release's TrainJob and runtime schemas (schemas/*-<release>.json: v2.2.1's;
+    trainerreleases.py says which release refuses what)."""
     found = {}
     for kind in ("TrainJob", "TrainingRuntime"):
-        with open(SCHEMAS / f"{kind.lower()}-{TRAINER_RELEASES[1]}.json") as file:
+        with open(SCHEMAS / f"{kind.lower()}-{release}.json") as file:
             found[kind] = json.load(file)
     found["ClusterTrainingRuntime"] = found["TrainingRuntime"]
     return found
-
-
-def trainer_refusals(document, kind: str) -> dict[str, str]:
-    """Trainer release -> the first place `document` (a TrainJob or runtime) breaks that release's
-    CRD schema; empty where every release in TRAINER_RELEASES takes it."""
-    newest, earlier = TRAINER_RELEASES
-    found = {newest: Schema.first_error(schemas()[kind], document, ""),
-             earlier: Schema.first_error(earlier_trainer_schemas()[kind], document, "")}
-    return {release: error for release, error in found.items() if error}
-
-
-def refused_by(refusals: dict[str, str]) -> str:
-    """One line: which Trainer releases refuse it, and where (the newest's reason where it has one)."""
-    releases = [release for release in TRAINER_RELEASES if release in refusals]
-    takes = [release for release in TRAINER_RELEASES if release not in refusals]
-    who = "Trainer " + " and ".join(releases) + (" refuse" if len(releases) > 1 else " refuses")
-    return f"{who} it{f' ({takes[0]} takes it)' if takes else ''}: {refusals[releases[0]]}"
 
 
 class Schema:

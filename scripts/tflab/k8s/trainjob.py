@@ -23,10 +23,11 @@ applies as JobSet v0.12.0 (Trainer v2.3.0's) decides a node's failure.
 
 The result is the TFJob replay's own Plan (tfjob.py), so the replay (replay/__init__.py) runs it
 through the same pipeline. The manifest is untrusted input as a TFJob is: the same bounded reader,
-each object against its CRD's schema (Trainer v2.3.0's, and v2.2.1's: schemas/), the same rules for the pod
-(pod.service_of). What the lab cannot replay (another framework's runtime, initializers, runtime
-patches, a suspended job, a second replicated job) is refused in one line; what it reads and does
-not apply is named in one line before anything starts.
+each object against its CRD's schema (Trainer v2.3.0's, and v2.2.1's: schemas/) and v2.4.0's
+stated rule (trainerreleases.py), the same rules for the pod (pod.service_of). What the lab cannot
+replay (another framework's runtime, initializers, runtime patches, a suspended job, a second
+replicated job) is refused in one line; what it reads and does not apply is named in one line
+before anything starts.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
 from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
-from tflab.k8s import manifest, writer
+from tflab.k8s import manifest, trainerreleases, writer
 from tflab.k8s import runtime as runtime_mod
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import claim_folder, field_of, service_of, unapplied
@@ -88,8 +89,9 @@ def load(settings: Settings) -> Plan:
 
 def checked(documents: list[dict], where: str, said: list[str]) -> list[tuple[str, str]]:
     """(kind, name) of each document: tfjob.checked_object's checks, and Trainer v2's kinds against
-    their CRDs' schemas, v2.3.0's and v2.2.1's (manifest.trainer_refusals): what v2.3.0 refuses is
-    one line, what only v2.2.1 refuses is added to `said`."""
+    each release trainerreleases checks (v2.4.0's stated rule, v2.3.0's and v2.2.1's CRD schemas):
+    what the newest, v2.4.0, refuses is one line, what only an earlier one refuses is added to
+    `said`."""
     found = []
     for number, document in enumerate(documents, 1):
         try:
@@ -98,11 +100,11 @@ def checked(documents: list[dict], where: str, said: list[str]) -> list[tuple[st
                 if document.get("apiVersion") != API_VERSION:
                     raise ManifestError(f"{kind} {name}: apiVersion is {shown(document.get('apiVersion'))}, expected "
                                         f"{API_VERSION} (Kubeflow Trainer v2)")
-                refusals = manifest.trainer_refusals(document, kind)
-                if manifest.TRAINER_RELEASES[0] in refusals:
-                    raise ManifestError(f"{kind} {name}: {manifest.refused_by(refusals)}")
+                refusals = trainerreleases.trainer_refusals(document, kind)
+                if trainerreleases.TRAINER_RELEASES[0] in refusals:
+                    raise ManifestError(f"{kind} {name}: {trainerreleases.refused_by(refusals)}")
                 if refusals:
-                    said.append(f"{where}{kind} {name}: {manifest.refused_by(refusals)}")
+                    said.append(f"{where}{kind} {name}: {trainerreleases.refused_by(refusals)}")
         except ManifestError as error:
             raise ManifestError(f"{where}{error}") from None
         found.append((kind, name))

@@ -7,10 +7,10 @@ Two ways to run the same cluster, each a file of its own that `kubectl apply -f`
 - tfjob.yaml: a Kubeflow TFJob (kubeflow.org/v1). The training operator v1 makes a headless
   Service per task and puts TF_CONFIG into each pod itself; `cluster.kubeflow_address` builds the
   very spec it will, so the ConfigMap's config.json agrees with it (the trainer checks).
-- trainjob.yaml: a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1; what Trainer v2.3.0
-  and v2.2.1 both take, checked before it is written) and the TensorFlow runtime it names, which
-  Trainer v2 does not ship: a ClusterTrainingRuntime (or, with K8S_RUNTIME=namespaced, a
-  TrainingRuntime) with no framework plugin, whose one replicated job
+- trainjob.yaml: a Kubeflow Trainer v2 TrainJob (trainer.kubeflow.org/v1alpha1; what Trainer v2.4.0,
+  v2.3.0 and v2.2.1 all take, checked before it is written: trainerreleases.py) and the TensorFlow
+  runtime it names, which Trainer v2 does not ship: a ClusterTrainingRuntime (or, with
+  K8S_RUNTIME=namespaced, a TrainingRuntime) with no framework plugin, whose one replicated job
   `node` runs `python -m tflab.trainer.tfconfig` before the TrainJob's args: each pod builds its
   TF_CONFIG from its JobSet index and hostname (cluster.trainjob_tf_config_env). multiworker without
   a chief or an evaluator only: a TrainJob's nodes share one pod template.
@@ -42,7 +42,7 @@ from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, refuse_unhonoured
-from tflab.k8s import manifest
+from tflab.k8s import trainerreleases
 from tflab.k8s.pod import memory_quantity
 from tflab.k8s.tfoperator import CONTAINER, PORT_NAME, TYPE_NAMES
 
@@ -184,12 +184,9 @@ def render(settings: Settings, run: str, the_cluster: Cluster) -> tuple[dict[str
         notes.append(f"trainjob.yaml is not written: {no_trainjob}")
     else:
         files["trainjob.yaml"] = trainjob_documents(settings, run, the_cluster)
-        for document in files["trainjob.yaml"]:  # nothing a Trainer release checked refuses (manifest.py)
-            refusals = manifest.trainer_refusals(document, document["kind"]) if document["kind"] in \
-                manifest.TRAINER_KINDS else {}
-            if refusals:
-                raise LabError(f"trainjob.yaml: {document['kind']} {document['metadata']['name']}: "
-                               f"{manifest.refused_by(refusals)}; nothing was written")
+        refused = trainerreleases.first_refused(files["trainjob.yaml"])  # nothing a checked release refuses
+        if refused:
+            raise LabError(f"trainjob.yaml: {refused}; nothing was written")
     return {**files, "jobs.yaml": jobs}, notes
 
 

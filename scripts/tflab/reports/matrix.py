@@ -9,7 +9,8 @@ lab's own trainer, precision (PRECISIONS) named, one run per cell, and what brea
 Each cell is one run as `make up` makes it, in its own folder inside the matrix's
 (runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
 engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
-whose tf.keras is Keras 2, tf-keras where PyPI has none; the lab's EVALUATOR=1 under Keras 3) is a
+whose tf.keras is Keras 2, tf-keras where PyPI has none; the lab's EVALUATOR=1 under Keras 3, and
+its mixed_float16 over several replicas under a pinned Keras 3: rules.keras3_refusal) is a
 cell marked n/a with the reason, never a refusal of the matrix, and so is a cell whose run failed
 because its Keras cannot do its strategy at all (Keras 3 under a replayed job's parameter servers:
 keras3-parameter-server); a Keras release pip cannot install with that TF (its lock says so,
@@ -48,7 +49,7 @@ from tflab.core import foreign, runfolder, runsummary, versions
 from tflab.core.errors import LabError
 from tflab.core.explain import Evidence, explain
 from tflab.core.foreign import ForeignFile
-from tflab.core.rules import keras3_evaluator_refusal
+from tflab.core.rules import keras3_refusal
 from tflab.core.runsummary import Record, SummaryError, checked_record
 from tflab.core.schema import by_event, complete
 from tflab.core.settings import MATRIX_KERAS, MATRIX_TF, Settings, SettingsError
@@ -194,8 +195,9 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
             for strategy, precision in ((strategy, precision) for strategy in strategies for precision in precisions):
                 cell = Cell(tf=tf, tf_release=versions.release(tf), keras=keras, strategy=strategy, outcome="not run",
                             precision=precision)
-                refusal = versions.keras_refusal(tf, keras) or keras3_evaluator_refusal(
-                    tf, keras, settings.evaluator, own_trainer=not (settings.script or replayed(settings)))
+                shape: dict[str, Any] = {} if replayed(settings) else {"strategy": strategy, "precision": precision}
+                refusal = versions.keras_refusal(tf, keras) or keras3_refusal(
+                    dataclasses.replace(settings, tf=tf, keras=keras, **shape))  # the cell unvalidated: n/a, not raised
                 if refusal:
                     cell.outcome, cell.what = "n/a", refusal.split(": ", 1)[1]
                     planned.append((cell, None))
@@ -212,8 +214,7 @@ def plan(settings: Settings, folder: Path) -> list[tuple[Cell, Settings | None]]
                         planned.append((cell, None))
                         continue
                 cell.run = cell_run(tf, keras, strategy, precision)
-                try:  # a replayed job fixes its own shape and precision
-                    shape = {} if replayed(settings) else {"strategy": strategy, "precision": precision}
+                try:  # a replayed job fixes its own shape and precision (shape is empty)
                     one = settings.replace(tf=tf, keras=keras, run=cell.run, runs_dir=str(folder), **shape)
                 except SettingsError as error:
                     named = "" if replayed(settings) else f" STRATEGY={strategy}" + (
