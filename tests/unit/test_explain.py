@@ -340,6 +340,23 @@ def test_the_keras_3_custom_loop_names_keras_23085_and_a_fix_to_take_today():
     assert found.link.endswith("/keras/issues/23085") and found.retry is False
 
 
+def test_keras_3_fit_with_steps_per_execution_under_mirrored_is_not_the_custom_loops_optimizer():
+    """Recorded: the lab's trainer, STEPS_PER_EXECUTION=2, mirrored over 2 logical CPUs, TF 2.21, under Keras
+    3.15.1 (logs/) and keras-nightly 3.16.0.dev2026102704 (data/keras3/): the placeholder lies in fit's
+    while loop (multi_step_on_iterator, Keras's TensorFlow trainer), not the custom loop's cond/else; building the
+    optimizer first did not help and nightly failed too, so neither may be offered as the fix."""
+    for evidence in (recorded("keras3-steps-per-execution-mirrored", "mirrored"),
+                     recorded("fit-steps-per-execution-nightly", "mirrored", KERAS3)):
+        found = explain.explain(evidence)
+        assert found.signature == "keras3-steps-per-execution-mirrored", found
+        assert "keras-team/keras#19246" in found.what and found.link.endswith("/keras/issues/19246")
+        assert "steps_per_execution=1" in found.fix and "KERAS=tf-keras" in found.fix and found.retry is False
+        assert "does not help, nor does keras-nightly" in found.fix
+    custom_loop = recorded("keras3-custom-loop-optimizer", "mirrored")
+    assert explain.match(custom_loop).name == "keras3-custom-loop-optimizer"
+    assert "while/body" not in custom_loop.output
+
+
 def test_a_keras_loss_inside_strategy_run_names_keras_3s_scaling_by_the_replicas_and_the_fix():
     found = explain.explain(recorded("keras-loss-in-replica"))
     assert "Keras 3 takes it and divides each replica's loss by the replica count" in found.what

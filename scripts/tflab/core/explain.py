@@ -104,6 +104,25 @@ SIGNATURES = [
               "right after the model and optimizer are made (measured to train under Keras 3.15.1); or "
               + TF_KERAS_FIX + ", where the same loop trains; or keras-nightly 3.16",
               KERAS_OPTIMIZER_ISSUE, False),
+    # The same words from fit, but not keras#23085's cause. Recorded under TF 2.21 with Keras 3.15.1 and
+    # keras-nightly 3.16.0.dev2026102704 alike (the lab's mlp, STEPS_PER_EXECUTION=2, mirrored over 2 logical
+    # CPUs): fit's multi-step loop (multi_step_on_iterator, in keras/src/backend/tensorflow's trainer) calls each
+    # step's strategy.run inside a tf.cond in a tf.while_loop. It fails with SGD, which has no slots, and
+    # with the slots built before fit; it trains with steps_per_execution=1, under tf-keras, and with
+    # steps_per_execution=2 under no strategy. No upstream issue names steps_per_execution;
+    # keras#19246 (open) is the same error from Keras 3's fit under MirroredStrategy.
+    Signature("keras3-steps-per-execution-mirrored",
+              r"You must feed a value for placeholder tensor "
+              r"'while/body/_\d+/while/cond/then/_\d+/while/cond/Placeholder(?:_\d+)?'",
+              "Keras 3's fit with steps_per_execution above 1 does not work under MirroredStrategy: it runs "
+              "each step's strategy.run inside a tf.cond in its multi-step tf.while_loop, and that graph asks for a "
+              "placeholder nothing feeds, whatever the optimizer (measured with Keras 3.15.1 and keras-nightly "
+              "3.16.0.dev2026102704; keras-team/keras#19246 is the same error from fit under MirroredStrategy, "
+              "open)",
+              "steps_per_execution=1 (STEPS_PER_EXECUTION=1 for the lab's trainer; compile's default), or "
+              + TF_KERAS_FIX + " (KERAS=tf-keras), where the same fit trains with steps_per_execution=2; "
+              "building the optimizer before fit does not help, nor does keras-nightly",
+              "https://github.com/keras-team/keras/issues/19246", False),
     # -- Keras 3 and the parts of tf.distribute it left to tf-keras (issue 45) --
     # An evaluator task (a SCRIPT's; the lab's own is refused under Keras 3, rules.keras3_evaluator_refusal):
     # recorded under TF 2.21 and Keras 3.15.1, tf.keras.utils.SidecarEvaluator gives "module 'keras.utils' has

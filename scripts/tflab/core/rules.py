@@ -356,19 +356,19 @@ def keras3_loss_scale_refusal(tf: str, keras: str, precision: str, strategy: str
                               own_trainer: bool) -> str | None:
     """Why the lab's own trainer cannot scale mixed_float16's loss over these replicas under this TF
     and KERAS, or None. The lab's finding (matrixverdict.KERAS3_LOSS_SCALE, 2026-12-07, TF 2.21 on 2
-    logical CPUs): under Keras 3.15.1, mirrored over 2 replicas went NaN from epoch 1 with fit and
-    LOOP=custom alike, while tf-keras trained. Keras 3's LossScaleOptimizer checks only the first
-    replica's gradients for inf or NaN before they are all-reduced (its _tf_apply, keras#18691, the
-    fix of keras#18666). multiworker's replicas meet the same check (not measured: Keras 3's fit fails
-    there sooner, keras3-multiworker). Only the pinned Keras 3 releases, 3.10 to 3.15 and the lines'
-    own (3.15.1): keras-nightly (KERAS=nightly, and keras3 on TF=next, whose lock pins it) has not
-    been measured, and make matrix runs its cells to measure it. parameter_server is refused
+    logical CPUs): under Keras 3.15.1 and keras-nightly 3.16.0.dev2026102704, mirrored over 2 replicas
+    went NaN from epoch 1 (3.15.1 with fit and LOOP=custom alike), while tf-keras trained. Keras 3's
+    LossScaleOptimizer checks only the first replica's gradients for inf or NaN before they are
+    all-reduced (its _tf_apply, keras#18691, the fix of keras#18666). multiworker's replicas meet the
+    same check (not measured: Keras 3's fit fails there sooner, keras3-multiworker). Every Keras 3 the
+    lab pins: the releases 3.10 to 3.15 and keras-nightly (KERAS=nightly, and keras3 on TF=next,
+    whose lock pins it); make matrix marks such cells n/a. parameter_server is refused
     mixed_float16 under any Keras (validated)."""
     if precision != "mixed_float16" or replicas < 2 or strategy not in ("mirrored", "multiworker") \
             or not own_trainer or len(tf.split()) > 1 or len(keras.split()) > 1:
         return None
     release = versions.keras3_release(tf, keras)
-    if release is None or release == "nightly":
+    if release is None:
         return None
     given = " ".join(f"{name}={value}" for name, value in (("TF", tf and versions.label(tf)), ("KERAS", keras))
                      if value)
@@ -377,8 +377,9 @@ def keras3_loss_scale_refusal(tf: str, keras: str, precision: str, strategy: str
     return (f"PRECISION=mixed_float16 is not allowed with {given} and STRATEGY={strategy} ({replicas} replicas): "
             f"Keras {versions.KERAS_RELEASES[release]}'s LossScaleOptimizer checks only the first replica's gradients "
             "for inf or NaN, before the all-reduce, so a step where another replica's float16 gradients overflowed is "
-            "applied and the loss goes NaN (the lab's own finding on Keras 3.15.1, fit and LOOP=custom; related: "
-            f"keras-team/keras#18666); expected PRECISION=mixed_bfloat16, which needs no loss scaling, or {way_out}")
+            "applied and the loss goes NaN (the lab's own finding on Keras 3.15.1 and keras-nightly "
+            f"3.16.0.dev2026102704; related: keras-team/keras#18666); expected PRECISION=mixed_bfloat16, which "
+            f"needs no loss scaling, or {way_out}")
 
 
 def keras3_evaluator_refusal(tf: str, keras: str, evaluator: int, own_trainer: bool) -> str | None:
