@@ -16,7 +16,8 @@ import pytest
 from labtest.fakes import FakeBackend, FakeClock
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings, SettingsError
-from tflab.k8s import kubelet, tfjob
+from tflab.k8s import kubelet, tfjob, trainjob
+from tflab.k8s import writer as k8s
 from tflab.replay import run as run_module
 from tflab.replay.run import ReplayRun
 from tflab.supervisor import runner, stall
@@ -49,16 +50,40 @@ def clock(monkeypatch) -> FakeClock:
 
 def replay(tmp_path, clock: FakeClock, attempts, policy="OnFailure", timeout=300.0, job=TWO_WORKERS,
            stacks: dict | None = None, **given) -> tuple[int, FakeBackend, Summary]:
-    path = tmp_path / "tfjob.yaml"
-    path.write_text(textwrap.dedent(job.replace("POLICY", policy)))
-    settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1", **given)
-    plan = tfjob.load(settings)
+    """The replay of `job` (a TFJob; a TrainJob where it is a list of documents: trainjob_documents)."""
+    if isinstance(job, list):
+        path = tmp_path / "trainjob.yaml"
+        path.write_text(k8s.to_yaml_documents(job))
+        settings = Settings(trainjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1", **given)
+        plan = trainjob.load(settings)
+    else:
+        path = tmp_path / "tfjob.yaml"
+        path.write_text(textwrap.dedent(job.replace("POLICY", policy)))
+        settings = Settings(tfjob=str(path), runs_dir=str(tmp_path / "runs"), run="r1", **given)
+        plan = tfjob.load(settings)
     plan.timeout = timeout
     run_dir = tmp_path / "runs" / "r1"
     project = FakeBackend(plan.as_cluster(), run_dir, attempts, description="a stand-in project", clock=clock.monotonic)
     project.stacks = stacks or {}
     code = runner.run(ReplayRun(plan, settings, project, run_dir))
     return code, project, Summary.read(run_dir)
+
+
+def trainjob_documents(max_restarts: int = 0, **node_job) -> list[dict]:
+    """A TrainJob of 2 nodes and its runtime as make k8s writes them (failurePolicy.maxRestarts,
+    the node Job's backoffLimit 0, restartPolicy Never), with `node_job`'s fields set on the node
+    Job's spec (None: taken out), and `restartPolicy` on its pod."""
+    settings = Settings(workers=2, restarts=max_restarts, k8s_image="registry.example/tflab:test")
+    documents = k8s.render(settings, "tj", k8s.manifests_cluster(settings))[0]["trainjob.yaml"]
+    (runtime,) = [document for document in documents if document["kind"] in k8s.RUNTIME_KINDS.values()]
+    (replicated,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    job_spec = replicated["template"]["spec"]
+    for key, value in node_job.items():
+        where = job_spec["template"]["spec"] if key == "restartPolicy" else job_spec
+        where.pop(key, None)
+        if value is not None:
+            where[key] = value
+    return documents
 
 
 # -- the back-off, as the kubelet's code keeps it ---------------------------------------------------
@@ -147,18 +172,39 @@ def test_a_replica_that_ran_long_is_restarted_at_once_again(tmp_path, clock, cap
     assert waits[:5] == ["at once", "after 1 s", "after 2 s", "at once", "after 1 s"], waits
 
 
-def test_exit_code_and_never_keep_the_operators_rules(tmp_path, clock, capsys):
-    """ExitCode (core/pod.go SetRestartPolicy: a Never pod, retried by the operator when
-    IsRetryableExitCode) restarts every replica after the failure's grace, as before; Never fails
-    the job (UpdateJobStatus). Neither is the kubelet's: no replica is restarted alone."""
-    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 137}], [{}, {"worker-0": 0, "worker-1": 0}]],
+def test_an_exit_code_replica_is_recreated_alone_at_once_and_its_peers_run_on(tmp_path, clock, capsys):
+    """ExitCode (core/pod.go SetRestartPolicy: a Never pod) with a code that train_util.go
+    IsRetryableExitCode retries: common/pod.go ReconcilePods deletes that pod alone and its next
+    reconcile creates it again (createNewPod), with no back-off, the kubelet's or the operator's;
+    worker-0 runs on untouched, and its success is the job's. A new pod's restartCount is 0, so the
+    summary's restart_count (the kubelet's) stays 0 and nothing is counted for backoffLimit."""
+    first = [{}, {"worker-1": 137}, {"worker-1": 137}, {"worker-1": 137}, {"worker-1": 137, "worker-0": 0}]
+    code, project, result = replay(tmp_path, clock, [first, [{}, {"worker-1": 143}], [{}, {"worker-1": 0}]],
                                    policy="ExitCode")
     out = capsys.readouterr().out
-    assert code == 0 and project.attempt == 1 and not project.alone and len(result["restarts"]) == 1
-    assert "worker-1 exited with code 137; the other replicas get 10 s to end by themselves" in out
-    assert "in place" not in out
-    (tmp_path / "never").mkdir()
-    code, project, result = replay(tmp_path / "never", clock, [[{}, {"worker-1": 1}]], policy="Never")
+    assert code == 0 and project.attempt == 0 and [task for task, _ in project.alone] == ["worker-1", "worker-1"]
+    assert len(result["restarts"]) == 2 and "get 10 s to end" not in out and "restarting every replica" not in out
+    assert ("worker-1 exited with code 137, retryable under restartPolicy ExitCode (128 and up): the operator deletes "
+            "its pod and creates it again at once; the other replicas run on") in out
+    assert "recreating worker-1 (its recreation 2, the job's restart 2; a new pod's restartCount is 0" in out
+    (first_at, second_at) = [when for _, when in project.alone]
+    assert second_at - first_at == 2 * runner.POLL_SECONDS  # no back-off: seen at its restart's 2nd poll, made then
+    assert [row["restart_count"] for row in result["tasks"]] == [0, 0]
+
+
+def test_an_exit_code_replicas_peer_that_aborts_with_1_fails_the_job(tmp_path, clock, capsys):
+    """The recreated replica's peers meet what a lost MultiWorkerMirroredStrategy peer gives them:
+    they abort, and under ExitCode their own code decides (ReconcilePods: 1-127 fails the job)."""
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 137}, {"worker-1": 137, "worker-0": 1}],
+                                                     [{}]], policy="ExitCode")
+    out = capsys.readouterr().out
+    assert code == 1 and [task for task, _ in project.alone] == ["worker-1"] and project.attempt == 0
+    assert "worker-0 exited with code 1, permanent under restartPolicy ExitCode (1-127)" in out
+
+
+def test_never_fails_the_job_at_its_first_failure(tmp_path, clock, capsys):
+    """Never: a failed pod stays failed (tfjob_controller.go UpdateJobStatus marks the job Failed)."""
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 1}]], policy="Never")
     out = capsys.readouterr().out
     assert code == 1 and project.attempt == 0 and not project.alone and not result["restarts"]
     assert "worker-1 exited with code 1 and its restartPolicy is Never: the operator marks the job Failed" in out
@@ -200,7 +246,7 @@ def test_a_restart_whose_start_takes_the_rest_of_the_time_ends_the_run(tmp_path,
 
 
 def test_a_whole_restart_that_ends_past_the_deadline_ends_the_run(tmp_path, clock, capsys, monkeypatch):
-    """ExitCode's retry restarts every replica; a restart that returned past the deadline (a slow
+    """JobSet's RestartJobSet restarts every node; a restart that returned past the deadline (a slow
     start) ends the run there as timed out, and nothing further is followed or waited for: not the
     stacks of replicas just started, which have nothing to say yet (issue 44's waits of 5 s)."""
     restart = FakeBackend.restart
@@ -211,10 +257,10 @@ def test_a_whole_restart_that_ends_past_the_deadline_ends_the_run(tmp_path, cloc
 
     monkeypatch.setattr(FakeBackend, "restart", slow_restart)
     started = clock.now
-    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 137}], [{}]], policy="ExitCode",
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 137}], [{}]], job=trainjob_documents(1),
                                    timeout=60.0, stacks={"worker-0": "", "worker-1": ""})
     assert result["outcome"] == "timed out" and code == 1 and project.attempt == 1
     assert project.asked_stacks == [["worker-0"]]  # at the failure's grace, not after the restart
-    assert "TIMEOUT (60 s) passed" in capsys.readouterr().out
+    assert "passed: Trainer marks the TrainJob Failed (DeadlineExceeded" in capsys.readouterr().out
     # the failure's grace, worker-0's stacks waited for then, the slow start, and no more
     assert clock.now - started <= 10 + stall.STACKS_WAIT_SECONDS + 0.2 + 120 + runner.POLL_SECONDS * 4

@@ -27,8 +27,9 @@ class ReplayRun:
     would end the job (tfoperator: its code's rules): a replica's failure restarts or fails the job
     by its restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every
     worker's), and the deadline is activeDeadlineSeconds. An OnFailure or Always replica that fails
-    is restarted alone, in place, after the kubelet's back-off (k8s/kubelet.py), and the others run
-    on, meeting whatever its loss gives them; an ExitCode replica's retry restarts every replica.
+    is restarted alone, in place, after the kubelet's back-off (k8s/kubelet.py); an ExitCode
+    replica with a retryable code is recreated alone, at once (ReconcilePods deletes its pod and
+    makes it again); either way the others run on, meeting whatever its loss gives them.
     What its cleanPodPolicy would leave running is said; the lab still removes every replica at the
     end. A TrainJob's (jobset_condition) is JobSet's rules instead: the whole job restarts."""
 
@@ -53,6 +54,7 @@ class ReplayRun:
         self.ended_when_done: list[str] = []  # still running once the job succeeded: the lab ended them
         self.kubelet = kubelet.Backoff(settings.backoff)  # each replica's back-off, as the kubelet keeps it
         self.restarted_alone: dict[str, int] = {}  # task -> the kubelet's restarts of it in place (restartCount)
+        self.recreated: dict[str, int] = {}  # task -> the operator's recreations of its pod (ExitCode)
         self.deadline_at: float | None = None  # deadline()'s, on time.monotonic()'s clock
 
     def claimed(self) -> None:
@@ -307,12 +309,18 @@ class ReplayRun:
     def restart_alone(self, task: str, code: int, now: float) -> tuple[float, str] | None:
         """An OnFailure or Always replica's failure (tfoperator.after_failure: IN_PLACE) is the
         kubelet's: its container alone is restarted in place (kuberuntime_manager.go doBackOff), after
-        its back-off (kubelet.Backoff, from the moment its end was seen); the others are not touched.
-        A TrainJob's JobSet, and an ExitCode or Never replica, follow the runner's own rules."""
+        its back-off (kubelet.Backoff, from the moment its end was seen). An ExitCode replica's
+        retryable failure (RECREATED) is the operator's: common/pod.go ReconcilePods deletes that pod
+        alone and its next reconcile creates it again (createNewPod), with no back-off. Either way the
+        others are not touched. A TrainJob's JobSet, and a Never replica, follow the runner's rules."""
         if self.plan.kind == "TrainJob" or self.failed_for_good:
             return None
         policy = self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)]
-        if tfoperator.after_failure(policy, code) != tfoperator.IN_PLACE:
+        fate = tfoperator.after_failure(policy, code)
+        if fate == tfoperator.RECREATED:
+            return 0.0, (f"{task} exited with code {code}, retryable under restartPolicy ExitCode (128 and up): the "
+                         "operator deletes its pod and creates it again at once; the other replicas run on")
+        if fate != tfoperator.IN_PLACE:
             return None
         wait = self.kubelet.wait(task, now, now)
         when = "at once" if wait == 0 else f"after {wait:g} s"
@@ -321,7 +329,15 @@ class ReplayRun:
 
     def restart_alone_now(self, task: str, ended: float, now: float, limit: float) -> None:
         """The kubelet's restart: its back-off moves on (Backoff.Next), restartCount + 1, which
-        PastBackoffLimit sums; the replica's container alone is started again."""
+        PastBackoffLimit sums; the replica's container alone is started again. An ExitCode replica's
+        is the operator's recreation instead: a new pod, whose restartCount is 0, so nothing counts."""
+        if self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)] == "ExitCode":
+            self.recreated[task] = self.recreated.get(task, 0) + 1
+            console.say(f"recreating {task} (its recreation {self.recreated[task]}, the job's restart "
+                        f"{len(self.restarts_made)}; a new pod's restartCount is 0, so backoffLimit never counts it), "
+                        "as the operator does")
+            self.backend.restart_tasks([task], limit)
+            return
         self.kubelet.restarted(task, ended, now)
         self.restarts_counted += 1
         self.restarted_alone[task] = self.restarted_alone.get(task, 0) + 1
