@@ -16,7 +16,7 @@ import pytest
 from labtest.fakes import FakeBackend, FakeClock
 from tflab.core.runsummary import Summary
 from tflab.core.settings import Settings, SettingsError
-from tflab.k8s import kubelet, tfjob, trainjob
+from tflab.k8s import jobcontroller, kubelet, tfjob, trainjob
 from tflab.k8s import writer as k8s
 from tflab.replay import run as run_module
 from tflab.replay.run import ReplayRun
@@ -128,9 +128,12 @@ def test_the_simple_yaml_figure_is_7_restarts_a_replica_in_15_minutes():
 def test_backoff_is_a_replays_setting_refused_in_one_line_elsewhere(tmp_path):
     with pytest.raises(SettingsError, match=r"^BACKOFF=0 is not allowed: expected seconds from 0.1 to 10$"):
         Settings.from_env({"BACKOFF": "0"})
-    with pytest.raises(SettingsError, match=r"^BACKOFF=2 is not allowed without TFJOB: expected TFJOB="):
+    with pytest.raises(SettingsError, match=r"^BACKOFF=2 is not allowed without TFJOB or TRAINJOB: expected TFJOB="):
         Settings.from_env({"BACKOFF": "2"})
     assert Settings.from_env({}).backoff == 10.0
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(k8s.to_yaml_documents(trainjob_documents()))
+    assert Settings.from_env({"BACKOFF": "2", "TRAINJOB": str(path)}).backoff == 2.0  # a TrainJob's node retries
 
 
 # -- the runner's pipeline ------------------------------------------------------------------------
@@ -264,3 +267,76 @@ def test_a_whole_restart_that_ends_past_the_deadline_ends_the_run(tmp_path, cloc
     assert "passed: Trainer marks the TrainJob Failed (DeadlineExceeded" in capsys.readouterr().out
     # the failure's grace, worker-0's stacks waited for then, the slow start, and no more
     assert clock.now - started <= 10 + stall.STACKS_WAIT_SECONDS + 0.2 + 120 + runner.POLL_SECONDS * 4
+
+
+# -- a TrainJob's node Job, as Kubernetes' Job controller retries its pods (k8s/jobcontroller.py) -----
+
+
+def test_the_job_controllers_limits_and_pod_failure_back_off():
+    """pkg/controller/job/job_controller.go syncJob's exceedsBackoffLimit (`failed > backoffLimit`)
+    and pastBackoffLimitOnFailure (`> 0` for 0, `>= limit` else); backoff_utils.go
+    backoffRecord.getRemainingTime: DefaultJobPodFailureBackOff 10 s doubling per failure after the
+    last success, capped at MaxJobPodFailureBackOff 10 min."""
+    assert not jobcontroller.exceeds_backoff_limit(6, 6) and jobcontroller.exceeds_backoff_limit(6, 7)
+    assert jobcontroller.exceeds_backoff_limit(0, 1) and not jobcontroller.exceeds_backoff_limit(0, 0)
+    assert jobcontroller.past_backoff_limit_on_failure(0, 1) and not jobcontroller.past_backoff_limit_on_failure(0, 0)
+    assert jobcontroller.past_backoff_limit_on_failure(6, 6) and not jobcontroller.past_backoff_limit_on_failure(6, 5)
+    assert [jobcontroller.pod_failure_backoff(n) for n in range(8)] == [0, 10, 20, 40, 80, 160, 320, 600]
+    assert jobcontroller.backoff_limit_of({}) == (6, True)  # pkg/apis/batch/v1/defaults.go SetDefaults_Job
+    assert jobcontroller.backoff_limit_of({"backoffLimit": 0}) == (0, False)
+
+
+def test_a_never_node_is_made_again_alone_until_its_jobs_failed_pods_pass_backoff_limit(tmp_path, clock, capsys):
+    """restartPolicy Never, backoffLimit 2: each failure is one failed pod (job_controller.go
+    syncJob counts status.failed); the controller makes it again after its pod failure back-off
+    (backoff_utils.go getRemainingTime: 10 s, then 20 s), worker-0 untouched, until the third takes
+    the failed pods past 2 (exceedsBackoffLimit): Job node-0 fails, BackoffLimitExceeded, and JobSet
+    with maxRestarts 0 fails the job (failure_policy.go: ReachedMaxRestarts)."""
+    failing = [{}, {"worker-1": 1}]
+    job = trainjob_documents(0, backoffLimit=2, restartPolicy="Never")
+    code, project, result = replay(tmp_path, clock, [failing] * 4, job=job)
+    out = capsys.readouterr().out
+    assert code == 1 and result["reason"] == "ReachedMaxRestarts" and project.attempt == 0
+    (first, _), (second, _) = [(when, task) for task, when in project.alone]
+    assert [task for task, _ in project.alone] == ["worker-1", "worker-1"]
+    assert "worker-1 exited with code 1; the Job controller makes its pod again after 10 s (pod failure back-off" in out
+    assert "the Job controller makes its pod again after 20 s" in out
+    assert second - first == pytest.approx(20 + 2 * runner.POLL_SECONDS, abs=runner.POLL_SECONDS)
+    assert ("worker-1 failed, 3 failed pods of backoffLimit 2: the Job controller marks Job node-0 Failed "
+            "(BackoffLimitExceeded: Job has reached the specified backoff limit)") in out
+
+
+def test_an_on_failure_node_restarts_in_place_until_its_jobs_restarts_reach_the_default_limit(tmp_path, clock, capsys):
+    """A runtime that sets neither (Trainer v2.3.0's own do not): backoffLimit 6 (SetDefaults_Job),
+    restartPolicy OnFailure (jobset_webhook.go Default). The kubelet restarts the node in place
+    after its back-off (none, then 10 s doubling), and job_controller.go pastBackoffLimitOnFailure
+    fails the Job once the restarts reach 6: the 6th failure, after 5 restarts."""
+    job = trainjob_documents(0, backoffLimit=None, restartPolicy=None)
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 1}]] * 8, job=job)
+    out = capsys.readouterr().out
+    assert "restartPolicy OnFailure, backoffLimit 6: a failed node is retried alone (the kubelet restarts it" in out
+    assert code == 1 and result["reason"] == "ReachedMaxRestarts" and project.attempt == 0
+    times = [when for _, when in project.alone]
+    gaps = [round(later - earlier - 2 * runner.POLL_SECONDS) for earlier, later in zip(times, times[1:])]
+    assert len(times) == 5 and gaps == [10, 20, 40, 80], gaps
+    assert "worker-1: restarting it in place, as the kubelet does (the job's restart 5; Job node-0: 5 restarts" in out
+    assert "worker-1 failed, 6 restarts of backoffLimit 6: the Job controller marks Job node-0 Failed" in out
+    assert {row["task"]: row["restart_count"] for row in result["tasks"]} == {"worker-0": 0, "worker-1": 5}
+
+
+def test_a_node_waiting_its_back_off_is_not_made_again_once_its_job_failed(tmp_path, clock, capsys):
+    """backoffLimit 1, Never: worker-1's failure is retried after 10 s, but worker-0's failure a poll
+    later takes the failed pods to 2 > 1 and fails the Job (job_controller.go syncJob deletes its
+    active pods, and makes none again); JobSet's RestartJobSet (maxRestarts 1) then recreates every
+    node in a new Job. No node is made again alone in between (runner.follow: no lone restart once
+    a failure is in its grace), and the new Job's count starts afresh."""
+    job = trainjob_documents(1, backoffLimit=1, restartPolicy="Never")
+    code, project, result = replay(tmp_path, clock, [[{}, {"worker-1": 1}, {"worker-1": 1, "worker-0": 1}],
+                                                     [{}, {"worker-0": 0, "worker-1": 0}]], job=job)
+    out = capsys.readouterr().out
+    assert "worker-1 exited with code 1; the Job controller makes its pod again after 10 s" in out
+    assert ("worker-0, worker-1 failed, 2 failed pods of backoffLimit 1: the Job controller marks Job node-0 "
+            "Failed") in out
+    assert "tflab: stopping \n" not in out  # nothing ran: worker-1 waited its back-off, and is not made again
+    assert code == 0 and result["ok"] and project.alone == [] and project.attempt == 1 and len(result["restarts"]) == 1
+    assert "tflab: restarting every node (restart 1, 1 counted of failurePolicy.maxRestarts 1)" in out

@@ -490,12 +490,15 @@ def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobs
     assert result.reason == "ReachedMaxRestarts", out
     assert "JobSet applies RestartJobSet (no rule matched, JobSet's default; first failed Job node-0, " \
            "BackoffLimitExceeded) and marks the job Failed (ReachedMaxRestarts)" in out
-    # A TrainJob has no backoffLimit: its restarts are JobSet's, counted whole (once said as
-    # "2 restarts counted of backoffLimit 1", the training operator's in-place count)
+    # A TrainJob's restarts are JobSet's, counted whole (once said as "2 restarts counted of
+    # backoffLimit 1", the training operator's in-place count); its node Job's backoffLimit 0 fails
+    # that Job at the first failed pod (job_controller.go exceedsBackoffLimit)
     assert "tflab: restarting every node (restart 1, 1 counted of failurePolicy.maxRestarts 1), as JobSet's " \
            "RestartJobSet (no rule matched, JobSet's default; first failed Job node-0, BackoffLimitExceeded) " \
            "says" in out
-    assert "backoffLimit" not in out
+    assert "counted of backoffLimit" not in out
+    assert ("restartPolicy Never, backoffLimit 0: the first failed node fails Job node-0 (BackoffLimitExceeded), "
+            "no node is retried alone") in out
 
 
 def test_a_trainjob_succeeds_when_every_node_does(tmp_path, capsys):

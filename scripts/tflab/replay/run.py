@@ -13,7 +13,7 @@ from tflab.backends.base import RunObserver
 from tflab.core import cluster, runfolder
 from tflab.core.explain import VANISHED
 from tflab.core.settings import Settings
-from tflab.k8s import jobset, kubelet, tfoperator
+from tflab.k8s import jobcontroller, jobset, kubelet, tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
 from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
@@ -53,6 +53,8 @@ class ReplayRun:
         self.lingering: list[str] = []  # left running after success (cleanPodPolicy None), ending by themselves
         self.ended_when_done: list[str] = []  # still running once the job succeeded: the lab ended them
         self.kubelet = kubelet.Backoff(settings.backoff)  # each replica's back-off, as the kubelet keeps it
+        self.node_job = self.new_node_job()  # a TrainJob's node Job, as the Job controller keeps it
+        self.node_job_failed = False  # that Job failed (BackoffLimitExceeded): JobSet's failure policy decides
         self.restarted_alone: dict[str, int] = {}  # task -> the kubelet's restarts of it in place (restartCount)
         self.recreated: dict[str, int] = {}  # task -> the operator's recreations of its pod (ExitCode)
         self.deadline_at: float | None = None  # deadline()'s, on time.monotonic()'s clock
@@ -77,7 +79,7 @@ class ReplayRun:
             deadline = f"no activeDeadlineSeconds, so TIMEOUT ({plan.timeout:g} s) bounds the run"
         if plan.kind == "TrainJob":  # JobSet's rules, not the training operator's (jobset_condition)
             return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
-                    f"outputs in {folder}/; {self.jobset_words()}; {deadline}",
+                    f"outputs in {folder}/; {self.node_job_words()}; {self.jobset_words()}; {deadline}",
                     "the job succeeds when every node does (JobSet's default successPolicy); the lab removes every "
                     "node at the end"]
         if plan.backoff_limit is None and set(plan.policies.values()) == {"Never"}:
@@ -107,6 +109,24 @@ class ReplayRun:
             lines.append(f"restartPolicy Always ({', '.join(always)}): on a cluster the kubelet restarts a replica "
                          "that exits 0 too; the lab takes an exit 0 as done")
         return lines
+
+    def new_node_job(self) -> jobcontroller.NodeJob:
+        policy = self.plan.policies.get(cluster.TRAINJOB_JOB, "Never")
+        scale = self.settings.backoff / kubelet.INITIAL_SECONDS  # BACKOFF scales the controller's back-off too
+        return jobcontroller.NodeJob(policy, self.plan.node_backoff_limit, scale)
+
+    def node_job_words(self) -> str:
+        """A TrainJob's node Job's retries in a few words (jobcontroller.py, the Job controller's rules)."""
+        job = self.node_job
+        if job.backoff_limit == 0:  # exceedsBackoffLimit (Never) or pastBackoffLimitOnFailure at its restart
+            return (f"restartPolicy {job.restart_policy}, backoffLimit 0: the first failed node fails Job "
+                    f"{cluster.TRAINJOB_NODE}-0 ({jobset.JOB_FAILED_REASON}), no node is retried alone")
+        retry = (f"the kubelet restarts it in place, {self.kubelet.words()}" if job.in_place else
+                 f"the Job controller makes its pod again, {job.backoff_words()}")
+        counted = "restarts reach" if job.in_place else "failed pods pass"
+        return (f"restartPolicy {job.restart_policy}, backoffLimit {job.backoff_limit}: a failed node is retried "
+                f"alone ({retry}), the others run on, until its Job's {counted} backoffLimit; then Job "
+                f"{cluster.TRAINJOB_NODE}-0 fails ({jobset.JOB_FAILED_REASON})")
 
     def jobset_words(self) -> str:
         """A TrainJob's JobSet failure policy in a few words (jobset.py, JobSet v0.12.0's rules)."""
@@ -236,12 +256,21 @@ class ReplayRun:
         return None
 
     def jobset_condition(self, codes: dict, failures: dict, running: list[str]) -> str | None:
-        """A TrainJob's JobSet (runtime.py: one replicated job `node`, one Indexed Job of every node,
-        backoffLimit 0): a node's failure fails that Job (BackoffLimitExceeded), and JobSet's failure
-        policy decides (jobset.execute_failure_policy): FAILED where it fails the JobSet, else None
-        and the runner restarts (restart_verdict counts it). It succeeds once every node's Job has
-        (its default successPolicy, All). The TrainJob's Failed condition takes the JobSet's reason
-        as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the summary's reason is both."""
+        """A TrainJob's JobSet (runtime.py: one replicated job `node`, one Indexed Job of every node):
+        a node's failure is retried alone (retry_node) until that Job fails as Kubernetes' Job
+        controller fails it (jobcontroller.NodeJob.fails: its backoffLimit, BackoffLimitExceeded),
+        and then JobSet's failure policy decides (jobset.execute_failure_policy): FAILED where it
+        fails the JobSet, else None and the runner restarts (restart_verdict counts it). It succeeds
+        once every node's Job has (its default successPolicy, All). The TrainJob's Failed condition
+        takes the JobSet's reason as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the
+        summary's reason is both."""
+        if failures and not self.node_job_failed:
+            if not self.node_job.fails(len(failures)):
+                return None  # the Job controller retries each failed node alone (restart_alone)
+            self.node_job_failed = True
+            console.say(f"{', '.join(failures)} failed, {self.node_job.count_words(len(failures))}: the Job "
+                        f"controller marks Job {cluster.TRAINJOB_NODE}-0 Failed ({jobset.JOB_FAILED_REASON}: "
+                        f"{jobset.JOB_FAILED_MESSAGE}) and deletes its running pods")
         if failures:
             verdict = self.jobset_verdict()
             if verdict.outcome != jobset.FAILS:
@@ -287,6 +316,9 @@ class ReplayRun:
                 self.failed_for_good, self.reason = True, verdict.reason
                 return False, f"JobSet applies {verdict.words()} and marks the job Failed ({verdict.reason})"
             self.jobset_counts = jobset.counted(verdict, self.jobset_counts)
+            # JobSet recreates the Job: a new Job's status and new pods, whose back-offs start afresh
+            self.node_job, self.node_job_failed = self.new_node_job(), False
+            self.kubelet = kubelet.Backoff(self.settings.backoff)
             return True, ""
         failures = self.own_failures(self.backend.exit_codes(), stopped)
         self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
@@ -313,8 +345,10 @@ class ReplayRun:
         retryable failure (RECREATED) is the operator's: common/pod.go ReconcilePods deletes that pod
         alone and its next reconcile creates it again (createNewPod), with no back-off. Either way the
         others are not touched. A TrainJob's JobSet, and a Never replica, follow the runner's rules."""
-        if self.plan.kind == "TrainJob" or self.failed_for_good:
+        if self.failed_for_good or self.node_job_failed:
             return None
+        if self.plan.kind == "TrainJob":
+            return self.retry_node(task, code, now)
         policy = self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)]
         fate = tfoperator.after_failure(policy, code)
         if fate == tfoperator.RECREATED:
@@ -330,7 +364,11 @@ class ReplayRun:
     def restart_alone_now(self, task: str, ended: float, now: float, limit: float) -> None:
         """The kubelet's restart: its back-off moves on (Backoff.Next), restartCount + 1, which
         PastBackoffLimit sums; the replica's container alone is started again. An ExitCode replica's
-        is the operator's recreation instead: a new pod, whose restartCount is 0, so nothing counts."""
+        is the operator's recreation instead: a new pod, whose restartCount is 0, so nothing counts.
+        A TrainJob's node: its Job's count moves on (jobcontroller.NodeJob.retried)."""
+        if self.plan.kind == "TrainJob":
+            self.retry_node_now(task, ended, now, limit)
+            return
         if self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)] == "ExitCode":
             self.recreated[task] = self.recreated.get(task, 0) + 1
             console.say(f"recreating {task} (its recreation {self.recreated[task]}, the job's restart "
@@ -345,6 +383,29 @@ class ReplayRun:
                        f"{self.restarts_counted} counted of backoffLimit {self.plan.backoff_limit}")
         console.say(f"restarting {task} in place (its restart {self.restarted_alone[task]}, the job's "
                     f"{len(self.restarts_made)}; {limit_words}), as the kubelet does")
+        self.backend.restart_tasks([task], limit)
+
+    def retry_node(self, task: str, code: int, now: float) -> tuple[float, str]:
+        """A TrainJob node's failure that its Job survives (jobset_condition): under OnFailure the
+        kubelet restarts its container in place after its back-off; under Never the Job controller
+        makes its pod again after the pod failure back-off (backoff_utils.go getRemainingTime)."""
+        job = self.node_job
+        wait = self.kubelet.wait(task, now, now) if job.in_place else job.pod_failed(now)
+        when = "at once" if wait == 0 else f"after {wait:g} s"
+        how = (f"the kubelet restarts it in place {when} ({self.kubelet.words()})" if job.in_place else
+               f"the Job controller makes its pod again {when} ({job.backoff_words()})")
+        return wait, f"{task} exited with code {code}; {how}; the other nodes run on"
+
+    def retry_node_now(self, task: str, ended: float, now: float, limit: float) -> None:
+        job = self.node_job
+        job.retried()
+        if job.in_place:
+            self.kubelet.restarted(task, ended, now)
+            self.restarted_alone[task] = self.restarted_alone.get(task, 0) + 1
+        how = "restarting it in place, as the kubelet does" if job.in_place else "making its pod again, as the Job " \
+              "controller does"
+        console.say(f"{task}: {how} (the job's restart {len(self.restarts_made)}; Job {cluster.TRAINJOB_NODE}-0: "
+                    f"{job.count_words()})")
         self.backend.restart_tasks([task], limit)
 
     def writable_outside(self) -> dict[str, Path]:
@@ -385,7 +446,7 @@ class ReplayRun:
         rows = [summary.replay_row(run_dir, task, codes.get(task), task in stopped, replayed,
                                    done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
                 for task in tasks]
-        if plan.kind == "TFJob":
+        if plan.kind == "TFJob" or self.restarted_alone:
             for row in rows:
                 row.restart_count = self.restarted_alone.get(row.task, 0)
         reached = [task for task in tasks
