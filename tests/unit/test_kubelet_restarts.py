@@ -11,10 +11,13 @@ The runner's one pipeline (runner.run with replay.run.ReplayRun) runs on the sta
 minutes takes a moment."""
 
 import textwrap
+from functools import partialmethod
 
 import pytest
 from labtest.fakes import FakeBackend, FakeClock
+from tflab.core import runfolder
 from tflab.core.runsummary import Summary
+from tflab.core.schema import EventLog
 from tflab.core.settings import Settings, SettingsError
 from tflab.k8s import jobcontroller, kubelet, tfjob, trainjob
 from tflab.k8s import writer as k8s
@@ -340,3 +343,34 @@ def test_a_node_waiting_its_back_off_is_not_made_again_once_its_job_failed(tmp_p
     assert "tflab: stopping \n" not in out  # nothing ran: worker-1 waited its back-off, and is not made again
     assert code == 0 and result["ok"] and project.alone == [] and project.attempt == 1 and len(result["restarts"]) == 1
     assert "tflab: restarting every node (restart 1, 1 counted of failurePolicy.maxRestarts 1)" in out
+
+
+# -- the lab's own wait is no stall (issue 44) -----------------------------------------------------
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_a_back_off_the_lab_waits_out_is_no_stall_of_the_peers_waiting_for_it(tmp_path, clock, capsys, monkeypatch,
+                                                                              held):
+    """worker-1 fails and the Job controller makes its pod again after 10 s (restartPolicy Never,
+    backoffLimit 2); worker-0, which advanced once, is silent meanwhile, waiting for its peer. With
+    STALL=5 the stall watch would call that a stall; the replay's BackOffHold holds it while the lab
+    waits (RunObserver.holds, stall.Watch.hold, as make chaos's fault does), so the run goes on and
+    succeeds. Without the hold (held=False: the control) the same run is called stalled."""
+    if not held:
+        monkeypatch.setattr(run_module.BackOffHold, "holds", lambda self: False)
+
+    def advanced(backend, attempt):  # worker-0's fit begins: the stall watch is armed from here
+        EventLog(runfolder.log_path(backend.run_dir / runfolder.TASKS, "worker-0"), "worker-0").emit(
+            "fit", epoch=0, step=0, epochs=3)
+
+    monkeypatch.setattr(FakeBackend, "__init__", partialmethod(FakeBackend.__init__, on_start=advanced))
+    first = [{}] + [{"worker-1": 1}] * 24 + [{"worker-1": 1, "worker-0": 0}]  # worker-0 ends just after worker-1
+    job = trainjob_documents(0, backoffLimit=2, restartPolicy="Never")
+    code, project, result = replay(tmp_path, clock, [first, [{}, {"worker-1": 0}]], job=job, stall="5")
+    out = capsys.readouterr().out
+    assert "the Job controller makes its pod again after 10 s" in out
+    if held:
+        assert code == 0 and result["outcome"] == "ok" and result["stall"] is None, out
+        assert [task for task, _ in project.alone] == ["worker-1"]
+    else:
+        assert result["outcome"] == "stalled" and not project.alone, out

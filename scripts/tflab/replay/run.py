@@ -17,7 +17,7 @@ from tflab.k8s import jobcontroller, jobset, kubelet, tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
 from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
-from tflab.replay.watcher import Watcher, unaudited
+from tflab.replay.watcher import BackOffHold, Watcher, unaudited
 from tflab.supervisor import audit, progress, runner, strays, summary
 from tflab.supervisor.kind import FAILED, SUCCEEDED, WAITING, Printer
 
@@ -44,6 +44,7 @@ class ReplayRun:
         self.plan = plan
         self.timeout = plan.timeout
         self.watcher: Watcher | None = None  # made once the run folder is claimed (claimed)
+        self.hold = BackOffHold(lambda: time.monotonic())  # holds the stall watch while a back-off is waited out
         self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
         self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
         self.jobset_counts = jobset.Counts()  # a TrainJob's JobSet's restart counts (jobset.counted)
@@ -170,7 +171,7 @@ class ReplayRun:
 
     def observers(self) -> list[RunObserver]:
         """The watcher, which runner.run asks for after claimed() made it."""
-        return [self.watcher] if self.watcher is not None else []
+        return [self.watcher, self.hold] if self.watcher is not None else [self.hold]
 
     def deadline(self, started: float) -> float:
         """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
@@ -268,6 +269,7 @@ class ReplayRun:
             if not self.node_job.fails(len(failures)):
                 return None  # the Job controller retries each failed node alone (restart_alone)
             self.node_job_failed = True
+            self.hold.done()  # the controller makes no pod again: nothing is waited for
             console.say(f"{', '.join(failures)} failed, {self.node_job.count_words(len(failures))}: the Job "
                         f"controller marks Job {cluster.TRAINJOB_NODE}-0 Failed ({jobset.JOB_FAILED_REASON}: "
                         f"{jobset.JOB_FAILED_MESSAGE}) and deletes its running pods")
@@ -319,9 +321,11 @@ class ReplayRun:
             # JobSet recreates the Job: a new Job's status and new pods, whose back-offs start afresh
             self.node_job, self.node_job_failed = self.new_node_job(), False
             self.kubelet = kubelet.Backoff(self.settings.backoff)
+            self.hold.done()
             return True, ""
         failures = self.own_failures(self.backend.exit_codes(), stopped)
         self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
+        self.hold.done()
         return True, ""
 
     def restart_line(self) -> str:
@@ -357,6 +361,7 @@ class ReplayRun:
         if fate != tfoperator.IN_PLACE:
             return None
         wait = self.kubelet.wait(task, now, now)
+        self.hold.waiting(task, now + wait)
         when = "at once" if wait == 0 else f"after {wait:g} s"
         return wait, (f"{task} exited with code {code}; the kubelet restarts it in place {when} "
                       f"({self.kubelet.words()}); the other replicas run on")
@@ -366,6 +371,7 @@ class ReplayRun:
         PastBackoffLimit sums; the replica's container alone is started again. An ExitCode replica's
         is the operator's recreation instead: a new pod, whose restartCount is 0, so nothing counts.
         A TrainJob's node: its Job's count moves on (jobcontroller.NodeJob.retried)."""
+        self.hold.done(task)
         if self.plan.kind == "TrainJob":
             self.retry_node_now(task, ended, now, limit)
             return
@@ -391,6 +397,7 @@ class ReplayRun:
         makes its pod again after the pod failure back-off (backoff_utils.go getRemainingTime)."""
         job = self.node_job
         wait = self.kubelet.wait(task, now, now) if job.in_place else job.pod_failed(now)
+        self.hold.waiting(task, now + wait)
         when = "at once" if wait == 0 else f"after {wait:g} s"
         how = (f"the kubelet restarts it in place {when} ({self.kubelet.words()})" if job.in_place else
                f"the Job controller makes its pod again {when} ({job.backoff_words()})")
