@@ -19,8 +19,9 @@ file and function it mirrors, and so does the unit test that pins it
                                           MaxJobPodFailureBackOff 10 min
     pkg/controller/job/backoff_utils.go   backoffRecord.getRemainingTime: before it makes a failed
                                           pod again, 10 s doubling per failure since the Job's last
-                                          success (failuresAfterLastSuccess), capped, counted from
-                                          the last failure
+                                          success (failuresAfterLastSuccess, which newBackoffRecord
+                                          sets to 0 at a pod's success), capped, counted from the
+                                          last failure
 
 So under restartPolicy Never a node's failure is one failed pod, made again after that back-off,
 and the Job fails at the failure that takes its failed pods past backoffLimit; under OnFailure the
@@ -33,7 +34,7 @@ Pure logic: no engine, no clock of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_BACKOFF_LIMIT = 6  # defaults.go SetDefaults_Job
 PER_INDEX_BACKOFF_LIMIT = 2**31 - 1  # SetDefaults_Job where backoffLimitPerIndex is set: math.MaxInt32
@@ -89,6 +90,15 @@ class NodeJob:
     restarts: int = 0  # restartCount summed over its pods (under OnFailure): the kubelet's restarts
     failures_after_last_success: int = 0  # backoffRecord's
     last_failure: float | None = None
+    succeeded: set[str] = field(default_factory=set)  # its pods that succeeded
+
+    def saw(self, codes: dict[str, int | None]) -> None:
+        """backoff_utils.go newBackoffRecord: a pod newly succeeded starts the record over (its
+        failuresAfterLastSuccess 0); the failures after it count from there."""
+        for task, code in codes.items():
+            if code == 0 and task not in self.succeeded:
+                self.succeeded.add(task)
+                self.failures_after_last_success, self.last_failure = 0, None
 
     @property
     def in_place(self) -> bool:

@@ -265,6 +265,7 @@ class ReplayRun:
         once every node's Job has (its default successPolicy, All). The TrainJob's Failed condition
         takes the JobSet's reason as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the
         summary's reason is both."""
+        self.node_job.saw(codes)
         if failures and not self.node_job_failed:
             if not self.node_job.fails(len(failures)):
                 return None  # the Job controller retries each failed node alone (restart_alone)
