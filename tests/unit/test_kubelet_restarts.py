@@ -190,6 +190,8 @@ def test_an_exit_code_replica_is_recreated_alone_at_once_and_its_peers_run_on(tm
     out = capsys.readouterr().out
     assert code == 0 and project.attempt == 0 and [task for task, _ in project.alone] == ["worker-1", "worker-1"]
     assert len(result["restarts"]) == 2 and "get 10 s to end" not in out and "restarting every replica" not in out
+    assert ("restartPolicy ExitCode (Worker): a retried replica is recreated, not restarted; one that exits 128 or "
+            "more is recreated alone, at once, and the other replicas run on; 1-127 fails the job") in out
     assert ("worker-1 exited with code 137, retryable under restartPolicy ExitCode (128 and up): the operator deletes "
             "its pod and creates it again at once; the other replicas run on") in out
     assert "recreating worker-1 (its recreation 2, the job's restart 2; a new pod's restartCount is 0" in out

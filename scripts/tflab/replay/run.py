@@ -95,10 +95,12 @@ class ReplayRun:
                  f"outputs in {folder}/; {limit}; {deadline}",
                  f"the job succeeds when {self.success_words()}; {self.clean_words()}"]
         recreated = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "ExitCode")
-        if recreated and plan.backoff_limit:
+        if recreated:
+            counted = (f", so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, trainer#2045); "
+                       "only the deadline bounds its retries" if plan.backoff_limit else "")
             lines.append(f"restartPolicy ExitCode ({', '.join(recreated)}): a retried replica is recreated, not "
-                         f"restarted, so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, "
-                         "trainer#2045); only the deadline bounds its retries")
+                         f"restarted{counted}; one that exits 128 or more is recreated alone, at once, and the other "
+                         "replicas run on; 1-127 fails the job")
         in_place = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items()
                           if policy in ("OnFailure", "Always"))
         if in_place:
