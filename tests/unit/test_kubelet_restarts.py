@@ -287,14 +287,14 @@ def test_the_job_controllers_limits_and_pod_failure_back_off():
     assert jobcontroller.past_backoff_limit_on_failure(0, 1) and not jobcontroller.past_backoff_limit_on_failure(0, 0)
     assert jobcontroller.past_backoff_limit_on_failure(6, 6) and not jobcontroller.past_backoff_limit_on_failure(6, 5)
     assert [jobcontroller.pod_failure_backoff(n) for n in range(8)] == [0, 10, 20, 40, 80, 160, 320, 600]
-    assert jobcontroller.backoff_limit_of({}) == (6, True)  # pkg/apis/batch/v1/defaults.go SetDefaults_Job
+    assert jobcontroller.backoff_limit_of({}) == 6  # pkg/apis/batch/v1/defaults.go SetDefaults_Job
     job = jobcontroller.NodeJob("Never", 6)
     assert [job.pod_failed(now) for now in (0, 30)] == [10, 20]
     job.saw({"worker-0": 0, "worker-1": None})  # backoff_utils.go newBackoffRecord: a success starts it over
     assert job.pod_failed(60) == 10
     job.saw({"worker-0": 0, "worker-1": None})  # the same success, seen again, changes nothing
     assert job.pod_failed(90) == 20
-    assert jobcontroller.backoff_limit_of({"backoffLimit": 0}) == (0, False)
+    assert jobcontroller.backoff_limit_of({"backoffLimit": 0}) == 0
 
 
 def test_a_never_node_is_made_again_alone_until_its_jobs_failed_pods_pass_backoff_limit(tmp_path, clock, capsys):

@@ -43,13 +43,13 @@ MAX_POD_FAILURE_BACKOFF = 600.0  # MaxJobPodFailureBackOff
 RESTART_POLICIES = ("OnFailure", "Never")  # what the API server takes for a Job's pod (validation.go)
 
 
-def backoff_limit_of(job_spec: dict) -> tuple[int, bool]:
-    """The Job's backoffLimit as SetDefaults_Job leaves it, and whether it was defaulted."""
+def backoff_limit_of(job_spec: dict) -> int:
+    """The Job's backoffLimit as SetDefaults_Job leaves it."""
     if job_spec.get("backoffLimit") is not None:
-        return job_spec["backoffLimit"], False
+        return job_spec["backoffLimit"]
     if job_spec.get("backoffLimitPerIndex") is not None:
-        return PER_INDEX_BACKOFF_LIMIT, True
-    return DEFAULT_BACKOFF_LIMIT, True
+        return PER_INDEX_BACKOFF_LIMIT
+    return DEFAULT_BACKOFF_LIMIT
 
 
 def exceeds_backoff_limit(limit: int, failed: int) -> bool:

@@ -83,7 +83,7 @@ def node_job(runtime: dict, runtime_name: str, name: str, node_trainer: dict) ->
     if given_limit is not None and given_limit < 0:
         raise ManifestError(f"{runtime_name}: {job_where}.template.spec.backoffLimit is {given_limit}, expected 0 or "
                             "more")
-    backoff_limit, _ = jobcontroller.backoff_limit_of(job_spec)
+    backoff_limit = jobcontroller.backoff_limit_of(job_spec)
     pod_template = job_spec.get("template") or {}
     pod = pod_template.get("spec")
     if not isinstance(pod, dict):

@@ -31,7 +31,8 @@ class ReplayRun:
     replica with a retryable code is recreated alone, at once (ReconcilePods deletes its pod and
     makes it again); either way the others run on, meeting whatever its loss gives them.
     What its cleanPodPolicy would leave running is said; the lab still removes every replica at the
-    end. A TrainJob's (jobset_condition) is JobSet's rules instead: the whole job restarts."""
+    end. A TrainJob's node is retried alone as Kubernetes' Job controller retries a pod of its Job
+    (k8s/jobcontroller.py) until that Job fails; then JobSet's rules decide (jobset_condition)."""
 
     tasks_word = "replicas"
     done_line = "the job is done; ending {running}"
@@ -44,7 +45,8 @@ class ReplayRun:
         self.plan = plan
         self.timeout = plan.timeout
         self.watcher: Watcher | None = None  # made once the run folder is claimed (claimed)
-        self.hold = BackOffHold(lambda: time.monotonic())  # holds the stall watch while a back-off is waited out
+        # holds the stall watch while a back-off is waited out; time looked up at each call, as tests swap it
+        self.hold = BackOffHold(lambda: time.monotonic())
         self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
         self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
         self.jobset_counts = jobset.Counts()  # a TrainJob's JobSet's restart counts (jobset.counted)
@@ -351,7 +353,7 @@ class ReplayRun:
         its back-off (kubelet.Backoff, from the moment its end was seen). An ExitCode replica's
         retryable failure (RECREATED) is the operator's: common/pod.go ReconcilePods deletes that pod
         alone and its next reconcile creates it again (createNewPod), with no back-off. Either way the
-        others are not touched. A TrainJob's JobSet, and a Never replica, follow the runner's rules."""
+        others are not touched. A TrainJob's node: retry_node. A Never replica: the runner's rules."""
         if self.failed_for_good or self.node_job_failed:
             return None
         if self.plan.kind == "TrainJob":
