@@ -305,10 +305,11 @@ def test_any_schedule_of_exits_ends_in_a_summary_that_agrees_with_the_exit_statu
 def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(policy, code, restarts, said,
                                                                               tmp_path, capsys):
     """common/pod.go ReconcilePods: a failed pod is restarted under OnFailure and Always, and under
-    ExitCode where train_util.go IsRetryableExitCode (`exitCode >= 128`) says so; else the job
-    fails (ReconcilePods' own message for ExitCode, tfjob_controller.go UpdateJobStatus's for Never)."""
+    ExitCode where train_util.go IsRetryableExitCode (`exitCode >= 128`) says so (deleted and
+    created again alone); else the job fails (ReconcilePods' own message for ExitCode,
+    tfjob_controller.go UpdateJobStatus's for Never)."""
     job = with_policy(MULTIWORKER_JOB, "Worker", policy)
-    alone = policy in ("OnFailure", "Always")  # the kubelet's restart of the worker alone; the chief runs on
+    alone = bool(restarts)  # restarted (the kubelet) or recreated (the operator) alone; the chief runs on
     first = [{}, {"worker-0": code}] + [{"worker-0": code}] * 3 + [{"worker-0": code, "chief-0": 0}] * alone
     code_, project, result = run_replay(tmp_path, job, [first, [{}, {"worker-0": 0, "chief-0": 0}]])
     out = capsys.readouterr().out
@@ -323,15 +324,17 @@ def test_each_replicas_restart_policy_reads_its_exit_code_as_the_operator_does(p
 
 
 def test_exit_code_fails_the_job_when_a_killed_workers_peer_exits_1(tmp_path, capsys):
-    """common/pod.go ReconcilePods under ExitCode: the killed worker's 137 is retried, but the peer
-    that aborts with 1 when it goes (MultiWorkerMirroredStrategy's "Connection reset by peer") is a
-    permanent code, and the job fails, where the lab's own RESTART_POLICY=ExitCode reads that peer's
-    evidence and restarts. A TFJob that should survive a killed worker wants OnFailure."""
+    """common/pod.go ReconcilePods under ExitCode: the killed worker's 137 is retried (its pod alone
+    deleted and created again), but the peer that aborts with 1 when it goes (MultiWorkerMirroredStrategy's
+    "Connection reset by peer") is a permanent code, and the job fails, where the lab's own
+    RESTART_POLICY=ExitCode reads that peer's evidence and restarts. A TFJob that should survive a
+    killed worker wants OnFailure."""
     job = with_policy(NO_LIMIT_JOB, "Worker", "ExitCode")
     code, project, result = run_replay(tmp_path, job, [[{}, {"worker-1": 137}, {"worker-1": 137, "worker-0": 1}]])
     out = capsys.readouterr().out
     assert "tflab: worker-0 exited with code 1, permanent under restartPolicy ExitCode (1-127)" in out
-    assert code == 1 and not result["restarts"]
+    assert code == 1 and len(result["restarts"]) == 1 and [task for task, _ in project.alone] == ["worker-1"]
+    assert project.attempt == 0  # worker-0 was never restarted: it ran on and met the lost peer
 
 
 def test_the_default_restart_policy_is_never(tmp_path, capsys):
@@ -352,13 +355,18 @@ def test_exit_code_retries_are_not_counted_unless_the_limit_is_0(tmp_path, capsy
     backoffLimit` at a new failed pod) fails the job at the first one where backoffLimit is 0."""
     job = with_policy(NO_LIMIT_JOB, "Worker", "ExitCode").replace(
         "spec:\n  tfReplicaSpecs", "spec:\n  runPolicy: {backoffLimit: 1}\n  tfReplicaSpecs")
-    failing = [[{}, {"worker-1": 137}]] * 3
-    code, project, result = run_replay(tmp_path, job, failing + [[{}, {"worker-0": 0, "worker-1": 0}]])
+    # worker-1 fails thrice, each time recreated alone (its own next script); worker-0 runs on, then succeeds
+    first = [{}, {"worker-1": 137}] + [{"worker-1": 137}] * 8 + [{"worker-1": 137, "worker-0": 0}]
+    code, project, result = run_replay(tmp_path, job, [first, [{}, {"worker-1": 137}], [{}, {"worker-1": 137}],
+                                                       [{}, {"worker-1": 0}]])
     out = capsys.readouterr().out
     assert ("restartPolicy ExitCode (Worker): a retried replica is recreated, not restarted, so backoffLimit 1 never "
             "counts it (PastBackoffLimit, trainer#2045)") in out
-    assert code == 0 and len(result["restarts"]) == 3
-    assert "restarting every replica (restart 3; 0 restarts counted of backoffLimit 1)" in out
+    assert code == 0 and len(result["restarts"]) == 3 and project.attempt == 0, out
+    assert [task for task, _ in project.alone] == ["worker-1"] * 3
+    assert ("recreating worker-1 (its recreation 3, the job's restart 3; a new pod's restartCount is 0, so "
+            "backoffLimit never counts it), as the operator does") in out
+    failing = [[{}, {"worker-1": 137}]]
 
     zero = job.replace("backoffLimit: 1", "backoffLimit: 0")
     code, project, result = run_replay(tmp_path / "zero", zero, failing)
@@ -482,12 +490,15 @@ def test_a_trainjob_restarts_the_whole_job_max_restarts_times_then_fails_as_jobs
     assert result.reason == "ReachedMaxRestarts", out
     assert "JobSet applies RestartJobSet (no rule matched, JobSet's default; first failed Job node-0, " \
            "BackoffLimitExceeded) and marks the job Failed (ReachedMaxRestarts)" in out
-    # A TrainJob has no backoffLimit: its restarts are JobSet's, counted whole (once said as
-    # "2 restarts counted of backoffLimit 1", the training operator's in-place count)
+    # A TrainJob's restarts are JobSet's, counted whole (once said as "2 restarts counted of
+    # backoffLimit 1", the training operator's in-place count); its node Job's backoffLimit 0 fails
+    # that Job at the first failed pod (job_controller.go exceedsBackoffLimit)
     assert "tflab: restarting every node (restart 1, 1 counted of failurePolicy.maxRestarts 1), as JobSet's " \
            "RestartJobSet (no rule matched, JobSet's default; first failed Job node-0, BackoffLimitExceeded) " \
            "says" in out
-    assert "backoffLimit" not in out
+    assert "counted of backoffLimit" not in out
+    assert ("restartPolicy Never, backoffLimit 0: the first failed node fails Job node-0 (BackoffLimitExceeded), "
+            "no node is retried alone") in out
 
 
 def test_a_trainjob_succeeds_when_every_node_does(tmp_path, capsys):

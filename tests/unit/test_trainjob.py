@@ -309,9 +309,44 @@ def test_what_it_reads_and_does_not_apply_is_listed(three, tmp_path):
     plan = load(tmp_path, documents)
     lines = " | ".join(plan.not_applied)
     for field in ("spec.podGroupPolicy", "spec.template.spec.ttlSecondsAfterFinished",
-                  "template.spec.backoffLimit=2", "template.spec.parallelism (Trainer v2 sets it",
+                  "template.spec.parallelism (Trainer v2 sets it",
                   "spec.trainer.numNode |", "spec.trainer.numProcPerNode"):
         assert field in lines, lines
+    # the node Job's backoffLimit is applied (jobcontroller.py), so not listed
+    assert "backoffLimit" not in lines and plan.node_backoff_limit == 2
+
+
+@pytest.mark.parametrize("job_spec, pod_policy, limit, policy", [
+    ({}, None, 6, "OnFailure"),  # defaults.go SetDefaults_Job: 6; jobset_webhook.go Default: OnFailure
+    ({"backoffLimitPerIndex": 1}, "Never", 2**31 - 1, "Never"),  # SetDefaults_Job: MaxInt32 with a per-index limit
+    ({"backoffLimit": 0}, "Never", 0, "Never"),  # as make k8s writes it
+])
+def test_the_node_jobs_backoff_limit_and_restart_policy_as_the_api_server_defaults_them(three, tmp_path, job_spec,
+                                                                                      pod_policy, limit, policy):
+    """Neither Trainer v2.3.0 nor JobSet v0.12.0 sets the node Job's backoffLimit: Kubernetes'
+    pkg/apis/batch/v1/defaults.go SetDefaults_Job makes it 6 (MaxInt32 where backoffLimitPerIndex
+    is set); JobSet's pkg/webhooks/jobset_webhook.go Default makes the pod's restartPolicy OnFailure."""
+    def edit(runtime):
+        spec = node_job(runtime)["template"]["spec"]
+        spec.pop("backoffLimit", None)
+        spec.update(job_spec)
+        spec["template"]["spec"].pop("restartPolicy", None)
+        if pod_policy:
+            spec["template"]["spec"]["restartPolicy"] = pod_policy
+    plan = load(tmp_path, edited(three, "ClusterTrainingRuntime", edit))
+    assert (plan.node_backoff_limit, plan.policies["worker"]) == (limit, policy)
+
+
+def test_a_node_pod_under_always_or_a_negative_backoff_limit_is_refused(three, tmp_path):
+    """The API server's Job validation: a Job's pod takes OnFailure or Never; backoffLimit >= 0."""
+    always = edited(three, "ClusterTrainingRuntime",
+                    lambda r: node_job(r)["template"]["spec"]["template"]["spec"].update(restartPolicy="Always"))
+    with pytest.raises(manifest.ManifestError, match="restartPolicy is \"Always\": a Job.s pod takes OnFailure or"):
+        load(tmp_path, always)
+    negative = edited(three, "ClusterTrainingRuntime",
+                      lambda r: node_job(r)["template"]["spec"].update(backoffLimit=-1))
+    with pytest.raises(manifest.ManifestError, match="backoffLimit is -1, expected 0 or more"):
+        load(tmp_path, negative)
 
 
 def test_the_cli_refuses_settings_the_trainjob_decides(three, tmp_path):

@@ -241,10 +241,11 @@ class SettingsRules:
         if self.claims and not (self.tfjob or self.trainjob):
             raise SettingsError(f"CLAIMS={self.claims} is not allowed without TFJOB or TRAINJOB: expected "
                                 "TFJOB=path/to/tfjob.yaml (the claims are a replayed job's; a SCRIPT reads DATA)")
-        if self.backoff != 10.0 and not self.tfjob:
-            raise SettingsError(f"BACKOFF={self.backoff:g} is not allowed without TFJOB: expected "
-                                "TFJOB=path/to/tfjob.yaml (the kubelet's back-off is a replayed TFJob's OnFailure "
-                                "restart; a TrainJob and the lab's own runs restart the whole job at once)")
+        if self.backoff != 10.0 and not (self.tfjob or self.trainjob):
+            raise SettingsError(f"BACKOFF={self.backoff:g} is not allowed without TFJOB or TRAINJOB: expected "
+                                "TFJOB=path/to/tfjob.yaml or TRAINJOB=path/to/trainjob.yaml (the back-off is a "
+                                "replayed job's restart of one replica; the lab's own runs restart the whole job "
+                                "at once)")
         if self.collective == "nccl" and not self.gpus:
             raise SettingsError("COLLECTIVE=nccl is not allowed without GPUS: expected GPUS=all or GPU indexes "
                                 "such as GPUS=0,1 (NCCL runs on GPUs only), or COLLECTIVE=auto or ring")

@@ -248,9 +248,10 @@ class Settings(SettingsRules):
             tfjob="the TFJob's restart policies say which failures restart; "
                   "edit spec.tfReplicaSpecs.<type>.restartPolicy")
     backoff: float = setting(10.0, grammars.number(0.1, 10), "0.1..10 seconds",
-            "tflab up TFJOB=: the kubelet's back-off before it restarts a failed OnFailure or Always replica in "
-            "place (k8s/kubelet.py): none at its first failure, then this, doubling to 30 x it; 10: the kubelet's "
-            "own (10 s doubling to 300 s); less only to make a test quick",
+            "tflab up TFJOB= or TRAINJOB=: the kubelet's back-off before it restarts a failed OnFailure or Always "
+            "replica in place (k8s/kubelet.py): none at its first failure, then this, doubling to 30 x it; 10: the "
+            "kubelet's own (10 s doubling to 300 s); it scales a TrainJob's Job controller's pod failure back-off "
+            "alike (10 s doubling to 600 s); less only to make a test quick",
             commands=("up", "chaos", "matrix"), tfjob=REPLAYED)
     backup: str = setting("epoch", grammars.backup, "epoch | off | N steps",
             "how often training backs itself up (tf-keras BackupAndRestore) in RUNS_DIR/<RUN>/backup",

@@ -51,9 +51,9 @@ STRATEGIES = (RECREATE, BLOCKING_RECREATE, IN_PLACE_RESTART)
 FAILED_JOBS = "FailedJobs"  # no failurePolicy: the first failed Job fails the JobSet
 REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
 FAIL_JOBSET_REASON = "FailJobSetFailurePolicyAction"
-# What a node's failure makes its Job's Failed condition: a Trainer runtime's Job has backoffLimit 0
-# (make k8s writes it so), and Kubernetes' Job controller (pkg/controller/job/job_controller.go)
-# then fails the Job with batch.JobReasonBackoffLimitExceeded and this message.
+# The node Job's Failed condition once its failures pass its backoffLimit (jobcontroller.py: make k8s
+# writes 0, unset is 6): Kubernetes' Job controller (pkg/controller/job/job_controller.go) fails it
+# with batch.JobReasonBackoffLimitExceeded and this message.
 JOB_FAILED_REASON = "BackoffLimitExceeded"
 JOB_FAILED_MESSAGE = "Job has reached the specified backoff limit"
 # Outcomes of a failure.

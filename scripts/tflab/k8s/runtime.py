@@ -1,6 +1,7 @@
 """A Kubeflow Trainer v2 runtime (TrainingRuntime or ClusterTrainingRuntime) as a TrainJob's replay
 reads it (trainjob.py): the runtime spec.runtimeRef names, its JobSet's one replicated job of nodes
-and that JobSet's failure policy (jobset.py), and the node's pod with the TrainJob's spec.trainer
+and that JobSet's failure policy (jobset.py), the node Job's backoffLimit and its pod's restartPolicy
+as the API server defaults them (jobcontroller.py), and the node's pod with the TrainJob's spec.trainer
 applied, as Trainer v2 builds them (runtime/core/trainingruntime.go newRuntimeInfo,
 runtime/framework/plugins/jobset/builder.go Trainer, plainml.go). What the lab cannot replay is
 refused in one line; what it reads and does not apply is returned to be named.
@@ -12,7 +13,7 @@ import copy
 from dataclasses import dataclass
 
 from tflab.core import cluster
-from tflab.k8s import jobset
+from tflab.k8s import jobcontroller, jobset
 from tflab.k8s.manifest import ManifestError, shown
 from tflab.k8s.pod import field_of, unapplied
 from tflab.k8s.writer import ANCESTOR_LABEL, RUNTIME_KINDS, TRAINER_API
@@ -20,12 +21,6 @@ from tflab.k8s.writer import ANCESTOR_LABEL, RUNTIME_KINDS, TRAINER_API
 API_GROUP = TRAINER_API.partition("/")[0]
 KINDS = tuple(RUNTIME_KINDS.values())
 APPLIED_JOBSET = {"replicatedJobs", "failurePolicy", "network"}
-# What the replay does where a cluster would bring one node back alone (tflab's FACTS: a lone
-# restarted MultiWorkerMirroredStrategy worker waits for its peers; they aborted within a second of
-# losing it, and come back one by one as their own pods or containers do).
-LONE_WORKER = ("a node brought back alone cannot rejoin MultiWorkerMirroredStrategy peers of the old attempt, "
-               "which abort within a second of losing it and are brought back one by one in turn; the replay "
-               "fails the Job at the first failure instead and applies failurePolicy")
 APPLIED_JOB = {"template", "completionMode", "backoffLimit", "parallelism", "completions"}
 
 
@@ -37,6 +32,8 @@ class NodeJob:
     pod_where: str
     failure_policy: jobset.Policy | None  # the JobSet's; None: it fails at the first failed Job
     not_applied: list[str]
+    restart_policy: str = "OnFailure"  # the pod's, as JobSet's webhook defaults it (jobset_webhook.go Default)
+    backoff_limit: int = jobcontroller.DEFAULT_BACKOFF_LIMIT  # the Job's, as SetDefaults_Job leaves it
 
 
 def node_job(runtime: dict, runtime_name: str, name: str, node_trainer: dict) -> NodeJob:
@@ -82,21 +79,22 @@ def node_job(runtime: dict, runtime_name: str, name: str, node_trainer: dict) ->
     for count in ("parallelism", "completions"):
         if count in job_spec:
             not_applied.append(f"{runtime_name}: {job_where}.template.spec.{count} (Trainer v2 sets it to the nodes)")
-    if job_spec.get("backoffLimit"):
-        not_applied.append(f"{runtime_name}: {job_where}.template.spec.backoffLimit={job_spec['backoffLimit']} (on "
-                           "a cluster the Job controller makes a failed node's pod again alone until more than "
-                           f"that many pods have failed, its peers' included; {LONE_WORKER})")
+    given_limit = field_of(job_spec, "backoffLimit", int, f"{job_where}.template.spec", None)
+    if given_limit is not None and given_limit < 0:
+        raise ManifestError(f"{runtime_name}: {job_where}.template.spec.backoffLimit is {given_limit}, expected 0 or "
+                            "more")
+    backoff_limit = jobcontroller.backoff_limit_of(job_spec)
     pod_template = job_spec.get("template") or {}
     pod = pod_template.get("spec")
     if not isinstance(pod, dict):
         raise ManifestError(f"{job_where}.template.spec.template.spec is missing")
     pod_where = f"{runtime_name}: {job_where}.template.spec.template.spec"
     pod = node_pod(pod, node_trainer, pod_where)
-    if pod.get("restartPolicy") == "OnFailure":
-        not_applied.append(f"{pod_where}.restartPolicy=OnFailure (on a cluster a failed node's container restarts "
-                           f"alone in its pod; {LONE_WORKER})")
-    pod.pop("restartPolicy", None)
-    return NodeJob(ml_policy, job_spec, pod, pod_where, policy, not_applied)
+    restart_policy = pod.pop("restartPolicy", None) or "OnFailure"  # jobset_webhook.go Default
+    if restart_policy not in jobcontroller.RESTART_POLICIES:
+        raise ManifestError(f"{pod_where}.restartPolicy is {shown(restart_policy)}: a Job's pod takes "
+                            f"{' or '.join(jobcontroller.RESTART_POLICIES)} (the API server refuses the JobSet)")
+    return NodeJob(ml_policy, job_spec, pod, pod_where, policy, not_applied, restart_policy, backoff_limit)
 
 
 def runtime_of(spec: dict, namespace: str, every: list[tuple[dict, tuple[str, str]]]) -> dict:

@@ -97,6 +97,7 @@ class Plan:
     clean_pod_policy: str = tfoperator.DEFAULT_CLEAN_POD_POLICY
     success_policy: str = ""  # spec.successPolicy: "" (the operator's default) or AllWorkers
     failure_policy: jobset.Policy | None = None  # a TrainJob's JobSet's (jobset.py); None: it fails at once
+    node_backoff_limit: int = 0  # a TrainJob's node Job's backoffLimit (jobcontroller.py: 6 where unset)
 
     @property
     def replicas(self) -> list[tfoperator.Replica]:

@@ -160,8 +160,8 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
                               "leave it out for TIMEOUT to apply")
     return Plan(path, name, namespace, tasks, cluster.trainjob_cluster_spec(name, nodes), restarts,
                 float(deadline) if deadline else settings.timeout, grouped(not_applied), config_maps, volumes,
-                decided, policies={cluster.TRAINJOB_JOB: "OnFailure"}, active_deadline=deadline,
-                kind="TrainJob", setting="TRAINJOB", failure_policy=policy)
+                decided, policies={cluster.TRAINJOB_JOB: node_job.restart_policy}, active_deadline=deadline,
+                kind="TrainJob", setting="TRAINJOB", failure_policy=policy, node_backoff_limit=node_job.backoff_limit)
 
 
 def trainjob_of(documents: list[dict], others: list[dict]) -> tuple[dict, list, dict[str, dict[str, str]], list[str]]:

@@ -13,11 +13,11 @@ from tflab.backends.base import RunObserver
 from tflab.core import cluster, runfolder
 from tflab.core.explain import VANISHED
 from tflab.core.settings import Settings
-from tflab.k8s import jobset, kubelet, tfoperator
+from tflab.k8s import jobcontroller, jobset, kubelet, tfoperator
 from tflab.k8s.tfjob import Plan, describe, replay_settings
 from tflab.replay.stack import ReplayStack
 from tflab.replay.volumes import host_folders, write_hooks, write_volumes
-from tflab.replay.watcher import Watcher, unaudited
+from tflab.replay.watcher import BackOffHold, Watcher, unaudited
 from tflab.supervisor import audit, progress, runner, strays, summary
 from tflab.supervisor.kind import FAILED, SUCCEEDED, WAITING, Printer
 
@@ -27,10 +27,12 @@ class ReplayRun:
     would end the job (tfoperator: its code's rules): a replica's failure restarts or fails the job
     by its restartPolicy and backoffLimit, success is the chief's (or worker-0's, or every
     worker's), and the deadline is activeDeadlineSeconds. An OnFailure or Always replica that fails
-    is restarted alone, in place, after the kubelet's back-off (k8s/kubelet.py), and the others run
-    on, meeting whatever its loss gives them; an ExitCode replica's retry restarts every replica.
+    is restarted alone, in place, after the kubelet's back-off (k8s/kubelet.py); an ExitCode
+    replica with a retryable code is recreated alone, at once (ReconcilePods deletes its pod and
+    makes it again); either way the others run on, meeting whatever its loss gives them.
     What its cleanPodPolicy would leave running is said; the lab still removes every replica at the
-    end. A TrainJob's (jobset_condition) is JobSet's rules instead: the whole job restarts."""
+    end. A TrainJob's node is retried alone as Kubernetes' Job controller retries a pod of its Job
+    (k8s/jobcontroller.py) until that Job fails; then JobSet's rules decide (jobset_condition)."""
 
     tasks_word = "replicas"
     done_line = "the job is done; ending {running}"
@@ -43,6 +45,8 @@ class ReplayRun:
         self.plan = plan
         self.timeout = plan.timeout
         self.watcher: Watcher | None = None  # made once the run folder is claimed (claimed)
+        # holds the stall watch while a back-off is waited out; time looked up at each call, as tests swap it
+        self.hold = BackOffHold(lambda: time.monotonic())
         self.reason: str | None = None  # the operator's reason, and which limit, where the job failed by one
         self.restarts_counted = 0  # restartCount summed as PastBackoffLimit sums it, over the attempts so far
         self.jobset_counts = jobset.Counts()  # a TrainJob's JobSet's restart counts (jobset.counted)
@@ -52,7 +56,10 @@ class ReplayRun:
         self.lingering: list[str] = []  # left running after success (cleanPodPolicy None), ending by themselves
         self.ended_when_done: list[str] = []  # still running once the job succeeded: the lab ended them
         self.kubelet = kubelet.Backoff(settings.backoff)  # each replica's back-off, as the kubelet keeps it
+        self.node_job = self.new_node_job()  # a TrainJob's node Job, as the Job controller keeps it
+        self.node_job_failed = False  # that Job failed (BackoffLimitExceeded): JobSet's failure policy decides
         self.restarted_alone: dict[str, int] = {}  # task -> the kubelet's restarts of it in place (restartCount)
+        self.recreated: dict[str, int] = {}  # task -> the operator's recreations of its pod (ExitCode)
         self.deadline_at: float | None = None  # deadline()'s, on time.monotonic()'s clock
 
     def claimed(self) -> None:
@@ -75,7 +82,7 @@ class ReplayRun:
             deadline = f"no activeDeadlineSeconds, so TIMEOUT ({plan.timeout:g} s) bounds the run"
         if plan.kind == "TrainJob":  # JobSet's rules, not the training operator's (jobset_condition)
             return [f"run {self.run_dir.name}: {describe(plan)} on {self.backend.description}",
-                    f"outputs in {folder}/; {self.jobset_words()}; {deadline}",
+                    f"outputs in {folder}/; {self.node_job_words()}; {self.jobset_words()}; {deadline}",
                     "the job succeeds when every node does (JobSet's default successPolicy); the lab removes every "
                     "node at the end"]
         if plan.backoff_limit is None and set(plan.policies.values()) == {"Never"}:
@@ -90,10 +97,12 @@ class ReplayRun:
                  f"outputs in {folder}/; {limit}; {deadline}",
                  f"the job succeeds when {self.success_words()}; {self.clean_words()}"]
         recreated = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items() if policy == "ExitCode")
-        if recreated and plan.backoff_limit:
+        if recreated:
+            counted = (f", so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, trainer#2045); "
+                       "only the deadline bounds its retries" if plan.backoff_limit else "")
             lines.append(f"restartPolicy ExitCode ({', '.join(recreated)}): a retried replica is recreated, not "
-                         f"restarted, so backoffLimit {plan.backoff_limit} never counts it (PastBackoffLimit, "
-                         "trainer#2045); only the deadline bounds its retries")
+                         f"restarted{counted}; one that exits 128 or more is recreated alone, at once, and the other "
+                         "replicas run on; 1-127 fails the job")
         in_place = sorted(tfoperator.TYPE_NAMES[job] for job, policy in plan.policies.items()
                           if policy in ("OnFailure", "Always"))
         if in_place:
@@ -105,6 +114,24 @@ class ReplayRun:
             lines.append(f"restartPolicy Always ({', '.join(always)}): on a cluster the kubelet restarts a replica "
                          "that exits 0 too; the lab takes an exit 0 as done")
         return lines
+
+    def new_node_job(self) -> jobcontroller.NodeJob:
+        policy = self.plan.policies.get(cluster.TRAINJOB_JOB, "Never")
+        scale = self.settings.backoff / kubelet.INITIAL_SECONDS  # BACKOFF scales the controller's back-off too
+        return jobcontroller.NodeJob(policy, self.plan.node_backoff_limit, scale)
+
+    def node_job_words(self) -> str:
+        """A TrainJob's node Job's retries in a few words (jobcontroller.py, the Job controller's rules)."""
+        job = self.node_job
+        if job.backoff_limit == 0:  # exceedsBackoffLimit (Never) or pastBackoffLimitOnFailure at its restart
+            return (f"restartPolicy {job.restart_policy}, backoffLimit 0: the first failed node fails Job "
+                    f"{cluster.TRAINJOB_NODE}-0 ({jobset.JOB_FAILED_REASON}), no node is retried alone")
+        retry = (f"the kubelet restarts it in place, {self.kubelet.words()}" if job.in_place else
+                 f"the Job controller makes its pod again, {job.backoff_words()}")
+        counted = "restarts reach" if job.in_place else "failed pods pass"
+        return (f"restartPolicy {job.restart_policy}, backoffLimit {job.backoff_limit}: a failed node is retried "
+                f"alone ({retry}), the others run on, until its Job's {counted} backoffLimit; then Job "
+                f"{cluster.TRAINJOB_NODE}-0 fails ({jobset.JOB_FAILED_REASON})")
 
     def jobset_words(self) -> str:
         """A TrainJob's JobSet failure policy in a few words (jobset.py, JobSet v0.12.0's rules)."""
@@ -148,7 +175,7 @@ class ReplayRun:
 
     def observers(self) -> list[RunObserver]:
         """The watcher, which runner.run asks for after claimed() made it."""
-        return [self.watcher] if self.watcher is not None else []
+        return [self.watcher, self.hold] if self.watcher is not None else [self.hold]
 
     def deadline(self, started: float) -> float:
         """activeDeadlineSeconds counts from the job's start (PastActiveDeadline: jobStatus.StartTime)."""
@@ -234,12 +261,23 @@ class ReplayRun:
         return None
 
     def jobset_condition(self, codes: dict, failures: dict, running: list[str]) -> str | None:
-        """A TrainJob's JobSet (runtime.py: one replicated job `node`, one Indexed Job of every node,
-        backoffLimit 0): a node's failure fails that Job (BackoffLimitExceeded), and JobSet's failure
-        policy decides (jobset.execute_failure_policy): FAILED where it fails the JobSet, else None
-        and the runner restarts (restart_verdict counts it). It succeeds once every node's Job has
-        (its default successPolicy, All). The TrainJob's Failed condition takes the JobSet's reason
-        as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the summary's reason is both."""
+        """A TrainJob's JobSet (runtime.py: one replicated job `node`, one Indexed Job of every node):
+        a node's failure is retried alone (retry_node) until that Job fails as Kubernetes' Job
+        controller fails it (jobcontroller.NodeJob.fails: its backoffLimit, BackoffLimitExceeded),
+        and then JobSet's failure policy decides (jobset.execute_failure_policy): FAILED where it
+        fails the JobSet, else None and the runner restarts (restart_verdict counts it). It succeeds
+        once every node's Job has (its default successPolicy, All). The TrainJob's Failed condition
+        takes the JobSet's reason as it is (Trainer v2.3.0 plugins/jobset/jobset.go Status), so the
+        summary's reason is both."""
+        self.node_job.saw(codes)
+        if failures and not self.node_job_failed:
+            if not self.node_job.fails(len(failures)):
+                return None  # the Job controller retries each failed node alone (restart_alone)
+            self.node_job_failed = True
+            self.hold.done()  # the controller makes no pod again: nothing is waited for
+            console.say(f"{', '.join(failures)} failed, {self.node_job.count_words(len(failures))}: the Job "
+                        f"controller marks Job {cluster.TRAINJOB_NODE}-0 Failed ({jobset.JOB_FAILED_REASON}: "
+                        f"{jobset.JOB_FAILED_MESSAGE}) and deletes its running pods")
         if failures:
             verdict = self.jobset_verdict()
             if verdict.outcome != jobset.FAILS:
@@ -285,9 +323,14 @@ class ReplayRun:
                 self.failed_for_good, self.reason = True, verdict.reason
                 return False, f"JobSet applies {verdict.words()} and marks the job Failed ({verdict.reason})"
             self.jobset_counts = jobset.counted(verdict, self.jobset_counts)
+            # JobSet recreates the Job: a new Job's status and new pods, whose back-offs start afresh
+            self.node_job, self.node_job_failed = self.new_node_job(), False
+            self.kubelet = kubelet.Backoff(self.settings.backoff)
+            self.hold.done()
             return True, ""
         failures = self.own_failures(self.backend.exit_codes(), stopped)
         self.restarts_counted += sum(1 for _, _, fate in failures.values() if fate == tfoperator.IN_PLACE)
+        self.hold.done()
         return True, ""
 
     def restart_line(self) -> str:
@@ -307,21 +350,43 @@ class ReplayRun:
     def restart_alone(self, task: str, code: int, now: float) -> tuple[float, str] | None:
         """An OnFailure or Always replica's failure (tfoperator.after_failure: IN_PLACE) is the
         kubelet's: its container alone is restarted in place (kuberuntime_manager.go doBackOff), after
-        its back-off (kubelet.Backoff, from the moment its end was seen); the others are not touched.
-        A TrainJob's JobSet, and an ExitCode or Never replica, follow the runner's own rules."""
-        if self.plan.kind == "TrainJob" or self.failed_for_good:
+        its back-off (kubelet.Backoff, from the moment its end was seen). An ExitCode replica's
+        retryable failure (RECREATED) is the operator's: common/pod.go ReconcilePods deletes that pod
+        alone and its next reconcile creates it again (createNewPod), with no back-off. Either way the
+        others are not touched. A TrainJob's node: retry_node. A Never replica: the runner's rules."""
+        if self.failed_for_good or self.node_job_failed:
             return None
+        if self.plan.kind == "TrainJob":
+            return self.retry_node(task, code, now)
         policy = self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)]
-        if tfoperator.after_failure(policy, code) != tfoperator.IN_PLACE:
+        fate = tfoperator.after_failure(policy, code)
+        if fate == tfoperator.RECREATED:
+            return 0.0, (f"{task} exited with code {code}, retryable under restartPolicy ExitCode (128 and up): the "
+                         "operator deletes its pod and creates it again at once; the other replicas run on")
+        if fate != tfoperator.IN_PLACE:
             return None
         wait = self.kubelet.wait(task, now, now)
+        self.hold.waiting(task, now + wait)
         when = "at once" if wait == 0 else f"after {wait:g} s"
         return wait, (f"{task} exited with code {code}; the kubelet restarts it in place {when} "
                       f"({self.kubelet.words()}); the other replicas run on")
 
     def restart_alone_now(self, task: str, ended: float, now: float, limit: float) -> None:
         """The kubelet's restart: its back-off moves on (Backoff.Next), restartCount + 1, which
-        PastBackoffLimit sums; the replica's container alone is started again."""
+        PastBackoffLimit sums; the replica's container alone is started again. An ExitCode replica's
+        is the operator's recreation instead: a new pod, whose restartCount is 0, so nothing counts.
+        A TrainJob's node: its Job's count moves on (jobcontroller.NodeJob.retried)."""
+        self.hold.done(task)
+        if self.plan.kind == "TrainJob":
+            self.retry_node_now(task, ended, now, limit)
+            return
+        if self.plan.policies[next(t.job for t in self.plan.tasks if t.name == task)] == "ExitCode":
+            self.recreated[task] = self.recreated.get(task, 0) + 1
+            console.say(f"recreating {task} (its recreation {self.recreated[task]}, the job's restart "
+                        f"{len(self.restarts_made)}; a new pod's restartCount is 0, so backoffLimit never counts it), "
+                        "as the operator does")
+            self.backend.restart_tasks([task], limit)
+            return
         self.kubelet.restarted(task, ended, now)
         self.restarts_counted += 1
         self.restarted_alone[task] = self.restarted_alone.get(task, 0) + 1
@@ -329,6 +394,30 @@ class ReplayRun:
                        f"{self.restarts_counted} counted of backoffLimit {self.plan.backoff_limit}")
         console.say(f"restarting {task} in place (its restart {self.restarted_alone[task]}, the job's "
                     f"{len(self.restarts_made)}; {limit_words}), as the kubelet does")
+        self.backend.restart_tasks([task], limit)
+
+    def retry_node(self, task: str, code: int, now: float) -> tuple[float, str]:
+        """A TrainJob node's failure that its Job survives (jobset_condition): under OnFailure the
+        kubelet restarts its container in place after its back-off; under Never the Job controller
+        makes its pod again after the pod failure back-off (backoff_utils.go getRemainingTime)."""
+        job = self.node_job
+        wait = self.kubelet.wait(task, now, now) if job.in_place else job.pod_failed(now)
+        self.hold.waiting(task, now + wait)
+        when = "at once" if wait == 0 else f"after {wait:g} s"
+        how = (f"the kubelet restarts it in place {when} ({self.kubelet.words()})" if job.in_place else
+               f"the Job controller makes its pod again {when} ({job.backoff_words()})")
+        return wait, f"{task} exited with code {code}; {how}; the other nodes run on"
+
+    def retry_node_now(self, task: str, ended: float, now: float, limit: float) -> None:
+        job = self.node_job
+        job.retried()
+        if job.in_place:
+            self.kubelet.restarted(task, ended, now)
+            self.restarted_alone[task] = self.restarted_alone.get(task, 0) + 1
+        how = "restarting it in place, as the kubelet does" if job.in_place else "making its pod again, as the Job " \
+              "controller does"
+        console.say(f"{task}: {how} (the job's restart {len(self.restarts_made)}; Job {cluster.TRAINJOB_NODE}-0: "
+                    f"{job.count_words()})")
         self.backend.restart_tasks([task], limit)
 
     def writable_outside(self) -> dict[str, Path]:
@@ -369,7 +458,7 @@ class ReplayRun:
         rows = [summary.replay_row(run_dir, task, codes.get(task), task in stopped, replayed,
                                    done and task in replayed.ended_when_done, outputs[task], oom_killed.get(task))
                 for task in tasks]
-        if plan.kind == "TFJob":
+        if plan.kind == "TFJob" or self.restarted_alone:
             for row in rows:
                 row.restart_count = self.restarted_alone.get(row.task, 0)
         reached = [task for task in tasks

@@ -108,6 +108,31 @@ class Watcher(NoObserver):
             log.close()
 
 
+class BackOffHold(NoObserver):
+    """The replay's other RunObserver (ReplayRun.observers): it holds (RunObserver.holds) while the
+    lab itself waits out a back-off before it restarts a replica alone (the kubelet's, the Job
+    controller's), so the stall watch counts none of that wait (stall.Watch.hold, as for make
+    chaos's fault): the peers that wait for the lost replica then wait on the lab, not stall."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.due: dict[str, float] = {}  # task -> when (on `clock`) the lab restarts it
+
+    def waiting(self, task: str, due: float) -> None:
+        self.due[task] = due
+
+    def done(self, task: str | None = None) -> None:
+        """The task restarted (None: every one, the whole job restarted or ended)."""
+        if task is None:
+            self.due.clear()
+        else:
+            self.due.pop(task, None)
+
+    def holds(self) -> bool:
+        now = self.clock()
+        return any(due > now for due in self.due.values())
+
+
 # What the hooks log (observe, kerasversion, audit), and of the lab's own program what a script's
 # hooks would: the watcher alone logs a replica's start and end (the program's own end, its step
 # times and weights, summary.own_attempt reads where it lies).

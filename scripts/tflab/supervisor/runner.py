@@ -315,7 +315,8 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
                 wait, line = fate
                 alone[task] = (now, now + wait)
                 say(line)
-        restarted = [task for task, (_, due) in alone.items() if due <= now <= deadline]
+        # None once a failure its kind does not retry alone is in its grace: the whole job ends or restarts
+        restarted = [task for task, (_, due) in alone.items() if due <= now <= deadline and failed_at is None]
         for task in restarted:  # the others run on, untouched: they meet whatever its loss gives them
             observer.before_restart(backend)
             what.restarts_made.append(time.time())
@@ -339,7 +340,7 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
             if not what.clean_exits:  # ended by SIGTERM, whatever their code: the chief's success is the run's
                 return "ok", stopped
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
-        if not running and not alone:
+        if not running and (not alone or failed_at is not None):  # none is restarted alone in a failure's grace
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
         if failed and failed_at is None:
