@@ -81,7 +81,8 @@ def test_two_alike_runs_differ_only_where_the_manifests_do(jobs):
     assert (rows["condition"].tfjob, rows["condition"].trainjob) == ("Succeeded (TFJobSucceeded)", "Complete")
     who = rows["restarted by"]
     assert who.tfjob.startswith("the training operator: spec.runPolicy.backoffLimit")
-    assert who.trainjob.startswith("JobSet: spec.template.spec.failurePolicy.maxRestarts")
+    assert who.trainjob.startswith("the node Job: backoffLimit 0, restartPolicy Never; then JobSet: "
+                                   "spec.template.spec.failurePolicy.maxRestarts")
     assert "spec.tfReplicaSpecs.Worker.restartPolicy" in who.cause and "ClusterTrainingRuntime tflab-tensorflow" \
         in who.cause
 
@@ -298,6 +299,41 @@ def test_a_tfjob_without_a_command_whose_image_cannot_say_is_one_line(monkeypatc
     with pytest.raises(fromtfjob.ManifestError, match=expected) as raised:
         fromtfjob.convert(Settings(tfjob=str(args_only(tfjob_file, None))))
     assert "\n" not in str(raised.value) and "nothing was written" in str(raised.value)
+
+
+@pytest.mark.parametrize("policy, backoff, job, max_restarts", [
+    ("OnFailure", 3, {"backoffLimit": 3, "restartPolicy": "OnFailure"}, 0),
+    ("Always", None, {"backoffLimit": 2, "restartPolicy": "OnFailure"}, 0),  # no limit: RESTARTS's 2
+    ("ExitCode", 3, {"backoffLimit": 0, "restartPolicy": "Never"}, 3),
+    ("Never", 3, {"backoffLimit": 0, "restartPolicy": "Never"}, 3),
+])
+def test_a_replica_restarted_in_place_stays_so_in_the_node_job(tfjob_file, policy, backoff, job, max_restarts):
+    """OnFailure (and Always) restart a failed container in place, alone, under the operator and a
+    Job alike: the node Job takes the policy and the TFJob's backoffLimit (its count of in-place
+    restarts, job_controller.go pastBackoffLimitOnFailure, as the operator's core/job.go
+    PastBackoffLimit counts), and JobSet restarts nothing more; Never and ExitCode fail the Job at
+    its first failed pod, and JobSet's maxRestarts restarts the job."""
+    documents = list(yaml.safe_load_all(tfjob_file.read_text()))
+    (tfjob_doc,) = [d for d in documents if d.get("kind") == "TFJob"]
+    tfjob_doc["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+    run_policy = tfjob_doc["spec"].setdefault("runPolicy", {})
+    run_policy.pop("backoffLimit", None)
+    if backoff is not None:
+        run_policy["backoffLimit"] = backoff
+    tfjob_file.write_text(yaml.safe_dump_all(documents))
+    settings = Settings(tfjob=str(tfjob_file), restarts=2)
+    conversion = fromtfjob.convert(settings)
+    (runtime,) = [d for d in conversion.documents if d["kind"].endswith("TrainingRuntime")]
+    jobset = runtime["spec"]["template"]["spec"]
+    node = jobset["replicatedJobs"][0]["template"]["spec"]
+    assert {"backoffLimit": node["backoffLimit"], "restartPolicy": node["template"]["spec"]["restartPolicy"]} == job
+    assert jobset["failurePolicy"]["maxRestarts"] == max_restarts
+    plan = conversion.trainjob_plan(tfjob_file.parent / "trainjob.yaml", settings)  # what its replay takes
+    assert [task.name for task in plan.tasks] == ["worker-0", "worker-1"]
+    if policy == "Always":
+        assert any(line.startswith("restartPolicy Always") for line in conversion.said)
+        assert "no backoffLimit (no limit to the operator): the node Job's backoffLimit is 2, RESTARTS's" in \
+            conversion.said
 
 
 # --- the command's glue, with the replays stood in for (the real ones: tests/integration) ---------

@@ -167,20 +167,27 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
         said.append(f"the tfjob-port {port} (tflab.trainer.tfconfig addresses every node at {cluster.PORT})")
     said.append(f"the image {image} must have tflab (python -m tflab.trainer.tfconfig): the lab's image has it")
     policy = worker.get("restartPolicy", "Never")
+    run_policy = job["spec"].get("runPolicy") or {}
+    # Neither a Job nor JobSet has "no limit": a TFJob without backoffLimit (the operator's no limit) takes RESTARTS.
+    limit = plan.backoff_limit if plan.backoff_limit is not None else settings.restarts
+    # OnFailure (Always) restarts a failed container in place, alone, on either side: the node Job's
+    # backoffLimit counts those restarts (job_controller.go pastBackoffLimitOnFailure) as the
+    # operator's counts them (core/job.go PastBackoffLimit), and JobSet restarts nothing more. Never
+    # and ExitCode: the Job fails at its first failed pod, and JobSet's maxRestarts restarts the job.
+    in_place = policy in ("Always", "OnFailure")
+    job_limit, max_restarts = (limit, 0) if in_place else (0, limit)
     if policy == "ExitCode":
         said.append("restartPolicy ExitCode's permanent codes 1-127 (JobSet restarts the whole job on any failure)")
-    if policy in ("Always", "OnFailure"):
-        said.append(f"restartPolicy {policy} (JobSet restarts the whole job, failurePolicy.maxRestarts times; a pod "
-                    "is not restarted alone)")
-    pod["restartPolicy"] = "Never"
-    run_policy = job["spec"].get("runPolicy") or {}
-    # JobSet has no "no limit": a TFJob without backoffLimit (the operator's no limit) takes RESTARTS.
-    max_restarts = plan.backoff_limit if plan.backoff_limit is not None else settings.restarts
+    if policy == "Always":
+        said.append("restartPolicy Always (a Job's pod takes OnFailure or Never: OnFailure restarts a failed container "
+                    "as Always does, and leaves a node that succeeded done)")
+    pod["restartPolicy"] = "OnFailure" if in_place else "Never"
     for key in sorted(set(run_policy) - {"backoffLimit", "activeDeadlineSeconds"}):
         said.append(f"spec.runPolicy.{key}")
     said += [f"spec.{key}" for key in sorted(set(job["spec"]) - {"tfReplicaSpecs", "runPolicy"})]
     if "backoffLimit" not in run_policy and policy != "Never":
-        said.append(f"no backoffLimit (no limit to the operator): maxRestarts is {max_restarts}, RESTARTS's")
+        where = "the node Job's backoffLimit" if in_place else "maxRestarts"
+        said.append(f"no backoffLimit (no limit to the operator): {where} is {limit}, RESTARTS's")
     config_maps = []
     for document in documents:
         if document.get("kind") == "TFJob":
@@ -195,7 +202,7 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     if runtime_kind == "TrainingRuntime":
         runtime_metadata["namespace"] = namespace
     job_template = {"metadata": {"labels": {ANCESTOR_LABEL: "trainer"}},
-                    "spec": {"backoffLimit": 0, "completionMode": "Indexed", "template": template}}
+                    "spec": {"backoffLimit": job_limit, "completionMode": "Indexed", "template": template}}
     runtime = {"apiVersion": API_VERSION, "kind": runtime_kind, "metadata": runtime_metadata,
                "spec": {"mlPolicy": {"numNodes": nodes},
                         "template": {"spec": {"failurePolicy": {"maxRestarts": max_restarts},

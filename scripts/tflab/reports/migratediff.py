@@ -20,7 +20,7 @@ from typing import Any
 from tflab.core import foreign
 from tflab.core.errors import LabError
 from tflab.core.runsummary import Summary, SummaryError
-from tflab.k8s import tfoperator
+from tflab.k8s import jobcontroller, tfoperator
 
 SIDES = ("TFJob", "TrainJob")
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
@@ -80,14 +80,16 @@ def differences(tfjob: Side, trainjob: Side) -> list[Row]:
     configs = [checked_tf_configs(side.tf_configs, kind) for side, kind in ((tfjob, "TFJob"), (trainjob, "TrainJob"))]
     files = [checked_files(side.files, kind) for side, kind in ((tfjob, "TFJob"), (trainjob, "TrainJob"))]
     restart_cause = (f"TFJob {old['backoff']}, {old['policies']} vs {new['runtime']} {new['max_restarts']}, the "
-                     f"node pod's restartPolicy {new['restart_policy']} (JobSet restarts the whole job)")
+                     f"node Job's {new['job_backoff']} and its pod's restartPolicy {new['restart_policy']} (the Job "
+                     "retries a node alone up to its backoffLimit, then JobSet restarts the whole job)")
     rows = [row("end", end(summaries[0]), end(summaries[1]), restart_cause + deadline_cause(old, new)),
             row("condition", condition(summaries[0], "TFJob"), condition(summaries[1], "TrainJob"),
                 "the operator's conditions (Succeeded, Failed: TFJobFailed) vs Trainer v2's TrainJob conditions "
                 "(Complete, Failed)"),
             row("restarts", restarts(summaries[0]), restarts(summaries[1]), restart_cause),
             row("restarted by", f"the training operator: {old['backoff']}, {old['policies']}",
-                f"JobSet: {new['max_restarts']}", restart_cause)]
+                f"the node Job: {new['job_backoff']}, restartPolicy {new['restart_policy']}; then JobSet: "
+                f"{new['max_restarts']}", restart_cause)]
     tasks = list(dict.fromkeys([*[r.task for r in summaries[0].tasks], *[r.task for r in summaries[1].tasks],
                                 *configs[0], *configs[1]]))
     tf_config_cause = f"{TFJOB_TF_CONFIG} vs {TRAINJOB_TF_CONFIG.format(env=new['num_nodes'])}"
@@ -206,13 +208,18 @@ def trainjob_fields(documents: Any) -> dict[str, str]:
     runtime = runtimes[0]
     jobset = dig(runtime, "spec", "template", "spec")
     max_restarts = dig(jobset, "failurePolicy", "maxRestarts")
-    pod = dig(jobset, "replicatedJobs", 0, "template", "spec", "template", "spec")
+    job_spec = dig(jobset, "replicatedJobs", 0, "template", "spec")
+    pod = dig(job_spec, "template", "spec")
+    job_backoff = dig(job_spec, "backoffLimit")
     env = [e for e in dig(jobs[0], "spec", "trainer", "env") or [] if isinstance(e, dict)]
     deadline = dig(jobs[0], "spec", "activeDeadlineSeconds")
     return {"runtime": f"{runtime['kind']} {foreign.shown(dig(runtime, 'metadata', 'name'), 80)}",
             "max_restarts": "spec.template.spec.failurePolicy.maxRestarts "
                             + (shown_value(max_restarts) if max_restarts is not None else "unset (0)"),
-            "restart_policy": shown_value(dig(pod, "restartPolicy") or "Never"),
+            "job_backoff": "backoffLimit " + (shown_value(job_backoff) if job_backoff is not None else
+                                              f"unset ({jobcontroller.DEFAULT_BACKOFF_LIMIT})"),
+            # unset: JobSet's webhook (jobset_webhook.go Default) makes a Job's pod OnFailure
+            "restart_policy": shown_value(dig(pod, "restartPolicy") or "OnFailure"),
             "deadline": f"TrainJob spec.activeDeadlineSeconds {shown_value(deadline)}" if deadline else "",
             "num_nodes": ", ".join(f"{foreign.shown(e.get('name'), 60)}={shown_value(e.get('value'))}"
                                    for e in env) or "(none)"}
