@@ -16,6 +16,7 @@ from tflab import replay
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, SettingsError
 from tflab.k8s import manifest, tfjob, trainerreleases
+from tflab.replay import stack
 from tflab.replay.images import check_images, check_non_root
 from tflab.replay.stack import FoldedOutput, render
 from tflab.replay.volumes import volume_path, write_volumes
@@ -594,3 +595,35 @@ def test_a_claims_name_is_one_grammar_for_the_settings_and_the_manifests(tmp_pat
     except LabError:
         manifest_said = False
     assert settings_said is manifest_said is allowed
+
+
+@pytest.mark.parametrize("entries, owner, expected", [
+    (["/lab/out"], "1000:1000", ["/lab/out:uid=1000,gid=1000"]),
+    (["/lab/out:size=1048576"], "1000", ["/lab/out:size=1048576,uid=1000,gid=1000"]),
+    (["/tmp"], "1000:2000", ["/tmp:uid=1000,gid=2000"]),
+    (["/tmp"], "0:0", ["/tmp"]),  # root writes it whatever its mode
+    (["/tmp"], "", ["/tmp"]),  # the image's user, root
+    (["/tmp"], "tflab", ["/tmp"]),  # a name: no uid to give
+    (["/tmp"], "1000:staff", ["/tmp"]),
+])
+def test_an_emptydir_stays_writable_by_its_replica_across_a_restart(entries, owner, expected):
+    """Docker 20.10 remounts a restarted container's tmpfs 0755 root (measured: 1777 at the first
+    start, 755 after `docker start`, mode=1777 given or not; uid/gid options survive), so the
+    emptyDir of a non-root replica restarted in place was not writable: its trainer died at
+    mkdir. The tmpfs is owned by the replica's numeric user instead."""
+    assert stack.owned_tmpfs(entries, owner) == expected
+
+
+def test_the_rendered_emptydir_is_owned_by_run_as_user_or_the_images_user(tmp_path):
+    plan = load(tmp_path, JOB)
+    run_dir = tmp_path / "runs" / "r"
+    run_dir.mkdir(parents=True)
+    write_volumes(plan, run_dir)
+    for task in plan.tasks:
+        task.service["tmpfs"] = ["/scratch"]
+        task.service.pop("user", None)
+    rendered = render(plan, run_dir, Settings(), {plan.tasks[0].image: {"User": "1000:1000"}})
+    assert {s["tmpfs"][0] for s in rendered["services"].values()} == {"/scratch:uid=1000,gid=1000"}
+    plan.tasks[0].service["user"] = "2000:3000"
+    rendered = render(plan, run_dir, Settings(), {plan.tasks[0].image: {"User": "1000:1000"}})
+    assert rendered["services"][plan.tasks[0].name]["tmpfs"] == ["/scratch:uid=2000,gid=3000"]

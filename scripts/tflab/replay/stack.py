@@ -46,11 +46,27 @@ def render(plan: Plan, run_dir: Path, settings: Settings | None = None, images: 
             environment.update(env)
         if not service["volumes"]:
             del service["volumes"]
+        if service.get("tmpfs"):
+            owner = service.get("user") or str((images or {}).get(task.image, {}).get("User") or "")
+            service["tmpfs"] = owned_tmpfs(service["tmpfs"], owner)
         service["labels"] = marks
         services[task.name] = service
     internal = settings is None or settings.network == "internal"
     network = {"internal": True, "driver_opts": {"com.docker.network.bridge.inhibit_ipv4": "true"}} if internal else {}
     return compose.literal({"services": services, "networks": {"cluster": {**network, "labels": marks}}})
+
+
+def owned_tmpfs(entries: list[str], owner: str) -> list[str]:
+    """Each emptyDir's tmpfs (`path[:options]`) owned by the replica's numeric user (`uid[:gid]`,
+    its runAsUser or its image's USER): a pod's emptyDir is writable by its user for the pod's
+    life, restarts included, but Docker 20.10 remounts a restarted container's tmpfs 0755 root
+    whatever its mode, so a non-root replica restarted in place could not write it; a tmpfs owned
+    by uid and gid survives the restart so. A named user, or none (root), is left as it is."""
+    uid, _, gid = owner.partition(":")
+    if not uid.isdigit() or int(uid) == 0 or (gid and not gid.isdigit()):
+        return entries
+    options = f"uid={int(uid)},gid={int(gid or uid)}"
+    return [f"{entry},{options}" if ":" in entry else f"{entry}:{options}" for entry in entries]
 
 
 class ReplayStack(compose.ComposeStack):
