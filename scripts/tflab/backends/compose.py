@@ -273,7 +273,10 @@ class ComposeStack:
     def restart_tasks(self, tasks: list[str], timeout: float = 300) -> None:
         """Starts these tasks' exited containers again, the others left as they are (a replay's
         in-place restart, as the kubelet's); LabError if Compose has not done it in `timeout` s."""
-        since = time.time() - 1  # a restarted container's log holds its earlier attempts too
+        # A restarted container's log holds its earlier attempts too: follow it from now, when the
+        # last attempt has ended and been shown, and the new one not begun (a second earlier printed
+        # the end of the last attempt twice).
+        since = time.time()
         self._up(*tasks, timeout=timeout)
         for task in tasks:
             for container in docker.project_containers(self.project, task):
