@@ -99,6 +99,17 @@ def test_a_restart_on_one_side_names_both_restart_fields(jobs):
     assert rows["losses worker-0"].cause == rows["restarts"].cause  # the restart is why they part
 
 
+@pytest.mark.parametrize("outcome, expected", [
+    ("failed", "Failed (TFJobFailed)"),  # Never, or ExitCode's 1-127: the operator fails it, no limit named
+    ("timed out", "none: the lab stopped it (timed out)"),  # TIMEOUT, where a cluster would run on
+    ("interrupted", "none: the lab stopped it (interrupted)"),
+])
+def test_a_tfjob_the_operator_failed_without_a_limit_reads_failed(jobs, outcome, expected):
+    old = summary(ok=False, outcome=outcome)
+    rows = by_what(differences(*sides(jobs, old, summary())))
+    assert rows["condition"].tfjob == expected
+
+
 def test_losses_part_beyond_printing_only(jobs):
     close = [loss * (1 + 1e-8) for loss in LOSSES]
     assert by_what(differences(*sides(jobs, new=summary(losses=close))))["losses worker-0"].same

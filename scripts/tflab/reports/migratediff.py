@@ -243,6 +243,10 @@ def condition(summary: Summary, kind: str) -> str:
         return f"Succeeded ({tfoperator.SUCCEEDED})" if kind == "TFJob" else "Complete"
     if summary.reason:
         return f"Failed ({foreign.shown(summary.reason, 120)})"
+    if summary.outcome == "failed" and kind == "TFJob":
+        # a replica's failure the operator does not retry (restartPolicy Never, ExitCode 1-127): the
+        # replay records a reason only where a limit failed the job (backoffLimit, the deadline)
+        return f"Failed ({tfoperator.FAILED})"
     return f"none: the lab stopped it ({summary.outcome})"
 
 
