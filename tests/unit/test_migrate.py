@@ -316,14 +316,14 @@ def test_a_tfjob_without_a_command_whose_image_cannot_say_is_one_line(monkeypatc
     ("OnFailure", 3, {"backoffLimit": 3, "restartPolicy": "OnFailure"}, 0),
     ("Always", None, {"backoffLimit": 2, "restartPolicy": "OnFailure"}, 0),  # no limit: RESTARTS's 2
     ("ExitCode", 3, {"backoffLimit": 0, "restartPolicy": "Never"}, 3),
-    ("Never", 3, {"backoffLimit": 0, "restartPolicy": "Never"}, 3),
+    ("Never", 3, {"backoffLimit": 0, "restartPolicy": "Never"}, 0),  # the operator restarts nothing
 ])
 def test_a_replica_restarted_in_place_stays_so_in_the_node_job(tfjob_file, policy, backoff, job, max_restarts):
     """OnFailure (and Always) restart a failed container in place, alone, under the operator and a
     Job alike: the node Job takes the policy and the TFJob's backoffLimit (its count of in-place
     restarts, job_controller.go pastBackoffLimitOnFailure, as the operator's core/job.go
-    PastBackoffLimit counts), and JobSet restarts nothing more; Never and ExitCode fail the Job at
-    its first failed pod, and JobSet's maxRestarts restarts the job."""
+    PastBackoffLimit counts), and JobSet restarts nothing more; ExitCode fails the Job at its
+    first failed pod, and JobSet's maxRestarts restarts the job; Never restarts nothing at all."""
     documents = list(yaml.safe_load_all(tfjob_file.read_text()))
     (tfjob_doc,) = [d for d in documents if d.get("kind") == "TFJob"]
     tfjob_doc["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = policy

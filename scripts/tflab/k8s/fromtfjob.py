@@ -172,10 +172,11 @@ def converted_documents(plan: Plan, documents: list[dict], settings: Settings) -
     limit = plan.backoff_limit if plan.backoff_limit is not None else settings.restarts
     # OnFailure (Always) restarts a failed container in place, alone, on either side: the node Job's
     # backoffLimit counts those restarts (job_controller.go pastBackoffLimitOnFailure) as the
-    # operator's counts them (core/job.go PastBackoffLimit), and JobSet restarts nothing more. Never
-    # and ExitCode: the Job fails at its first failed pod, and JobSet's maxRestarts restarts the job.
+    # operator's counts them (core/job.go PastBackoffLimit), and JobSet restarts nothing more.
+    # ExitCode: the Job fails at its first failed pod, and JobSet's maxRestarts restarts the job.
+    # Never: the operator fails the job at its first failed pod (UpdateJobStatus), so nothing does.
     in_place = policy in ("Always", "OnFailure")
-    job_limit, max_restarts = (limit, 0) if in_place else (0, limit)
+    job_limit, max_restarts = (limit, 0) if in_place else (0, 0 if policy == "Never" else limit)
     if policy == "ExitCode":
         said.append("restartPolicy ExitCode's permanent codes 1-127 (JobSet restarts the whole job on any failure)")
     if policy == "Always":
