@@ -203,8 +203,8 @@ def test_strange_fields_and_names_are_shown_escaped_never_a_traceback(jobs):
 
 
 def test_migrate_reads_only_its_settings():
-    assert settings_of("migrate") == ["RUN", "RUNS_DIR", "COMPOSE", "SCENARIO", "TARGET", "AT", "HEAL", "TFJOB",
-                                      "K8S_RUNTIME"]
+    assert settings_of("migrate") == ["RUN", "TIMEOUT", "RUNS_DIR", "COMPOSE", "SCENARIO", "TARGET", "AT", "HEAL",
+                                      "TFJOB", "K8S_RUNTIME"]
     assert migratediff.LOSS_RTOL == 1e-6  # the replay tests' tolerance: float printing, nothing more
 
 

@@ -184,8 +184,9 @@ class Settings(SettingsRules):
             "how long a trainer waits for its peers before it exits naming the missing ones",
             tfjob=TRAINED_AS_THE_CONTAINERS_SAY)
     timeout: float = setting(900.0, grammars.number(10, 86_400), "10..86400 seconds",
-            "how long a whole run may take before the lab stops it and reports it failed",
-            tfjob=REPLAYED)
+            "how long a whole run may take before the lab stops it and reports it failed (make migrate: each "
+            "replay, where the TFJob sets no activeDeadlineSeconds)",
+            commands=(*RUNS, "migrate"), tfjob=REPLAYED)
     stall: str = setting("auto", grammars.stall, "auto | off | 5..86400 seconds",
             "when the lab calls a run stalled (no trainer advanced), asks every task for its stacks and says who "
             "waits on whom: auto: 5 x the run's own pace (the largest gap between its steps, epochs, checkpoints..., "
