@@ -96,7 +96,9 @@ def listing(folder: Path, skip: Path) -> str:
     """One line an entry under `folder` (links not followed), at most LISTED_MOST, in walk order."""
     lines: list[str] = []
     for parent, folders, files in os.walk(folder):
-        folders[:] = sorted(name for name in folders if name not in SKIPPED and Path(parent, name) != skip)
+        # the runs folder's own folders are runs (the twin's among them), wherever it lies
+        folders[:] = [] if Path(parent) == skip else \
+            sorted(name for name in folders if name not in SKIPPED and Path(parent, name) != skip)
         for name in sorted(files):
             try:
                 status = os.lstat(os.path.join(parent, name))
