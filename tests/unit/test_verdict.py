@@ -192,6 +192,24 @@ def test_a_hang_names_the_stall_and_a_failure_its_explanation():
     assert coded["kind"] == "failed" and coded["words"] == "worker-1 exited 137"
 
 
+def test_a_job_that_failed_and_restarted_until_its_deadline_is_failed_not_hung():
+    """make migrate of the operator's simple.yaml under a kill: every attempt failed on its download
+    and the kubelet restarted it, until activeDeadlineSeconds; the verdict had called it a hang."""
+    explained = row("worker-1", status="failed", exit_code=1, error="URLError: ...",
+                    explanation={"what": "tried to reach the internet", "fix": "...", "signature": "no-route-out",
+                                 "link": None})
+    looping = judge(summary(ok=False, outcome="timed out", chaos=CHAOS, tasks=[row("worker-0"), explained],
+                            restarts=[5.0, 20.0, 50.0]), events(), None)
+    assert looping["kind"] == "failed"
+    assert looping["words"] == ("timed out while its tasks kept failing and were restarted (3 restarts), not a "
+                                "hang: worker-1 tried to reach the internet")
+    once = judge(summary(ok=False, outcome="timed out", chaos=CHAOS, tasks=[row("worker-0"), explained],
+                         restarts=[5.0]), events(), None)
+    assert once["kind"] == "hang"  # the fault's own restart, then nothing: stuck
+    quiet = judge(summary(ok=False, outcome="timed out", chaos=CHAOS, restarts=[5.0, 9.0]), events(), None)
+    assert quiet["kind"] == "hang"  # restarted, but no task failed with an error: it stopped moving
+
+
 def test_a_fault_that_never_landed_has_no_resume_to_judge():
     missed = {**CHAOS, "injected": False, "outcome": "not injected", "not_injected": "worker-1 never reached it"}
     found = judge(summary(chaos=missed), events(), undisturbed())
@@ -288,6 +306,10 @@ def test_the_twin_key_lists_the_script_folder_and_data_but_not_the_runs(tmp_path
     data.write_text("333\n")
     assert twin.key(settings, "img:a") != after_module
     assert twin.key(settings.replace(data=""), "img:a") != twin.key(settings, "img:a")
+    beside = settings.replace(runs_dir=str(tmp_path / "job"))  # the runs folder is the script's own
+    before = twin.key(beside, "img:a")
+    (tmp_path / "job/twin-0123456789abcdef").mkdir()
+    assert twin.key(beside, "img:a") == before
 
 
 def test_a_huge_script_folder_is_listed_only_so_far(tmp_path, monkeypatch):

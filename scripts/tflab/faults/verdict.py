@@ -65,6 +65,8 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
                 "words": f"{torn['by']} refused a torn checkpoint{' ' + torn['file'] if torn['file'] else ''}: "
                          f"{torn['line']}"}
     if summary.get("outcome") in HANG_OUTCOMES:
+        if retried_to_the_end(summary):
+            return {**found, "kind": "failed", "words": retried_words(summary)}
         return {**found, "kind": "hang", "words": hang_words(summary)}
     if summary.get("ok") is not True:
         return {**found, "kind": "failed", "words": failed_words(summary)}
@@ -213,6 +215,23 @@ def hang_words(summary: Mapping) -> str:
     if isinstance(stall, Mapping) and isinstance(stall.get("what"), str):
         return f"{shown(str(summary.get('outcome')), 20)}: {shown(stall['what'], 500)}"
     return f"{shown(str(summary.get('outcome')), 20)}, and the stall watch found no place to name"
+
+
+def retried_to_the_end(summary: Mapping) -> bool:
+    """Timed out with no stall named, restarted twice or more, and a task failing with an error:
+    a job whose tasks kept failing until its deadline (a replay under OnFailure with no
+    backoffLimit, the operator's simple.yaml), not one that stopped moving."""
+    stall = summary.get("stall")
+    restarts = summary.get("restarts")
+    return (summary.get("outcome") == "timed out" and not (isinstance(stall, Mapping) and stall.get("what"))
+            and isinstance(restarts, list) and len(restarts) >= 2
+            and any(isinstance(row, Mapping) and (row.get("explanation") or row.get("error"))
+                    for row in summary["tasks"]))
+
+
+def retried_words(summary: Mapping) -> str:
+    return (f"timed out while its tasks kept failing and were restarted ({len(summary['restarts'])} restarts), "
+            f"not a hang: {failed_words(summary)}")
 
 
 def failed_words(summary: Mapping) -> str:
