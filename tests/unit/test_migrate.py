@@ -115,8 +115,23 @@ def test_losses_part_beyond_printing_only(jobs):
     assert by_what(differences(*sides(jobs, new=summary(losses=close))))["losses worker-0"].same
     apart = by_what(differences(*sides(jobs, new=summary(losses=[22.1214, 18.0203, 14.6]))))["losses worker-1"]
     assert not apart.same and "spec.trainer.args" in apart.cause and "command and args" in apart.cause
+    assert not apart.cause.startswith("the first epoch already differs")  # epoch 1 equal: the training parts
     nan = summary(losses=[float("nan")])
     assert by_what(differences(*sides(jobs, nan, nan)))["losses worker-0"].same
+
+
+def test_losses_apart_from_the_first_epoch_with_no_restart_name_an_unseeded_program_first(jobs):
+    """make migrate of the operator's simple.yaml with --fake_data (unseeded: random images and
+    initial weights): no fault, no restart, the same command on both sides, and the losses differ
+    from epoch 1 on, as two runs of one manifest do."""
+    old, new = summary(losses=[2.30577, 2.30269]), summary(losses=[2.30646, 2.30276])
+    cause = by_what(differences(*sides(jobs, old, new)))["losses worker-0"].cause
+    assert cause.startswith("the first epoch already differs with no restart on either side: a program that is not "
+                            "seeded trains otherwise each run, one manifest or two; else the training itself: TFJob ")
+    restarted = summary(losses=[2.30577, 2.30269], attempts=2)
+    cause = by_what(differences(*sides(jobs, restarted, summary(losses=[2.30646, 2.30276], attempts=2))))[
+        "losses worker-0"].cause
+    assert cause.startswith("the training itself")  # a restart on either side: the first epoch was run again
 
 
 def test_tensorboard_event_files_are_compared_by_their_folder(jobs):

@@ -104,7 +104,7 @@ def differences(tfjob: Side, trainjob: Side) -> list[Row]:
         equal = losses_equal(*[r.losses if r else [] for r in losses])
         rows.append(Row(f"losses {foreign.shown(task, 80)}", shown[0], shown[1], equal, SAME if equal else (
             restart_cause if restarts(summaries[0]) != restarts(summaries[1]) else
-            f"the training itself: TFJob {old['command']} vs TrainJob spec.trainer.args, and the TF_CONFIG above")))
+            losses_cause(losses, old["command"]))))
     rows.append(row("weights", weights(summaries[0]), weights(summaries[1]),
                     "the losses above: the weights are where they ended"))
     return rows
@@ -235,6 +235,19 @@ def deadline_cause(old: dict[str, str], new: dict[str, str]) -> str:
 def end(summary: Summary) -> str:
     failed = [foreign.shown(r.task, 80) for r in summary.tasks if r.status == "failed"]
     return summary.outcome + (f" ({', '.join(failed)} failed)" if failed else "")
+
+
+def losses_cause(rows: list, command: str) -> str:
+    """Why one task's losses differ where the restarts do not. Apart from the first epoch with no
+    restart on either side, they may be the program's alone: an unseeded one (random data or
+    initial weights) does not train the same way twice, under one manifest as under two; said
+    first, as chaos's twin says it (faults/verdict.py diverged_before), beside what does differ."""
+    manifests = f"TFJob {command} vs TrainJob spec.trainer.args, and the TF_CONFIG above"
+    first = [r.losses[0] if r and r.losses else None for r in rows]
+    if None not in first and not losses_equal([first[0]], [first[1]]) and not any(r.attempts > 1 for r in rows):
+        return (f"the first epoch already differs with no restart on either side: a program that is not seeded "
+                f"trains otherwise each run, one manifest or two; else the training itself: {manifests}")
+    return f"the training itself: {manifests}"
 
 
 def condition(summary: Summary, kind: str) -> str:
