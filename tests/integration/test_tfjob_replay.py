@@ -288,6 +288,48 @@ def test_a_hand_written_tfjob_on_a_user_image(lab, trainer_image, tmp_path):
         assert mark.startswith("hooked: python 3."), (task, mark)
 
 
+RESTARTED_EMPTYDIR = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {{name: scratch}}
+spec:
+  runPolicy: {{backoffLimit: 3, activeDeadlineSeconds: 300}}
+  tfReplicaSpecs:
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          securityContext: {{runAsUser: 1000, runAsGroup: 1000}}
+          containers:
+          - name: tensorflow
+            image: {image}
+            command:
+            - sh
+            - -c
+            - >-
+              if [ -e /out/tried ]; then echo again > /scratch/note && cat /scratch/note;
+              else touch /out/tried; exit 1; fi
+            volumeMounts: [{{name: scratch, mountPath: /scratch}}, {{name: out, mountPath: /out}}]
+          volumes:
+          - {{name: scratch, emptyDir: {{}}}}
+          - {{name: out, persistentVolumeClaim: {{claimName: out}}}}
+"""
+
+
+def test_a_replica_restarted_in_place_still_writes_its_emptydir(lab, trainer_image, tmp_path):
+    """A non-root replica that fails once is restarted in place (OnFailure) and writes its emptyDir
+    the second time, as a pod's container may: Docker 20.10 remounts a restarted container's tmpfs
+    0755 root, which had killed every restarted make k8s replica at its first write (stack.owned_tmpfs)."""
+    manifest = tmp_path / "scratch.yaml"
+    manifest.write_text(RESTARTED_EMPTYDIR.format(image=trainer_image))
+    run = lab.run("restarted-emptydir", TFJOB=str(manifest))
+    assert run.finished.returncode == 0, run.why()
+    assert "restarting worker-0 in place (its restart 1, " in run.finished.stdout, run.finished.stdout[-3000:]
+    assert "again" in run.finished.stdout and "Permission denied" not in run.finished.stdout
+    assert [row["restart_count"] for row in run.summary["tasks"]] == [1]
+
+
 def test_a_parameter_server_tfjob_replay_ends_its_servers(lab, trainer_image):
     """make k8s STRATEGY=parameter_server replayed: the chief trains; its workers and ps serve until
     the replay ends them when the chief is done, as the operator's cleanPodPolicy Running (which
