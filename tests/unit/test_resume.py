@@ -58,10 +58,30 @@ def epoch(number: int) -> dict:
           {"event": "checkpoint", "found": True, "path": "/lab/run/ckpt/ckpt-2", "counters": {"epoch": 2}}],
      True, "resumed from its checkpoint /lab/run/ckpt/ckpt-2 (epoch=2)"),
     ([], [], None, UNSEEN),
+    ([epoch(1)], [epoch(1), epoch(2)], None, UNSEEN),  # a script's epochs (its callback's) with no fit
 ])
 def test_each_restarted_attempt_says_where_it_resumed_and_why_it_started_over(first, second, resumed, words):
     assert resumes(log("worker-0", first)) == []
     assert resumes(log("worker-0", first, second)) == [{"attempt": 2, "resumed": resumed, "words": words}]
+
+
+TRAINER = {**START, "role": "trainer"}
+
+
+@pytest.mark.parametrize("second, resumed, words", [
+    ([{"event": "restored", "epoch": 3, "step": 0}, epoch(3)], True, "resumed at epoch 3"),
+    ([epoch(1), epoch(2)], False, "started over at epoch 1: it restored no backup (the lab's trainer keeps one with "
+                                  "BACKUP=epoch, in a folder a restart keeps)"),
+    ([{"event": "cluster_ready"}], None, UNSEEN),  # ended before an epoch: nothing to say
+])
+def test_the_labs_own_trainer_says_where_it_resumed_in_its_own_words(second, resumed, words):
+    """A replay of what make k8s writes runs the lab's trainer, which logs no fit: its `restored`
+    event says it resumed, its epochs from 1 again that it started over (the summary had said the
+    lab could not see, beside a verdict that said "resumed at 0")."""
+    records = [{**TRAINER, "task": "worker-0", "time": 0.0}, {**epoch(1), "task": "worker-0", "time": 1.0},
+               {**TRAINER, "task": "worker-0", "time": 2.0}] + \
+        [{**record, "task": "worker-0", "time": 3.0 + n} for n, record in enumerate(second)]
+    assert resumes(records) == [{"attempt": 2, "resumed": resumed, "words": words}]
 
 
 def script_run(tmp_path, logs: dict) -> tuple[Settings, cluster.Cluster]:

@@ -60,6 +60,22 @@ def attempt_resume(attempt: list[dict], before: list[dict]) -> tuple[bool | None
     checkpoints = by_event(attempt, "checkpoint")
     if checkpoints:
         return checkpoint_words(next((c for c in checkpoints if c["found"]), checkpoints[0]))
+    return own_trainer_resume(attempt)
+
+
+def own_trainer_resume(attempt: list[dict]) -> tuple[bool | None, str]:
+    """The lab's own trainer (train.py, a replay of what make k8s writes among them) logs no `fit`
+    but says it: a `restored` event where it adopted a backup, else its epochs from 1 again."""
+    if (by_event(attempt, "start") or [{}])[0].get("role") != "trainer":
+        return None, UNSEEN
+    restored = by_event(attempt, "restored")
+    if restored:
+        step = restored[0].get("step")
+        return True, f"resumed at epoch {restored[0].get('epoch')}" + (f", step {step}" if step else "")
+    epochs = by_event(attempt, "epoch")
+    if epochs and epochs[0].get("epoch") == 1:
+        return False, ("started over at epoch 1: it restored no backup (the lab's trainer keeps one with "
+                       "BACKUP=epoch, in a folder a restart keeps)")
     return None, UNSEEN
 
 
