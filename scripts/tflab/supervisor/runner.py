@@ -341,6 +341,9 @@ def follow(seen: Supervision, printer: Printer, deadline: float,
                 return "ok", stopped
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), stopped
         if not running and (not alone or failed_at is not None):  # none is restarted alone in a failure's grace
+            if failed and failed_at is None:  # every task ended between two looks: each failure said still
+                say("; ".join(f"{task} exited with code {codes[task]}" for task in failed)
+                    + f"; no {what.tasks_word[:-1]} was left running")
             printer.print_new()
             return ("ok" if all(code == 0 for code in codes.values()) else "failed"), []
         if failed and failed_at is None:
