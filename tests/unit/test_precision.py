@@ -43,7 +43,7 @@ def test_float16_under_parameter_servers_is_refused_and_bfloat16_is_not():
     assert Settings(strategy="parameter_server", precision="mixed_bfloat16").validated().precision == "mixed_bfloat16"
 
 
-# --- mixed_float16 over several replicas under a pinned Keras 3 (issue 45) ------------------------
+# --- mixed_float16 over several replicas under any Keras 3 the lab pins (issue 45) ----------------
 # The lab's finding (reports/matrixverdict.py KERAS3_LOSS_SCALE, 2026-12-07): Keras 3.15.1's
 # LossScaleOptimizer (keras/src/optimizers/loss_scale_optimizer.py, _tf_apply) checks the first
 # replica's gradients only, and mirrored-2 went NaN from epoch 1, fit and LOOP=custom; tf-keras trained;

@@ -89,7 +89,6 @@ class NodeJob:
     failed: int = 0  # status.failed: its pods that failed (under Never), made again since
     restarts: int = 0  # restartCount summed over its pods (under OnFailure): the kubelet's restarts
     failures_after_last_success: int = 0  # backoffRecord's
-    last_failure: float | None = None
     succeeded: set[str] = field(default_factory=set)  # its pods that succeeded
 
     def saw(self, codes: dict[str, int | None]) -> None:
@@ -98,7 +97,7 @@ class NodeJob:
         for task, code in codes.items():
             if code == 0 and task not in self.succeeded:
                 self.succeeded.add(task)
-                self.failures_after_last_success, self.last_failure = 0, None
+                self.failures_after_last_success = 0
 
     @property
     def in_place(self) -> bool:
@@ -110,11 +109,10 @@ class NodeJob:
             return past_backoff_limit_on_failure(self.backoff_limit, self.restarts + failing)
         return exceeds_backoff_limit(self.backoff_limit, self.failed + failing)
 
-    def pod_failed(self, now: float) -> float:
-        """A Never pod's failure seen at `now`: the backoff record takes it; the seconds until the
+    def pod_failed(self) -> float:
+        """A Never pod's failure, as it is seen: the backoff record takes it; the seconds until the
         controller makes the pod again (getRemainingTime, from this failure)."""
         self.failures_after_last_success += 1
-        self.last_failure = now
         return pod_failure_backoff(self.failures_after_last_success, POD_FAILURE_BACKOFF * self.scale,
                                    MAX_POD_FAILURE_BACKOFF * self.scale)
 

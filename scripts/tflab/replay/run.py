@@ -401,7 +401,7 @@ class ReplayRun:
         kubelet restarts its container in place after its back-off; under Never the Job controller
         makes its pod again after the pod failure back-off (backoff_utils.go getRemainingTime)."""
         job = self.node_job
-        wait = self.kubelet.wait(task, now, now) if job.in_place else job.pod_failed(now)
+        wait = self.kubelet.wait(task, now, now) if job.in_place else job.pod_failed()
         self.hold.waiting(task, now + wait)
         when = "at once" if wait == 0 else f"after {wait:g} s"
         how = (f"the kubelet restarts it in place {when} ({self.kubelet.words()})" if job.in_place else

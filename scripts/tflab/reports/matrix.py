@@ -10,7 +10,7 @@ Each cell is one run as `make up` makes it, in its own folder inside the matrix'
 (runs/<RUN>/tf2-15-tf-keras-multiworker/), one after another: a cell's tasks already take the
 engine's CPUs (two on this lab's machines). A TF and KERAS that cannot go together (keras3 on a TF
 whose tf.keras is Keras 2, tf-keras where PyPI has none; the lab's EVALUATOR=1 under Keras 3, and
-its mixed_float16 over several replicas under a pinned Keras 3: rules.keras3_refusal) is a
+its mixed_float16 over several replicas under any Keras 3 it pins: rules.keras3_refusal) is a
 cell marked n/a with the reason, never a refusal of the matrix, and so is a cell whose run failed
 because its Keras cannot do its strategy at all (Keras 3 under a replayed job's parameter servers:
 keras3-parameter-server); a Keras release pip cannot install with that TF (its lock says so,

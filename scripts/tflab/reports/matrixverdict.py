@@ -16,9 +16,9 @@ LOSS_AGREEMENT = 1e-3  # relative: final losses this close across cells "agree"
 # the lab's mlp, 3 epochs, 2026-12-07): Keras 3.15.1 NaN from epoch 1 on mirrored-2 and trained on one device,
 # tf-keras trained on both; a custom loop of Keras 3 went NaN the same way, and trained once it all-reduced its
 # gradients before apply_gradients. Keras 3's LossScaleOptimizer (_tf_apply, keras#18691, the fix of keras#18666's
-# merge_call failure) takes the first replica's finite check for every replica's gradients. The settings refuse
-# it up front for the pinned Keras 3 releases (rules.keras3_loss_scale_refusal: their cells are n/a); keras-nightly's
-# cells run, as it has not been measured.
+# merge_call failure) takes the first replica's finite check for every replica's gradients; keras-nightly
+# 3.16.0.dev2026102704 went NaN the same way. The settings refuse it up front under every Keras 3 the lab pins
+# (rules.keras3_loss_scale_refusal: those cells are n/a); a SCRIPT's or a replayed job's NaN is named so.
 KERAS3_LOSS_SCALE = ("keras3-loss-scale-nan",
                      "Keras 3's LossScaleOptimizer under a strategy of several replicas went NaN: it checks only the "
                      "first replica's gradients for inf or NaN (its _tf_apply assumes them all-reduced, keras#18691 "
