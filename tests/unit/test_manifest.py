@@ -605,6 +605,9 @@ def test_a_claims_name_is_one_grammar_for_the_settings_and_the_manifests(tmp_pat
     (["/tmp"], "", ["/tmp"]),  # the image's user, root
     (["/tmp"], "tflab", ["/tmp"]),  # a name: no uid to give
     (["/tmp"], "1000:staff", ["/tmp"]),
+    (["/tmp"], "1000:1000,size=1", ["/tmp"]),  # an image's USER smuggling a mount option
+    (["/tmp"], "99999999999", ["/tmp"]),  # past the API server's bound on an id
+    (["/tmp"], "1000:99999999999", ["/tmp"]),
 ])
 def test_an_emptydir_stays_writable_by_its_replica_across_a_restart(entries, owner, expected):
     """Docker 20.10 remounts a restarted container's tmpfs 0755 root (measured: 1777 at the first

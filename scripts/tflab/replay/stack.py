@@ -18,6 +18,7 @@ from tflab.core.errors import LabError
 from tflab.core.settings import DATA_DIR, Settings
 from tflab.core.terminal import TerminalLines
 from tflab.engine import docker, labels
+from tflab.k8s.pod import MAX_ID
 from tflab.k8s.tfjob import Plan
 from tflab.replay.images import image_env
 from tflab.replay.volumes import binds, hooks_mark, hooks_service
@@ -63,8 +64,8 @@ def owned_tmpfs(entries: list[str], owner: str) -> list[str]:
     whatever its mode, so a non-root replica restarted in place could not write it; a tmpfs owned
     by uid and gid survives the restart so. A named user, or none (root), is left as it is."""
     uid, _, gid = owner.partition(":")
-    if not uid.isdigit() or int(uid) == 0 or (gid and not gid.isdigit()):
-        return entries
+    if not uid.isdigit() or not 0 < int(uid) <= MAX_ID or (gid and not (gid.isdigit() and int(gid) <= MAX_ID)):
+        return entries  # an image's USER is anyone's text: only ids the API server would take
     options = f"uid={int(uid)},gid={int(gid or uid)}"
     return [f"{entry},{options}" if ":" in entry else f"{entry}:{options}" for entry in entries]
 
