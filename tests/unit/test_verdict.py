@@ -465,3 +465,21 @@ def test_a_custom_loop_that_logs_no_loss_nor_weights_is_not_called_lossy():
     assert found["words"].startswith("nothing the lab reads to compare with the undisturbed run twin-1: worker-0's "
                                      "final loss unchecked: neither run logged one"), found
     assert "restarted, and no task logged where it resumed" in found["words"], found
+
+
+def test_a_run_the_lab_was_stopped_in_is_interrupted_with_no_verdict_on_the_fault():
+    """SIGTERM to the lab mid-run: it kills every task itself (exit 137), and the run read "ended
+    cleanly" with "verdict: failed: worker-0 exited 137" (issue 56): the exits were the lab's stop."""
+    stopped = [row("worker-0", status="stopped", exit_code=137), row("worker-1", status="stopped", exit_code=137)]
+    stall = {"kind": "waiting", "what": "worker-0 was in its all-reduce", "fix": "-", "moment": "SIGTERM to the lab"}
+    run = summary(ok=False, outcome="interrupted", tasks=stopped, stall=stall,
+                  chaos={**CHAOS, "outcome": chaos.outcome_of({"ok": False, "outcome": "interrupted", "tasks": stopped})})
+    found = judge(run, events(), None, "none yet")
+    assert found["kind"] == "interrupted"
+    assert found["words"] == ("the lab was stopped (SIGTERM to the lab) before the run ended, and stopped its tasks "
+                              "itself: no verdict on the fault's resume; run it again to judge it")
+    run.chaos = {**run.chaos, "verdict": found}
+    said = table.table(run)
+    assert "chaos: kill on worker-1 at epoch:2: interrupted; " in said
+    assert "ended cleanly" not in said and "verdict: failed" not in said and "exited 137" not in said
+    assert "chaos: verdict: interrupted: the lab was stopped (SIGTERM to the lab)" in said

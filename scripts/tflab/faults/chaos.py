@@ -44,6 +44,7 @@ from tflab.faults import checkpointmoment, registry, twin, verdict
 from tflab.supervisor import runner, table
 
 NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
+INTERRUPTED = "interrupted"  # the chaos outcome of a run the lab itself was stopped in (Ctrl-C, SIGTERM, down)
 
 
 class Chaos(RunObserver):
@@ -371,9 +372,12 @@ class Chaos(RunObserver):
 
 def outcome_of(summary: Summary | dict) -> str:
     """survived: finished ok (restarts or not); ended cleanly: failed, every task ended, with an
-    error saying why; hung: stopped by TIMEOUT, or failed without a word."""
+    error saying why; hung: stopped by TIMEOUT, or failed without a word; interrupted: the lab
+    itself was stopped, and the exit codes (137) are its own stop's, not the fault's."""
     if summary["ok"]:
         return "survived"
+    if summary["outcome"] == "interrupted":
+        return INTERRUPTED
     if summary["outcome"] == "timed out":
         return "hung"
     said = any(row["error"] for row in summary["tasks"]) or any(row["exit_code"] for row in summary["tasks"])

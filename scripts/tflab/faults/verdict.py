@@ -7,6 +7,8 @@
     failed      ended with an error: the run's explanation of it
     no twin     finished, but no undisturbed twin to compare with: why not, and the steps anyway
     not injected  the fault never landed: there is no resume to judge
+    interrupted the lab itself was stopped (Ctrl-C, SIGTERM, tflab down) before the run ended: the
+                tasks' exits are the lab's stop, not the fault's doing, and there is no verdict on it
 
 The twin is a run of the same settings without the fault (faults/twin.py finds, reuses or runs
 it). Pure functions over summaries (core/runsummary.py) and the tasks' events (core/schema.py);
@@ -26,7 +28,7 @@ from tflab.core import explain
 from tflab.core.foreign import shown
 from tflab.core.schema import attempts, by_event
 
-KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected")  # a verdict's `kind`
+KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected", "interrupted")  # a verdict's `kind`
 # Relative tolerance on final losses and on each variable's sum and L2 norm. The same settings on
 # the same image train identically (make chaos's kill test finds the very same sha256), and the
 # largest rounding difference measured between reduction orders is 4e-5 relative (FACTS.md: MWMS
@@ -64,6 +66,8 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
         return {**found, "kind": "corrupt", "file": torn["file"], "by": torn["by"],
                 "words": f"{torn['by']} refused a torn checkpoint{' ' + torn['file'] if torn['file'] else ''}: "
                          f"{torn['line']}"}
+    if summary.get("outcome") == "interrupted":
+        return {**found, "kind": "interrupted", "words": interrupted_words(summary)}
     if summary.get("outcome") in HANG_OUTCOMES:
         if retried_to_the_end(summary):
             return {**found, "kind": "failed", "words": retried_words(summary)}
@@ -215,6 +219,16 @@ def hang_words(summary: Mapping) -> str:
     if isinstance(stall, Mapping) and isinstance(stall.get("what"), str):
         return f"{shown(str(summary.get('outcome')), 20)}: {shown(stall['what'], 500)}"
     return f"{shown(str(summary.get('outcome')), 20)}, and the stall watch found no place to name"
+
+
+def interrupted_words(summary: Mapping) -> str:
+    """A run the lab itself was stopped in: the tasks' exits (137 from the lab's own kill) say
+    nothing of the fault."""
+    stall = summary.get("stall")
+    moment = stall.get("moment") if isinstance(stall, Mapping) else None
+    by = f" ({shown(moment, 60)})" if isinstance(moment, str) and moment and moment != "stall" else ""
+    return (f"the lab was stopped{by} before the run ended, and stopped its tasks itself: no verdict on the "
+            "fault's resume; run it again to judge it")
 
 
 def retried_to_the_end(summary: Mapping) -> bool:
