@@ -472,8 +472,8 @@ def test_a_run_the_lab_was_stopped_in_is_interrupted_with_no_verdict_on_the_faul
     cleanly" with "verdict: failed: worker-0 exited 137" (issue 56): the exits were the lab's stop."""
     stopped = [row("worker-0", status="stopped", exit_code=137), row("worker-1", status="stopped", exit_code=137)]
     stall = {"kind": "waiting", "what": "worker-0 was in its all-reduce", "fix": "-", "moment": "SIGTERM to the lab"}
-    run = summary(ok=False, outcome="interrupted", tasks=stopped, stall=stall,
-                  chaos={**CHAOS, "outcome": chaos.outcome_of({"ok": False, "outcome": "interrupted", "tasks": stopped})})
+    outcome = chaos.outcome_of({"ok": False, "outcome": "interrupted", "tasks": stopped})
+    run = summary(ok=False, outcome="interrupted", tasks=stopped, stall=stall, chaos={**CHAOS, "outcome": outcome})
     found = judge(run, events(), None, "none yet")
     assert found["kind"] == "interrupted"
     assert found["words"] == ("the lab was stopped (SIGTERM to the lab) before the run ended, and stopped its tasks "

@@ -300,11 +300,14 @@ class Chaos(RunObserver):
 
         self.run_dir = run_dir
         self.not_injected = self.missed()
+        if self.not_injected and summary.outcome == "interrupted":  # its moment may well have come later
+            self.not_injected = f"the lab was stopped before the fault landed: {self.not_injected}"
         found = {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
                  "heal": self.settings.heal, "injected": self.not_injected is None,
                  "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
                  "restarts": len(summary.restarts), "landed": self.landed, "landed_step": self.landed_step,
-                 "outcome": outcome_of(summary) if self.not_injected is None else NOT_INJECTED,
+                 "outcome": outcome_of(summary) if self.not_injected is None or summary.outcome == "interrupted"
+                 else NOT_INJECTED,
                  **({"not_injected": self.not_injected} if self.not_injected else {}), **self.fault.result()}
         if self.their_own:
             found["unchecked"] = self.unchecked(run_dir, summary)

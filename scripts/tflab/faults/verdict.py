@@ -28,7 +28,8 @@ from tflab.core import explain
 from tflab.core.foreign import shown
 from tflab.core.schema import attempts, by_event
 
-KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected", "interrupted")  # a verdict's `kind`
+# a verdict's `kind`
+KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected", "interrupted")
 # Relative tolerance on final losses and on each variable's sum and L2 norm. The same settings on
 # the same image train identically (make chaos's kill test finds the very same sha256), and the
 # largest rounding difference measured between reduction orders is 4e-5 relative (FACTS.md: MWMS
@@ -56,7 +57,7 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
         return {**found, "kind": "no twin", "words": "no verdict: the run has no summary the lab wrote"}
     section = summary.get("chaos")
     chaos: Mapping = section if isinstance(section, Mapping) else {}
-    if chaos.get("injected") is False:
+    if chaos.get("injected") is False and summary.get("outcome") != "interrupted":
         missed = chaos.get("not_injected") or "the fault never landed"
         return {**found, "kind": "not injected", "words": f"no resume to judge: {shown(str(missed), 300)}"}
     steps = resume_steps(events, chaos.get("target"), chaos.get("landed_step"))
