@@ -317,6 +317,9 @@ class Chaos(RunObserver):
     def verdict(self, run_dir: Path, summary: Mapping, the_twin: Summary | None = None, no_twin: str = "") -> dict:
         """faults/verdict.py's judgement of this run, with its twin (TWIN=, or the one cached for
         these settings and this image) where there is one; make chaos may run a missing one after."""
+        if the_twin is None and not no_twin and self.replayed and not self.settings.twin:
+            no_twin = (f"make chaos runs no twin of a replayed {self.replayed}, so it is judged without one; "
+                       f"TWIN=<run> names an undisturbed replay of the same manifest to compare with")
         if the_twin is None and not no_twin:
             the_twin, no_twin = twin.found(self.settings, self.image)
         events = {}
@@ -364,7 +367,8 @@ class Chaos(RunObserver):
         replay of the lab's own image reports its weights from its claim: those are checked)."""
         self.run_dir = run_dir
         known = summary is not None and summary.tasks and all(row.weights_sha256 for row in summary.tasks)
-        notes = [] if known else ["weights: a script logs no digest of its weights, so whether every task ended "
+        job = "a script" if self.settings.script else f"the replayed {self.replayed}"
+        notes = [] if known else [f"weights: {job} logs no digest of its weights, so whether every task ended "
                                   "with the same weights is not checked"]
         chief = self.cluster.chief
         if self.injected_at is not None and not self._events(chief, "epoch"):

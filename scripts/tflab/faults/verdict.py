@@ -76,7 +76,7 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
     if summary.get("ok") is not True:
         return {**found, "kind": "failed", "words": failed_words(summary)}
     said = steps["words"]
-    problem = twin_problem(summary, twin, ignored) if twin is not None else f"no twin: {no_twin or 'none was given'}"
+    problem = twin_problem(summary, twin, ignored) if twin is not None else (no_twin or "none was given")
     if problem:
         return {**found, "kind": "no twin", "words": f"{problem}; {said}"}
     diverged = diverged_before(events, twin)
@@ -267,20 +267,21 @@ def failed_words(summary: Mapping) -> str:
 # -- the twin ---------------------------------------------------------------------------------------
 
 def twin_problem(summary: Mapping, twin: Any, ignored: tuple[str, ...] = ()) -> str | None:
-    """Why `twin` is no undisturbed twin of `summary`'s run, as "no twin: ...", or None.
+    """Why `twin` is no undisturbed twin of `summary`'s run, or None (the verdict's kind says "no
+    twin": its words do not say it again).
     `ignored`: settings that do not change the training (faults/twin.py's list) beside the fault's."""
     if not isinstance(twin, Mapping) or not isinstance(twin.get("tasks"), list) or not isinstance(twin.get("run"), str):
-        return "no twin: the run given as one has no summary the lab wrote"
+        return "the run given as one has no summary the lab wrote"
     name = shown(twin["run"], 80)
     if twin.get("chaos") is not None:
-        return f"no twin: {name} is a chaos run itself, not an undisturbed one"
+        return f"{name} is a chaos run itself, not an undisturbed one"
     if twin.get("ok") is not True:
-        return f"no twin: {name} did not finish ok ({shown(str(twin.get('outcome')), 20)})"
+        return f"{name} did not finish ok ({shown(str(twin.get('outcome')), 20)})"
     differs = settings_problem(summary.get("settings"), twin.get("settings"), ignored)
     if differs:
-        return f"no twin: {name} {differs}"
+        return f"{name} {differs}"
     if training(summary) != training(twin):
-        return f"no twin: {name}'s training tasks are not this run's"
+        return f"{name}'s training tasks are not this run's"
     return None
 
 
