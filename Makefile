@@ -87,7 +87,8 @@ soak: ## SOAK runs with random faults: make soak SOAK=20; prints what survived, 
 	@$(LAB) soak
 
 chaos-grid: ## one job through every fault x moment; grid.md/csv/png: make chaos-grid SCENARIOS=kill MOMENTS="step:40"
-	@$(LAB) chaos-grid
+	$(CHECK_THEN_VENV)
+	@TFLAB_PYTHON=$(VENV_PYTHON) $(LAB_ENV) $(VENV_PYTHON) -m tflab chaos-grid
 
 compare: ## run every strategy side by side and write report.md/csv/png: make compare MODEL=cnn
 	$(CHECK_THEN_VENV)

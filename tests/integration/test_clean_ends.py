@@ -356,3 +356,25 @@ def test_a_local_lab_killed_with_sigkill_leaves_no_task_running(tmp_path):
             os.kill(pid, signal.SIGKILL)
     assert task_processes(tmp_path / "local") == [], f"local tasks left {REAP_BOUND} s after SIGKILL"
     print(f"SIGKILL of a local lab's process group -> no task left: {seconds:.1f} s")
+
+
+def test_sigterm_mid_chaos_is_interrupted_with_no_verdict_on_the_fault(engine, trainer_image, tmp_path):
+    """The lab's own stop kills every task (137): the chaos run read "ended cleanly" and "verdict:
+    failed: worker-0 exited 137" (issue 56). Here a pause that holds worker-1 until the signal."""
+    lab = start_lab(tmp_path, "chaos", "chaos", SCENARIO="pause", TARGET="worker-1", AT="epoch:1", HEAL="600",
+                    VERDICT="off")
+    try:
+        log = tmp_path / "chaos" / "chaos.jsonl"
+        while lab.poll() is None and not (log.exists() and '"injected"' in log.read_text()):
+            time.sleep(0.5)
+        lab.send_signal(signal.SIGTERM)
+        output, _ = lab.communicate(timeout=CLEANUP_BOUND)
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+    assert lab.returncode == 128 + signal.SIGTERM, output
+    chaos = json.loads((tmp_path / "chaos" / "summary.json").read_text())["chaos"]
+    assert (chaos["injected"], chaos["outcome"], chaos["verdict"]["kind"]) == (True, "interrupted", "interrupted")
+    assert "chaos: pause on worker-1 at epoch:1: interrupted; " in output
+    assert "chaos: verdict: interrupted: the lab was stopped" in output and "no verdict on the fault" in output
+    assert "ended cleanly" not in output and "verdict: failed" not in output

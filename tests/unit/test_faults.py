@@ -210,6 +210,8 @@ def test_outcomes():
     said = {"ok": False, "outcome": "failed", "tasks": [{"error": "gave up after 10 s", "exit_code": 137}]}
     assert chaos.outcome_of(said) == "ended cleanly"
     assert chaos.outcome_of({**said, "outcome": "timed out"}) == "hung"
+    # the lab's own stop (Ctrl-C, SIGTERM) killed the tasks: their 137 is not the fault's doing (issue 56)
+    assert chaos.outcome_of({**said, "outcome": "interrupted"}) == chaos.INTERRUPTED == "interrupted"
 
 
 def echo_server() -> int:

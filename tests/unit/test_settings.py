@@ -260,3 +260,18 @@ def test_an_evaluator_of_its_own_or_tf_keras_is_not_refused(tmp_path):
     assert parse(EVALUATOR=1, TF="2.21").keras == ""  # tf-keras is 2.21's default
     assert parse(EVALUATOR=1, KERAS="keras3", SCRIPT=str(script)).script  # a script's evaluator is its own
     assert parse(EVALUATOR=0, KERAS="keras3").keras == "keras3"
+
+
+@pytest.mark.parametrize("given, said", [({"precision": "mixed_float16"}, "PRECISION=mixed_float16"),
+                                         ({"precisions": "float32 mixed_bfloat16"},
+                                          "PRECISIONS=float32 mixed_bfloat16")])
+def test_a_precision_with_a_script_is_refused_naming_both(given, said):
+    """The lab's trainer sets the Keras policy (trainer/train.py); a script builds its own model, so
+    PRECISION=mixed_float16 with one trained at float32 while the run's end line said "at
+    mixed_float16" (issue 56)."""
+    with pytest.raises(SettingsError) as refused:
+        Settings(script="train.py", **given).validated()
+    assert str(refused.value).startswith(f"{said} is not allowed with SCRIPT=train.py: ")
+    assert "expected PRECISION=float32 and PRECISIONS empty with SCRIPT" in str(refused.value)
+    assert Settings(script="train.py", precision="float32", precisions="float32").validated().script == "train.py"
+    assert Settings(**given).validated().script == ""  # the lab's own trainer applies it

@@ -115,7 +115,7 @@ def test_steps_repeated_from_the_landed_step_and_skipped_past_what_was_reached()
 
 def test_no_twin_says_why_and_never_guesses():
     found = judge(summary(chaos=CHAOS), events(), None, "none was run for these settings")
-    assert found["kind"] == "no twin" and found["words"].startswith("no twin: none was run")
+    assert found["kind"] == "no twin" and found["words"].startswith("none was run")
     assert found["twin"] is None and found["steps_repeated"] == 0
     other = undisturbed(settings={"epochs": 3})
     found = judge(summary(chaos=CHAOS), events(), other)
@@ -133,7 +133,7 @@ def test_no_twin_says_why_and_never_guesses():
                                      {"tasks": [], "run": 7}])
 def test_a_twin_of_the_wrong_shape_is_no_twin(hostile):
     found = judge(summary(chaos=CHAOS), events(), hostile)
-    assert found["kind"] == "no twin" and found["words"].startswith("no twin: "), found
+    assert found["kind"] == "no twin" and found["words"].startswith("the run given as one has no summary"), found
 
 
 def test_the_fault_own_settings_and_where_the_run_lies_are_no_difference():
@@ -465,3 +465,76 @@ def test_a_custom_loop_that_logs_no_loss_nor_weights_is_not_called_lossy():
     assert found["words"].startswith("nothing the lab reads to compare with the undisturbed run twin-1: worker-0's "
                                      "final loss unchecked: neither run logged one"), found
     assert "restarted, and no task logged where it resumed" in found["words"], found
+
+
+def test_a_run_the_lab_was_stopped_in_is_interrupted_with_no_verdict_on_the_fault():
+    """SIGTERM to the lab mid-run: it kills every task itself (exit 137), and the run read "ended
+    cleanly" with "verdict: failed: worker-0 exited 137" (issue 56): the exits were the lab's stop."""
+    stopped = [row("worker-0", status="stopped", exit_code=137), row("worker-1", status="stopped", exit_code=137)]
+    stall = {"kind": "waiting", "what": "worker-0 was in its all-reduce", "fix": "-", "moment": "SIGTERM to the lab"}
+    outcome = chaos.outcome_of({"ok": False, "outcome": "interrupted", "tasks": stopped})
+    run = summary(ok=False, outcome="interrupted", tasks=stopped, stall=stall, chaos={**CHAOS, "outcome": outcome})
+    found = judge(run, events(), None, "none yet")
+    assert found["kind"] == "interrupted"
+    assert found["words"] == ("the lab was stopped (SIGTERM to the lab) before the run ended, and stopped its tasks "
+                              "itself: no verdict on the fault's resume; run it again to judge it")
+    run.chaos = {**run.chaos, "verdict": found}
+    said = table.table(run)
+    assert "chaos: kill on worker-1 at epoch:2: interrupted; " in said
+    assert "ended cleanly" not in said and "verdict: failed" not in said and "exited 137" not in said
+    assert "chaos: verdict: interrupted: the lab was stopped (SIGTERM to the lab)" in said
+
+
+def test_a_replay_is_judged_without_a_twin_and_says_what_twin_can_do(tmp_path, monkeypatch, offline):
+    """A replay never gets a twin (twin.wanted), yet its verdict said "no twin: no twin: none yet
+    for these settings on this image: make chaos runs it once", and "unchecked for a script" of a
+    job that is no script (issue 56). Here the replay's run is the runner's own on a stand-in."""
+    import dataclasses
+
+    from labtest.fakes import FakeEngine
+    from test_chaos_landing import fake_up
+    from tflab import replay
+    from tflab.core import cluster
+
+    FakeEngine(monkeypatch)
+    settings = Settings(workers=2, runs_dir=str(tmp_path), run="r1", at="epoch:1", tfjob="tfjob.yaml")
+    monkeypatch.setattr(replay, "up", lambda settings, given, observer: fake_up(epochs_logged=3)(
+        settings, observer=observer(dataclasses.replace(cluster.build(settings), replayed_from="TFJOB"))))
+    assert chaos.chaos(settings) == 0
+    result = Summary.read(tmp_path / "r1")
+    found = result.chaos["verdict"]
+    assert found["kind"] == "no twin" and found["words"].startswith(
+        "make chaos runs no twin of a replayed TFJOB, so it is judged without one; TWIN=<run> names an undisturbed "
+        "replay of the same manifest to compare with; ")
+    said = table.table(result)
+    assert "chaos: verdict: no twin: make chaos runs no twin of a replayed TFJOB" in said
+    assert "no twin: no twin" not in said and "make chaos runs it once" not in said
+    assert "unchecked for a script" not in said
+    assert "chaos: unchecked for a replayed job: weights: the replayed TFJOB logs no digest of its weights" in said
+
+
+def test_twin_may_name_an_undisturbed_replay_of_the_same_manifest(tmp_path):
+    """A replay records what its manifest says (tfjob.replay_settings), not the lab's defaults: TWIN=
+    naming an undisturbed replay of the very manifest was refused, "ALLREDUCE_PROBE=(unset), not 0"."""
+    manifest = tmp_path / "tfjob.yaml"
+    manifest.write_text("")
+    replayed = {"strategy": "multiworker", "workers": 2, "ps": 0, "chief": 0, "evaluator": 0, "run": "ref",
+                "runs_dir": str(tmp_path), "backend": "compose", "timeout": None, "restarts": None,
+                "tfjob": str(manifest)}
+    runfolder.make(tmp_path / "ref", link_latest=False, owner=True)
+    summary(run="ref", settings=replayed).write(tmp_path / "ref")
+    settings = Settings(runs_dir=str(tmp_path), scenario="kill", tfjob=str(manifest), twin="ref")
+    twin.check(settings)  # accepted: the same manifest, undisturbed, finished ok
+    other = tmp_path / "other.yaml"
+    with pytest.raises(LabError, match=rf"^TWIN=ref is not allowed: it replayed {manifest}, not {other}; "):
+        twin.check(settings.replace(tfjob=str(other)))
+    runfolder.make(tmp_path / "own", link_latest=False, owner=True)
+    undisturbed(run="own").write(tmp_path / "own")
+    with pytest.raises(LabError, match=r"^TWIN=own is not allowed: it is no replay \(make chaos TFJOB= or "):
+        twin.check(settings.replace(twin="own"))
+    # the verdict then holds the two replays' records to each other, the fault's own settings aside
+    ours = summary(chaos=CHAOS, settings={**replayed, "run": "r1", "scenario": "kill", "at": "epoch:2"})
+    assert verdict.twin_problem(ours, summary(run="ref", settings=replayed), twin.ignored()) is None
+    other_shape = summary(run="ref", settings={**replayed, "workers": 3})
+    assert verdict.twin_problem(ours, other_shape, twin.ignored()) == \
+        "ref was run with other settings: WORKERS=3, not 2"

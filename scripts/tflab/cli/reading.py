@@ -106,11 +106,11 @@ def command_logs(settings: Settings) -> int:
     return 0
 
 
-CHECKED_FIRST = ("up", "compare", "matrix", "report", "bench")  # make builds .venv for these: check first
+CHECKED_FIRST = ("up", "compare", "matrix", "report", "bench", "chaos-grid")  # make builds .venv for these: check first
 
 
 def command_check(settings: Settings) -> int:
-    """What `make compare`, `report`, `bench` (and `up BACKEND=local`) check with the host's own
+    """What `make compare`, `report`, `bench`, `chaos-grid` (and `up BACKEND=local`) check with the host's own
     Python before make builds .venv, TensorFlow and all: the settings, and the input of the
     command TFLAB_CHECK names. Prints nothing when all is well."""
     command = os.environ.get("TFLAB_CHECK", "")
@@ -126,6 +126,10 @@ def command_check(settings: Settings) -> int:
         compare.compare_runs(settings)
     elif command == "report":
         check_report(runfolder.existing(settings))
+    elif command == "chaos-grid":
+        from tflab.faults import grid
+
+        grid.check(settings)
     elif command == "bench":
         from tflab.reports import bench
 

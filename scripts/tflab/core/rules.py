@@ -105,6 +105,7 @@ class SettingsRules:
     examples: int
     loop: str
     precision: str
+    precisions: str
     collective: str
     backend: str
     platform: str
@@ -228,6 +229,14 @@ class SettingsRules:
             # would be unscaled once per worker); bfloat16 needs no loss scaling.
             raise SettingsError("PRECISION=mixed_float16 is not allowed with STRATEGY=parameter_server: Keras "
                                 "scales no loss under it; expected PRECISION=float32 or mixed_bfloat16")
+        mixed = [word for word in f"{self.precision} {self.precisions}".split() if word != "float32"]
+        if self.script and mixed:
+            # The policy is the lab's trainer's own call (trainer/train.py's set_global_policy): a script
+            # builds its model itself, and nothing the lab could set reaches it, so it would train at float32.
+            given = f"PRECISION={self.precision}" if self.precision != "float32" else f"PRECISIONS={self.precisions}"
+            raise SettingsError(f"{given} is not allowed with SCRIPT={self.script}: the precision is the lab's "
+                                "trainer's, and a script sets its own (tf.keras.mixed_precision.set_global_policy "
+                                "in it); expected PRECISION=float32 and PRECISIONS empty with SCRIPT")
         if self.heal == "never" and self.scenario not in ("partition", "hang"):
             raise SettingsError(f"HEAL=never is not allowed with SCENARIO={self.scenario}: "
                                 "expected seconds (only a partition or a hang may stay)")

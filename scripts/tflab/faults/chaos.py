@@ -44,6 +44,7 @@ from tflab.faults import checkpointmoment, registry, twin, verdict
 from tflab.supervisor import runner, table
 
 NOT_INJECTED = "not injected"  # the chaos outcome of a run whose fault never landed
+INTERRUPTED = "interrupted"  # the chaos outcome of a run the lab itself was stopped in (Ctrl-C, SIGTERM, down)
 
 
 class Chaos(RunObserver):
@@ -299,11 +300,14 @@ class Chaos(RunObserver):
 
         self.run_dir = run_dir
         self.not_injected = self.missed()
+        if self.not_injected and summary.outcome == "interrupted":  # its moment may well have come later
+            self.not_injected = f"the lab was stopped before the fault landed: {self.not_injected}"
         found = {"scenario": self.scenario, "target": self.target, "at": self.settings.at,
                  "heal": self.settings.heal, "injected": self.not_injected is None,
                  "detection_seconds": since(self.detected_at), "recovery_seconds": since(self.recovered_at),
                  "restarts": len(summary.restarts), "landed": self.landed, "landed_step": self.landed_step,
-                 "outcome": outcome_of(summary) if self.not_injected is None else NOT_INJECTED,
+                 "outcome": outcome_of(summary) if self.not_injected is None or summary.outcome == "interrupted"
+                 else NOT_INJECTED,
                  **({"not_injected": self.not_injected} if self.not_injected else {}), **self.fault.result()}
         if self.their_own:
             found["unchecked"] = self.unchecked(run_dir, summary)
@@ -313,6 +317,9 @@ class Chaos(RunObserver):
     def verdict(self, run_dir: Path, summary: Mapping, the_twin: Summary | None = None, no_twin: str = "") -> dict:
         """faults/verdict.py's judgement of this run, with its twin (TWIN=, or the one cached for
         these settings and this image) where there is one; make chaos may run a missing one after."""
+        if the_twin is None and not no_twin and self.replayed and not self.settings.twin:
+            no_twin = (f"make chaos runs no twin of a replayed {self.replayed}, so it is judged without one; "
+                       f"TWIN=<run> names an undisturbed replay of the same manifest to compare with")
         if the_twin is None and not no_twin:
             the_twin, no_twin = twin.found(self.settings, self.image)
         events = {}
@@ -360,7 +367,8 @@ class Chaos(RunObserver):
         replay of the lab's own image reports its weights from its claim: those are checked)."""
         self.run_dir = run_dir
         known = summary is not None and summary.tasks and all(row.weights_sha256 for row in summary.tasks)
-        notes = [] if known else ["weights: a script logs no digest of its weights, so whether every task ended "
+        job = "a script" if self.settings.script else f"the replayed {self.replayed}"
+        notes = [] if known else [f"weights: {job} logs no digest of its weights, so whether every task ended "
                                   "with the same weights is not checked"]
         chief = self.cluster.chief
         if self.injected_at is not None and not self._events(chief, "epoch"):
@@ -371,9 +379,12 @@ class Chaos(RunObserver):
 
 def outcome_of(summary: Summary | dict) -> str:
     """survived: finished ok (restarts or not); ended cleanly: failed, every task ended, with an
-    error saying why; hung: stopped by TIMEOUT, or failed without a word."""
+    error saying why; hung: stopped by TIMEOUT, or failed without a word; interrupted: the lab
+    itself was stopped, and the exit codes (137) are its own stop's, not the fault's."""
     if summary["ok"]:
         return "survived"
+    if summary["outcome"] == "interrupted":
+        return INTERRUPTED
     if summary["outcome"] == "timed out":
         return "hung"
     said = any(row["error"] for row in summary["tasks"]) or any(row["exit_code"] for row in summary["tasks"])

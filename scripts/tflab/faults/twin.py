@@ -151,10 +151,25 @@ def check(settings: Settings) -> None:
     if found_twin is not None and not differs and not found_twin.ok:
         differs = f"it did not finish ok ({found_twin.outcome})"
     if found_twin is not None and not differs:
-        differs = verdict.settings_problem(settings.to_dict(), found_twin.settings, ignored()) or ""
+        differs = (replay_problem(settings, found_twin.settings) if settings.tfjob or settings.trainjob else
+                   verdict.settings_problem(settings.to_dict(), found_twin.settings, ignored())) or ""
     if differs:
         raise LabError(f"TWIN={settings.twin} is not allowed: {differs}; expected a finished run of the same "
                        "settings without the fault, in RUNS_DIR (or leave TWIN out for the lab's own twin)")
+
+
+def replay_problem(settings: Settings, theirs: object) -> str | None:
+    """Why a run named as a replay's TWIN= replayed another manifest, or None. A replay records what
+    its manifest says (tfjob.replay_settings), not the lab's defaults, so before the run only its
+    manifest can be held to ours (ALLREDUCE_PROBE=(unset), not 0, refused every undisturbed replay);
+    the verdict then compares the two replays' recorded settings (verdict.twin_problem)."""
+    manifest = settings.tfjob or settings.trainjob
+    given = theirs.get("tfjob") if isinstance(theirs, dict) else None
+    if not isinstance(given, str) or not given:
+        return "it is no replay (make chaos TFJOB= or TRAINJOB= compares a replay with a replay)"
+    if Path(given).resolve() != Path(manifest).resolve():
+        return f"it replayed {foreign.shown(given, 200)}, not {manifest}"
+    return None
 
 
 def wanted(settings: Settings, summary: Summary) -> bool:

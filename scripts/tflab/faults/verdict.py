@@ -7,6 +7,8 @@
     failed      ended with an error: the run's explanation of it
     no twin     finished, but no undisturbed twin to compare with: why not, and the steps anyway
     not injected  the fault never landed: there is no resume to judge
+    interrupted the lab itself was stopped (Ctrl-C, SIGTERM, tflab down) before the run ended: the
+                tasks' exits are the lab's stop, not the fault's doing, and there is no verdict on it
 
 The twin is a run of the same settings without the fault (faults/twin.py finds, reuses or runs
 it). Pure functions over summaries (core/runsummary.py) and the tasks' events (core/schema.py);
@@ -26,7 +28,8 @@ from tflab.core import explain
 from tflab.core.foreign import shown
 from tflab.core.schema import attempts, by_event
 
-KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected")  # a verdict's `kind`
+# a verdict's `kind`
+KINDS = ("equivalent", "lossy", "corrupt", "hang", "failed", "no twin", "not injected", "interrupted")
 # Relative tolerance on final losses and on each variable's sum and L2 norm. The same settings on
 # the same image train identically (make chaos's kill test finds the very same sha256), and the
 # largest rounding difference measured between reduction orders is 4e-5 relative (FACTS.md: MWMS
@@ -54,7 +57,7 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
         return {**found, "kind": "no twin", "words": "no verdict: the run has no summary the lab wrote"}
     section = summary.get("chaos")
     chaos: Mapping = section if isinstance(section, Mapping) else {}
-    if chaos.get("injected") is False:
+    if chaos.get("injected") is False and summary.get("outcome") != "interrupted":
         missed = chaos.get("not_injected") or "the fault never landed"
         return {**found, "kind": "not injected", "words": f"no resume to judge: {shown(str(missed), 300)}"}
     steps = resume_steps(events, chaos.get("target"), chaos.get("landed_step"))
@@ -64,6 +67,8 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
         return {**found, "kind": "corrupt", "file": torn["file"], "by": torn["by"],
                 "words": f"{torn['by']} refused a torn checkpoint{' ' + torn['file'] if torn['file'] else ''}: "
                          f"{torn['line']}"}
+    if summary.get("outcome") == "interrupted":
+        return {**found, "kind": "interrupted", "words": interrupted_words(summary)}
     if summary.get("outcome") in HANG_OUTCOMES:
         if retried_to_the_end(summary):
             return {**found, "kind": "failed", "words": retried_words(summary)}
@@ -71,7 +76,7 @@ def judge(summary: Any, events: Mapping[str, list], twin: Any = None, no_twin: s
     if summary.get("ok") is not True:
         return {**found, "kind": "failed", "words": failed_words(summary)}
     said = steps["words"]
-    problem = twin_problem(summary, twin, ignored) if twin is not None else f"no twin: {no_twin or 'none was given'}"
+    problem = twin_problem(summary, twin, ignored) if twin is not None else (no_twin or "none was given")
     if problem:
         return {**found, "kind": "no twin", "words": f"{problem}; {said}"}
     diverged = diverged_before(events, twin)
@@ -217,6 +222,16 @@ def hang_words(summary: Mapping) -> str:
     return f"{shown(str(summary.get('outcome')), 20)}, and the stall watch found no place to name"
 
 
+def interrupted_words(summary: Mapping) -> str:
+    """A run the lab itself was stopped in: the tasks' exits (137 from the lab's own kill) say
+    nothing of the fault."""
+    stall = summary.get("stall")
+    moment = stall.get("moment") if isinstance(stall, Mapping) else None
+    by = f" ({shown(moment, 60)})" if isinstance(moment, str) and moment and moment != "stall" else ""
+    return (f"the lab was stopped{by} before the run ended, and stopped its tasks itself: no verdict on the "
+            "fault's resume; run it again to judge it")
+
+
 def retried_to_the_end(summary: Mapping) -> bool:
     """Timed out with no stall named, restarted twice or more, and a task failing with an error:
     a job whose tasks kept failing until its deadline (a replay under OnFailure with no
@@ -252,20 +267,21 @@ def failed_words(summary: Mapping) -> str:
 # -- the twin ---------------------------------------------------------------------------------------
 
 def twin_problem(summary: Mapping, twin: Any, ignored: tuple[str, ...] = ()) -> str | None:
-    """Why `twin` is no undisturbed twin of `summary`'s run, as "no twin: ...", or None.
+    """Why `twin` is no undisturbed twin of `summary`'s run, or None (the verdict's kind says "no
+    twin": its words do not say it again).
     `ignored`: settings that do not change the training (faults/twin.py's list) beside the fault's."""
     if not isinstance(twin, Mapping) or not isinstance(twin.get("tasks"), list) or not isinstance(twin.get("run"), str):
-        return "no twin: the run given as one has no summary the lab wrote"
+        return "the run given as one has no summary the lab wrote"
     name = shown(twin["run"], 80)
     if twin.get("chaos") is not None:
-        return f"no twin: {name} is a chaos run itself, not an undisturbed one"
+        return f"{name} is a chaos run itself, not an undisturbed one"
     if twin.get("ok") is not True:
-        return f"no twin: {name} did not finish ok ({shown(str(twin.get('outcome')), 20)})"
+        return f"{name} did not finish ok ({shown(str(twin.get('outcome')), 20)})"
     differs = settings_problem(summary.get("settings"), twin.get("settings"), ignored)
     if differs:
-        return f"no twin: {name} {differs}"
+        return f"{name} {differs}"
     if training(summary) != training(twin):
-        return f"no twin: {name}'s training tasks are not this run's"
+        return f"{name}'s training tasks are not this run's"
     return None
 
 

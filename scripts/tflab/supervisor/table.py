@@ -53,7 +53,9 @@ def table(result: Summary) -> str:
         found = chaos.get("preemptions")
         lines += [preemption.result_line(p) for p in (found if isinstance(found, list) else []) if isinstance(p, dict)]
         unchecked = chaos.get("unchecked")
-        lines += [f"chaos: unchecked for a script: {shown(note, 300)}"
+        given = result.settings if isinstance(result.settings, dict) else {}
+        job = "a script" if given.get("script") else "a replayed job" if given.get("tfjob") else "its job"
+        lines += [f"chaos: unchecked for {job}: {shown(note, 300)}"
                   for note in (unchecked if isinstance(unchecked, list) else [])]
         lines += verdict_lines(result)
     lines += audit_lines(result)
