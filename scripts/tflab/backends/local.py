@@ -16,9 +16,11 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tflab.backends.userscript import script_command, script_environment
-from tflab.core import cluster, runfolder
+from tflab.console import say
+from tflab.core import cluster, orphans, runfolder
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
@@ -26,6 +28,14 @@ from tflab.core.runfolder import CONFIG, OUTPUT
 from tflab.core.settings import Settings
 from tflab.core.stacks import STACKS_SIGNAL
 from tflab.home import CODE_ROOT, LAB_HOME
+
+if TYPE_CHECKING:
+    from tflab.engine.reaper import Guard
+
+# Said at the start where the lab is root: containers run a task as uid 1000 without capabilities,
+# a local process as whoever runs the lab.
+AS_ROOT = ("BACKEND=local runs the script as the lab's user, root here, with nothing between it and this host "
+           "(no container, no other user): run a script you do not trust with BACKEND=compose")
 
 
 def find_python() -> str:
@@ -64,7 +74,7 @@ class LocalProcesses:
     name = "local"
 
     proxied: frozenset[str] = frozenset()  # no delay proxies between processes
-    guard = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed
+    guard: Guard | None = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed
 
     def __init__(self, settings: Settings, run_dir: Path, the_cluster: Cluster, python: str):
         self.settings, self.run_dir, self.python = settings, run_dir, python
@@ -80,6 +90,10 @@ class LocalProcesses:
     def start(self) -> None:
         with runfolder.lab_space(self.run_dir) as folder:
             self._output = io.TextIOWrapper(folder.append(OUTPUT), line_buffering=True)
+        if self.settings.script and os.geteuid() == 0:
+            say(f"warning: {AS_ROOT}")
+        # Before any task starts: whatever a task leaves running on its own comes to the lab (core/orphans.py).
+        orphans.subreaper(True)
         self._launch()
 
     def restart(self) -> None:
@@ -150,12 +164,23 @@ class LocalProcesses:
         for task in tasks:
             self._processes[task].wait()
 
+    def end_orphans(self) -> None:
+        """Kills what the tasks left running on their own (a daemon's double fork: its own session,
+        so the groups' SIGKILL missed it), once every task is stopped and before the runner's set-ID
+        check, so nothing of the run writes after it; one line where there was any."""
+        reaper = self.guard.process if self.guard is not None else None
+        killed = orphans.end_orphans(frozenset([reaper.pid]) if reaper is not None else frozenset())
+        orphans.subreaper(False)
+        if killed:
+            say(orphans.said(killed))
+
     def save_output(self) -> None:
         for reader in self._readers:
             reader.join(timeout=10)
 
     def close(self) -> None:
         self.stop(list(self._processes))
+        self.end_orphans()
         self.save_output()
         if self._output:
             self._output.close()
