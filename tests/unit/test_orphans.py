@@ -22,7 +22,8 @@ SCRIPTS = str(Path(__file__).resolve().parents[2] / "scripts")
 # A task as BACKEND=local starts one (its own session), whose script double-forks a sleeper that
 # would write `marker` after 1.5 s, and prints the sleeper's pid; a child of the subreaper's own
 # session beside it (as the lab's own tools are); and one in a session of its own that it keeps
-# (as the lab keeps its reaper).
+# (as the lab keeps its reaper); and a launcher killed alone, whose script comes to the subreaper
+# alive (the lab kills the launcher's group: groups given, its members are no strays).
 SUBREAPER = textwrap.dedent("""
     import json, os, subprocess, sys, time
     from tflab.core import orphans
@@ -35,20 +36,26 @@ SUBREAPER = textwrap.dedent("""
               "        time.sleep(1.5); open(sys.argv[1], 'w').write('late'); os._exit(0)\\n"
               "    os._exit(0)\\n"
               "os.wait()\\n")
-    task = subprocess.run([sys.executable, "-c", daemon, marker], start_new_session=True)
     own = subprocess.Popen(["sleep", "30"])
     kept = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    time.sleep(0.3)
-    killed = orphans.end_orphans(frozenset([kept.pid]))
+    # A launcher whose group the lab killed: its script comes here still alive, and is no stray.
+    launcher = subprocess.Popen([sys.executable, "-c", "import subprocess, time; subprocess.Popen(['sleep', '5'], "
+                                 "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); time.sleep(30)"],
+                                start_new_session=True)
+    time.sleep(1.0)
+    launcher.kill(); launcher.wait()
+    task = subprocess.run([sys.executable, "-c", daemon, marker], start_new_session=True)
+    killed = orphans.end_orphans(frozenset([kept.pid]), frozenset([launcher.pid] if sys.argv[3] == "groups" else []))
     print(json.dumps({"killed": [c.pid for c in killed], "names": [c.name for c in killed],
                       "own": own.poll(), "kept": kept.poll(), "said": orphans.said(killed) if killed else ""}))
     own.kill(); kept.kill()
 """)
 
 
-def run_subreaper(tmp_path, on: bool) -> tuple[dict, Path]:
+def run_subreaper(tmp_path, on: bool, groups: bool = True) -> tuple[dict, Path]:
     marker = tmp_path / "written-after-the-run"
-    done = subprocess.run([sys.executable, "-c", SUBREAPER, str(marker), "on" if on else "off"], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", SUBREAPER, str(marker), "on" if on else "off",
+                           "groups" if groups else "none"], capture_output=True,
                           text=True, timeout=30, env={**os.environ, "PYTHONPATH": SCRIPTS})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), marker
@@ -64,6 +71,12 @@ def test_a_double_forked_sleeper_is_killed_and_writes_nothing(tmp_path):
     assert not os.path.exists(f"/proc/{found['killed'][0]}")
 
 
+def test_a_killed_groups_member_is_ended_but_not_named_a_stray(tmp_path):
+    """The same run, the launcher's group not given: its script, alive, is named too (the filter can fail)."""
+    found, _ = run_subreaper(tmp_path, on=True, groups=False)
+    assert len(found["killed"]) == 2 and "sleep" in found["names"]
+
+
 def test_without_the_subreaper_the_sleeper_escapes(tmp_path):
     """The case above can fail: without prctl the sleeper goes to init, out of reach, and writes."""
     found, marker = run_subreaper(tmp_path, on=False)
@@ -75,7 +88,7 @@ def test_without_the_subreaper_the_sleeper_escapes(tmp_path):
 
 
 def test_said_names_a_few_and_counts_the_rest():
-    killed = [orphans.Child(100 + i, 7, "S", "sleep") for i in range(7)]
+    killed = [orphans.Child(100 + i, 7, 7, "S", "sleep") for i in range(7)]
     line = orphans.said(killed, most=2)
     assert line.startswith("killed 7 processes the tasks had left running on their own (setsid, a double fork): "
                            "100 (sleep), 101 (sleep) and 5 more;")

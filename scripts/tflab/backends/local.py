@@ -84,6 +84,7 @@ class LocalProcesses:
         self.description = f"local processes ({python})"
         self._processes: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
+        self._groups: set[int] = set()
         self._output_lock = threading.Lock()
         self._output: io.TextIOWrapper | None = None  # output.log, from start() on
 
@@ -118,6 +119,7 @@ class LocalProcesses:
                 command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)  # Ctrl-C reaches the lab, which ends the tasks itself
             self._processes[task] = process
+            self._groups.add(process.pid)  # it leads its group: every attempt's, killed whole by stop()
             if self.guard is not None:  # its own session: a SIGKILL of the lab's group misses it
                 self.guard.watch_group(process.pid)
             reader = threading.Thread(target=self._copy_output, args=(task, process), daemon=True)
@@ -169,7 +171,8 @@ class LocalProcesses:
         so the groups' SIGKILL missed it), once every task is stopped and before the runner's set-ID
         check, so nothing of the run writes after it; one line where there was any."""
         reaper = self.guard.process if self.guard is not None else None
-        killed = orphans.end_orphans(frozenset([reaper.pid]) if reaper is not None else frozenset())
+        killed = orphans.end_orphans(frozenset([reaper.pid]) if reaper is not None else frozenset(),
+                                     frozenset(self._groups))
         orphans.subreaper(False)
         if killed:
             say(orphans.said(killed))

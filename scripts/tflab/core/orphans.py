@@ -37,6 +37,7 @@ ROUNDS = 100  # kill rounds before giving up: each round kills the children that
 @dataclass(frozen=True)
 class Child:
     pid: int
+    group: int  # its process group
     session: int
     state: str  # /proc's one letter: Z for a zombie, which only needs reaping
     name: str  # the kernel's command name (comm), at most 15 characters
@@ -72,14 +73,16 @@ def children(parent: int) -> list[Child]:
         head, _, rest = line.rpartition(")")
         fields = rest.split()  # state, ppid, pgrp, session, ...
         if len(fields) > 3 and fields[1] == str(parent):
-            found.append(Child(int(name), int(fields[3]), fields[0], head.partition("(")[2]))
+            found.append(Child(int(name), int(fields[2]), int(fields[3]), fields[0], head.partition("(")[2]))
     return found
 
 
-def end_orphans(keep: frozenset[int] = frozenset()) -> list[Child]:
+def end_orphans(keep: frozenset[int] = frozenset(), killed_groups: frozenset[int] = frozenset()) -> list[Child]:
     """Kills (SIGKILL) and reaps every child of this process that is not its own: outside its
     session and not in `keep`; zombies among them are reaped only. Round after round, until a
-    round finds none or ROUNDS have passed. The processes it had to kill, in the order killed."""
+    round finds none or ROUNDS have passed. The processes it had to kill, in the order killed,
+    less those of `killed_groups`: a task's script, whose group the lab has just killed with its
+    launcher, comes here to die, and was left running by no one."""
     me, session = os.getpid(), os.getsid(0)
     killed: list[Child] = []
     for _ in range(ROUNDS):
@@ -92,7 +95,8 @@ def end_orphans(keep: frozenset[int] = frozenset()) -> list[Child]:
                     os.kill(child.pid, signal.SIGKILL)  # our child, not yet reaped: the pid is still its own
                 except ProcessLookupError:
                     continue
-                killed.append(child)
+                if child.group not in killed_groups:
+                    killed.append(child)
         for child in strays:
             try:
                 os.waitpid(child.pid, 0)
