@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from tflab.backends.userscript import script_command, script_environment
 from tflab.console import say
-from tflab.core import cluster, orphans, runfolder
+from tflab.core import cluster, orphans, processes, runfolder
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
@@ -154,9 +154,12 @@ class LocalProcesses:
         to the script, and the trainer's watchdog, which has no handler, is left alone."""
         for task in tasks:
             process = self._processes.get(task)
-            if process is not None and process.poll() is None:
+            stacks = signal.Signals[STACKS_SIGNAL]
+            # Only to a process that catches it: a launcher or trainer still starting has no handler
+            # yet, and the lab's own question would end it (128+10, read as the task's exit).
+            if process is not None and process.poll() is None and processes.catches(process.pid, stacks) is not False:
                 try:
-                    os.kill(process.pid, signal.Signals[STACKS_SIGNAL])
+                    os.kill(process.pid, stacks)
                 except ProcessLookupError:
                     pass
 
