@@ -92,3 +92,18 @@ def test_said_names_a_few_and_counts_the_rest():
     line = orphans.said(killed, most=2)
     assert line.startswith("killed 7 processes the tasks had left running on their own (setsid, a double fork): "
                            "100 (sleep), 101 (sleep) and 5 more;")
+
+
+def test_the_runs_mark_finds_the_processes_whose_environment_holds_it_exactly():
+    """The reaper's last resort for a lab killed with SIGKILL (engine/reaper.py kill_marked)."""
+    mark = "TFLAB_CONFIG=/runs/r-7c2e41/config.json"
+    marked = subprocess.Popen(["sleep", "30"], env={**os.environ, "TFLAB_CONFIG": "/runs/r-7c2e41/config.json"})
+    other = subprocess.Popen(["sleep", "30"], env={**os.environ, "TFLAB_CONFIG": "/runs/r-7c2e41/config.json.x"})
+    try:
+        found = orphans.marked(mark)
+        assert marked.pid in found and other.pid not in found and os.getpid() not in found
+    finally:
+        marked.kill()
+        other.kill()
+        marked.wait()
+        other.wait()

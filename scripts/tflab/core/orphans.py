@@ -14,8 +14,9 @@ Docker's init (for a container) do. The alternatives fall short: a process group
 left by setsid; a marker in the environment (/proc/<pid>/environ) is the environment at exec,
 which a script clears with `env -i`; a cgroup needs root or a systemd delegation, and this host's
 cgroups are v1. The limit: a subreaper holds only while the lab lives. Where the lab is killed
-with SIGKILL, its orphans go on to init, and the reaper (engine/reaper.py) kills the tasks'
-process groups only.
+with SIGKILL, its orphans go on to init; the reaper (engine/reaper.py) then kills the tasks'
+process groups, and, as a last resort, every process whose environment names the run's
+config.json (`marked`): a daemon that cleared its environment escapes that one.
 
 Which children are the lab's own: those in the lab's session (a process can leave a session but
 never join another one, and every task starts in a session of its own), and the ones named in
@@ -103,6 +104,31 @@ def end_orphans(keep: frozenset[int] = frozenset(), killed_groups: frozenset[int
             except ChildProcessError:
                 pass
     return killed
+
+
+ENVIRON_LIMIT = 1 << 20  # bytes read of one process's environment
+
+
+def marked(entry: str) -> list[int]:
+    """The processes (not this one) whose environment at exec held `entry` (NAME=value) exactly,
+    from /proc/<pid>/environ: readable for this user's own processes (every one, as root). None
+    where there is no /proc."""
+    wanted, found = entry.encode(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as file:
+                environ = file.read(ENVIRON_LIMIT)
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0"):
+            found.append(int(name))
+    return found
 
 
 def said(killed: list[Child], most: int = 5) -> str:

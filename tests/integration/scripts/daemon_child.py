@@ -1,6 +1,6 @@
 """A script that leaves a process behind it as a daemon does (issue 56): setsid, then a second fork,
-its output closed; the grandchild sleeps DAEMON_SLEEP seconds, then writes DAEMON_TARGET with mode
-4755 and its pid beside it. The script itself exits 0 at once."""
+its output closed; the grandchild writes its pid beside DAEMON_TARGET, sleeps DAEMON_SLEEP seconds,
+then writes DAEMON_TARGET with mode 4755. The script itself exits 0 after DAEMON_WAIT seconds (0)."""
 
 import os
 import time
@@ -21,3 +21,4 @@ if os.fork() == 0:
     os._exit(0)
 os.wait()
 print("daemon started", flush=True)
+time.sleep(float(os.environ.get("DAEMON_WAIT", "0")))  # a test kills the lab meanwhile
