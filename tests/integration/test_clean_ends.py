@@ -378,3 +378,40 @@ def test_sigterm_mid_chaos_is_interrupted_with_no_verdict_on_the_fault(engine, t
     assert "chaos: pause on worker-1 at epoch:1: interrupted; " in output
     assert "chaos: verdict: interrupted: the lab was stopped" in output and "no verdict on the fault" in output
     assert "ended cleanly" not in output and "verdict: failed" not in output
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads the tasks' environment from /proc")
+def test_a_local_lab_killed_with_sigkill_leaves_no_daemon_of_a_task_running(tmp_path):
+    """Issue 56: a script's daemon (setsid, a second fork) is in no task's process group, and the
+    lab's subreaper, which ends it at a run's end, dies with a lab killed with SIGKILL; the reaper
+    finds it by the run's mark in its environment."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "late"
+    env = lab_env(RUNS_DIR=str(tmp_path), RUN="daemon", BACKEND="local", STRATEGY="single", TIMEOUT="120",
+                  SCRIPT=str(REPO / "tests/integration/scripts/daemon_child.py"),
+                  SCRIPT_ENV=f"DAEMON_TARGET={target} DAEMON_SLEEP=60 DAEMON_WAIT=60")
+    lab = subprocess.Popen([sys.executable, "-m", "tflab", "up"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = 0
+    try:
+        for _ in range(300):  # the daemon's pid file, then the lab still up (the script waits, DAEMON_WAIT)
+            if (outside / "late.pid").exists() and (outside / "late.pid").read_text():
+                daemon = int((outside / "late.pid").read_text())
+                break
+            time.sleep(0.1)
+        assert daemon and lab.poll() is None
+        os.killpg(lab.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        lab.wait()
+        while os.path.exists(f"/proc/{daemon}") and time.monotonic() - killed < REAP_BOUND:
+            time.sleep(0.2)
+        seconds = time.monotonic() - killed
+    finally:
+        if lab.poll() is None:
+            lab.kill()
+        alive = daemon and os.path.exists(f"/proc/{daemon}")
+        if alive:
+            os.kill(daemon, signal.SIGKILL)
+    assert not alive, f"the task's daemon was left {REAP_BOUND} s after SIGKILL of the lab"
+    print(f"SIGKILL of a local lab's process group -> its task's daemon gone: {seconds:.1f} s")

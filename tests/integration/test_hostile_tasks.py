@@ -266,3 +266,28 @@ def test_a_lab_that_is_not_root_strips_a_root_replicas_file_through_a_container(
     expected = "stripped the set-ID bit from 1 file a task wrote: tasks/rootsh (uid 0, was 4755)"
     assert result.stdout.strip() == expected, result.stdout + result.stderr
     assert stat.S_IMODE(planted.stat().st_mode) == 0o755 and planted.stat().st_uid == 0
+
+
+DAEMON = REPO / "tests/integration/scripts/daemon_child.py"
+
+
+def test_a_local_scripts_double_forked_child_does_not_outlive_the_run(tmp_path):
+    """Issue 56: under BACKEND=local, a script's daemon (setsid, a second fork) left the task's
+    process group, outlived the run as the lab's user (root) and wrote a root 4755 file after the
+    set-ID check; the run said ok and nothing said the script ran as root."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "late-setuid"
+    env = lab_env(RUNS_DIR=str(tmp_path / "runs"), RUN="daemon", BACKEND="local", STRATEGY="single",
+                  SCRIPT=str(DAEMON), SCRIPT_ENV=f"DAEMON_TARGET={target} DAEMON_SLEEP=4", TIMEOUT="120")
+    up = run_lab("up", env=env)
+    assert up.returncode == 0, up.output[-3000:]
+    assert "daemon started" in up.output
+    daemon = int((outside / "late-setuid.pid").read_text())
+    assert not os.path.exists(f"/proc/{daemon}"), "the script's daemon outlived the run"
+    assert f"killed 1 process the tasks had left running on their own (setsid, a double fork): {daemon} (" \
+        in up.output, up.output[-3000:]
+    if os.geteuid() == 0:
+        assert "BACKEND=local runs the script as the lab's user, root here" in up.output.splitlines()[2]
+    time.sleep(6)  # past the daemon's 4 s: had it lived, it would have written by now
+    assert not target.exists()

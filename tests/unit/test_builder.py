@@ -353,3 +353,62 @@ def test_a_build_is_tagged_only_once_it_succeeded(monkeypatch, tmp_path):
     monkeypatch.setattr(progress, "run_summarised", failed)
     assert builder.run_build(command, "building t:1", print, False, tag="t:1", iidfile=iidfile)[0] == 1
     assert not [call for call in engine.calls if call[0][0] == "tag"]
+
+
+# The code layer's build, one COPY step, as the legacy builder prints it (Docker 20.10).
+CODE_LAYER_OUTPUT = """\
+Step 1/3 : ARG PACKAGES_IMAGE=tflab-trainer-packages
+Step 2/3 : FROM ${PACKAGES_IMAGE}
+ ---> e30cdbc20847
+Step 3/3 : COPY tflab/ /opt/tflab/tflab/
+ ---> 385248c8209d
+Successfully built 385248c8209d
+"""
+
+
+def test_an_interrupted_legacy_build_let_finish_removes_the_image_it_made_and_nothing_else(monkeypatch, tmp_path):
+    """Issue 56: a Ctrl-C in the code layer's COPY step found nothing to remove, and the engine wrote
+    the step's image 10-20 s later, untagged. Let finish, the build names its image: that one goes,
+    and no search of the parent's untagged images (another build's, maybe) is made."""
+    engine = FakeEngine(monkeypatch, stdout="")
+    iidfile = tmp_path / "image-id"
+    command = builder.build_command(tmp_path / "Dockerfile", tmp_path, iidfile, {})
+    given = {}
+
+    def interrupted_then_finished(command, summarise, say, what, **kwargs):
+        given.update(kwargs)
+        for line in CODE_LAYER_OUTPUT.splitlines():
+            summarise(line.strip())
+        raise KeyboardInterrupt
+
+    def searched(*args):
+        raise AssertionError("a finished build's images are known by name")
+
+    monkeypatch.setattr(progress, "run_summarised", interrupted_then_finished)
+    monkeypatch.setattr(builder, "remove_interrupted", searched)
+    with pytest.raises(KeyboardInterrupt):
+        builder.run_build(command, "building t:1", print, False, parent="p:1", tag="t:1", iidfile=iidfile)
+    assert given["finish_seconds"] == builder.INTERRUPTED_FINISH_SECONDS
+    assert [call[0] for call in engine.calls if call[0][:2] == ("image", "rm")] == [("image", "rm", "385248c8209d")]
+    assert not [call for call in engine.calls if call[0][0] == "tag"]
+
+
+def test_an_interrupted_command_is_let_finish_its_lines_still_read(tmp_path):
+    """run_summarised's finish_seconds: the interrupt is raised again once the command ended by
+    itself, its lines after the interrupt read (the build's image is named in them); without it, the
+    command is killed at once."""
+    for finish_seconds, expected in ((10, ["one", "two"]), (0, ["one"])):
+        read = []
+
+        def summarise(line: str) -> str | None:
+            read.append(line)
+            return line
+
+        def say(message: str) -> None:
+            if message.startswith("echo: one"):
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            progress.run_summarised(["sh", "-c", "echo one; sleep 0.5; echo two"], summarise, say, "echo",
+                                    finish_seconds=finish_seconds)
+        assert read == expected, finish_seconds

@@ -36,6 +36,7 @@ ALLOWED = {
     "cli/upkeep.py": "RUNS_DIR itself: counts its run folders (clean), makes it (tensorboard)",
     "core/processes.py": "/proc/<pid>/stat and cmdline (the owner check, the reaper), /proc/self/statm (a task's "
                          "epoch RSS), never a run's file",
+    "core/orphans.py": "/proc/<pid>/stat and environ (a local run's orphans, the reaper's mark), never a run's file",
     "home.py": "the installed copy of the lab's own files",
     "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
     "images/__init__.py": "wheels and stamps under images/, a script's constraints in its build context",

@@ -12,7 +12,7 @@ import pytest
 from labtest.cli import REPO, lab_env
 from tflab.backends import compose, userscript
 from tflab.backends.swarm import render as swarm_render
-from tflab.core import cluster
+from tflab.core import cluster, processes
 from tflab.core.errors import LabError
 from tflab.core.schema import completeness, read_events
 from tflab.core.settings import Settings, SettingsError
@@ -146,10 +146,8 @@ def test_stopping_a_local_script_task_stops_the_script_too(tmp_path):
             time.sleep(0.1)
         pid = int(written.read_text())
         tasks.stop(tasks.tasks)
-        for _ in range(50):  # reaped by nobody (its parent is gone): poll for it to vanish
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+        for _ in range(50):  # ended: gone, or a zombie of this process, the lab's subreaper, until close() reaps it
+            if processes.process_start(pid) in (None, "ended"):
                 break
             time.sleep(0.1)
         else:

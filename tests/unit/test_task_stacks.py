@@ -195,3 +195,95 @@ def test_every_backend_asks_its_own_way_and_a_swarm_through_each_tasks_node():
     stack._kill = lambda tasks, *signal_name: sent.append((tasks, signal_name))  # the node-aware docker kill
     stack.dump_stacks(["worker-1"])
     assert sent == [(["worker-1"], (STACKS_SIGNAL,))]
+
+
+# A script whose process has no handler for the stack request (a process still starting, before
+# inscript's hooks ran, reads the same), which says when it is ready and then waits.
+NO_HANDLER = ("import os, signal, threading\nsignal.signal(signal.SIGUSR1, signal.SIG_DFL)\n"
+              "open(os.environ['TFLAB_OUTPUT'] + '/ready', 'w').close()\nthreading.Event().wait()\n")
+
+
+def test_the_stack_request_is_not_handed_on_to_a_script_that_would_die_of_it(tmp_path):
+    """Issue 56: a worker's script that had no SIGUSR1 handler ended with 138 at the lab's stack
+    request, and the lab said "file_shards.py exited with code 138". The launcher now withholds it."""
+    from tflab.backends.local import LocalProcesses
+
+    script = tmp_path / "script.py"
+    script.write_text(NO_HANDLER)
+    settings = Settings(strategy="single", backend="local", script=str(script))
+    (tmp_path / "config.json").write_text(json.dumps({"settings": settings.to_dict(), "cluster": {}}))
+    (tmp_path / "tasks").mkdir()
+    tasks = LocalProcesses(settings, tmp_path, cluster.build(settings), sys.executable)
+    tasks.start()
+    try:
+        wait_for(lambda: (tmp_path / "tasks" / "ready").exists(), "the script started")
+        tasks.dump_stacks(["single"])
+        wait_for(lambda: "was not handed on" in (tmp_path / "output.log").read_text(), "the launcher's line")
+        time.sleep(0.5)
+        assert tasks.exit_codes() == {"single": None}  # the script runs on
+    finally:
+        tasks.close()
+    said = (tmp_path / "output.log").read_text()
+    assert "tflab: the lab's stack request (SIGUSR1) was not handed on to the script: its process has no handler " \
+           "for it (not yet, or none), and would have been ended by it" in said
+
+
+# The launcher where /proc cannot tell whether the script catches SIGUSR1 (not Linux): it hands the
+# request on, and the script's death of it is the lab's, not the script's own exit.
+BLIND_LAUNCHER = """
+import sys
+from tflab.core import processes
+from tflab.trainer import launch
+processes.catches = lambda pid, signum: None
+sys.exit(launch.main(["--", sys.executable, sys.argv[1]]))
+"""
+
+
+def test_a_script_ended_by_the_labs_stack_request_is_not_said_to_have_exited_by_itself(tmp_path):
+    script = tmp_path / "file_shards.py"
+    script.write_text(NO_HANDLER)
+    settings = Settings(strategy="single", backend="local", script=str(script))
+    (tmp_path / "config.json").write_text(json.dumps({"settings": settings.to_dict(), "cluster": {}}))
+    (tmp_path / "tasks").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(SCRIPTS), "TFLAB_CONFIG": str(tmp_path / "config.json"),
+           "TFLAB_TASK": "worker-9", "TFLAB_OUTPUT": str(tmp_path / "tasks")}
+    launcher = subprocess.Popen([sys.executable, "-c", BLIND_LAUNCHER, str(script)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (tmp_path / "tasks" / "ready").exists(), "the script started")
+        launcher.send_signal(signal.SIGUSR1)
+        assert launcher.wait(timeout=30) == 128 + signal.SIGUSR1
+    finally:
+        launcher.kill()
+    events = [json.loads(line) for line in (tmp_path / "tasks" / "worker-9.jsonl").read_text().splitlines()]
+    assert events[-1]["event"] == "error"
+    assert events[-1]["message"] == ("file_shards.py was ended by the lab's stack request (SIGUSR1; it has no "
+                                     "handler for it), exit 138")
+
+
+def test_local_asks_no_task_process_that_has_no_handler_yet(tmp_path):
+    """BACKEND=local signals the task's own process (a launcher, the lab's trainer): one still
+    starting, before its handler, would die of the request (138); /proc's SigCgt tells."""
+    from tflab.backends.local import LocalProcesses
+    from tflab.core import processes
+
+    catching = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                                 "signal.signal(signal.SIGUSR1, lambda *_: print('asked', flush=True))\n"
+                                 "print('ready', flush=True)\ntime.sleep(30)\n"], stdout=subprocess.PIPE, text=True)
+    starting = subprocess.Popen(["sleep", "30"])
+    try:
+        assert catching.stdout is not None and catching.stdout.readline() == "ready\n"
+        assert processes.catches(catching.pid, signal.SIGUSR1) is True
+        assert processes.catches(starting.pid, signal.SIGUSR1) is False
+        tasks = object.__new__(LocalProcesses)
+        tasks._processes = {"worker-0": catching, "worker-9": starting}
+        tasks.dump_stacks(["worker-0", "worker-9"])
+        assert catching.stdout.readline() == "asked\n"
+        time.sleep(0.3)
+        assert starting.poll() is None  # not ended by the lab's question
+    finally:
+        catching.kill()
+        starting.kill()
+        catching.wait()
+        starting.wait()
+    assert processes.catches(starting.pid, signal.SIGUSR1) is None  # gone

@@ -16,9 +16,11 @@ import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tflab.backends.userscript import script_command, script_environment
-from tflab.core import cluster, runfolder
+from tflab.console import say
+from tflab.core import cluster, orphans, processes, runfolder
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
@@ -26,6 +28,14 @@ from tflab.core.runfolder import CONFIG, OUTPUT
 from tflab.core.settings import Settings
 from tflab.core.stacks import STACKS_SIGNAL
 from tflab.home import CODE_ROOT, LAB_HOME
+
+if TYPE_CHECKING:
+    from tflab.engine.reaper import Guard
+
+# Said at the start where the lab is root: containers run a task as uid 1000 without capabilities,
+# a local process as whoever runs the lab.
+AS_ROOT = ("BACKEND=local runs the script as the lab's user, root here, with nothing between it and this host "
+           "(no container, no other user): run a script you do not trust with BACKEND=compose")
 
 
 def find_python() -> str:
@@ -64,7 +74,7 @@ class LocalProcesses:
     name = "local"
 
     proxied: frozenset[str] = frozenset()  # no delay proxies between processes
-    guard = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed
+    guard: Guard | None = None  # the run's reaper.Guard, set by the runner: it kills the tasks if the lab is killed
 
     def __init__(self, settings: Settings, run_dir: Path, the_cluster: Cluster, python: str):
         self.settings, self.run_dir, self.python = settings, run_dir, python
@@ -74,12 +84,17 @@ class LocalProcesses:
         self.description = f"local processes ({python})"
         self._processes: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
+        self._groups: set[int] = set()
         self._output_lock = threading.Lock()
         self._output: io.TextIOWrapper | None = None  # output.log, from start() on
 
     def start(self) -> None:
         with runfolder.lab_space(self.run_dir) as folder:
             self._output = io.TextIOWrapper(folder.append(OUTPUT), line_buffering=True)
+        if self.settings.script and os.geteuid() == 0:
+            say(f"warning: {AS_ROOT}")
+        # Before any task starts: whatever a task leaves running on its own comes to the lab (core/orphans.py).
+        orphans.subreaper(True)
         self._launch()
 
     def restart(self) -> None:
@@ -104,6 +119,7 @@ class LocalProcesses:
                 command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)  # Ctrl-C reaches the lab, which ends the tasks itself
             self._processes[task] = process
+            self._groups.add(process.pid)  # it leads its group: every attempt's, killed whole by stop()
             if self.guard is not None:  # its own session: a SIGKILL of the lab's group misses it
                 self.guard.watch_group(process.pid)
             reader = threading.Thread(target=self._copy_output, args=(task, process), daemon=True)
@@ -138,9 +154,12 @@ class LocalProcesses:
         to the script, and the trainer's watchdog, which has no handler, is left alone."""
         for task in tasks:
             process = self._processes.get(task)
-            if process is not None and process.poll() is None:
+            stacks = signal.Signals[STACKS_SIGNAL]
+            # Only to a process that catches it: a launcher or trainer still starting has no handler
+            # yet, and the lab's own question would end it (128+10, read as the task's exit).
+            if process is not None and process.poll() is None and processes.catches(process.pid, stacks) is not False:
                 try:
-                    os.kill(process.pid, signal.Signals[STACKS_SIGNAL])
+                    os.kill(process.pid, stacks)
                 except ProcessLookupError:
                     pass
 
@@ -150,12 +169,24 @@ class LocalProcesses:
         for task in tasks:
             self._processes[task].wait()
 
+    def end_orphans(self) -> None:
+        """Kills what the tasks left running on their own (a daemon's double fork: its own session,
+        so the groups' SIGKILL missed it), once every task is stopped and before the runner's set-ID
+        check, so nothing of the run writes after it; one line where there was any."""
+        reaper = self.guard.process if self.guard is not None else None
+        killed = orphans.end_orphans(frozenset([reaper.pid]) if reaper is not None else frozenset(),
+                                     frozenset(self._groups))
+        orphans.subreaper(False)
+        if killed:
+            say(orphans.said(killed))
+
     def save_output(self) -> None:
         for reader in self._readers:
             reader.join(timeout=10)
 
     def close(self) -> None:
         self.stop(list(self._processes))
+        self.end_orphans()
         self.save_output()
         if self._output:
             self._output.close()

@@ -1,7 +1,8 @@
 """A process as the kernel tells it (/proc): when it started and its command line, so a pid reused
 by another process does not pass for the one recorded; and the record of the lab's own process that
 a run's owner.json holds (runowner.owner_of checks it), which the reaper's record of a group uses
-the same way.
+the same way; and whether a process catches a signal, so the lab's stack request reaches only a
+process that would not die of it.
 """
 
 from __future__ import annotations
@@ -56,3 +57,21 @@ def rss_field() -> dict[str, int]:
     """An `epoch` event's `rss_bytes` (resident_bytes), or nothing where it cannot be read."""
     found = resident_bytes()
     return {} if found is None else {"rss_bytes": found}
+
+
+def catches(pid: int, signum: int) -> bool | None:
+    """Whether a process has a handler of its own for a signal (/proc/<pid>/status's SigCgt, a
+    mask whose bit signum-1 is set for each caught signal); None where it cannot be read (no /proc,
+    the process gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/status", "rb") as file:
+            status = file.read(16384).decode(errors="replace")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            try:
+                return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+            except (IndexError, ValueError):
+                return None
+    return None

@@ -176,7 +176,8 @@ class Settings(SettingsRules):
             commands=(*RUNS, *RUN_FOLDERS, "tensorboard", "migrate"),
             tfjob=REPLAYED)
     backend: str = setting("compose", grammars.choice(BACKENDS), " | ".join(BACKENDS),
-            "compose: a container per task; local: a process per task on loopback, same script; "
+            "compose: a container per task; local: a process per task on loopback, same script, as the lab's "
+            "user (root included: no trust boundary); "
             "swarm: a Docker Swarm service per task (make stack-up)",
             commands=tuple(c for c in RUNS if c != "stack-up"),
             tfjob=REPLAYED)

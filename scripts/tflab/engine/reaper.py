@@ -19,7 +19,8 @@ run in its own container, `systemctl stop`) kills it too; Ryuk survives that, th
 
 The reaper removes only what carries this run's folder label (labels.RUN_DIR, the folder's
 absolute path: one claimed folder, one run), and the process groups of BACKEND=local's tasks the
-lab told it of, and only when the lab ended without releasing it.
+lab told it of, with any process whose environment names the run's config.json (a daemon a task
+left), and only when the lab ended without releasing it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from tflab.core import processes
+from tflab.core import orphans, processes, runfolder
 from tflab.engine import docker, dockerswarm, labels
 
 RELEASED = b"released\n"  # the lab's last word when it removed everything itself
@@ -134,6 +135,25 @@ def kill_groups(groups: list[tuple[int, str]]) -> None:
             pass
 
 
+MARK_ROUNDS = 10  # a daemon that forks again is found again, its child keeping the mark
+
+
+def kill_marked(run_dir: str) -> None:
+    """SIGKILL to every process whose environment names this run's config.json: the lab sets it in
+    every local task's (TFLAB_CONFIG), and a daemon a task started keeps it, unless it cleared it.
+    The lab's subreaper ends those while it lives; this is for a lab killed with SIGKILL."""
+    for _ in range(MARK_ROUNDS):
+        found = orphans.marked(f"TFLAB_CONFIG={os.path.join(run_dir, runfolder.CONFIG)}")
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
+
+
 def main(argv: list[str]) -> int:
     run_dir = argv[0]
     groups = []
@@ -144,6 +164,8 @@ def main(argv: list[str]) -> int:
         if len(words) == 3 and words[0] == "group" and words[1].isdigit():
             groups.append((int(words[1]), words[2]))
     kill_groups(groups)
+    if groups:  # BACKEND=local: what its tasks left running on their own, by the run's mark (core/orphans.py)
+        kill_marked(run_dir)
     reap(run_dir)
     return 0
 

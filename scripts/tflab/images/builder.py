@@ -101,27 +101,40 @@ class LegacyOutput:
         return [image for image in self.stage_images if image and not self.final.startswith(image)]
 
 
+# How long an interrupted legacy build is let finish. The engine goes on with a build whose client
+# went and writes its image, untagged, after the lab's cleanup has looked: the code layer's came
+# 10-20 s after a Ctrl-C (issue 56, 2 of 2 tries), a build of one COPY on a busy 2-core host.
+INTERRUPTED_FINISH_SECONDS = 60
+
+
 def run_build(command: list[str], what: str, say: Callable[[str], None], use_buildkit: bool,
               quiet_below: float = 0, parent: str = "", tag: str = "", iidfile: Path | None = None) -> tuple[int, str]:
     """Runs a `docker build` with a line per step and a heartbeat (progress.run_summarised), then
     removes the intermediate images the legacy builder left and, where it succeeded, tags the image
     it wrote to `iidfile` as `tag`; returns (exit code, output's tail). Interrupted (Ctrl-C,
-    SIGTERM), the build is ended and what it had made is removed all the same: the images its
-    output named, and the untagged images on `parent` (the image it builds FROM) made since it
-    started, whose lines the build had no time to print. Left, such an image has no name `make
-    clean` knows and blocks removing its parent. The engine finishes a legacy build whose client
-    went (its image came 5-10 s after the lab had exited): untagged, that image is one of those
-    (make clean removes them), never a tag that says the build is done."""
+    SIGTERM), a legacy build is let finish for INTERRUPTED_FINISH_SECONDS, since the engine
+    finishes it whatever its client does, and the images its output named are removed, its own
+    image included, never tagged: what this build made and nothing another build made. Where it
+    did not finish (BuildKit's, which ends with its client; a legacy one past the bound or
+    interrupted twice), the images its output named are removed, and the untagged images on
+    `parent` (the image it builds FROM) made since it started. Left, such an image has no name
+    `make clean` knows and blocks removing its parent."""
     output = LegacyOutput()
     started = time.time()
     finished = False
     try:
+        # Legacy: interrupted, the client is let finish (the engine finishes the build anyway), so that its
+        # output names the image it made; BuildKit ends a build whose client went, and makes no leftovers.
         code, tail = progress.run_summarised(command, progress.build_step if use_buildkit else output, say, what,
-                                             quiet_below=quiet_below, env=build_environment(use_buildkit))
+                                             quiet_below=quiet_below, env=build_environment(use_buildkit),
+                                             finish_seconds=0 if use_buildkit else INTERRUPTED_FINISH_SECONDS)
         finished = True
     finally:
         if finished:
             for image in output.leftovers():
+                docker.image_remove(image)
+        elif output.final:  # interrupted, and the build finished: what it made, named, and nothing else
+            for image in [output.final, *output.leftovers()]:
                 docker.image_remove(image)
         else:
             remove_interrupted(output.leftovers(), parent, started - 1)

@@ -77,13 +77,32 @@ class InstallCounter:
         return None
 
 
+def finish(lines: queue.Queue, summarise: Callable[[str], str | None], deadline: float) -> None:
+    """Reads the rest of an interrupted command's lines through `summarise`, saying nothing, until
+    its output ends or the deadline."""
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+        except queue.Empty:
+            continue
+        if line is None:
+            return
+        summarise(line.strip())
+
+
 def run_summarised(command: list[str], summarise: Callable[[str], str | None], say: Callable[[str], None],
-                   what: str, quiet_below: float = 0, env: dict[str, str] | None = None) -> tuple[int, str]:
+                   what: str, quiet_below: float = 0, env: dict[str, str] | None = None,
+                   finish_seconds: float = 0) -> tuple[int, str]:
     """Runs `command`, saying each line `summarise` turns into a message, and every
     HEARTBEAT_SECONDS the last message with the time so far; returns (exit code, output's tail).
     With `quiet_below`, a message is said only once its step has lasted that long: a cached build
-    step takes no time and is no news."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
+    step takes no time and is no news. Interrupted (KeyboardInterrupt), the command is killed and
+    the interrupt raised again; with `finish_seconds`, it runs in a session of its own (a terminal's
+    Ctrl-C does not reach it) and is first given that long to finish, its lines still read by
+    `summarise` (a legacy `docker build` that the engine would finish anyway: its client then says
+    what it made)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env,
+                               start_new_session=finish_seconds > 0)
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
@@ -115,6 +134,17 @@ def run_summarised(command: list[str], summarise: Callable[[str], str | None], s
                 say(f"{what}: still at {current} ({now - started:.0f} s)")
                 last_said = now
         return process.wait(), tail
+    except KeyboardInterrupt:
+        if finish_seconds > 0:
+            say(f"{what}: interrupted; letting it finish (at most {finish_seconds:.0f} s) so that what it made can be "
+                "removed")
+            deadline = time.monotonic() + finish_seconds
+            finish(lines, summarise, deadline)
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass  # killed below
+        raise
     finally:
         if process.poll() is None:  # interrupted: the tool goes with the lab
             process.kill()

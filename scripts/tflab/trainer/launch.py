@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from tflab.core import runfolder
+from tflab.core import processes, runfolder
 from tflab.core.runfolder import read_run_config
 from tflab.core.schema import EventLog, distribution_version, start_versions
 from tflab.core.settings import SettingsError
@@ -45,6 +45,12 @@ ERROR_TAIL_LINES = 5000
 # The lab's signals, which the launcher hands on to the script's process: Compose's init gives
 # a container's signals to its child, the launcher, and no further.
 HANDED_ON = tuple(signal.Signals[name] for name in (STACKS_SIGNAL, HANG_SIGNAL, RELEASE_SIGNAL))
+# Those of them whose default action ends a process: handed on only to a script's process that
+# catches them (inscript's hooks install the handlers, but only once its Python has started: 16
+# workers importing on 2 cores took seconds), else the lab's own question would end the task and
+# read as the script's exit (issue 56: a 16-worker run said "<its script> exited with code 138").
+FATAL_UNCAUGHT: dict[int, str] = {signal.Signals[STACKS_SIGNAL]: "stack request",
+                                  signal.Signals[HANG_SIGNAL]: "hang on purpose"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: TFLAB_CONFIG=... TFLAB_TASK=... python -m tflab.launch -- COMMAND...", file=sys.stderr)
         return 2
     started = time.time()
+    for signum in HANDED_ON:  # the lab's, before there is a script to hand them on to: nothing to end
+        signal.signal(signum, signal.SIG_IGN)
     # The tasks' space (task.RUN_MOUNT in a container): logs, output and working folders go there;
     # config.json is read-only beside it, and the lab's own records are out of reach.
     run_dir = Path(os.environ.get("TFLAB_OUTPUT") or Path(config_path).parent)
@@ -77,13 +85,17 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "TFLAB_LOG": str(log_path), "TFLAB_OUTPUT": str(run_dir)}
         env.setdefault("PYTHONUNBUFFERED", "1")  # its prints as they come, not when a pipe's buffer fills
         with open(runfolder.script_output_path(run_dir, task), "a", buffering=1, errors="replace") as shown:
-            code, tail = run(command, env, cwd, shown)
-        if code != 0:
+            code, tail, sent = run(command, env, cwd, shown)
+        name = Path(script).name if script else command[0]
+        lab_signal = next((s for s in sent if code == 128 + s), None)
+        if lab_signal is not None:  # not the script's own exit: the lab's signal, which it did not catch
+            log.emit("error", message=f"{name} was ended by the lab's {FATAL_UNCAUGHT[lab_signal]} "
+                                      f"({signal.Signals(lab_signal).name}; it has no handler for it), exit {code}")
+        elif code != 0:
             # Its traceback's exception (type and the head of its message), else its last line;
             # the rest is in output.log (make logs).
             last = exception_head("".join(tail)) or next(
                 (line.strip() for line in reversed(tail) if line.strip()), "")[:1500]
-            name = Path(script).name if script else command[0]
             log.emit("error", message=f"{name} exited with code {code}" + (f": {last}" if last else ""))
         else:
             log.emit("end", role="script", exit_code=code, total_seconds=time.time() - started,
@@ -119,15 +131,27 @@ def working_folder(run_dir: Path, task: str, script_dir: Path) -> Path | None:
     return work
 
 
-def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> tuple[int, list[str]]:
+def run(command: list[str], env: dict, cwd: Path | None = None,
+        shown=None) -> tuple[int, list[str], set[int]]:
     """Runs the command, passing its stdout and stderr through as terminal lines (TerminalLines),
     each also into `shown` (the task's .out file), and its stderr's into a tail kept for the error
     message; SIGTERM and SIGINT are handed on to it, and the lab's own signals (a stack dump, a
-    hang on purpose and its release), which the script's process answers (trainer/signals.py)."""
+    hang on purpose and its release), which the script's process answers (trainer/signals.py),
+    those of FATAL_UNCAUGHT only while it catches them. Its exit code (128+N for a signal N), its
+    stderr's tail, and which of FATAL_UNCAUGHT were handed on."""
     # Handlers first, so no signal falls between the child's start and them.
     child: list[subprocess.Popen] = []
+    sent: set[int] = set()
+
     def hand_on(number: int, _frame: object) -> None:
         for process in child:
+            if number in FATAL_UNCAUGHT:
+                if processes.catches(process.pid, number) is False:  # None: no /proc to tell; handed on
+                    print(f"tflab: the lab's {FATAL_UNCAUGHT[number]} ({signal.Signals(number).name}) was not "
+                          "handed on to the script: its process has no handler for it (not yet, or none), "
+                          "and would have been ended by it", file=sys.stderr, flush=True)
+                    continue
+                sent.add(number)
             process.send_signal(number)
 
     for signum in (signal.SIGTERM, signal.SIGINT, *HANDED_ON):
@@ -169,7 +193,7 @@ def run(command: list[str], env: dict, cwd: Path | None = None, shown=None) -> t
     sys.stdout.flush()
     sys.stderr.flush()
     # A script ended by a signal reports -N; a shell would say 128+N, and so does a container.
-    return (128 - code if code < 0 else code), list(tail)
+    return (128 - code if code < 0 else code), list(tail), sent
 
 
 if __name__ == "__main__":
