@@ -444,6 +444,60 @@ def test_a_stalled_run_says_who_waits_on_whom_is_not_restarted_and_keeps_the_fin
     assert lines[0].startswith("stall (stuck-callback): worker-1 stopped") and lines[1].startswith("  fix: ")
 
 
+def grace_run(tmp_path, monkeypatch, policy: str, stuck: str) -> tuple[LabRun, FakeBackend]:
+    """Issue 56's early stall: worker-1 blocks (its stacks: `stuck`) and worker-0's collective gives up
+    first, exit 1 with a lost peer's words; the lab asks worker-1 where it is at the grace's end."""
+    settings = Settings(workers=2, restarts=2, restart_policy=policy, backup="off", stall="off")
+
+    def log_error(backend, attempt):
+        with open(tmp_path / "worker-0.jsonl", "a") as log:
+            for event, fields in [("start", {}), ("error", {"message": "UnavailableError: Collective ops is "
+                                                                       "aborted by: Socket closed"})]:
+                log.write(json.dumps({"event": event, "task": "worker-0", "time": 0, **fields}) + "\n")
+
+    backend = FakeBackend(cluster.build(settings), tmp_path, [[{}, {"worker-0": 1}]], on_start=log_error)
+    backend.stacks = {"worker-1": stuck}
+    clock = Clock()
+    monkeypatch.setattr(runner.time, "monotonic", clock)
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: setattr(clock, "now", clock.now + seconds))
+    monkeypatch.setattr(stall, "STACKS_WAIT_SECONDS", 0)
+    run = LabRun(settings, backend, tmp_path)
+    backend.start()
+    return run, backend
+
+
+def test_a_program_stall_found_at_the_graces_end_is_not_restarted_whoever_exited_first(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Issue 56: worker-0's exit 1 (a lost peer's, which ExitCode retries) came before the lab named
+    worker-1's stuck callback at the end of the grace; the lab then restarted every task, the same
+    program stalled again and the run ended at TIMEOUT (605.5 s). The restart decision reads what
+    the grace's look found: a stall of the program's own ends the run."""
+    run, backend = grace_run(tmp_path, monkeypatch, "ExitCode", IN_CALLBACK)
+    seen = runner.Supervision(run)
+    assert runner.supervise(seen) == ("failed", ["worker-1"])
+    out = capsys.readouterr().out
+    assert "tflab: where every task was at the end of the failure's grace (stuck-callback): worker-1 stopped" in out
+    assert ("tflab: not restarting: the lab found at the end of the failure's grace (stuck-callback, above) is the "
+            "program's own, and a restart runs the same program into it again, whichever task exited first; "
+            "RESTART_POLICY=ExitCode") in out
+    assert not run.restarts_made and backend.starts == 1 and seen.stall_finding["kind"] == "stuck-callback"
+
+
+@pytest.mark.parametrize("policy, stuck, restarted, says", [
+    ("OnFailure", IN_CALLBACK, 2, "restarting all the same, as RESTART_POLICY=OnFailure does: it will stall again"),
+    ("Never", IN_CALLBACK, 0, "not restarting: RESTART_POLICY=Never"),
+    # stopped in its own code in no phase the lab knows (a read that may come back): the lost peer decides
+    ("ExitCode", dump('  File "/lab/script/fetch.py", line 9 in read_remote\n'
+                      '  File "/lab/script/fetch.py", line 30 in <module>'), 2, ""),
+], ids=["on-failure", "never", "stuck-task"])
+def test_a_diagnosis_refines_the_policy_and_only_a_program_stall_stops_a_restart(tmp_path, capsys, monkeypatch,
+                                                                                  policy, stuck, restarted, says):
+    run, backend = grace_run(tmp_path, monkeypatch, policy, stuck)
+    runner.supervise(runner.Supervision(run))
+    assert len(run.restarts_made) == restarted and backend.starts == restarted + 1
+    assert says in capsys.readouterr().out
+
+
 def test_a_timeout_asks_where_every_task_is_before_it_stops_them(tmp_path, capsys, monkeypatch):
     settings = Settings(workers=2, backup="off", stall="off", timeout=10)
     backend = FakeBackend(cluster.build(settings), tmp_path, [[{}]])

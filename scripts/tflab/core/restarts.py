@@ -6,6 +6,15 @@ from __future__ import annotations
 
 from tflab.core.explain import FIRST_SIGNAL_CODE, PEER_DONE_SIGNATURES, PREEMPTED, Evidence, match
 
+# What the lab's look at every live task (supervisor/stall.py's findings, at a stall or at the end
+# of a failure's grace) names as the program's own doing: a task stopped in its callback, its input
+# pipeline, a save or a restore, collectives called in different orders, or one of the deadlocks
+# after a peer exited 0. The same program meets it again after a restart. "stuck-task" (stopped in
+# its own code, in no phase the lab knows: a read of something outside that may come back), "hang"
+# (make chaos's, on purpose) and "no-stacks" say nothing of the kind.
+PROGRAM_STALLS = frozenset({"stuck-callback", "stuck-input-pipeline", "stuck-in-save", "deadlock-at-restore",
+                            "all-waiting", "stuck-in-teardown"} | {s.name for s in PEER_DONE_SIGNATURES})
+
 
 def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
     """Whether RESTART_POLICY restarts after these failures (the tasks that ended non-zero by
@@ -46,3 +55,21 @@ def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
         return True, ""
     codes = ", ".join(f"{e.task} exited with code {e.exit_code}" for e in permanent)
     return False, f"{codes}: 1-127 is permanent under RESTART_POLICY=ExitCode"
+
+
+def diagnosed_verdict(policy: str, diagnosis: dict | None) -> tuple[bool, str] | None:
+    """Where the lab's last look at the live tasks before this decision (a finding's dict:
+    kind, moment) named a stall of the program's own (PROGRAM_STALLS): not restarted under ExitCode,
+    whichever task's exit came first (a peer's collective that gave up on the stalled task reads as
+    a lost peer, which alone would be retried); restarted under OnFailure, saying it will stall
+    again; None where it named none, or under Never (which says so itself)."""
+    kind = diagnosis.get("kind") if isinstance(diagnosis, dict) else None
+    if kind not in PROGRAM_STALLS or policy == "Never":
+        return None
+    moment = diagnosis.get("moment") if isinstance(diagnosis.get("moment"), str) else "stall"
+    found = f"the lab found at {moment} ({kind}, above)" if moment != "stall" else f"the stall the lab found ({kind})"
+    if policy == "OnFailure":
+        return True, (f"{found} is the program's own; restarting all the same, as RESTART_POLICY=OnFailure does: "
+                      "it will stall again")
+    return False, (f"{found} is the program's own, and a restart runs the same program into it again, whichever "
+                   f"task exited first; RESTART_POLICY={policy}")

@@ -90,13 +90,17 @@ class LabRun:
 
     # -- what a restart is ----------------------------------------------------------------
 
-    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
-        """RESTART_POLICY, from each failure's evidence, while RESTARTS last."""
+    def restart_verdict(self, stopped: list[str], diagnosis: dict | None = None) -> tuple[bool, str]:
+        """RESTART_POLICY, from each failure's evidence and what the lab found of the tasks it
+        stopped (diagnosis: restarts.diagnosed_verdict), while RESTARTS last."""
         allowed = self.settings.restarts
         if len(self.restarts_made) >= allowed:
             return False, f"all {allowed} restarts (RESTARTS) are spent" if allowed else ""
-        return restarts.restart_verdict(self.settings.restart_policy,
-                                        failures(self.backend, self.settings, self.run_dir, stopped))
+        policy = self.settings.restart_policy
+        verdict = restarts.restart_verdict(policy, failures(self.backend, self.settings, self.run_dir, stopped))
+        found = restarts.diagnosed_verdict(policy, diagnosis)
+        # a failure's own reason not to restart (a bug, a memory kill), or its own warning, is said first
+        return found if found and verdict == (True, "") else verdict
 
     def restart_line(self) -> str:
         settings = self.settings
