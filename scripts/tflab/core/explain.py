@@ -19,7 +19,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from tflab.core.commands import lab_command
-from tflab.core.exitcodes import FIRST_SIGNAL_CODE, describe_code, shell_code
+from tflab.core.exitcodes import describe_code, shell_code
 from tflab.core.tracebacks import chain_links, exception_head
 
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)

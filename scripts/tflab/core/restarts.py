@@ -4,7 +4,8 @@ each failure (core/explain.py's signatures)."""
 
 from __future__ import annotations
 
-from tflab.core.explain import FIRST_SIGNAL_CODE, PEER_DONE_SIGNATURES, PREEMPTED, Evidence, match
+from tflab.core.exitcodes import FIRST_SIGNAL_CODE
+from tflab.core.explain import PEER_DONE_SIGNATURES, PREEMPTED, Evidence, match
 
 # What the lab's look at every live task (supervisor/stall.py's findings, at a stall or at the end
 # of a failure's grace) names as the program's own doing: a task stopped in its callback, its input
@@ -63,10 +64,10 @@ def diagnosed_verdict(policy: str, diagnosis: dict | None) -> tuple[bool, str] |
     whichever task's exit came first (a peer's collective that gave up on the stalled task reads as
     a lost peer, which alone would be retried); restarted under OnFailure, saying it will stall
     again; None where it named none, or under Never (which says so itself)."""
-    kind = diagnosis.get("kind") if isinstance(diagnosis, dict) else None
-    if kind not in PROGRAM_STALLS or policy == "Never":
+    if not isinstance(diagnosis, dict) or diagnosis.get("kind") not in PROGRAM_STALLS or policy == "Never":
         return None
-    moment = diagnosis.get("moment") if isinstance(diagnosis.get("moment"), str) else "stall"
+    kind, moment = diagnosis["kind"], diagnosis.get("moment")
+    moment = moment if isinstance(moment, str) else "stall"
     found = f"the lab found at {moment} ({kind}, above)" if moment != "stall" else f"the stall the lab found ({kind})"
     if policy == "OnFailure":
         return True, (f"{found} is the program's own; restarting all the same, as RESTART_POLICY=OnFailure does: "

@@ -16,7 +16,7 @@ from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
-from tflab.supervisor import progress, resume, stall, summary
+from tflab.supervisor import progress, resume, stackdump, summary
 from tflab.supervisor.kind import Printer
 
 OUTPUT_TAIL_BYTES = 256 * 1024  # what the restart decision reads of a SCRIPT task's output: its traceback
@@ -154,7 +154,7 @@ def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[
         records = runfolder.events(run_dir, task)
         last = (attempts(records) or [[]])[-1]
         # a SCRIPT's traceback is in its <task>.out as it ran (its frames name a deadlock: a save ...)
-        output = stall.tail_of(run_dir, runfolder.output_name(task), OUTPUT_TAIL_BYTES) if settings.script else ""
+        output = stackdump.tail_of(run_dir, runfolder.output_name(task), OUTPUT_TAIL_BYTES) if settings.script else ""
         found.append(summary.evidence_of(task, last, records, code, settings, output, oom_killed.get(task),
                                          summary.peers_done(backend.cluster, codes, task)))
     return found

@@ -28,16 +28,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tflab.core import beneath, explain, foreign, runfolder, stacks
-from tflab.core.foreign import ForeignFile
+from tflab.core import explain, foreign, runfolder, stacks
 from tflab.core.schema import problems
+from tflab.supervisor import stackdump
 from tflab.supervisor.progress import new_lines
 
 FACTOR = 5  # a stall: no trainer advanced for FACTOR x the run's pace ...
 FLOOR_SECONDS = 30.0  # ... never less than this (a run of quick epochs: noise, a checkpoint, a GC pause)
 CEILING_SECONDS = 300.0  # ... nor more; and the limit while the run has not advanced yet
 STACKS_WAIT_SECONDS = 5.0  # how long the lab waits for the tasks' dumps (faulthandler writes at once)
-STACKS_BYTES = 1024 * 1024  # what the lab reads of one task's dump
 # The events that show training moved; start, cluster_ready and imported only restart the clock.
 ADVANCES = ("epoch", "checkpoint", "fit", "restored", "eval", "audit_batch", "audit_pass", "audit_write",
             "audit_weights", "allreduce", "end")
@@ -201,73 +200,6 @@ class Watch:
             return None
         self.stall = Stall(quiet, limit + tail, self.known_pace(), tail)
         return self.stall
-
-
-# -- where every task is -------------------------------------------------------------------------
-
-
-def capture(backend, tasks: list[str], run_dir: Path,
-            wait: float = STACKS_WAIT_SECONDS) -> dict[str, list[stacks.Thread]]:
-    """Asks each task for its stacks (Backend.dump_stacks) and reads back what each appended to its
-    tasks/<task>.stacks, waiting at most `wait` (STACKS_WAIT_SECONDS, less where a deadline is near);
-    a task that did not answer is left out."""
-    # A task whose program registered for the signal opened its stacks file when it started: one
-    # without (an image or a program the lab's hooks did not reach) cannot answer, and is not waited for.
-    tasks = [task for task in tasks if _kind(run_dir, stacks.stacks_file(task)) == "file"]
-    if not tasks or not hasattr(backend, "dump_stacks"):
-        return {}
-    clock, sleep = time.monotonic, time.sleep
-    before = {task: _size(run_dir, task) for task in tasks}
-    backend.dump_stacks(tasks)
-    deadline = clock() + wait
-    found: dict[str, list[stacks.Thread]] = {}
-    while True:
-        for task in tasks:
-            if task not in found:
-                threads = stacks.parse(_read(run_dir, task, before[task]))
-                if threads and any(thread.current for thread in threads):  # its dump is whole
-                    found[task] = threads
-        if len(found) == len(tasks) or clock() > deadline:
-            return found
-        sleep(0.2)
-
-
-def _read(run_dir: Path, task: str, offset: int) -> str:
-    try:
-        data = runfolder.read_task_file(run_dir, stacks.stacks_file(task), STACKS_BYTES, offset=offset, whole=False)
-    except (OSError, ForeignFile):
-        return ""
-    return data.decode(errors="replace")
-
-
-def _size(run_dir: Path, task: str) -> int:
-    return size_of(run_dir, stacks.stacks_file(task))
-
-
-def _kind(run_dir: Path, name: str) -> str | None:
-    try:
-        with beneath.Beneath(run_dir) as folder:
-            return folder.kind(runfolder.in_tasks(run_dir, name))
-    except (OSError, ForeignFile):
-        return None
-
-
-def size_of(run_dir: Path, name: str) -> int:
-    """The size of a file of the tasks' space, 0 where there is none (or none the lab can read)."""
-    try:
-        with beneath.Beneath(run_dir) as folder:
-            return folder.lstat(runfolder.in_tasks(run_dir, name)).st_size
-    except (OSError, ForeignFile):
-        return 0
-
-
-def tail_of(run_dir: Path, name: str, limit: int) -> str:
-    """The last `limit` bytes of a file of the tasks' space (a SCRIPT's `<task>.out`), read as foreign."""
-    start = max(0, size_of(run_dir, name) - limit)
-    try:
-        return runfolder.read_task_file(run_dir, name, limit, offset=start, whole=False).decode(errors="replace")
-    except (OSError, ForeignFile):
-        return ""
 
 
 # -- who waits on whom ---------------------------------------------------------------------------
@@ -454,7 +386,7 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
           moment: str = "stall", wait: float = STACKS_WAIT_SECONDS) -> Finding:
     """At a stall or before a stop the lab makes (moment: TIMEOUT, ...): each running task's
     stacks, waited for at most `wait` seconds, and the finding."""
-    dumps = capture(backend, running, run_dir, wait)
+    dumps = stackdump.capture(backend, running, run_dir, wait)
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
     done = [task for task in backend.cluster.trainers if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)
