@@ -312,6 +312,68 @@ def test_the_audits_sampled_steps_are_no_pace_and_a_long_first_epoch_no_stall(tm
     assert watch.known_pace() is not None and watch.known_pace() >= stall.CEILING_SECONDS - 1
 
 
+def first_epoch_steps(watch, clock, steps: int, every: float, fit_steps: int | None = None) -> None:
+    """A SCRIPT's first epoch as its log reads: each worker's fit starts (with the steps of an epoch
+    where fit knows them), then the audit's sampled steps 1..`steps`, `every` seconds apart after a
+    first step of 7 s (its tracing)."""
+    for task in ("worker-0", "worker-1"):
+        watch.saw(task, {"event": "fit", "task": task, "epoch": 1, "step": 0, "epochs": 5}
+                  | ({"steps": fit_steps} if fit_steps else {}))
+    for step in range(1, steps + 1):
+        clock.now += 7.0 if step == 1 else every
+        for task in ("worker-0", "worker-1"):
+            watch.saw(task, {"event": "audit_batch", "task": task, "pass": 1, "step": step})
+
+
+def test_a_stall_among_the_first_epochs_sampled_steps_is_found_at_their_pace_not_the_ceiling(tmp_path):
+    """Issue 56: a worker stuck at the 12th step of the first epoch was found at the 300 s ceiling
+    (313.6 s): the sampled steps were signs of life only. While they come, the next one is due
+    within FACTOR x their widest gap, at least the floor."""
+    watch, clock = watching(tmp_path)
+    first_epoch_steps(watch, clock, steps=11, every=0.4)
+    assert watch.known_pace() is None  # no epoch yet: the ceiling would bound the wait
+    clock.now += stall.FLOOR_SECONDS - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    found = watch.stalled(["worker-0", "worker-1"])
+    assert found is not None and found.limit_seconds == stall.FLOOR_SECONDS and found.step_seconds == pytest.approx(0.4)
+    assert ("(the limit: 30 s, 5 x the 0.4 s between its sampled steps, at least 30 s: the next was due)"
+            in found.line())
+    slow, clock = watching(tmp_path)  # steps of 10 s: 5 x 10 s, over the floor
+    first_epoch_steps(slow, clock, steps=5, every=10.0)
+    clock.now += 49
+    assert slow.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    assert slow.stalled(["worker-0", "worker-1"]).limit_seconds == 50.0
+
+
+@pytest.mark.parametrize("steps, fit_steps, limit", [
+    (16, None, stall.CEILING_SECONDS),  # the last sampled step: the epoch's silent rest, at the ceiling
+    (8, 8, stall.CEILING_SECONDS),  # an epoch of 8 steps as fit said: its end may save for long
+    (1, None, stall.CEILING_SECONDS),  # one step: no gap measured yet
+])
+def test_no_sampled_step_is_due_after_the_last_of_a_pass_or_before_a_gap_is_measured(tmp_path, steps, fit_steps,
+                                                                                      limit):
+    watch, clock = watching(tmp_path)
+    first_epoch_steps(watch, clock, steps=steps, every=0.4, fit_steps=fit_steps)
+    clock.now += limit - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    assert watch.stalled(["worker-0", "worker-1"]).limit_seconds == limit
+
+
+def test_an_epochs_end_and_a_restart_end_what_its_sampled_steps_owed(tmp_path):
+    watch, clock = watching(tmp_path)
+    first_epoch_steps(watch, clock, steps=8, every=0.4)
+    for task in ("worker-0", "worker-1"):  # a pass of 8 steps ended; its save then takes long
+        watch.saw(task, {"event": "epoch", "task": task, "epoch": 1, "steps": 8})
+    assert watch.step_limit({"worker-0", "worker-1"}) is None
+    first_epoch_steps(watch, clock, steps=5, every=0.4)
+    assert watch.step_limit({"worker-0", "worker-1"}) == (stall.FLOOR_SECONDS, pytest.approx(0.4))
+    watch.restarted()
+    assert watch.step_limit({"worker-0", "worker-1"}) is None
+
+
 def test_a_script_is_watched_from_its_first_advance_until_its_fit_planned_epochs_are_done(tmp_path):
     clock = Clock()
     watch = stall.Watch(tmp_path, ["worker-0", "worker-1"], stall.Limits(fixed=30), clock, armed=False)

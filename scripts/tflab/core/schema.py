@@ -100,8 +100,9 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # read: the audit's memory-growth finding fits its slope (supervisor/memory.py).
     "epoch": {"examples_per_second": NUMBER, "rss_bytes": int},
     # backup_dir: as the script's BackupAndRestore has it, made absolute; backup_kept: whether it
-    # lies in $TFLAB_OUTPUT, the run folder, which outlives a restart.
-    "fit": {"backup_dir": str, "backup_kept": bool},
+    # lies in $TFLAB_OUTPUT, the run folder, which outlives a restart. steps: an epoch's, where fit
+    # knows them (steps_per_epoch, or a dataset of known length).
+    "fit": {"backup_dir": str, "backup_kept": bool, "steps": int},
     # What the restored checkpoint's integer scalars hold (the custom-loop tutorial's `epoch`, say).
     "checkpoint": {"counters": dict},
     # How many of the weights were NaN or infinite (the audit's since issue 36).
