@@ -337,14 +337,15 @@ def test_a_stall_among_the_first_epochs_sampled_steps_is_found_at_their_pace_not
     clock.now += 2
     found = watch.stalled(["worker-0", "worker-1"])
     assert found is not None and found.limit_seconds == stall.FLOOR_SECONDS and found.step_seconds == pytest.approx(0.4)
-    assert ("(the limit: 30 s, 5 x the 0.4 s between its sampled steps, at least 30 s: the next was due)"
+    assert ("(the limit: 30 s, 5 x the 400 ms between its sampled steps, at least 30 s: the next was due)"
             in found.line())
     slow, clock = watching(tmp_path)  # steps of 10 s: 5 x 10 s, over the floor
     first_epoch_steps(slow, clock, steps=5, every=10.0)
     clock.now += 49
     assert slow.stalled(["worker-0", "worker-1"]) is None
     clock.now += 2
-    assert slow.stalled(["worker-0", "worker-1"]).limit_seconds == 50.0
+    found = slow.stalled(["worker-0", "worker-1"])
+    assert found.limit_seconds == 50.0 and "5 x the 10.0 s between its sampled steps" in found.line()
 
 
 @pytest.mark.parametrize("steps, fit_steps, limit", [
@@ -637,6 +638,9 @@ def test_the_recorded_callback_stall_is_found_well_before_its_timeout():
                                                     "had already exited 0"),
     ("hang", [], "hang", "worker-1 stopped in a hang on purpose (SCENARIO=hang) at /opt/tflab/tflab/trainer/"
                          "train.py:185 in train; worker-0 waits for it in an all-reduce"),
+    # issue 56's early stall: the stacks the lab asked for at the stall it called
+    ("early_callback", [], "stuck-callback", "worker-1 stopped in a callback (block) at "
+                                             "/lab/script/stall_at.py:47 in block; worker-0 waits for it"),
     # worker-1 had failed by then (its error explains the run: collective-mismatch); worker-0 waits alone
     ("uneven_data", [], "all-waiting", "worker-0 waits in an all-reduce inside model.fit at "
                                        "/lab/script/stall_uneven_data.py:31 in <module>"),
@@ -647,6 +651,28 @@ def test_each_recorded_stall_is_named_as_its_recording_says(case, done, kind, sa
               if (RECORDED / case / f"{task}.stacks").read_text().strip() and task not in done}
     found = stall.finding(places, [], done)
     assert found.kind == kind and says in found.what, found.what
+
+
+def test_the_recorded_early_stall_is_called_at_its_sampled_steps_pace_read_in_one_poll():
+    """Issue 56, recorded with the watch of this change (data/stalls/README.md): worker-1 blocked at
+    its 12th step of the first epoch. The events are read in one poll here, as a poll reads a burst:
+    the sampled steps' gaps come from the tasks' own stamps (0.24 s at most), so the next step was
+    due at the floor; the watch before held it to the 300 s ceiling."""
+    records = sorted((json.loads(line) for path in (RECORDED / "early_callback").glob("*.jsonl")
+                      for line in path.read_text().splitlines()), key=lambda record: record["time"])
+    clock = Clock()
+    clock.now = records[-1]["time"] + 1
+    watch = stall.Watch(RECORDED / "early_callback", ["worker-0", "worker-1"], stall.Limits(), clock, armed=False)
+    for record in records:
+        watch.saw(record["task"], record)
+    limit, gap = watch.step_limit({"worker-0", "worker-1"})
+    assert limit == stall.FLOOR_SECONDS and gap == pytest.approx(0.186, abs=0.001)
+    clock.now += stall.FLOOR_SECONDS - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    assert watch.stalled(["worker-0", "worker-1"]).step_seconds == gap
+    summary = json.loads((RECORDED / "early_callback" / "summary.json").read_text())
+    assert summary["stall"]["kind"] == "stuck-callback" and summary["stall"]["limit_seconds"] == stall.FLOOR_SECONDS
 
 
 def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_restarted():

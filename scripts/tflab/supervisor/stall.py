@@ -97,8 +97,8 @@ class Stall:
         pace = (f"{FACTOR} x its pace of {self.pace_seconds:.1f} s" if self.pace_seconds is not None
                 else "before its first step")
         if self.step_seconds is not None:
-            pace = (f"{FACTOR} x the {self.step_seconds:.1f} s between its sampled steps, at least "
-                    f"{FLOOR_SECONDS:.0f} s: the next was due")
+            gap = f"{self.step_seconds:.1f} s" if self.step_seconds >= 1 else f"{self.step_seconds * 1000:.0f} ms"
+            pace = f"{FACTOR} x the {gap} between its sampled steps, at least {FLOOR_SECONDS:.0f} s: the next was due"
         if self.tail_seconds:
             pace += f", and {self.tail_seconds:.0f} s for the epoch's steps after the audit's sampled ones"
         return (f"stalled: no task advanced for {self.quiet_seconds:.0f} s (the limit: {self.limit_seconds:.0f} s, "
@@ -162,9 +162,11 @@ class Watch:
     def saw(self, task: str, record: dict) -> None:
         now, event = self.clock(), record.get("event")
         if event in SAMPLED and isinstance(record.get("step"), int):
-            at, widest = self.sampled.get(task, (now, 0.0))
-            widest = 0.0 if record["step"] <= 1 else max(widest, now - at)
-            self.sampled[task] = (now, widest)
+            # the gaps by the task's own stamps: a poll reads a burst of steps at once, gaps of nothing
+            stamp = record["time"] if isinstance(record.get("time"), (int, float)) else now
+            at, widest = self.sampled.get(task, (stamp, 0.0))
+            widest = 0.0 if record["step"] <= 1 else max(widest, stamp - at)
+            self.sampled[task] = (stamp, widest)
             self.tail = max(0.0, (self.steps.get(task, 0) - record["step"]) * widest)
             self.sampled_step[task] = record["step"]
         elif event in ADVANCES:
