@@ -552,7 +552,9 @@ def test_a_program_stall_found_at_the_graces_end_is_not_restarted_whoever_exited
     # stopped in its own code in no phase the lab knows (a read that may come back): the lost peer decides
     ("ExitCode", dump('  File "/lab/script/fetch.py", line 9 in read_remote\n'
                       '  File "/lab/script/fetch.py", line 30 in <module>'), 2, ""),
-], ids=["on-failure", "never", "stuck-task"])
+    # waiting in its all-reduce for the peer that failed (a kill, a partition): a restart brings it back
+    ("ExitCode", IN_STEP, 2, "where every task was at the end of the failure's grace (all-waiting)"),
+], ids=["on-failure", "never", "stuck-task", "all-waiting"])
 def test_a_diagnosis_refines_the_policy_and_only_a_program_stall_stops_a_restart(tmp_path, capsys, monkeypatch,
                                                                                   policy, stuck, restarted, says):
     run, backend = grace_run(tmp_path, monkeypatch, policy, stuck)

@@ -9,12 +9,13 @@ from tflab.core.explain import PEER_DONE_SIGNATURES, PREEMPTED, Evidence, match
 
 # What the lab's look at every live task (supervisor/stall.py's findings, at a stall or at the end
 # of a failure's grace) names as the program's own doing: a task stopped in its callback, its input
-# pipeline, a save or a restore, collectives called in different orders, or one of the deadlocks
-# after a peer exited 0. The same program meets it again after a restart. "stuck-task" (stopped in
-# its own code, in no phase the lab knows: a read of something outside that may come back), "hang"
-# (make chaos's, on purpose) and "no-stacks" say nothing of the kind.
+# pipeline, a save or a restore, or one of the deadlocks after a peer exited 0. The same program
+# meets it again after a restart. "stuck-task" (stopped in its own code, in no phase the lab knows: a
+# read of something outside that may come back), "hang" (make chaos's, on purpose), "no-stacks" and
+# "all-waiting" say nothing of the kind: at a failure's grace, a task waiting in its collective
+# waits for the peer that failed (a kill, a partition), which a restart brings back.
 PROGRAM_STALLS = frozenset({"stuck-callback", "stuck-input-pipeline", "stuck-in-save", "deadlock-at-restore",
-                            "all-waiting", "stuck-in-teardown"} | {s.name for s in PEER_DONE_SIGNATURES})
+                            "stuck-in-teardown"} | {s.name for s in PEER_DONE_SIGNATURES})
 
 
 def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
