@@ -490,3 +490,21 @@ def test_a_chief_that_saved_alone_is_not_restarted_and_the_line_names_the_save(t
     assert runner.supervise(runner.Supervision(run)) == ("failed", []) and not run.restarts_made
     assert ("tflab: not restarting: worker-0 failed in a way a restart repeats (chief-only-save), "
             "RESTART_POLICY=ExitCode") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("code, output, what, checks", [
+    (127, "sh: 1: python: not found\n", "exited with code 127, the shell's code for a command not found "
+     "(`python`, its output says)", "`python3` and no `python`"),
+    (127, 'OCI runtime create failed: exec: "train": executable file not found in $PATH\n',
+     "exited with code 127, the shell's code for a command not found (`train`, its output says)", "PATH"),
+    (127, "", "exited with code 127, the shell's code for a command not found: the task's command", "installed"),
+    (126, "bash: ./run.sh: Permission denied\n", "exited with code 126, the shell's code for a command found but "
+     "not run (`./run.sh`, its output says)", "chmod +x"),
+])
+def test_the_shells_own_codes_say_what_was_not_found_or_not_run(code, output, what, checks):
+    """Issue 56: exit 127 was "read its output"; it is the shell's (and a container runtime's) code for
+    a command it could not find, 126 for one it found and could not run (POSIX 2.9.1.1)."""
+    found = explain.explain(Evidence("worker-0", code, output=output))
+    assert found.signature == "exit code" and found.what.startswith(what), found.what
+    assert checks in found.fix and "read its output" not in found.fix
+    assert explain.explain(Evidence("worker-0", 3, output=output)).fix.startswith("read its output")

@@ -231,7 +231,7 @@ def test_timeout_ends_the_run_within_a_bound_whatever_it_waits_for(tmp_path, clo
     # after the failure seen at about 76 s, would come past the deadline and is never made
     assert "after 80 s" in out and "its restart 4," in out and "its restart 5," not in out
     assert project.asked_stacks == [["worker-0"]]
-    bound = 120 + runner.POLL_SECONDS + runner.PAST_DEADLINE_SECONDS + 0.2  # + stall.capture's own poll
+    bound = 120 + runner.POLL_SECONDS + runner.PAST_DEADLINE_SECONDS + 0.2  # + stackdump.capture's own poll
     assert clock.now - started <= bound and result["wall_seconds"] <= bound, clock.now - started
 
 

@@ -98,6 +98,8 @@ def test_every_fit_is_logged_as_keras_counts_it_and_a_resume_is_measured(observe
             for r in events if r["event"] == "fit"]
     # The interrupted fit from epoch 1, the same fit resumed at epoch 3 from its backup, the third fit.
     assert fits == [(1, 0, 4, backup, True), (3, 0, 4, backup, True), (1, 0, 2, None, None)]
+    # An epoch's steps, as fit knows them (the stall watch's bound on the first epoch's sampled steps).
+    assert [r.get("steps") for r in events if r["event"] == "fit"] == [8, 8, 4]
     assert [(r["epoch"], r["step"]) for r in events if r["event"] == "restored"] == [(3, 0)]
     epochs = [r for r in events if r["event"] == "epoch"]
     # Epoch 2 ended in the failure; the third fit's epochs are LabCallback's, logged once, with its figures.

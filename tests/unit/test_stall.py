@@ -312,6 +312,69 @@ def test_the_audits_sampled_steps_are_no_pace_and_a_long_first_epoch_no_stall(tm
     assert watch.known_pace() is not None and watch.known_pace() >= stall.CEILING_SECONDS - 1
 
 
+def first_epoch_steps(watch, clock, steps: int, every: float, fit_steps: int | None = None) -> None:
+    """A SCRIPT's first epoch as its log reads: each worker's fit starts (with the steps of an epoch
+    where fit knows them), then the audit's sampled steps 1..`steps`, `every` seconds apart after a
+    first step of 7 s (its tracing)."""
+    for task in ("worker-0", "worker-1"):
+        watch.saw(task, {"event": "fit", "task": task, "epoch": 1, "step": 0, "epochs": 5}
+                  | ({"steps": fit_steps} if fit_steps else {}))
+    for step in range(1, steps + 1):
+        clock.now += 7.0 if step == 1 else every
+        for task in ("worker-0", "worker-1"):
+            watch.saw(task, {"event": "audit_batch", "task": task, "pass": 1, "step": step})
+
+
+def test_a_stall_among_the_first_epochs_sampled_steps_is_found_at_their_pace_not_the_ceiling(tmp_path):
+    """Issue 56: a worker stuck at the 12th step of the first epoch was found at the 300 s ceiling
+    (313.6 s): the sampled steps were signs of life only. While they come, the next one is due
+    within FACTOR x their widest gap, at least the floor."""
+    watch, clock = watching(tmp_path)
+    first_epoch_steps(watch, clock, steps=11, every=0.4)
+    assert watch.known_pace() is None  # no epoch yet: the ceiling would bound the wait
+    clock.now += stall.FLOOR_SECONDS - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    found = watch.stalled(["worker-0", "worker-1"])
+    assert found is not None and found.limit_seconds == stall.FLOOR_SECONDS and found.step_seconds == pytest.approx(0.4)
+    assert ("(the limit: 30 s, 5 x the 400 ms between its sampled steps, at least 30 s: the next was due)"
+            in found.line())
+    slow, clock = watching(tmp_path)  # steps of 10 s: 5 x 10 s, over the floor
+    first_epoch_steps(slow, clock, steps=5, every=10.0)
+    clock.now += 49
+    assert slow.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    found = slow.stalled(["worker-0", "worker-1"])
+    assert found.limit_seconds == 50.0 and "5 x the 10.0 s between its sampled steps" in found.line()
+
+
+@pytest.mark.parametrize("steps, fit_steps, limit", [
+    (16, None, stall.CEILING_SECONDS),  # the last sampled step: the epoch's silent rest, at the ceiling
+    (8, 8, stall.CEILING_SECONDS),  # an epoch of 8 steps as fit said: its end may save for long
+    (1, None, stall.CEILING_SECONDS),  # one step: no gap measured yet
+])
+def test_no_sampled_step_is_due_after_the_last_of_a_pass_or_before_a_gap_is_measured(tmp_path, steps, fit_steps,
+                                                                                      limit):
+    watch, clock = watching(tmp_path)
+    first_epoch_steps(watch, clock, steps=steps, every=0.4, fit_steps=fit_steps)
+    clock.now += limit - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    assert watch.stalled(["worker-0", "worker-1"]).limit_seconds == limit
+
+
+def test_an_epochs_end_and_a_restart_end_what_its_sampled_steps_owed(tmp_path):
+    watch, clock = watching(tmp_path)
+    first_epoch_steps(watch, clock, steps=8, every=0.4)
+    for task in ("worker-0", "worker-1"):  # a pass of 8 steps ended; its save then takes long
+        watch.saw(task, {"event": "epoch", "task": task, "epoch": 1, "steps": 8})
+    assert watch.step_limit({"worker-0", "worker-1"}) is None
+    first_epoch_steps(watch, clock, steps=5, every=0.4)
+    assert watch.step_limit({"worker-0", "worker-1"}) == (stall.FLOOR_SECONDS, pytest.approx(0.4))
+    watch.restarted()
+    assert watch.step_limit({"worker-0", "worker-1"}) is None
+
+
 def test_a_script_is_watched_from_its_first_advance_until_its_fit_planned_epochs_are_done(tmp_path):
     clock = Clock()
     watch = stall.Watch(tmp_path, ["worker-0", "worker-1"], stall.Limits(fixed=30), clock, armed=False)
@@ -444,6 +507,62 @@ def test_a_stalled_run_says_who_waits_on_whom_is_not_restarted_and_keeps_the_fin
     assert lines[0].startswith("stall (stuck-callback): worker-1 stopped") and lines[1].startswith("  fix: ")
 
 
+def grace_run(tmp_path, monkeypatch, policy: str, stuck: str) -> tuple[LabRun, FakeBackend]:
+    """Issue 56's early stall: worker-1 blocks (its stacks: `stuck`) and worker-0's collective gives up
+    first, exit 1 with a lost peer's words; the lab asks worker-1 where it is at the grace's end."""
+    settings = Settings(workers=2, restarts=2, restart_policy=policy, backup="off", stall="off")
+
+    def log_error(backend, attempt):
+        with open(tmp_path / "worker-0.jsonl", "a") as log:
+            for event, fields in [("start", {}), ("error", {"message": "UnavailableError: Collective ops is "
+                                                                       "aborted by: Socket closed"})]:
+                log.write(json.dumps({"event": event, "task": "worker-0", "time": 0, **fields}) + "\n")
+
+    backend = FakeBackend(cluster.build(settings), tmp_path, [[{}, {"worker-0": 1}]], on_start=log_error)
+    backend.stacks = {"worker-1": stuck}
+    clock = Clock()
+    monkeypatch.setattr(runner.time, "monotonic", clock)
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: setattr(clock, "now", clock.now + seconds))
+    monkeypatch.setattr(stall, "STACKS_WAIT_SECONDS", 0)
+    run = LabRun(settings, backend, tmp_path)
+    backend.start()
+    return run, backend
+
+
+def test_a_program_stall_found_at_the_graces_end_is_not_restarted_whoever_exited_first(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """Issue 56: worker-0's exit 1 (a lost peer's, which ExitCode retries) came before the lab named
+    worker-1's stuck callback at the end of the grace; the lab then restarted every task, the same
+    program stalled again and the run ended at TIMEOUT (605.5 s). The restart decision reads what
+    the grace's look found: a stall of the program's own ends the run."""
+    run, backend = grace_run(tmp_path, monkeypatch, "ExitCode", IN_CALLBACK)
+    seen = runner.Supervision(run)
+    assert runner.supervise(seen) == ("failed", ["worker-1"])
+    out = capsys.readouterr().out
+    assert "tflab: where every task was at the end of the failure's grace (stuck-callback): worker-1 stopped" in out
+    assert ("tflab: not restarting: the lab found at the end of the failure's grace (stuck-callback, above) is the "
+            "program's own, and a restart runs the same program into it again, whichever task exited first; "
+            "RESTART_POLICY=ExitCode") in out
+    assert not run.restarts_made and backend.starts == 1 and seen.stall_finding["kind"] == "stuck-callback"
+
+
+@pytest.mark.parametrize("policy, stuck, restarted, says", [
+    ("OnFailure", IN_CALLBACK, 2, "restarting all the same, as RESTART_POLICY=OnFailure does: it will stall again"),
+    ("Never", IN_CALLBACK, 0, "not restarting: RESTART_POLICY=Never"),
+    # stopped in its own code in no phase the lab knows (a read that may come back): the lost peer decides
+    ("ExitCode", dump('  File "/lab/script/fetch.py", line 9 in read_remote\n'
+                      '  File "/lab/script/fetch.py", line 30 in <module>'), 2, ""),
+    # waiting in its all-reduce for the peer that failed (a kill, a partition): a restart brings it back
+    ("ExitCode", IN_STEP, 2, "where every task was at the end of the failure's grace (all-waiting)"),
+], ids=["on-failure", "never", "stuck-task", "all-waiting"])
+def test_a_diagnosis_refines_the_policy_and_only_a_program_stall_stops_a_restart(tmp_path, capsys, monkeypatch,
+                                                                                  policy, stuck, restarted, says):
+    run, backend = grace_run(tmp_path, monkeypatch, policy, stuck)
+    runner.supervise(runner.Supervision(run))
+    assert len(run.restarts_made) == restarted and backend.starts == restarted + 1
+    assert says in capsys.readouterr().out
+
+
 def test_a_timeout_asks_where_every_task_is_before_it_stops_them(tmp_path, capsys, monkeypatch):
     settings = Settings(workers=2, backup="off", stall="off", timeout=10)
     backend = FakeBackend(cluster.build(settings), tmp_path, [[{}]])
@@ -521,6 +640,9 @@ def test_the_recorded_callback_stall_is_found_well_before_its_timeout():
                                                     "had already exited 0"),
     ("hang", [], "hang", "worker-1 stopped in a hang on purpose (SCENARIO=hang) at /opt/tflab/tflab/trainer/"
                          "train.py:185 in train; worker-0 waits for it in an all-reduce"),
+    # issue 56's early stall: the stacks the lab asked for at the stall it called
+    ("early_callback", [], "stuck-callback", "worker-1 stopped in a callback (block) at "
+                                             "/lab/script/stall_at.py:47 in block; worker-0 waits for it"),
     # worker-1 had failed by then (its error explains the run: collective-mismatch); worker-0 waits alone
     ("uneven_data", [], "all-waiting", "worker-0 waits in an all-reduce inside model.fit at "
                                        "/lab/script/stall_uneven_data.py:31 in <module>"),
@@ -531,6 +653,28 @@ def test_each_recorded_stall_is_named_as_its_recording_says(case, done, kind, sa
               if (RECORDED / case / f"{task}.stacks").read_text().strip() and task not in done}
     found = stall.finding(places, [], done)
     assert found.kind == kind and says in found.what, found.what
+
+
+def test_the_recorded_early_stall_is_called_at_its_sampled_steps_pace_read_in_one_poll():
+    """Issue 56, recorded with the watch of this change (data/stalls/README.md): worker-1 blocked at
+    its 12th step of the first epoch. The events are read in one poll here, as a poll reads a burst:
+    the sampled steps' gaps come from the tasks' own stamps (0.24 s at most), so the next step was
+    due at the floor; the watch before held it to the 300 s ceiling."""
+    records = sorted((json.loads(line) for path in (RECORDED / "early_callback").glob("*.jsonl")
+                      for line in path.read_text().splitlines()), key=lambda record: record["time"])
+    clock = Clock()
+    clock.now = records[-1]["time"] + 1
+    watch = stall.Watch(RECORDED / "early_callback", ["worker-0", "worker-1"], stall.Limits(), clock, armed=False)
+    for record in records:
+        watch.saw(record["task"], record)
+    limit, gap = watch.step_limit({"worker-0", "worker-1"})
+    assert limit == stall.FLOOR_SECONDS and gap == pytest.approx(0.186, abs=0.001)
+    clock.now += stall.FLOOR_SECONDS - 1
+    assert watch.stalled(["worker-0", "worker-1"]) is None
+    clock.now += 2
+    assert watch.stalled(["worker-0", "worker-1"]).step_seconds == gap
+    summary = json.loads((RECORDED / "early_callback" / "summary.json").read_text())
+    assert summary["stall"]["kind"] == "stuck-callback" and summary["stall"]["limit_seconds"] == stall.FLOOR_SECONDS
 
 
 def test_the_recorded_uneven_data_failure_is_a_collective_mismatch_and_not_restarted():

@@ -19,13 +19,13 @@ import re
 from dataclasses import asdict, dataclass
 
 from tflab.core.commands import lab_command
+from tflab.core.exitcodes import describe_code, shell_code
 from tflab.core.tracebacks import chain_links, exception_head
 
 PREEMPTED = 42  # the lab's trainer exits with this after TF's preemption backup (train.py)
 # TensorFlow's PreemptionCheckpointHandler exits with this on Google Cloud after its checkpoint
 # (failure_handling_util._RESTARTABLE_EXIT_CODE); 128 + SIGTERM, so ExitCode retries it as a signal's.
 GCE_PREEMPTED = 143
-FIRST_SIGNAL_CODE = 128  # 128+N: ended by signal N, as a shell and a container say it
 # A task whose container or process disappeared while the run went on (removed from outside the
 # lab): not an exit code any process gives, so the summary cannot mistake it for one. The
 # backends report it; the explanation below names it.
@@ -414,6 +414,9 @@ def explain(evidence: Evidence) -> Explanation | None:
         return Explanation(evidence.task, "exception", f"{code} after {exception}",
                            f"read the traceback in `{lab_command('logs')}`; the lab knows no fix for this one", "",
                            None)
+    shell = shell_code(evidence.exit_code, evidence.output)
+    if shell:
+        return Explanation(evidence.task, "exit code", shell[0], shell[1], "", None)
     return Explanation(evidence.task, "exit code", code, f"read its output in `{lab_command('logs')}`", "", None)
 
 
@@ -470,14 +473,6 @@ def peer_done(evidence: Evidence, lost: re.Match) -> tuple[Signature, re.Match]:
             if matched:
                 return signature, matched
     return PEER_DONE_SIGNATURES[-1], lost
-
-
-def describe_code(code: int) -> str:
-    if code >= FIRST_SIGNAL_CODE:
-        names = {9: "SIGKILL", 15: "SIGTERM", 6: "SIGABRT", 11: "SIGSEGV", 2: "SIGINT"}
-        number = code - FIRST_SIGNAL_CODE
-        return f"was ended by {names.get(number, f'signal {number}')} (exit code {code})"
-    return f"exited with code {code}"
 
 
 def _megabytes(value: int | None) -> str:

@@ -4,7 +4,18 @@ each failure (core/explain.py's signatures)."""
 
 from __future__ import annotations
 
-from tflab.core.explain import FIRST_SIGNAL_CODE, PEER_DONE_SIGNATURES, PREEMPTED, Evidence, match
+from tflab.core.exitcodes import FIRST_SIGNAL_CODE
+from tflab.core.explain import PEER_DONE_SIGNATURES, PREEMPTED, Evidence, match
+
+# What the lab's look at every live task (supervisor/stall.py's findings, at a stall or at the end
+# of a failure's grace) names as the program's own doing: a task stopped in its callback, its input
+# pipeline, a save or a restore, or one of the deadlocks after a peer exited 0. The same program
+# meets it again after a restart. "stuck-task" (stopped in its own code, in no phase the lab knows: a
+# read of something outside that may come back), "hang" (make chaos's, on purpose), "no-stacks" and
+# "all-waiting" say nothing of the kind: at a failure's grace, a task waiting in its collective
+# waits for the peer that failed (a kill, a partition), which a restart brings back.
+PROGRAM_STALLS = frozenset({"stuck-callback", "stuck-input-pipeline", "stuck-in-save", "deadlock-at-restore",
+                            "stuck-in-teardown"} | {s.name for s in PEER_DONE_SIGNATURES})
 
 
 def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
@@ -46,3 +57,21 @@ def restart_verdict(policy: str, failed: list[Evidence]) -> tuple[bool, str]:
         return True, ""
     codes = ", ".join(f"{e.task} exited with code {e.exit_code}" for e in permanent)
     return False, f"{codes}: 1-127 is permanent under RESTART_POLICY=ExitCode"
+
+
+def diagnosed_verdict(policy: str, diagnosis: dict | None) -> tuple[bool, str] | None:
+    """Where the lab's last look at the live tasks before this decision (a finding's dict:
+    kind, moment) named a stall of the program's own (PROGRAM_STALLS): not restarted under ExitCode,
+    whichever task's exit came first (a peer's collective that gave up on the stalled task reads as
+    a lost peer, which alone would be retried); restarted under OnFailure, saying it will stall
+    again; None where it named none, or under Never (which says so itself)."""
+    if not isinstance(diagnosis, dict) or diagnosis.get("kind") not in PROGRAM_STALLS or policy == "Never":
+        return None
+    kind, moment = diagnosis["kind"], diagnosis.get("moment")
+    moment = moment if isinstance(moment, str) else "stall"
+    found = f"the lab found at {moment} ({kind}, above)" if moment != "stall" else f"the stall the lab found ({kind})"
+    if policy == "OnFailure":
+        return True, (f"{found} is the program's own; restarting all the same, as RESTART_POLICY=OnFailure does: "
+                      "it will stall again")
+    return False, (f"{found} is the program's own, and a restart runs the same program into it again, whichever "
+                   f"task exited first; RESTART_POLICY={policy}")

@@ -34,6 +34,9 @@ COMMON: Kinds = {"event": str, "task": str, "time": NUMBER}
 # serve; script: a user's own script (SCRIPT=...), watched from outside by tflab/trainer/launch.py;
 # evaluator: EVALUATOR=1's evaluator-0, which evaluates the chief's checkpoints.
 ROLES = ("trainer", "server", "script", "evaluator")
+# The audit logs an audit_batch for each of the first this many steps of a pass (trainer/audit.py);
+# the stall watch reads a step number below it as a step whose next one is due (supervisor/stall.py).
+AUDIT_SAMPLED_STEPS = 16
 EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # What the task is and with what it runs.
     "start": {"role": str, "strategy": str, "cluster": dict, "versions": dict, "settings": dict},
@@ -71,7 +74,7 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "error": {"message": str},
     # AUDIT=on|strict (trainer/audit.py; compared by tflab/supervisor/audit.py). `pass`: the task's distributed
     # iterators counted from 1 (a fresh one each epoch in fit and the usual loops). One per sampled
-    # step (the first trainer.audit.SAMPLED_STEPS of each pass): sha256 of the worker's whole
+    # step (the first AUDIT_SAMPLED_STEPS of each pass): sha256 of the worker's whole
     # batch, and a short digest per example, never the data.
     "audit_batch": {"pass": int, "step": int, "examples": int, "digest": str, "example_digests": list},
     # Per pass: the steps and examples this worker consumed, and the dataset's AutoShardPolicy
@@ -97,8 +100,9 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # read: the audit's memory-growth finding fits its slope (supervisor/memory.py).
     "epoch": {"examples_per_second": NUMBER, "rss_bytes": int},
     # backup_dir: as the script's BackupAndRestore has it, made absolute; backup_kept: whether it
-    # lies in $TFLAB_OUTPUT, the run folder, which outlives a restart.
-    "fit": {"backup_dir": str, "backup_kept": bool},
+    # lies in $TFLAB_OUTPUT, the run folder, which outlives a restart. steps: an epoch's, where fit
+    # knows them (steps_per_epoch, or a dataset of known length).
+    "fit": {"backup_dir": str, "backup_kept": bool, "steps": int},
     # What the restored checkpoint's integer scalars hold (the custom-loop tutorial's `epoch`, say).
     "checkpoint": {"counters": dict},
     # How many of the weights were NaN or infinite (the audit's since issue 36).

@@ -311,10 +311,11 @@ class ReplayRun:
                    + (f"; {self.left_words(running)}" if running else ""))
         return FAILED
 
-    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
+    def restart_verdict(self, stopped: list[str], diagnosis: dict | None = None) -> tuple[bool, str]:
         """job_condition has failed the job already where the operator would; any other failure is
         one the operator retries (in place, or by recreating the pod), and the in-place ones add to
-        the count PastBackoffLimit sums."""
+        the count PastBackoffLimit sums. The diagnosis is the lab's, which no operator reads: a
+        replay restarts as the operator would, stall or none."""
         if self.failed_for_good:
             return False, ""
         if self.plan.kind == "TrainJob":

@@ -65,7 +65,8 @@ def audit(records: dict[str, list[dict]], roles: dict[str, str], chief: str,
                 + weight_findings(last) + memory_findings(audited))
     if run_dir is not None and spaces:
         findings += leftover_findings(run_dir, audited, chief, spaces)
-    return findings, notes(outputs or {}, trainers)
+    short = memory.too_short(audited)
+    return findings, notes(outputs or {}, trainers) + ([short] if short else [])
 
 
 def leftover_findings(run_dir: Path, audited: dict[str, list[dict]], chief: str,

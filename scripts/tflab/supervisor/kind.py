@@ -81,8 +81,10 @@ class RunKind(Protocol):
 
     # -- what a restart is ----------------------------------------------------------------
 
-    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
-        """After a failure: whether every task is restarted, and why not (or a warning where it is)."""
+    def restart_verdict(self, stopped: list[str], diagnosis: dict | None = None) -> tuple[bool, str]:
+        """After a failure: whether every task is restarted, and why not (or a warning where it is);
+        diagnosis: what the lab found of the tasks still running when it stopped them (a stall
+        finding's dict, Supervision.diagnosis), None where it found nothing."""
 
     def restart_line(self) -> str:
         """What is said as every task is restarted."""

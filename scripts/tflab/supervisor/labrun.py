@@ -16,7 +16,7 @@ from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.schema import attempts
 from tflab.core.settings import Settings
-from tflab.supervisor import progress, resume, stall, summary
+from tflab.supervisor import progress, resume, stackdump, summary
 from tflab.supervisor.kind import Printer
 
 OUTPUT_TAIL_BYTES = 256 * 1024  # what the restart decision reads of a SCRIPT task's output: its traceback
@@ -90,13 +90,17 @@ class LabRun:
 
     # -- what a restart is ----------------------------------------------------------------
 
-    def restart_verdict(self, stopped: list[str]) -> tuple[bool, str]:
-        """RESTART_POLICY, from each failure's evidence, while RESTARTS last."""
+    def restart_verdict(self, stopped: list[str], diagnosis: dict | None = None) -> tuple[bool, str]:
+        """RESTART_POLICY, from each failure's evidence and what the lab found of the tasks it
+        stopped (diagnosis: restarts.diagnosed_verdict), while RESTARTS last."""
         allowed = self.settings.restarts
         if len(self.restarts_made) >= allowed:
             return False, f"all {allowed} restarts (RESTARTS) are spent" if allowed else ""
-        return restarts.restart_verdict(self.settings.restart_policy,
-                                        failures(self.backend, self.settings, self.run_dir, stopped))
+        policy = self.settings.restart_policy
+        verdict = restarts.restart_verdict(policy, failures(self.backend, self.settings, self.run_dir, stopped))
+        found = restarts.diagnosed_verdict(policy, diagnosis)
+        # a failure's own reason not to restart (a bug, a memory kill), or its own warning, is said first
+        return found if found and verdict == (True, "") else verdict
 
     def restart_line(self) -> str:
         settings = self.settings
@@ -150,7 +154,7 @@ def failures(backend: Backend, settings: Settings, run_dir: Path, stopped: list[
         records = runfolder.events(run_dir, task)
         last = (attempts(records) or [[]])[-1]
         # a SCRIPT's traceback is in its <task>.out as it ran (its frames name a deadlock: a save ...)
-        output = stall.tail_of(run_dir, runfolder.output_name(task), OUTPUT_TAIL_BYTES) if settings.script else ""
+        output = stackdump.tail_of(run_dir, runfolder.output_name(task), OUTPUT_TAIL_BYTES) if settings.script else ""
         found.append(summary.evidence_of(task, last, records, code, settings, output, oom_killed.get(task),
                                          summary.peers_done(backend.cluster, codes, task)))
     return found

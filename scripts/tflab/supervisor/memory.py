@@ -8,28 +8,42 @@ The test, per task, over the last attempt (a restart starts a new process, with 
 1. Leave out the attempt's first epoch: it traces the step functions, fills the input pipeline's
    buffers and grows the allocator's arenas, hundreds of MB that are no leak (the lab's own runs
    allocate most of their peak there).
-2. Fit a least-squares line to the RSS of the epochs after it, by epoch number; at least
-   MIN_EPOCHS of them, so a short run (the lab's tests' EPOCHS=2, a tutorial's 3) is never judged:
-   a few points carry no slope worth a finding.
-3. A finding where that slope is at least FLOOR_BYTES an epoch and at least SHARE of the task's
-   median RSS an epoch (an allocator's noise grows with the process: 1% of 600 MB is 6 MB, so the
-   floor rules a CPU task; 1% of a 12 GB host process is 120 MB), and the growth is sustained:
-   the later half's median exceeds the earlier half's by at least half what the slope predicts
-   (one spike, a checkpoint's buffers at the last epoch, moves the slope, not the medians).
+2. A trend, by the Mann-Kendall test over the epochs after it (Mann 1945, Kendall 1975): S counts
+   the pairs of epochs whose later one holds more memory less those whose later one holds less;
+   the chance of an S as high from a series with no trend (every order of the epochs as likely,
+   Kendall's exact distribution: 1/n! for a series that rises every epoch) is at most ALPHA. It
+   needs no straight line and no normal noise, and a single spike moves S by at most n - 1. Its
+   fewest epochs: MIN_EPOCHS, where a series that rises every epoch can reach ALPHA at all; a
+   run with fewer says "too short to judge", never nothing.
+3. And a growth that matters: the Theil-Sen slope (the median of the slopes between every two
+   epochs, robust to a spike as the mean's is not) is at least FLOOR_BYTES an epoch and at least
+   SHARE of the task's median RSS (an allocator's noise grows with the process: 1% of 600 MB is
+   6 MB, so the floor rules a CPU task; 1% of a 12 GB host process is 120 MB). A trend alone is
+   no finding: a healthy allocator creeps (the lab's own trainer, under a MB an epoch, is a
+   significant trend over 20 epochs).
+
+The false-positive rate, measured on healthy runs (docs/audit.md): ALPHA bounds it where the
+series has no trend at all; the floor is what keeps a healthy creep out.
 
 tensorflow#42616 and tensorflow#50790 are memory that grows with every epoch of a Keras fit.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
+from dataclasses import dataclass
+from functools import lru_cache
 
 from tflab.core.schema import LARGEST_INT, attempts
 
 WARMUP_EPOCHS = 1  # left out: the attempt's first epoch allocates what it keeps
-MIN_EPOCHS = 8  # epochs after the warm-up, at least, to fit a slope to
+ALPHA = 0.01  # one-sided: the chance that a series of no trend passes the trend test
+MIN_EPOCHS = 5  # after the warm-up: 1/5! = 0.0083 <= ALPHA, where 4 rising epochs could reach 1/4! = 0.042 only
 FLOOR_BYTES = 10_000_000  # 10 MB an epoch, at least
 SHARE = 0.01  # and 1% of the task's median RSS an epoch
+EXACT_EPOCHS = 60  # Kendall's exact distribution up to this many epochs; the normal one (tie-corrected) beyond
+MOST_EPOCHS = 400  # the last epochs judged: their pairs (80,000) are counted in a blink; a log's count is foreign
 MB = 1e6  # as the table's "peak RSS MB"
 
 FIX = ("find what each epoch keeps: a tf.function or model.predict called with new Python values or shapes "
@@ -55,33 +69,89 @@ def epoch_rss(records: list[dict]) -> list[tuple[int, int]]:
     return sorted(found.items())
 
 
-def growth(records: list[dict]) -> tuple[float, list[tuple[int, int]]] | None:
-    """(bytes an epoch, the epochs judged) where the task's memory grows by the test above, else None."""
-    judged = epoch_rss(records)[WARMUP_EPOCHS:]
+@dataclass(frozen=True)
+class Trend:
+    """A task's judged epochs, Mann-Kendall's S and its one-sided p, and the Theil-Sen slope (bytes an epoch)."""
+
+    judged: list[tuple[int, int]]
+    s: int
+    p: float
+    slope: float
+
+    @property
+    def grows(self) -> bool:
+        return self.p <= ALPHA and self.slope >= max(FLOOR_BYTES, SHARE * statistics.median(r for _, r in self.judged))
+
+
+def trend(records: list[dict]) -> Trend | None:
+    """The trend test's numbers over the task's epochs after the warm-up; None where they are fewer
+    than MIN_EPOCHS (too short to judge)."""
+    judged = epoch_rss(records)[WARMUP_EPOCHS:][-MOST_EPOCHS:]
     if len(judged) < MIN_EPOCHS:
         return None
-    epochs = [float(epoch) for epoch, _ in judged]
-    sizes = [float(rss) for _, rss in judged]
-    slope = statistics.linear_regression(epochs, sizes).slope
-    if slope < max(FLOOR_BYTES, SHARE * statistics.median(sizes)):
+    pairs = [(judged[i], judged[j]) for i in range(len(judged)) for j in range(i + 1, len(judged))]
+    s = sum((b[1] > a[1]) - (b[1] < a[1]) for a, b in pairs)
+    slope = statistics.median((b[1] - a[1]) / (b[0] - a[0]) for a, b in pairs)
+    return Trend(judged, s, upper_tail(len(judged), s, [r for _, r in judged]), float(slope))
+
+
+def growth(records: list[dict]) -> tuple[float, list[tuple[int, int]]] | None:
+    """(bytes an epoch, the epochs judged) where the task's memory grows by the test above, else None."""
+    found = trend(records)
+    return (found.slope, found.judged) if found and found.grows else None
+
+
+def upper_tail(n: int, s: int, values: list[int]) -> float:
+    """P(S >= s) for n values of no trend: Kendall's exact distribution of S without ties (ties only
+    lower S's spread, so this is the larger, the cautious p), the normal one beyond EXACT_EPOCHS,
+    its variance corrected for ties and a continuity correction."""
+    if n <= EXACT_EPOCHS:
+        counts = inversions(n)  # permutations of n by their inversions k; S = n(n-1)/2 - 2k
+        most = n * (n - 1) // 2
+        return sum(counts[k] for k in range(len(counts)) if most - 2 * k >= s) / math.factorial(n)
+    ties = [values.count(v) for v in set(values)]
+    variance = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties)) / 18
+    if variance <= 0:
+        return 1.0
+    z = (s - 1) / math.sqrt(variance) if s > 0 else 0.0
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+@lru_cache(maxsize=EXACT_EPOCHS)
+def inversions(n: int) -> tuple[int, ...]:
+    """The Mahonian numbers: how many permutations of n items have k inversions, for each k."""
+    counts = [1]
+    for m in range(2, n + 1):
+        grown = [0] * (len(counts) + m - 1)
+        for k, count in enumerate(counts):
+            for extra in range(m):
+                grown[k + extra] += count
+        counts = grown
+    return tuple(counts)
+
+
+def too_short(audited: dict[str, list[dict]]) -> str | None:
+    """The note for tasks that logged their memory for fewer epochs than the test needs (after a
+    restart: in their last attempt), or None."""
+    short = {task: len(epochs) for task, records in audited.items()
+             if 0 < len(epochs := epoch_rss(records)) < WARMUP_EPOCHS + MIN_EPOCHS}
+    if not short:
         return None
-    half = len(judged) // 2
-    earlier, later = judged[:half], judged[len(judged) - half:]
-    apart = statistics.median(e for e, _ in later) - statistics.median(e for e, _ in earlier)
-    rise = statistics.median(r for _, r in later) - statistics.median(r for _, r in earlier)
-    if rise < slope * apart / 2:
-        return None
-    return slope, judged
+    counts = sorted(set(short.values()))
+    logged = " or ".join(str(count) for count in counts)
+    return (f"memory growth: too short to judge ({logged} epoch{'s' * (counts != [1])}; needs "
+            f"{WARMUP_EPOCHS + MIN_EPOCHS}: the first and {MIN_EPOCHS} more for the trend test) for "
+            + ", ".join(short))
 
 
 def growth_finding(audited: dict[str, list[dict]]) -> tuple[list[str], str] | None:
     """The tasks whose memory grows and the finding's message, each task with its numbers; None
     where none grows (audit.py makes it a Finding, with FIX)."""
-    grown = {task: found for task, records in audited.items() if (found := growth(records))}
+    grown = {task: found for task, records in audited.items() if (found := trend(records)) and found.grows}
     if not grown:
         return None
-    parts = [f"{task} grew {slope / MB:.0f} MB an epoch over {len(judged)} epochs "
-             f"({judged[0][1] / MB:.0f} -> {judged[-1][1] / MB:.0f} MB, epochs {judged[0][0]}-{judged[-1][0]})"
-             for task, (slope, judged) in grown.items()]
+    parts = [f"{task} grew {found.slope / MB:.0f} MB an epoch over {len(found.judged)} epochs "
+             f"({found.judged[0][1] / MB:.0f} -> {found.judged[-1][1] / MB:.0f} MB, epochs {found.judged[0][0]}-"
+             f"{found.judged[-1][0]}; Mann-Kendall p = {found.p:.1g})" for task, found in grown.items()]
     return list(grown), ("; ".join(parts) + ": what an epoch keeps is never given back, so a longer run ends "
                          "killed for memory (exit 137) or swapping")

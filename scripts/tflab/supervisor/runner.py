@@ -48,6 +48,7 @@ class Supervision:
     def __init__(self, kind: RunKind):
         self.kind, self.backend, self.run_dir = kind, kind.backend, kind.run_dir
         self.stall_finding: dict | None = None  # where every task was at a stall, or before the lab stopped them
+        self.diagnosis: dict | None = None  # the last such finding of the attempt: the restart decision reads it
         self.watch = stall.Watch(self.run_dir, self.backend.cluster.trainers,
                                  stall.Limits.from_setting(kind.settings.stall), armed=kind.logs_from_start,
                                  epochs=kind.settings.epochs if kind.logs_from_start else 0)
@@ -68,6 +69,7 @@ class Supervision:
             finding = stall.while_moving(finding, self.watch.quiet())
         if finding.kind == "no-stacks" and found is None:
             return  # nothing learned: a stop's usual lines say enough
+        self.diagnosis = finding.to_dict()
         if self.stall_finding is None:
             self.stall_finding = finding.to_dict()
             for line in stall.finding_lines(self.stall_finding):
@@ -231,7 +233,9 @@ def supervise(seen: Supervision, observer: RunObserver = NO_OBSERVER,
             # TIMEOUT=120 once ended after 159.5 s (issue 44); a failure at or past it ends the run.
             say(kind.deadline_line([]))
             return "timed out", stopped
-        restart, why = kind.restart_verdict(stopped)
+        # Decided after the failure's grace, whose end asked every task still running where it is
+        # (follow: seen.where): a peer's exit that came first is judged with the stall it met.
+        restart, why = kind.restart_verdict(stopped, seen.diagnosis)
         if not restart:
             if why:
                 say(f"not restarting: {why}")
@@ -249,6 +253,7 @@ def supervise(seen: Supervision, observer: RunObserver = NO_OBSERVER,
             backend.stop(backend.tasks)
             return "timed out", list(backend.tasks)
         seen.watch.restarted()
+        seen.diagnosis = None
         observer.after_restart(backend)
 
 

@@ -9,7 +9,10 @@ step's tracing, and the largest gap seen so far is the pace (the start, imports 
 before the first advance are none of it). A stall is no trainer advancing for
 FACTOR times the pace, never less than FLOOR_SECONDS nor more than CEILING_SECONDS; before a
 step has run (STEPPED), CEILING_SECONDS (a long first step, a slow start); the audit's sampled
-steps are no pace, and the unsampled rest of their pass is allowed on top (SAMPLED). STALL=<seconds>
+steps are no pace, and the unsampled rest of their pass is allowed on top (SAMPLED); but while a
+task's sampled steps still come (AUDIT_SAMPLED_STEPS of them a pass), its next one is due within
+FACTOR times the widest gap between them, never less than FLOOR_SECONDS, first epoch or not
+(Watch.step_limit). STALL=<seconds>
 sets the limit instead, STALL=off turns the watch off. The evaluator and parameter servers are
 not watched: they wait by design.
 
@@ -28,16 +31,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tflab.core import beneath, explain, foreign, runfolder, stacks
-from tflab.core.foreign import ForeignFile
-from tflab.core.schema import problems
+from tflab.core import explain, foreign, runfolder, stacks
+from tflab.core.schema import AUDIT_SAMPLED_STEPS, problems
+from tflab.supervisor import stackdump
 from tflab.supervisor.progress import new_lines
 
 FACTOR = 5  # a stall: no trainer advanced for FACTOR x the run's pace ...
-FLOOR_SECONDS = 30.0  # ... never less than this (a run of quick epochs: noise, a checkpoint, a GC pause)
+# ... never less than this (a run of quick epochs: noise, a checkpoint, a GC pause); between two of the
+# audit's sampled steps too, where no checkpoint falls but a batch callback's log line, a slow batch or a
+# GC pause may: the lab's fit steps take 18-23 ms (FACTS.md), so 30 s is over a thousand of them
+FLOOR_SECONDS = 30.0
 CEILING_SECONDS = 300.0  # ... nor more; and the limit while the run has not advanced yet
 STACKS_WAIT_SECONDS = 5.0  # how long the lab waits for the tasks' dumps (faulthandler writes at once)
-STACKS_BYTES = 1024 * 1024  # what the lab reads of one task's dump
 # The events that show training moved; start, cluster_ready and imported only restart the clock.
 ADVANCES = ("epoch", "checkpoint", "fit", "restored", "eval", "audit_batch", "audit_pass", "audit_write",
             "audit_weights", "allreduce", "end")
@@ -51,7 +56,11 @@ STEPPED = ("epoch", "eval", "audit_pass", "audit_weights", "allreduce", "end")
 # stalled 37 s after its 16th sampled step, its pace taken from the burst. They are signs of life
 # only; the gap an epoch's end then closes, the sampled steps' silent tail, is the pace. Their
 # steps tell how long that tail will be: the pass's unsampled steps at the sampled steps' pace,
-# which the limit then allows on top (a node slowed tenfold mid-run is slow, not stalled).
+# which the limit then allows on top (a node slowed tenfold mid-run is slow, not stalled). Yet the
+# burst has a pace of its own while it lasts: a step numbered below AUDIT_SAMPLED_STEPS (and below
+# its pass's steps, where a whole pass showed them) is followed by the next within its widest gap
+# (step 1 to 2 included: the first step's end); a worker stuck at the 12th step of the first
+# epoch was found only at the ceiling (313.6 s, issue 56).
 SAMPLED = ("audit_batch",)
 
 
@@ -82,10 +91,14 @@ class Stall:
     limit_seconds: float
     pace_seconds: float | None  # the largest gap between advances so far; None: none yet
     tail_seconds: float = 0.0  # allowed on top: the unsampled rest of a pass, at its sampled steps' pace
+    step_seconds: float | None = None  # the limit came from a task's sampled steps: their widest gap
 
     def line(self) -> str:
         pace = (f"{FACTOR} x its pace of {self.pace_seconds:.1f} s" if self.pace_seconds is not None
                 else "before its first step")
+        if self.step_seconds is not None:
+            gap = f"{self.step_seconds:.1f} s" if self.step_seconds >= 1 else f"{self.step_seconds * 1000:.0f} ms"
+            pace = f"{FACTOR} x the {gap} between its sampled steps, at least {FLOOR_SECONDS:.0f} s: the next was due"
         if self.tail_seconds:
             pace += f", and {self.tail_seconds:.0f} s for the epoch's steps after the audit's sampled ones"
         return (f"stalled: no task advanced for {self.quiet_seconds:.0f} s (the limit: {self.limit_seconds:.0f} s, "
@@ -119,6 +132,7 @@ class Watch:
         self.steps: dict[str, int] = {}  # task -> the steps of its last whole pass (an epoch's `steps`)
         self.sampled: dict[str, tuple[float, float]] = {}  # task -> (its last sampled step's time, the widest gap)
         self.tail = 0.0  # the silence the rest of a sampled pass keeps: its unsampled steps at the sampled pace
+        self.sampled_step: dict[str, int] = {}  # task -> its last sampled step of the pass it is in
 
     def restarted(self) -> None:
         """After a restart: the clock starts again, and the new attempt is held to the ceiling until
@@ -128,6 +142,7 @@ class Watch:
         self.last = self.clock()
         self.advancing = self.stepped = False
         self.training = set(self.watched) if self.armed else set()
+        self.sampled_step = {}
 
     def hold(self) -> None:
         """Training is held on purpose now (RunObserver.holds: make chaos's fault, to be undone): the
@@ -147,13 +162,18 @@ class Watch:
     def saw(self, task: str, record: dict) -> None:
         now, event = self.clock(), record.get("event")
         if event in SAMPLED and isinstance(record.get("step"), int):
-            at, widest = self.sampled.get(task, (now, 0.0))
-            widest = 0.0 if record["step"] <= 1 else max(widest, now - at)
-            self.sampled[task] = (now, widest)
+            # the gaps by the task's own stamps: a poll reads a burst of steps at once, gaps of nothing
+            stamp = record["time"] if isinstance(record.get("time"), (int, float)) else now
+            at, widest = self.sampled.get(task, (stamp, 0.0))
+            widest = 0.0 if record["step"] <= 1 else max(widest, stamp - at)
+            self.sampled[task] = (stamp, widest)
             self.tail = max(0.0, (self.steps.get(task, 0) - record["step"]) * widest)
+            self.sampled_step[task] = record["step"]
         elif event in ADVANCES:
             self.tail = 0.0
-        if event in ("epoch", "audit_pass") and isinstance(record.get("steps"), int) and record["steps"] > 0:
+            self.sampled_step.pop(task, None)  # the pass ended (an epoch, a save ...): no step is due
+        # an epoch's steps: a whole pass's, or those a fit knows it will take (its first pass has no other)
+        if event in ("epoch", "audit_pass", "fit") and isinstance(record.get("steps"), int) and record["steps"] > 0:
             self.steps[task] = record["steps"]
         if event in ADVANCES:
             # the start, imports and rendezvous before the first advance are no pace; nor a sampled burst
@@ -197,77 +217,27 @@ class Watch:
             return None
         quiet, limit = self.clock() - self.last, self.limits.limit(self.known_pace())
         tail = self.tail if self.limits.fixed is None else 0.0  # STALL=<seconds> is the user's own bound
+        step = self.step_limit(watched) if self.limits.fixed is None else None
+        if step is not None and step[0] < limit + tail:
+            if quiet <= step[0]:
+                return None
+            self.stall = Stall(quiet, step[0], self.known_pace(), step_seconds=step[1])
+            return self.stall
         if quiet <= limit + tail:
             return None
         self.stall = Stall(quiet, limit + tail, self.known_pace(), tail)
         return self.stall
 
-
-# -- where every task is -------------------------------------------------------------------------
-
-
-def capture(backend, tasks: list[str], run_dir: Path,
-            wait: float = STACKS_WAIT_SECONDS) -> dict[str, list[stacks.Thread]]:
-    """Asks each task for its stacks (Backend.dump_stacks) and reads back what each appended to its
-    tasks/<task>.stacks, waiting at most `wait` (STACKS_WAIT_SECONDS, less where a deadline is near);
-    a task that did not answer is left out."""
-    # A task whose program registered for the signal opened its stacks file when it started: one
-    # without (an image or a program the lab's hooks did not reach) cannot answer, and is not waited for.
-    tasks = [task for task in tasks if _kind(run_dir, stacks.stacks_file(task)) == "file"]
-    if not tasks or not hasattr(backend, "dump_stacks"):
-        return {}
-    clock, sleep = time.monotonic, time.sleep
-    before = {task: _size(run_dir, task) for task in tasks}
-    backend.dump_stacks(tasks)
-    deadline = clock() + wait
-    found: dict[str, list[stacks.Thread]] = {}
-    while True:
-        for task in tasks:
-            if task not in found:
-                threads = stacks.parse(_read(run_dir, task, before[task]))
-                if threads and any(thread.current for thread in threads):  # its dump is whole
-                    found[task] = threads
-        if len(found) == len(tasks) or clock() > deadline:
-            return found
-        sleep(0.2)
-
-
-def _read(run_dir: Path, task: str, offset: int) -> str:
-    try:
-        data = runfolder.read_task_file(run_dir, stacks.stacks_file(task), STACKS_BYTES, offset=offset, whole=False)
-    except (OSError, ForeignFile):
-        return ""
-    return data.decode(errors="replace")
-
-
-def _size(run_dir: Path, task: str) -> int:
-    return size_of(run_dir, stacks.stacks_file(task))
-
-
-def _kind(run_dir: Path, name: str) -> str | None:
-    try:
-        with beneath.Beneath(run_dir) as folder:
-            return folder.kind(runfolder.in_tasks(run_dir, name))
-    except (OSError, ForeignFile):
-        return None
-
-
-def size_of(run_dir: Path, name: str) -> int:
-    """The size of a file of the tasks' space, 0 where there is none (or none the lab can read)."""
-    try:
-        with beneath.Beneath(run_dir) as folder:
-            return folder.lstat(runfolder.in_tasks(run_dir, name)).st_size
-    except (OSError, ForeignFile):
-        return 0
-
-
-def tail_of(run_dir: Path, name: str, limit: int) -> str:
-    """The last `limit` bytes of a file of the tasks' space (a SCRIPT's `<task>.out`), read as foreign."""
-    start = max(0, size_of(run_dir, name) - limit)
-    try:
-        return runfolder.read_task_file(run_dir, name, limit, offset=start, whole=False).decode(errors="replace")
-    except (OSError, ForeignFile):
-        return ""
+    def step_limit(self, running: set[str]) -> tuple[float, float] | None:
+        """(the limit, the widest gap) of a running task in the midst of its pass's sampled steps
+        (from its second on: a gap measured), whose next sampled step is due; the least such limit
+        (any one overdue is a stall), None where no task is there."""
+        due = []
+        for task in running & self.training:
+            step, (_, widest) = self.sampled_step.get(task, 0), self.sampled.get(task, (0.0, 0.0))
+            if 2 <= step < min(AUDIT_SAMPLED_STEPS, self.steps.get(task) or AUDIT_SAMPLED_STEPS) and widest > 0:
+                due.append((min(CEILING_SECONDS, max(FLOOR_SECONDS, FACTOR * widest)), widest))
+        return min(due) if due else None
 
 
 # -- who waits on whom ---------------------------------------------------------------------------
@@ -454,7 +424,7 @@ def where(backend, run_dir: Path, running: list[str], codes: dict, stall: Stall 
           moment: str = "stall", wait: float = STACKS_WAIT_SECONDS) -> Finding:
     """At a stall or before a stop the lab makes (moment: TIMEOUT, ...): each running task's
     stacks, waited for at most `wait` seconds, and the finding."""
-    dumps = capture(backend, running, run_dir, wait)
+    dumps = stackdump.capture(backend, running, run_dir, wait)
     places = {task: place_of(task, threads) for task, threads in dumps.items()}
     done = [task for task in backend.cluster.trainers if codes.get(task) == 0]
     found = finding(places, [task for task in running if task not in dumps], done, stall)

@@ -35,9 +35,10 @@ import weakref
 from typing import Any
 
 from tflab.core.backends import capabilities
+from tflab.core.schema import AUDIT_SAMPLED_STEPS
 from tflab.trainer import inscript
 
-SAMPLED_STEPS = 16  # steps hashed at the start of each pass, per worker
+SAMPLED_STEPS = AUDIT_SAMPLED_STEPS  # steps hashed at the start of each pass, per worker
 EXAMPLE_DIGEST_BYTES = 6  # 48 bits: among a few thousand sampled examples, a collision is ~1e-8
 WRITERS = ("Model.save", "Model.save_weights", "Checkpoint.save", "Checkpoint.write", "CheckpointManager.save",
            "tf.io.gfile")

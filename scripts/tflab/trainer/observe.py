@@ -125,8 +125,11 @@ def _on_train_batch_begin(self, batch, *args, **kwargs):
         return
     fit.began = True
     step = int(batch)
-    epochs = (getattr(self, "params", None) or {}).get("epochs")
+    params = getattr(self, "params", None) or {}
+    epochs, steps = params.get("epochs"), params.get("steps")
     extra = {} if fit.backup_dir is None else {"backup_dir": fit.backup_dir, "backup_kept": kept(fit.backup_dir)}
+    if isinstance(steps, int) and steps > 0:  # fit's steps an epoch, where it knows them: the stall watch's
+        extra["steps"] = steps
     emit("fit", epoch=fit.epoch + 1, step=step, epochs=int(epochs) if isinstance(epochs, int) else 0, **extra)
     if fit.backup_dir is not None and (fit.epoch or step):
         emit("restored", epoch=fit.epoch + 1, step=step)
