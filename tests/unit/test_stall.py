@@ -784,3 +784,13 @@ def test_an_interrupt_whose_stacks_request_fails_still_stops_and_summarises(tmp_
         capsys.readouterr().out
     assert backend.ended == dict.fromkeys(backend.tasks, 137) and result.outcome == "interrupted"
     assert result.stall is None
+
+
+def test_the_limit_before_the_first_step_grows_with_the_tasks_each_cpu_starts():
+    """64 workers on 2 CPUs printed nothing in 300 s (issue 51): each start is about 10 s of a CPU."""
+    assert stall.Limits.from_setting("auto", 2, 2).limit(None) == stall.CEILING_SECONDS
+    assert stall.Limits.from_setting("auto", 20, 2).limit(None) == stall.CEILING_SECONDS
+    assert stall.Limits.from_setting("auto", 64, 2).limit(None) == 960
+    assert stall.Limits.from_setting("auto", 64, 2).limit(1.0) == stall.FLOOR_SECONDS  # once stepping: the pace
+    assert stall.Limits.from_setting("auto", 64, None).limit(None) == stall.CEILING_SECONDS
+    assert stall.Limits.from_setting("120", 64, 2).limit(None) == 120

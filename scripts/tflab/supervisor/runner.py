@@ -15,6 +15,7 @@ the job, what a restart is, the deadline and the summary's rows; whatever watche
 from __future__ import annotations
 
 import errno
+import os
 import signal
 import time
 from pathlib import Path
@@ -49,8 +50,12 @@ class Supervision:
         self.kind, self.backend, self.run_dir = kind, kind.backend, kind.run_dir
         self.stall_finding: dict | None = None  # where every task was at a stall, or before the lab stopped them
         self.diagnosis: dict | None = None  # the last such finding of the attempt: the restart decision reads it
-        self.watch = stall.Watch(self.run_dir, self.backend.cluster.trainers,
-                                 stall.Limits.from_setting(kind.settings.stall), armed=kind.logs_from_start,
+        trainers = self.backend.cluster.trainers
+        # The CPUs the tasks start on: this host's (the engine's, on Linux), or fewer where CPUS caps each.
+        cpus = min(os.cpu_count() or 1, len(trainers) * kind.settings.cpus) if kind.settings.cpus else os.cpu_count()
+        self.watch = stall.Watch(self.run_dir, trainers,
+                                 stall.Limits.from_setting(kind.settings.stall, len(trainers), cpus),
+                                 armed=kind.logs_from_start,
                                  epochs=kind.settings.epochs if kind.logs_from_start else 0)
 
     def where(self, running: list[str], codes: dict, found: stall.Stall | None = None, moment: str = "stall",

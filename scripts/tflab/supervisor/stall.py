@@ -41,7 +41,14 @@ FACTOR = 5  # a stall: no trainer advanced for FACTOR x the run's pace ...
 # audit's sampled steps too, where no checkpoint falls but a batch callback's log line, a slow batch or a
 # GC pause may: the lab's fit steps take 18-23 ms (FACTS.md), so 30 s is over a thousand of them
 FLOOR_SECONDS = 30.0
-CEILING_SECONDS = 300.0  # ... nor more; and the limit while the run has not advanced yet
+CEILING_SECONDS = 300.0  # ... nor more; and the limit while the run has not advanced yet, unless ...
+# ... more tasks start than the CPUs can start in that time: a task's start (`import tensorflow`, the
+# model, the rendezvous) took about 10 s of one CPU (16 workers all ready after 76-79 s on 2 CPUs,
+# FACTS 2026-12-04), and 64 workers on 2 CPUs printed nothing in 300 s on a busy machine (issue 51,
+# measured 2026-12-07). Before a step has run the limit is then START_MARGIN x that work over the
+# CPUs: 960 s for 64 tasks on 2, the ceiling up to 20.
+START_CPU_SECONDS = 10.0
+START_MARGIN = 3
 STACKS_WAIT_SECONDS = 5.0  # how long the lab waits for the tasks' dumps (faulthandler writes at once)
 # The events that show training moved; start, cluster_ready and imported only restart the clock.
 ADVANCES = ("epoch", "checkpoint", "fit", "restored", "eval", "audit_batch", "audit_pass", "audit_write",
@@ -70,19 +77,26 @@ class Limits:
 
     fixed: float | None = None  # STALL=<seconds>
     off: bool = False
+    start_seconds: float = CEILING_SECONDS  # auto's limit before a step has run (starting)
 
     @classmethod
-    def from_setting(cls, value: str) -> Limits:
+    def from_setting(cls, value: str, tasks: int = 1, cpus: float | None = None) -> Limits:
+        """`tasks` start together on `cpus` CPUs (None: unknown, taken as the tasks themselves)."""
         if value == "off":
             return cls(off=True)
-        return cls() if value == "auto" else cls(fixed=float(value))
+        return cls(start_seconds=starting(tasks, cpus)) if value == "auto" else cls(fixed=float(value))
 
     def limit(self, pace: float | None) -> float:
         if self.fixed is not None:
             return self.fixed
         if pace is None:
-            return CEILING_SECONDS
+            return self.start_seconds
         return min(CEILING_SECONDS, max(FLOOR_SECONDS, FACTOR * pace))
+
+
+def starting(tasks: int, cpus: float | None) -> float:
+    """The auto limit before a step has run, for `tasks` starting on `cpus` CPUs."""
+    return max(CEILING_SECONDS, START_MARGIN * START_CPU_SECONDS * tasks / max(cpus or tasks, 0.01))
 
 
 @dataclass(frozen=True)
@@ -200,7 +214,7 @@ class Watch:
     def moving(self) -> bool:
         """Whether training was advancing: it had advanced, and not been quiet past the limit its pace
         sets (the auto one where STALL=off, as an interrupt's finding asks this whatever STALL)."""
-        limits = self.limits if self.limits.fixed is not None else Limits()
+        limits = self.limits if self.limits.fixed is not None else Limits(start_seconds=self.limits.start_seconds)
         return self.advancing and self.quiet() <= limits.limit(self.known_pace())
 
     def known_pace(self) -> float | None:
