@@ -25,7 +25,6 @@ from tflab.backends import compose
 from tflab.cli import makesignals
 from tflab.core import cluster, processes, runfolder, runowner
 from tflab.core.errors import LabError
-from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import Settings
 from tflab.engine import reaper
 from tflab.supervisor import runner
@@ -319,8 +318,7 @@ def test_the_signal_make_is_handling_reaches_the_lab(tmp_path, monkeypatch):
 
 
 def test_a_run_that_cannot_fit_the_engines_memory_is_refused_up_front():
-    many = Settings(workers=MAX_TASKS)
-    assert MAX_TASKS == 32
+    many = Settings(workers=32)
     with pytest.raises(LabError) as refused:
         backends.check_memory(many, cluster.build(many), 8 * 10**9, "this Docker engine")
     assert str(refused.value) == ("32 tasks need about 19.2 GB of memory (600 MB each, the lab's trainer's measured "
