@@ -6,9 +6,12 @@ import re
 import pytest
 import yaml
 from tflab.backends import compose, userscript
+from tflab.backends.compose import render_run
 from tflab.core import cluster
 from tflab.core.settings import Settings
 from tflab.engine import labels
+from tflab.images import libraries
+from tflab.trainer import metadata
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +104,15 @@ def test_every_dollar_is_escaped_so_compose_interpolates_nothing(tmp_path):
     assert compose.literal({"a": ["$x", 1, {"b": "$"}], "c": None}) == {"a": ["$$x", 1, {"b": "$$"}], "c": None}
     unescaped = json.loads(json.dumps(compose.render_run(settings, cluster.build(settings))).replace("$$", "$"))
     assert unescaped["services"]["worker-1"]["command"] == userscript.script_command(settings, "/lab/script/train.py")
+
+
+def test_every_trainer_mounts_the_shared_libraries_and_no_helper_does():
+    """images/libraries.py's mount goes to every task of the cluster, after a SCRIPT's own mounts
+    (which replace the list), and to neither a delay proxy nor the metadata stand-in."""
+    mount = f"/lab/home/.libraries/abc/tensorflow:{libraries.PACKAGE}:ro"
+    settings = Settings(workers=2, scenario="preempt", notice="gce")
+    the_cluster = cluster.build(settings)
+    services = render_run(settings, the_cluster, frozenset({"worker-1"}), shared_libraries=mount)["services"]
+    assert [name for name, service in services.items() if mount in service.get("volumes", [])] == the_cluster.tasks
+    assert set(services) - set(the_cluster.tasks) == {"worker-1-link", metadata.SERVICE}
+    assert "volumes" not in render_run(settings, the_cluster)["services"]["worker-0"]

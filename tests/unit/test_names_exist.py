@@ -112,7 +112,7 @@ def test_the_check_finds_what_it_should(text, missing):
 PAGES = ("README.md", *sorted(f"docs/{page.name}" for page in (REPO / "docs").glob("*.md")))
 BACKTICKED = re.compile(r"`([^`\s]+)`")
 # What the lab makes and git ignores: named as where it will be, so held to .gitignore instead.
-MADE = {"images/trainer/.built.json", "images/trainer/wheels-tf<minor>/",
+MADE = {"images/trainer/.built.json", "images/trainer/.libraries/", "images/trainer/wheels-tf<minor>/",
         "images/trainer/wheels-<variant>-keras<release>/"}
 # The training operator's Go files (kubeflow/training-operator's pkg/), named for where its rules are.
 UPSTREAM = {"core/pod.go", "core/job.go"}

@@ -25,7 +25,6 @@ from tflab.backends import compose
 from tflab.cli import makesignals
 from tflab.core import cluster, processes, runfolder, runowner
 from tflab.core.errors import LabError
-from tflab.core.grammars import MAX_TASKS
 from tflab.core.settings import Settings
 from tflab.engine import reaper
 from tflab.supervisor import runner
@@ -319,17 +318,18 @@ def test_the_signal_make_is_handling_reaches_the_lab(tmp_path, monkeypatch):
 
 
 def test_a_run_that_cannot_fit_the_engines_memory_is_refused_up_front():
-    many = Settings(workers=MAX_TASKS)
-    assert MAX_TASKS == 32
+    many = Settings(workers=64)
     with pytest.raises(LabError) as refused:
         backends.check_memory(many, cluster.build(many), 8 * 10**9, "this Docker engine")
-    assert str(refused.value) == ("32 tasks need about 19.2 GB of memory (600 MB each, the lab's trainer's measured "
-                                  "peak), more than this Docker engine's 8.0 GB; at most 13 fit: use fewer WORKERS "
-                                  "(or PS), or a machine with more memory")
-    backends.check_memory(many, cluster.build(many), 24 * 2**30, "this Docker engine")  # 32 fit in 24 GiB
+    assert str(refused.value) == ("64 tasks need about 20.8 GB of memory (320 MB each, the lab's trainer's measured "
+                                  "own memory, and 300 MB of TensorFlow's libraries they share), more than this "
+                                  "Docker engine's 8.0 GB; at most 24 fit: use fewer WORKERS (or PS), or a machine "
+                                  "with more memory")
+    backends.check_memory(many, cluster.build(many), 24 * 2**30, "this Docker engine")  # 64 fit in 24 GiB
+    assert backends.most_tasks(24 * 2**30) == 79
     capped = Settings(workers=32, memory="256m")
-    backends.check_memory(capped, cluster.build(capped), 9 * 10**9, "x")  # 32 x 268 MB
-    with pytest.raises(LabError, match=r"\(268 MB each, MEMORY=256m\)"):
+    backends.check_memory(capped, cluster.build(capped), 9 * 10**9, "x")  # 32 x 268 MB + 300 MB
+    with pytest.raises(LabError, match=r"\(268 MB each, MEMORY=256m, and 300 MB"):
         backends.check_memory(capped, cluster.build(capped), 8 * 10**9, "x")
     backends.check_memory(many, cluster.build(many), None, "x")  # unknown memory: nothing refused
 
@@ -379,8 +379,9 @@ def test_up_with_more_tasks_than_the_engines_memory_holds_is_refused_before_anyt
     runs = tmp_path / "runs"
     path, calls = fake_engine(tmp_path, {"MemTotal": 4 * 2**30, "NCPU": 2})
     result = run_lab("up", f"RUNS_DIR={runs}", "WORKERS=32", env=lab_env(PATH=path))
-    assert_refused(result, "32 tasks need about 19.2 GB of memory (600 MB each, the lab's trainer's measured peak), "
-                           "more than this Docker engine's 4.3 GB; at most 7 fit", runs)
+    assert_refused(result, "32 tasks need about 10.5 GB of memory (320 MB each, the lab's trainer's measured own "
+                           "memory, and 300 MB of TensorFlow's libraries they share), more than this Docker "
+                           "engine's 4.3 GB; at most 12 fit", runs)
     assert "build" not in calls.read_text() and "up" not in calls.read_text().split()
     fits = run_lab("config", "WORKERS=32", env=lab_env(PATH=path))
     assert fits.returncode == 0, fits.stderr  # 32 is an allowed value; only a run is checked against memory

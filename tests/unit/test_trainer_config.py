@@ -15,7 +15,7 @@ GOOD = Settings().to_dict()
 BAD_CONFIGS = [
     ({"settings": {**GOOD, "strategy": "bogus"}}, "config.json: STRATEGY=bogus is not allowed: expected one of single"),
     ({"settings": {**GOOD, "epochs": -5}}, "EPOCHS=-5 is not allowed: expected an integer from 1 to 10000"),
-    ({"settings": {**GOOD, "workers": 0}}, "WORKERS=0 is not allowed: expected an integer from 1 to 32"),
+    ({"settings": {**GOOD, "workers": 0}}, "WORKERS=0 is not allowed: expected an integer from 1 to 2147483647"),
     ({"settings": {**GOOD, "global_batch": 7}}, "GLOBAL_BATCH=7 is not divisible by the 2 replicas"),
     ({"settings": {**GOOD, "workers": "2"}}, 'WORKERS="2" is not allowed'),
     ({"settings": [1, 2]}, "settings is [1, 2], not an object"),

@@ -72,10 +72,14 @@ def _make_compose(settings: Settings, run_dir: Path, the_cluster: Cluster, proxi
     return compose.ComposeStack(cli, run_dir, settings, image, the_cluster, proxied, host_gpus)
 
 
-# What one task of the lab's trainer takes at its peak: 580 MB RSS each with WORKERS=16 on a 2-core,
-# 24 GiB machine (9.3 GB for the 16, measured 2026-12-04), nearly all of it TensorFlow's
-# import, so a user's SCRIPT costs about the same. Rounded up.
-TASK_MEMORY_BYTES = 600 * 10**6
+# What the lab's trainer takes, WORKERS=8 in steady training on this 2-core, 24 GiB machine
+# (2026-12-07, /proc/<pid>/smaps_rollup): 592 MB resident a task, of which 297 MB are TensorFlow's
+# mapped libraries and 295 MB its own (unique set size). Compose's tasks share those libraries' pages
+# (images/libraries.py: 332 MB proportional each) and so do local processes (one venv's files):
+# N tasks need about N x 320 MB plus 300 MB once. A user's SCRIPT costs about the same: nearly all
+# of it is TensorFlow's import. Rounded up.
+TASK_MEMORY_BYTES = 320 * 10**6
+SHARED_LIBRARIES_BYTES = 300 * 10**6
 
 
 def check_memory(settings: Settings, the_cluster: Cluster, total: int | None, where: str) -> None:
@@ -84,16 +88,28 @@ def check_memory(settings: Settings, the_cluster: Cluster, total: int | None, wh
     estimate (its container cannot take more). None: the memory is unknown; nothing is refused."""
     if not total:
         return
-    per_task, source = TASK_MEMORY_BYTES, "the lab's trainer's measured peak"
+    per_task, source = TASK_MEMORY_BYTES, "the lab's trainer's measured own memory"
     if settings.memory != "0":
         limit = int(settings.memory[:-1]) * MEMORY_FACTORS[settings.memory[-1]]
         if limit < per_task:
             per_task, source = limit, f"MEMORY={settings.memory}"
     tasks = len(the_cluster.tasks)
-    if tasks * per_task > total:
-        raise LabError(f"{tasks} tasks need about {tasks * per_task / 1e9:.1f} GB of memory ({per_task / 1e6:.0f} MB "
-                       f"each, {source}), more than {where}'s {total / 1e9:.1f} GB; at most {total // per_task} fit: "
+    need = memory_needed(tasks, per_task)
+    if need > total:
+        raise LabError(f"{tasks} tasks need about {need / 1e9:.1f} GB of memory ({per_task / 1e6:.0f} MB each, "
+                       f"{source}, and {SHARED_LIBRARIES_BYTES / 1e6:.0f} MB of TensorFlow's libraries they share), "
+                       f"more than {where}'s {total / 1e9:.1f} GB; at most {most_tasks(total, per_task)} fit: "
                        "use fewer WORKERS (or PS), or a machine with more memory")
+
+
+def memory_needed(tasks: int, per_task: int = TASK_MEMORY_BYTES) -> int:
+    """What `tasks` tasks need together: each its own memory, and the libraries' pages once."""
+    return SHARED_LIBRARIES_BYTES + tasks * per_task
+
+
+def most_tasks(total: int, per_task: int = TASK_MEMORY_BYTES) -> int:
+    """The most tasks that fit in `total` bytes."""
+    return max(0, (total - SHARED_LIBRARIES_BYTES) // per_task)
 
 
 def host_memory() -> int | None:

@@ -33,6 +33,7 @@ from tflab.core.stacks import STACKS_SIGNAL
 from tflab.engine import docker, labels
 from tflab.engine.gpus import gpu_requests, gpu_service_keys
 from tflab.home import LAB_HOME
+from tflab.images import libraries
 from tflab.trainer import metadata
 
 COMPOSE_FILE = LAB_HOME / "docker-compose.yml"
@@ -95,11 +96,12 @@ def lab_mount(run_dir: Path, folder: str, target: str) -> str:
 
 def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str] = frozenset(),
                host_gpus: Sequence[str] = (), script_folder: Path | None = None,
-               run_dir: Path = Path("runs/latest")) -> dict:
+               run_dir: Path = Path("runs/latest"), shared_libraries: str = "") -> dict:
     """The run's Compose override: one service per cluster task, each extending the `task`
     template with its TF_CONFIG; a delay proxy in front of each task in `proxied`; every task's
     resource limits and GPUs; and the network's mode. `host_gpus`: see gpus.check_gpus;
-    `script_folder`: see userscript.stage."""
+    `script_folder`: see userscript.stage; `shared_libraries`: the mount that gives every task the
+    host's one copy of its image's TensorFlow (images/libraries.py)."""
     services: dict[str, dict] = {}
     gpus = gpu_requests(settings, the_cluster, host_gpus)
     limits: dict[str, float | str] = {}
@@ -126,6 +128,8 @@ def render_run(settings: Settings, the_cluster: Cluster, proxied: frozenset[str]
             keys = gpu_service_keys(gpus[task])
             services[task].setdefault("environment", {}).update(keys.pop("environment"))
             services[task].update(keys)
+        if shared_libraries:  # merged with the template's mounts, by their targets
+            services[task].setdefault("volumes", []).append(shared_libraries)
         if task in proxied:
             services[link_service(task)] = {
                 "extends": {"file": str(COMPOSE_FILE), "service": "task"},
@@ -230,7 +234,7 @@ class ComposeStack:
     def start(self) -> None:
         script_folder = userscript.stage(self.settings, self.run_dir) if self.settings.script else None
         override = render_run(self.settings, self.lab_cluster, self.proxied, self.host_gpus, script_folder,
-                              self.run_dir)
+                              self.run_dir, libraries.shared_mount(self.image))
         mounted = [LINKS] * bool(self.proxied) + [METADATA] * (metadata.SERVICE in override["services"])
         with runfolder.lab_space(self.run_dir) as folder:  # a read-only mount's source must be there first
             for name in mounted:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tflab import backends
+from tflab import backends, console
+from tflab.core import cluster, limits
 from tflab.core.settings import Settings
 from tflab.k8s import writer as k8s
 from tflab.reports import compare
@@ -73,13 +74,27 @@ def command_swarm_sim_down(settings: Settings) -> int:
     return swarmsim.down(settings)
 
 
+# make config prints every task's TF_CONFIG up to this many tasks; past it, the first and the last
+# (each is the whole spec again: 4,096 workers' would be 300 MB of text).
+CONFIG_TASKS_SHOWN = 64
+
+
 def command_config(settings: Settings) -> int:
-    """Prints the resolved settings, the cluster spec and each task's TF_CONFIG, as JSON."""
+    """Prints the resolved settings, the cluster spec and each task's TF_CONFIG, as JSON, and the
+    longest TF_CONFIG's size against Linux's limit (cluster.build refuses a cluster past it)."""
     the_cluster, note = backends.config_cluster(settings)
     print(json.dumps({"settings": settings.to_dict(), "addresses": note, "cluster": the_cluster.spec}, indent=2))
-    for task in the_cluster.tasks:
+    tasks = the_cluster.tasks
+    shown = tasks if len(tasks) <= CONFIG_TASKS_SHOWN else tasks[:1] + tasks[-1:]
+    for task in shown:
         tf_config = json.dumps(the_cluster.tf_config(task)) if the_cluster.spec else "(none: one process)"
+        if task == tasks[-1] and len(shown) < len(tasks):
+            print(f"... {len(tasks) - len(shown):,} tasks more, each with the spec above and its own task")
         print(f"{task}: TF_CONFIG={tf_config}")
+    if the_cluster.spec:
+        size, _, task = cluster.longest_tf_config(the_cluster.jobs, lambda job, index: the_cluster.spec[job][index])
+        console.say(f"the longest TF_CONFIG is {task}'s, {size:,} bytes, of the {limits.env_value_max('TF_CONFIG'):,} "
+                    "Linux takes for one environment variable")
     return 0
 
 

@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
+from tflab.core import limits
+from tflab.core.grammars import SettingsError
 from tflab.core.settings import Settings
 
 PORT = 2222
@@ -125,8 +127,48 @@ class Cluster:
 def build(settings: Settings, address=None) -> Cluster:
     """The cluster of a run with these settings; Compose's addresses unless `address` is given.
     Once per run, on the host: the backend readdresses it, config.json records it, and the
-    trainer reads it back from there (`recorded`)."""
-    return recorded(settings, _spec(job_sizes(settings), address or compose_address))
+    trainer reads it back from there (`recorded`). Refuses a cluster whose TF_CONFIG no process
+    could start with (check_tf_config), before building it."""
+    address = address or compose_address
+    check_tf_config(settings, address)
+    return recorded(settings, _spec(job_sizes(settings), address))
+
+
+def lab_tf_config(spec: Mapping[str, Sequence[str]], task: str) -> str:
+    """TF_CONFIG's text as the lab's tasks get it (tf_config_env)."""
+    return json.dumps(tf_config_for(spec, task), separators=(",", ":"))
+
+
+def longest_tf_config(jobs: Mapping[str, int], address, render=lab_tf_config) -> tuple[int, bool, str]:
+    """The bytes of the longest TF_CONFIG a cluster of these job sizes gives a task (`render` writes
+    it: the lab's, or the operator's tfjob_tf_config), whether that count is exact, and the task.
+    Every task shares the cluster; the longest is the last of one job. Past Linux's limit for sure
+    (each address at least as long as its job's first, plus its quotes and comma) the cluster is
+    never built, so a count of a billion costs nothing: the lower bound is returned, not exact."""
+    last = [f"{job}-{size - 1}" for job, size in jobs.items() if size]
+    if not last:
+        return 0, True, ""
+    lower = sum(size * (len(address(job, 0)) + 3) for job, size in jobs.items())
+    if lower > limits.ARG_STRLEN_MAX:
+        return lower, False, last[-1]
+    spec = _spec(jobs, address)
+    return max((len(render(spec, task).encode()), True, task) for task in last)
+
+
+def check_tf_config(settings: Settings, address, render=lab_tf_config, jobs: Mapping[str, int] | None = None) -> None:
+    """Refuses, in one line, settings whose cluster gives a task a TF_CONFIG over Linux's limit for
+    one environment string (core/limits.py), and says how many workers would fit."""
+    jobs = dict(job_sizes(settings) if jobs is None else jobs)
+    size, exact, task = longest_tf_config(jobs, address, render)
+    too_long = limits.env_too_long("TF_CONFIG", size, exact)
+    if not too_long:
+        return
+    largest = limits.largest_fitting(lambda workers: longest_tf_config({**jobs, "worker": workers}, address, render)[0],
+                                     limits.env_value_max("TF_CONFIG"), jobs.get("worker", 0))
+    others = ", ".join(f"{job}: {size}" for job, size in jobs.items() if job != "worker")
+    raise SettingsError(f"WORKERS={settings.workers} is not allowed: {task}'s TF_CONFIG would be {too_long}; at most "
+                        f"{largest:,} workers fit" + (f" beside {others}" if others else "") + " at these addresses "
+                        f"({address('worker', 0)} ...)")
 
 
 def recorded(settings: Settings, spec: Mapping[str, Sequence[str]]) -> Cluster:
@@ -305,5 +347,5 @@ def tf_config_env(spec: Mapping[str, Sequence[str]], task: str) -> dict[str, str
     """Environment entries for one task: TF_CONFIG (only where there is a cluster) and TFLAB_TASK."""
     env = {"TFLAB_TASK": task}
     if spec:
-        env["TF_CONFIG"] = json.dumps(tf_config_for(spec, task), separators=(",", ":"))
+        env["TF_CONFIG"] = lab_tf_config(spec, task)
     return env

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from tflab.core import task, versions
+from tflab.core import limits, task, versions
 from tflab.core.errors import LabError
 
 
@@ -23,12 +23,22 @@ class SettingsError(LabError, ValueError):
 
 
 LINK_PATTERN = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)ms,([0-9]{1,9}(?:\.[0-9]{1,9})?)mbit")
-MAX_TASKS = 32  # tasks of one kind; whether they fit the engine's memory is checked per run (backends/__init__.py)
+# A cluster's job sizes (WORKERS, PS, a COMPARE entry's N) go as far as the API's own replica
+# count, int32 (core/limits.py): what bounds them are the real limits, checked with each limit's
+# source where it applies (TF_CONFIG's size for every command, cluster.check_tf_config; Kubernetes'
+# names for make k8s; the engine's memory for a run, backends.check_memory), not a number of the lab's.
+MAX_WORKERS = limits.INT32_MAX
+# REPLICAS: MirroredStrategy's logical CPUs, all in one process.
+MAX_REPLICAS = 32
+# A replay plans every replica of its manifest (each a Compose service with its own TF_CONFIG) and
+# starts them all: still bounded here, until a replica can be rehearsed alone (issue 51).
+REPLAY_TASKS_MOST = 32
 RUN_ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 RESERVED_RUNS = ("latest",)  # RUNS_DIR/latest is the link to the newest run
 # Kubernetes names (make k8s). A Service name must be a DNS-1035 label (a letter first, 63 at most)
-# and the tasks' Services are <K8S_NAME>-worker-31 at the longest, so the name leaves room for that.
-K8S_NAME_MAX = 63 - len(f"-worker-{MAX_TASKS - 1}")
+# and the tasks' Services are <K8S_NAME>-<job>-<index>: the name leaves room for -worker-31; a larger
+# cluster's longest Service name is checked against the rule itself (k8s/writer.py).
+K8S_NAME_MAX = 63 - len("-worker-31")
 K8S_NAME_PATTERN = re.compile(rf"[a-z](?:[a-z0-9-]{{0,{K8S_NAME_MAX - 2}}}[a-z0-9])?")
 # The API server's two DNS-1123 grammars (k8s.io/apimachinery/pkg/util/validation), for the settings
 # and for the manifests a replay reads: IsDNS1123Label (a namespace, a volume, a host name: at most
@@ -138,9 +148,10 @@ def compare(name: str, raw: str) -> str:
                             "single mirrored-2 multiworker-4 parameter-server-2")
     for match in filter(None, map(COMPARE_ENTRY.fullmatch, entries)):  # every entry, matched above
         entry, count = match.group(0), match.group(3)
-        if count is not None and not 1 <= int(count) <= MAX_TASKS:
+        most = MAX_REPLICAS if entry.startswith("mirrored") else MAX_WORKERS
+        if count is not None and not 1 <= int(count) <= most:
             raise SettingsError(f"{name}={raw!r} is not allowed (entry {entry}): expected a count from 1 to "
-                                f"{MAX_TASKS}, such as {entry.rsplit('-', 1)[0]}-2")
+                                f"{most}, such as {entry.rsplit('-', 1)[0]}-2")
     return " ".join(entries)
 
 

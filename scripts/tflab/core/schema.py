@@ -97,8 +97,10 @@ EVENTS: dict[str, dict[str, type | tuple[type, ...]]] = {
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     # The lab's trainer and tflab's callback know the batch; Keras's own epochs (observe.py) do not.
     # rss_bytes: the task's resident memory at the epoch's end (/proc/self/statm), where it can be
-    # read: the audit's memory-growth finding fits its slope (supervisor/memory.py).
-    "epoch": {"examples_per_second": NUMBER, "rss_bytes": int},
+    # read: the audit's memory-growth finding fits its slope (supervisor/memory.py). pss_bytes and
+    # uss_bytes: its proportional and unique set sizes (/proc/self/smaps_rollup): what a task costs
+    # where its tasks share TensorFlow's library pages (make bench's memory line).
+    "epoch": {"examples_per_second": NUMBER, "rss_bytes": int, "pss_bytes": int, "uss_bytes": int},
     # backup_dir: as the script's BackupAndRestore has it, made absolute; backup_kept: whether it
     # lies in $TFLAB_OUTPUT, the run folder, which outlives a restart. steps: an epoch's, where fit
     # knows them (steps_per_epoch, or a dataset of known length).

@@ -379,6 +379,12 @@ def create(name: str, image: str, command_args: list[str], options: list[str]) -
     return run("create", "--name", name, *options, image, *command_args)
 
 
+def copy_out(container: str, path: str, to: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """`path` of a created or stopped container copied to the host's `to` (which must not exist yet),
+    modes and times kept."""
+    return run("cp", f"{container}:{path}", str(to), timeout=timeout)
+
+
 def copy_between(source: str, path: str, target: str, into: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """`path` (a folder) of container `source` copied into the folder `into` of container `target`,
     both created or stopped, as a tar stream through this client: `docker cp` out, `docker cp` in.

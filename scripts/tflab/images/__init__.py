@@ -61,7 +61,7 @@ from tflab.core.rules import GPU_IMAGE_AMD64_ONLY
 from tflab.core.settings import Settings
 from tflab.engine import docker
 from tflab.home import LAB_HOME as REPO
-from tflab.images import builder, keraslock, progress, record
+from tflab.images import builder, keraslock, libraries, progress, record
 from tflab.images.platforms import (
     AMD64,
     ARM64,
@@ -329,6 +329,7 @@ def remove_rebuildable() -> None:
     variants = [variant(gpu=False), variant(gpu=True), variant(platform=ARM64), *tf_variants()]
     remove_built()
     record.BUILT.unlink(missing_ok=True)
+    libraries.remove_all()
     variants += [Variant(folder.name, Path(), folder, folder / ".pins-sha256", "")  # Keras releases' wheelhouses
                  for folder in sorted(TF_WHEELS.glob("wheels-*-keras*")) if folder.is_dir()]
     for image in variants:

@@ -38,8 +38,8 @@ from tflab.core import cluster, runfolder
 from tflab.core.backends import replays_on
 from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
+from tflab.core.grammars import REPLAY_TASKS_MOST
 from tflab.core.settings import (
-    MAX_TASKS,
     REPLAYED,
     SETTINGS,
     SPECS,
@@ -291,7 +291,7 @@ def replicas_of(replica_specs: dict) -> tuple[Replicas, dict[str, tuple[int, int
     """Each replica type in the operator's order: its count, pod template and where it is written;
     each job's (count, port) for TF_CONFIG, its restartPolicy, and the fields not applied. Refuses a
     count out of 0..64 (more than one chief, master or evaluator), an unknown restartPolicy, a
-    missing template.spec, a bad tf-grpc port (port_of), and a job of no replica or over MAX_TASKS."""
+    missing template.spec, a bad tf-grpc port (port_of), and a job of no replica or over REPLAY_TASKS_MOST."""
     replicas: Replicas = {}
     sizes, policy_of, not_applied = {}, {}, []
     for replica_type in tfoperator.REPLICA_TYPES:
@@ -318,8 +318,9 @@ def replicas_of(replica_specs: dict) -> tuple[Replicas, dict[str, tuple[int, int
     total = sum(count for count, _, _ in replicas.values())
     if total == 0:
         raise ManifestError("spec.tfReplicaSpecs has no replica at all")
-    if total > MAX_TASKS:
-        raise ManifestError(f"spec.tfReplicaSpecs has {total} replicas in all; the lab runs at most {MAX_TASKS} tasks")
+    if total > REPLAY_TASKS_MOST:
+        raise ManifestError(f"spec.tfReplicaSpecs has {total} replicas in all; a replay runs at most "
+                            f"{REPLAY_TASKS_MOST} tasks")
     return replicas, sizes, policy_of, not_applied
 
 

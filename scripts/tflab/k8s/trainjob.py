@@ -39,7 +39,7 @@ from tflab.core import cluster
 from tflab.core.backends import replays_on
 from tflab.core.commands import MATRIX_VARIES
 from tflab.core.errors import LabError
-from tflab.core.grammars import MAX_TASKS
+from tflab.core.grammars import REPLAY_TASKS_MOST
 from tflab.core.settings import SETTINGS, Settings, refuse_unhonoured
 from tflab.k8s import manifest, trainerreleases, writer
 from tflab.k8s import runtime as runtime_mod
@@ -140,8 +140,9 @@ def plan_of(path: Path, documents: list[dict], others: list[dict], settings: Set
     if nodes is None:  # newRuntimeInfo: mlPolicy.numNodes where the runtime has an mlPolicy, else parallelism
         nodes = (node_job.ml_policy.get("numNodes", 1) if node_job.ml_policy is not None
                  else node_job.job_spec.get("parallelism", 1))
-    if not 1 <= nodes <= MAX_TASKS:
-        raise ManifestError(f"spec.trainer.numNodes is {nodes}, expected 1..{MAX_TASKS} (the lab's most tasks)")
+    if not 1 <= nodes <= REPLAY_TASKS_MOST:
+        raise ManifestError(f"spec.trainer.numNodes is {nodes}, expected 1..{REPLAY_TASKS_MOST} (a replay's most "
+                            "tasks)")
     template_service, pod_volumes, extra = service_of(node_job.pod, node_job.pod_where, config_maps,
                                                       cluster.TRAINJOB_NODE, WHY_NODE)
     not_applied += extra

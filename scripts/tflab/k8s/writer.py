@@ -42,7 +42,7 @@ from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.errors import LabError
 from tflab.core.settings import Settings, refuse_unhonoured
-from tflab.k8s import trainerreleases
+from tflab.k8s import sizes, trainerreleases
 from tflab.k8s.pod import memory_quantity
 from tflab.k8s.tfoperator import CONTAINER, PORT_NAME, TYPE_NAMES
 
@@ -70,6 +70,7 @@ def write(settings: Settings) -> int:
     if settings.gpus:
         raise LabError(f"GPUS={settings.gpus} is not allowed with make k8s: expected GPUS empty (the manifests "
                        "request no GPUs yet; add nvidia.com/gpu limits to the pod templates yourself)")
+    sizes.check(settings, trainjob=not trainjob_refusal(settings))  # before the image is built
     folder = runfolder.planned(settings.replace(run=settings.run or f"k8s-{runfolder.new_run_id()}"))
     if not given_image:
         settings = settings.replace(k8s_image=lab_image(settings))
@@ -161,7 +162,7 @@ def render(settings: Settings, run: str, the_cluster: Cluster) -> tuple[dict[str
                      "K8S_PVC=<a ReadWriteMany claim> to keep it")
         settings = settings.replace(backup="off")
     spec = the_cluster.spec
-    shared = [config_map(settings, runfolder.run_config(settings, run, the_cluster))]
+    shared = [config_map(settings, run, the_cluster)]
     if settings.network == "internal":
         shared.append(network_policy(settings))
     if settings.link:
@@ -218,7 +219,7 @@ def runtime_name(job_name: str) -> str:
 def trainjob_documents(settings: Settings, run: str, the_cluster: Cluster) -> list[dict]:
     """trainjob.yaml's objects: its ConfigMap (config.json with the TrainJob's cluster, which the
     trainer checks TF_CONFIG against), the NetworkPolicy, the runtime and the TrainJob."""
-    documents = [config_map(settings, runfolder.run_config(settings, run, trainjob_cluster(settings, the_cluster)))]
+    documents = [config_map(settings, run, trainjob_cluster(settings, the_cluster))]
     if settings.network == "internal":
         documents.append(network_policy(settings))
     return documents + [training_runtime(settings), trainjob(settings)]
@@ -272,7 +273,12 @@ def metadata(settings: Settings, name: str, **extra_labels: str) -> dict:
     return {"name": name, "namespace": settings.k8s_namespace, "labels": {**labels(settings), **extra_labels}}
 
 
-def config_map(settings: Settings, config: dict) -> dict:
+def config_map(settings: Settings, run: str, the_cluster: Cluster) -> dict:
+    """The pods' config.json, without every task's TF_CONFIG: each pod's is in its own environment,
+    the spec gives them all, and N of them each N addresses long would pass the 1 MiB a ConfigMap
+    may hold (ValidateConfigMap's MaxSecretSize) at about 150 workers."""
+    config = runfolder.run_config(settings, run, the_cluster)
+    del config["tf_config"]
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(settings, f"{settings.k8s_name}-config"),
             "data": {runfolder.CONFIG: json.dumps(config, indent=2) + "\n"}}
 

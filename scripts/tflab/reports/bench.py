@@ -58,6 +58,33 @@ def phases(run_dir: Path, launched_at: float) -> dict[str, float]:
             "rendezvous": ready["time"] - start["time"], "first step": end["first_step_at"] - ready["time"]}
 
 
+def last_epoch_memory(run_dir: Path, summary: Summary) -> dict[str, list[int]]:
+    """Each task's resident, proportional and unique sizes at its last epoch's end (the fields its
+    epoch events carry, where it could read them)."""
+    memory: dict[str, list[int]] = {"rss_bytes": [], "pss_bytes": [], "uss_bytes": []}
+    for row in summary.tasks:
+        last = (by_event(runfolder.events(run_dir, row.task), "epoch") or [{}])[-1]
+        for field, values in memory.items():
+            if isinstance(last.get(field), int):
+                values.append(last[field])
+    return memory
+
+
+def memory_line(eight: dict, total: int | None) -> str:
+    """What a task of the WORKERS=8 run costs, and the largest WORKERS that fits this engine at that
+    cost: each task's own (unique) memory, and once the pages they share (resident - unique)."""
+    memory = eight.get("memory") or {}
+    rss, pss, uss = (sorted(memory.get(f"{kind}_bytes") or [0]) for kind in ("rss", "pss", "uss"))
+    median = [values[len(values) // 2] for values in (rss, pss, uss)]
+    if not median[2]:
+        return "memory per task, WORKERS=8: not read (no /proc/self/smaps_rollup in the tasks)"
+    shared = median[0] - median[2]
+    fits = f"{(total - shared) // median[2]}" if total else "unknown (the engine's memory is unknown)"
+    return (f"memory per task, WORKERS=8, last epoch (median): resident {median[0] / 1e6:.0f} MB, proportional "
+            f"{median[1] / 1e6:.0f} MB, unique {median[2] / 1e6:.0f} MB (shared {shared / 1e6:.0f} MB); the most "
+            f"WORKERS this engine's {(total or 0) / 1e9:.1f} GB holds at that cost: {fits}")
+
+
 def run(folder: Path, label: str, settings: Settings) -> dict:
     console.say(f"--- bench: {label}")
     code = runner.up(settings.replace(runs_dir=str(folder), run=label), link_latest=False)
@@ -68,7 +95,7 @@ def run(folder: Path, label: str, settings: Settings) -> dict:
         return {"ok": False, **end}
     ends = [r for row in summary.tasks for r in by_event(runfolder.events(run_dir, row.task), "end")]
     return {"ok": True, **end, "to_first_step": end["first_step_at"] - summary.launched_at,
-            "phases": phases(run_dir, summary.launched_at),
+            "phases": phases(run_dir, summary.launched_at), "memory": last_epoch_memory(run_dir, summary),
             "wall_seconds": summary.wall_seconds, "rss": [r["peak_rss_bytes"] for r in ends],
             "examples_per_second": settings.global_batch / end["steady_step_seconds"], **audit_figures(run_dir)}
 
@@ -208,6 +235,7 @@ def bench(settings: Settings) -> int:
         f"trainer image: {size / 1e9:.2f} GB; rebuild after a code-only change: {rebuild:.1f} s",
         f"WORKERS=8: {'ok' if eight['ok'] else 'FAILED'} in {eight.get('wall_seconds', 0):.1f} s, peak RSS per worker "
         f"{min(rss) / 1e6:.0f}-{max(rss) / 1e6:.0f} MB ({sum(rss) / 1e9:.2f} GB together)",
+        memory_line(eight, docker.engine_memory()),
     ]
     print("\n".join(["", f"bench {folder.name} ({time.strftime('%Y-%m-%d')}):", *lines]))
     runfolder.write_whole(folder / "bench.txt", "\n".join(lines) + "\n")
