@@ -145,11 +145,17 @@ def open_to_others(folder: Path) -> bool:
     root's (issue 41: a writable claim is where a root replica could leave a set-ID program, and it
     lies outside the run folder, which is closed to them). A folder that cannot be looked at counts
     as open."""
+    return closed_by(folder) is None
+
+
+def closed_by(folder: Path) -> tuple[Path, int] | None:
+    """The nearest folder on `folder`'s path (itself included) that keeps every other user of this
+    host out, and its mode (open_to_others's rule); None where none does."""
     for step in (folder, *folder.parents):
         try:
             found = os.stat(step)
         except OSError:
-            return True
+            return None
         if found.st_mode & 0o011 == 0 and found.st_uid in (os.geteuid(), 0):
-            return False
-    return True
+            return step, found.st_mode & 0o7777
+    return None

@@ -85,8 +85,8 @@ def strip_setid(kind: RunKind) -> list[str]:
     try:
         return setid.strip_run(kind.run_dir, kind.writable_outside(), kind.image())
     except (OSError, LabError, ForeignFile) as error:
-        return [f"the set-ID check of what the tasks wrote failed ({error}); the run folder is 0700, so no other "
-                "user of this host can reach it"]
+        return [f"the set-ID check of what the tasks wrote failed ({error}): look for set-ID files in the run folder "
+                "and any writable CLAIMS folder (find FOLDER -perm /6000) before you share them"]
 
 
 def up(settings: Settings, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:
