@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tflab import backends
 from tflab.backends.base import NO_OBSERVER, Backend, Observers, RunObserver
-from tflab.console import display_path, say
+from tflab.console import StdoutError, display_path, quiet_stdout, say
 from tflab.core import cluster, explain, runfolder, runowner
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
@@ -115,6 +115,7 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         backend.guard = guard
     started = time.time()
     outcome, interrupt, failure = "failed", None, None
+    unsaid: StdoutError | None = None
     stopped: list[str] = []
     codes: dict[str, int | None] = {task: None for task in backend.tasks}
     oom_killed: dict[str, bool] = {}
@@ -139,6 +140,15 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         say(str(error))
     except OSError as error:  # the run folder cannot be written (a full disk): said once, below
         failure = error
+    except StdoutError as error:
+        # `up > /dev/full`: nothing the lab says can be written, and a run no one can watch is not
+        # carried on. It ends whole all the same: its tasks stopped and removed, set-ID bits
+        # stripped, its summary written (outcome failed); main says the error on stderr, exit 1.
+        unsaid = error
+        quiet_stdout()
+        codes = backend.exit_codes()
+        stopped = [t for t, c in codes.items() if c is None]
+        backend.stop(stopped)
     finally:
         # Teardown first: what lives outside this process (containers, networks, processes) is
         # released whatever failed before, and before anything is written that could fail too.
@@ -170,6 +180,8 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         say(line)
     if failure is not None:
         raise LabError(unwritable(run_dir, failure))
+    if unsaid is not None:
+        raise unsaid
     if interrupt is not None:
         raise interrupt
     return 0 if result.ok else 1
