@@ -63,6 +63,7 @@ class Stripping:
     skipped: list[str] = dataclasses.field(default_factory=list)
     skipped_more: int = 0
     looked_at: int = 0
+    look_only: bool = False  # bits only looked for, none taken away (a folder the lab cannot prove is its run)
 
     @property
     def left(self) -> list[SetId]:
@@ -89,14 +90,16 @@ def _chmod_handle(fd: int, mode: int) -> None:
         os.chmod(f"/proc/self/fd/{fd}", mode)  # an O_PATH handle: the magic link names its own inode
 
 
-def strip_setid(root: Path, relative: str = "", depth: int = STRIP_DEPTH, most: int = STRIP_MOST) -> Stripping:
+def strip_setid(root: Path, relative: str = "", depth: int = STRIP_DEPTH, most: int = STRIP_MOST,
+                look_only: bool = False) -> Stripping:
     """Takes S_ISUID and S_ISGID away from every file and folder (not a link) under `root/relative`
     (`root` itself when empty), never following a link; records each one, and what it could not
     do (EPERM on another user's file where the lab is not root, a folder it cannot enter). A
     missing tree is an empty Stripping. Bounded, `depth` folders down and `most` entries, and a
     bound never ends the walk unsaid: each subtree it kept the walk out of is named (`skipped`),
-    and being breadth first, the walk has stripped every shallower entry by then."""
-    result = Stripping()
+    and being breadth first, the walk has stripped every shallower entry by then. With `look_only`
+    the same walk changes nothing: each entry with a bit is recorded, not stripped."""
+    result = Stripping(look_only=look_only)
     try:
         top = Beneath(root)
     except FileNotFoundError:
@@ -132,6 +135,9 @@ def _strip_entry(fd: int, path: str, result: Stripping) -> None:
     found = os.fstat(fd)
     if not found.st_mode & SETID or stat.S_ISLNK(found.st_mode):
         return  # (a FIFO's or device's bit runs nothing, but none is left: "no set-ID bit" is simpler to hold)
+    if result.look_only:
+        result.found.append(SetId(path, found.st_uid, found.st_mode, False, "left as it is"))
+        return
     try:
         _chmod_handle(fd, stat.S_IMODE(found.st_mode) & ~SETID)
     except OSError as error:

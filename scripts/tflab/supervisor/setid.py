@@ -108,6 +108,21 @@ def unfinished_line(name: str, folder: Path, result: setidbits.Stripping) -> str
     return f"{'; '.join(said)}: {guard}"
 
 
+def look_run(run_dir: Path, why: str) -> list[str]:
+    """`tflab down`'s look at a folder that seems a run whose lab died, but which the lab cannot
+    prove it claimed (`why`, runowner.unproven): nothing is changed in it, nor in a CLAIMS folder
+    its config.json may name; what has a set-ID bit, or was not looked at, is said."""
+    result = setidbits.strip_setid(Path(run_dir), look_only=True)
+    if not result.found and not result.unentered and not result.skipped:
+        return []
+    named = [f"{entry.path} (uid {entry.uid}, mode {entry.mode & 0o7777:o})" for entry in result.found]
+    named += [f"{where}, not looked at" for where in result.unentered + result.skipped]
+    more = f" and {len(named) - SHOWN} more" if len(named) > SHOWN else ""
+    return [f"set-ID bits left as they are in {'; '.join(named[:SHOWN])}{more}: the lab cannot prove it claimed this "
+            f"folder ({why}), so it changes nothing there; check them (find {run_dir} -perm /6000), then chmod "
+            "u-s,g-s what should not keep its bit"]
+
+
 def outside_of(run_dir: Path) -> dict[str, Path]:
     """A finished run's writable CLAIMS host folders, from its config.json (the lab's space), for
     `tflab down` to strip where the run's lab died before it could; none where it names none."""
