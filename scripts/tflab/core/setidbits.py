@@ -216,7 +216,7 @@ def _folder(fd: int, path: str, level: int, depth: int, most: int, result: Strip
     """Strips the entries of the folder behind `fd` (at `level` below the top), each folder's own
     bit included; returns the names of its folders to walk next. A folder deeper than `depth` is
     not entered, and named; past `most` entries the rest of this folder is named."""
-    folders = []
+    folders: list[str] = []
     try:
         listing = os.scandir(fd)
     except OSError as error:
