@@ -486,6 +486,8 @@ def test_a_run_whose_stdout_is_full_ends_whole_and_says_so_once(tmp_path, monkey
     assert backend.closed
     result = json.loads((run_dir / runfolder.SUMMARY).read_text())
     assert result["outcome"] == "failed" and (run_dir / runfolder.SETID).is_file()
+    assert result["notes"] == ["the lab stopped the run at once: its standard output could not be written (No space "
+                               "left on device)"]
     if when == "while the tasks run":
         assert backend.ended == dict.fromkeys(the_cluster.tasks, 137) and stream.written  # stopped
         assert (run_dir / "tasks" / "sh").stat().st_mode & 0o7777 == 0o755

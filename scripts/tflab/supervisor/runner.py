@@ -169,6 +169,8 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         result = summary.summarise(run_dir, kind.rows(codes, stopped, outcome, oom_killed), outcome, started,
                                    time.time(), kind.restarts_made)
         result.stall = seen.stall_finding  # before the chaos section, whose verdict on a hang names it
+        if unsaid is not None:
+            result.notes.append(f"the lab stopped the run at once: its standard output could not be written ({unsaid})")
         result.chaos = observers.result(run_dir, result)
         result.write(run_dir)
     except OSError as error:
