@@ -118,13 +118,20 @@ def test_no_set_id_program_a_task_planted_outlives_the_run_or_reaches_another_us
     folders in its tasks' space and working folder; once the run is handed back none has the bit,
     and an unprivileged host user cannot even see them (the run folder is 0700)."""
     run_dir = hostile_run["run_dir"]
-    planted = [path for path in (run_dir / "tasks").rglob("*")
-               if path.name.split("-")[0] in ("su", "sg", "sgdir") and not path.is_symlink()]
+    planted = [path for path in (run_dir / "tasks").rglob("*") if path.name.split("-")[0] in ("su", "sg", "sgdir")
+               and not path.is_symlink() and "deep-" not in str(path)]
     assert len(planted) == 2 * 2 * 3, planted  # 2 workers x (space, work folder) x 3 names
-    assert set_id_left(run_dir) == []
+    # Issue 56: each worker's 70-deep chain, made first, past the walk's bound (64): its bottom keeps
+    # its bit and is named, and the walk went on to strip every other one
+    deep = [str(Path(path).relative_to(run_dir)) for path in set_id_left(run_dir)]
+    assert sorted(deep) == [f"tasks/deep-{task}/" + "/".join(f"d{level}" for level in range(70)) + f"/su-{task}"
+                            for task in ("worker-0", "worker-1")], deep
     assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
     assert not any(nobody_reaches(path) for path in planted + [run_dir / "tasks"])
-    assert "stripped the set-ID bits from 12 files a task wrote" in hostile_run["said"]["up"].output
+    up = hostile_run["said"]["up"].output
+    assert "stripped the set-ID bits from 12 files a task wrote" in up
+    assert ("tflab: did not look for set-ID bits in tasks/deep-worker-" in up and "(not looked into: deeper than 64 "
+            "folders below the top)" in up and "no other user of this host can reach the run folder (mode 700)" in up)
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +162,10 @@ def test_chaos_on_a_hostile_task_writes_only_the_labs_own_files(hostile_chaos):
     for name in ("chaos.jsonl", "summary.json", "output.log"):
         assert (run_dir / name).is_file() and not (run_dir / name).is_symlink(), name
     assert not (run_dir / "metadata" / "worker-1.json").exists()  # the notice taken back, in the lab's space
-    # Each task's set-ID programs, planted again after the restart too: none left with its bit
-    assert set_id_left(run_dir) == [] and not nobody_reaches(run_dir / "tasks")
+    # Each task's set-ID programs, planted again after the restart too: none left with its bit but
+    # the two past the walk's depth bound (named), each 70 folders down its chain
+    assert [path for path in set_id_left(run_dir) if "/deep-worker-" not in path] == []
+    assert len(set_id_left(run_dir)) == 2 and not nobody_reaches(run_dir / "tasks")
     assert "stripped the set-ID bits from" in hostile_chaos["said"]["chaos"].output
 
 

@@ -207,3 +207,60 @@ def test_a_link_in_place_of_the_tasks_space_reads_as_an_old_folder_and_follows_n
     (run_dir / "tasks" / "work").symlink_to(outside)
     with pytest.raises(ForeignFile, match="is a link"):
         runfolder.read_task_file(run_dir, "work/worker-0.jsonl", 1024)
+
+
+# The set-ID walk (setidbits.strip_setid, issue 56) over generated trees: folders nested at random,
+# set-ID files and folders, links to a set-ID host file and to a host folder, and bounds small
+# enough to be reached. Whatever the bounds, no link is followed, and every entry that keeps its
+# bit lies beneath a subtree the walk named; with bounds past the tree, nothing keeps it.
+SETID_TREE = st.recursive(
+    st.sampled_from(["file", "setuid", "setgid", "link-to-setuid", "link-to-folder"]),
+    lambda inner: st.dictionaries(st.sampled_from([f"n{index}" for index in range(6)]), inner, max_size=5),
+    max_leaves=40)
+
+
+def plant_setid_tree(folder: Path, spec, host: Path) -> None:
+    if not isinstance(spec, dict):
+        return
+    folder.mkdir(exist_ok=True)
+    for name, child in spec.items():
+        path = folder / name
+        if isinstance(child, dict):
+            plant_setid_tree(path, child, host)
+            if len(child) % 2:
+                path.chmod(0o2755)  # a set-GID folder now and then
+        elif child == "link-to-setuid":
+            path.symlink_to(host / "setuid")
+        elif child == "link-to-folder":
+            path.symlink_to(host)
+        else:
+            path.write_text("x")
+            path.chmod({"file": 0o755, "setuid": 0o4755, "setgid": 0o2755}[child])
+
+
+@settings(max_examples=80, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(spec=st.dictionaries(st.sampled_from(["a", "b", "c"]), SETID_TREE, min_size=1, max_size=3),
+       depth=st.integers(0, 5), most=st.integers(0, 40))
+def test_the_setid_walk_names_every_subtree_a_bound_kept_it_from(tmp_path_factory, spec, depth, most):
+    from tflab.core import setidbits
+
+    root = tmp_path_factory.mktemp("setid")
+    host = root / "host"
+    host.mkdir()
+    (host / "setuid").write_text("x")
+    (host / "setuid").chmod(0o4755)
+    tree = root / "tree"
+    plant_setid_tree(tree, spec, host)
+    result = setidbits.strip_setid(tree, depth=depth, most=most)
+    assert oct((host / "setuid").stat().st_mode & 0o7777) == "0o4755" and (host).stat().st_mode & 0o7000 == 0
+    named = [where.split(" (")[0] for where in result.skipped + result.unentered]
+    for folder, folders, files in os.walk(tree):
+        for name in folders + files:
+            path = Path(folder) / name
+            found = os.lstat(path).st_mode
+            if found & 0o6000 and not (found & 0o170000 == 0o120000):
+                relative = str(path.relative_to(tree))
+                assert any(above == "." or relative.startswith(f"{above}/") for above in named), (relative, result)
+    assert result.complete is (not result.skipped and not result.unentered)
+    assert setidbits.strip_setid(tree).complete

@@ -74,3 +74,47 @@ def test_down_strips_every_dead_unsummarised_run_though_nothing_of_it_is_left_on
     assert [name for name in ("dead", "live", "done", "compare/dead") if setid_left(runs / name)] == ["live", "done"]
     assert upkeep.command_down(Settings(runs_dir=str(runs))) == 0  # checked once: setid.json records it
     assert len(capsys.readouterr().out.splitlines()) == 1
+
+
+def test_down_changes_nothing_in_a_run_folder_it_cannot_prove_it_claimed_and_says_what_it_saw(tmp_path, monkeypatch,
+                                                                                               capsys):
+    """Issue 56: `down` stripped a dead run only where owner.json was, and said nothing of the others.
+    The lab writes owner.json when it claims a run, before any task starts; a folder that seems a
+    run (config.json, a tasks' space) with no owner.json file (none, or a link) is not proven the
+    lab's: nothing in it is changed, and what has a set-ID bit there is said, with why."""
+    from test_setid import plant, setid_left
+
+    runs = tmp_path / "runs"
+    runs.mkdir(mode=0o700)
+    (runs / "no-owner").mkdir(mode=0o700)
+    (runs / "no-owner" / "config.json").write_text("{}")
+    plant(runs / "no-owner" / "tasks" / "sh")
+    (runs / "link-owner" / "tasks").mkdir(parents=True)
+    (runs / "link-owner" / "owner.json").symlink_to(runs / "no-owner" / "config.json")
+    plant(runs / "link-owner" / "tasks" / "sh")
+    (runs / "one-space").mkdir(mode=0o700)  # a run from before the two spaces: owner.json, and its tasks' files
+    (runs / "one-space" / "owner.json").write_text("{}")
+    plant(runs / "one-space" / "sh")
+    runfolder.make(runs / "claimed", link_latest=False, owner=True)
+    plant(runs / "claimed" / "tasks" / "sh")
+    (runs / "mine").mkdir()  # a folder of the user's own, nothing like a run: not even looked at
+    plant(runs / "mine" / "tool")
+    monkeypatch.setattr(docker, "check", lambda: "20.10")
+    monkeypatch.setattr(leftovers, "projects", lambda scope, tensorboard_project=None: [])
+    monkeypatch.setattr(leftovers, "stacks", lambda scope: [])
+    monkeypatch.setattr(runowner, "owner_of", lambda run_dir: runowner.Owner())  # every lab gone
+    assert upkeep.command_down(Settings(runs_dir=str(runs))) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].startswith("tflab: run claimed: stripped the set-ID bit from 1 file a task wrote: tasks/sh"), said
+    assert said[2] == (
+        "tflab: run link-owner: set-ID bits left as they are in tasks/sh (uid 0, mode 4755): the lab cannot prove it "
+        "claimed this folder (its owner.json is a link, not the file the lab writes), so it changes nothing there; "
+        f"check them (find {runs / 'link-owner'} -perm /6000), then chmod u-s,g-s what should not keep its bit")
+    assert said[3].startswith("tflab: run no-owner: set-ID bits left as they are in tasks/sh (uid 0, mode 4755): the "
+                              "lab cannot prove it claimed this folder (it holds no owner.json, which the lab writes "
+                              "when it claims a run)")
+    assert said[4].startswith("tflab: run one-space: stripped the set-ID bit from 1 file a task wrote: sh"), said
+    assert len(said) == 5, said
+    assert [name for name in ("claimed", "no-owner", "link-owner", "one-space", "mine") if setid_left(runs / name)] == [
+        "no-owner", "link-owner", "mine"]
+    assert not (runs / "no-owner" / runfolder.SETID).exists()  # nothing written there either

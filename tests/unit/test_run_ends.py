@@ -430,3 +430,67 @@ def test_a_container_that_does_not_start_is_one_line_naming_the_task(tmp_path, m
     assert str(refused.value) == "compose up failed: worker-0 did not start: Error response from daemon: no such device"
     output.finish(["worker-0"])
     assert "worker-0 | " in (tmp_path / "output.log").read_text()
+
+
+class FullStream:
+    """Standard output on a full disk (`up > /dev/full`): with `full`, every write fails with ENOSPC."""
+
+    def __init__(self, full: bool):
+        self.full, self.written = full, []
+
+    def write(self, text: str) -> int:
+        if self.full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class NoGuard:
+    def release(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("when", ["at the first line", "while the tasks run"])
+def test_a_run_whose_stdout_is_full_ends_whole_and_says_so_once(tmp_path, monkeypatch, when):
+    """Issue 56: `tflab up > /dev/full` raised at the run's first line, after the claim, and left
+    config.json, owner.json and an empty tasks/ with no summary and no set-ID check. Now the run is
+    ended whole: its tasks stopped and removed, set-ID bits stripped, its summary written; the
+    error goes up to main, which says it on stderr (exit 1)."""
+    import io
+    import shutil
+
+    from labtest.fakes import FakeBackend
+    from tflab import console
+    from tflab.supervisor.labrun import LabRun
+
+    monkeypatch.setattr(runner, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(runner.reaper, "watch", lambda run_dir: NoGuard())
+    monkeypatch.setattr(runner, "quiet_stdout", lambda: monkeypatch.setattr(sys, "stdout", io.StringIO()))
+    stream = FullStream(full=when == "at the first line")
+    monkeypatch.setattr(sys, "stdout", console.GuardedStdout(stream))
+    settings = Settings(workers=2, runs_dir=str(tmp_path / "runs"), run="r1")
+    run_dir = tmp_path / "runs" / "r1"
+    the_cluster = cluster.build(settings)
+
+    def plant_then_fill(backend, attempt):  # a task leaves a set-ID shell; then the disk fills
+        shutil.copyfile("/bin/sh", run_dir / "tasks" / "sh")
+        (run_dir / "tasks" / "sh").chmod(0o4755)
+        stream.full = True
+        console.say("a line a printer says while the tasks run")
+
+    backend = FakeBackend(the_cluster, run_dir, [[{}]], on_start=plant_then_fill)  # tasks that run on and on
+    with pytest.raises(console.StdoutError, match="No space left on device"):
+        runner.run(LabRun(settings, backend, run_dir))
+    assert backend.closed
+    result = json.loads((run_dir / runfolder.SUMMARY).read_text())
+    assert result["outcome"] == "failed" and (run_dir / runfolder.SETID).is_file()
+    assert result["notes"] == ["the lab stopped the run at once: its standard output could not be written (No space "
+                               "left on device)"]
+    if when == "while the tasks run":
+        assert backend.ended == dict.fromkeys(the_cluster.tasks, 137) and stream.written  # stopped
+        assert (run_dir / "tasks" / "sh").stat().st_mode & 0o7777 == 0o755
+    else:
+        assert backend.starts == 0 and stream.written == []

@@ -5,6 +5,7 @@ a run is handed back every set-ID bit in what its tasks could write is taken awa
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -111,40 +112,92 @@ def test_fifos_sockets_and_devices_are_never_opened(tmp_path):
     assert "fifo" in [entry.path for entry in result.found]
 
 
-def test_a_folder_swapped_for_a_link_mid_walk_is_not_followed(tmp_path, monkeypatch):
-    """Between the listing and the open, a task swaps a folder for a link to a host folder."""
+@pytest.mark.parametrize("when", ["after the listing", "before its turn"])
+def test_a_folder_swapped_for_a_link_mid_walk_is_not_followed(tmp_path, monkeypatch, when):
+    """Between the listing and the open, or between the open that strips a folder's own bit and the
+    one that walks it (breadth first: its turn comes later), a task swaps a folder for a link to a
+    host folder."""
     victim = tmp_path / "host"
     plant(victim / "passwd")
     tree = tmp_path / "run"
     plant(tree / "tasks" / "sub" / "x")
-    listdir = os.listdir
+    scandir, reopen = os.scandir, setidbits._reopen
 
-    def swapping(fd):
-        names = listdir(fd)
-        if "sub" in names:
+    def swap() -> None:
+        if not (tree / "tasks" / "sub").is_symlink():
             shutil.rmtree(tree / "tasks" / "sub")
             (tree / "tasks" / "sub").symlink_to(victim)
-        return names
 
-    monkeypatch.setattr(os, "listdir", swapping)
+    def swapping(fd):
+        with scandir(fd) as listing:
+            entries = list(listing)
+        if "sub" in [entry.name for entry in entries]:
+            swap()
+        return contextlib.nullcontext(entries)
+
+    def swapping_before(start, parts, path, result):
+        if parts[-1:] == ("sub",):
+            swap()
+        return reopen(start, parts, path, result)
+
+    if when == "after the listing":
+        monkeypatch.setattr(os, "scandir", swapping)
+    else:
+        monkeypatch.setattr(setidbits, "_reopen", swapping_before)
     result = setidbits.strip_setid(tree)
     assert stat.S_IMODE((victim / "passwd").stat().st_mode) == 0o4755
     assert result.found == []
+    assert result.unentered == ([] if when == "after the listing" else [
+        "tasks/sub (no longer a folder: a link or file since it was listed, not followed)"])
 
 
-def test_a_deep_tree_is_cut_at_its_bound_and_says_so(tmp_path):
-    deep = tmp_path
-    for level in range(12):
+def chain(top: Path, levels: int) -> Path:
+    deep = top
+    for level in range(levels):
         deep = deep / f"d{level}"
-    plant(deep / "sh")
-    result = setidbits.strip_setid(tmp_path, depth=5)
-    assert "deeper than 5" in result.cut and not result.complete
-    assert setidbits.strip_setid(tmp_path).complete
+    deep.mkdir(parents=True)
+    return deep
+
+
+def named_above(path: str, result: setidbits.Stripping) -> bool:
+    """Whether an entry lies in a subtree the walk named as not (wholly) looked into."""
+    return any(path.startswith(f"{skipped.split(' (')[0]}/") for skipped in result.skipped + result.unentered)
+
+
+def test_a_chain_deeper_than_the_bound_is_named_and_the_walk_goes_on(tmp_path):
+    """Issue 56: a SCRIPT that first makes a 70-deep chain of folders kept a shallow `tasks/sh1000`
+    4755, as the walk stopped at its first bound. Now the deep subtree is named, and every entry
+    the walk could reach, listed before or after it, loses its bit."""
+    deep = chain(tmp_path / "tasks" / "a", 70)
+    plant(deep / "deep-sh")
+    plant(tmp_path / "tasks" / "sh1000")
+    plant(tmp_path / "tasks" / "z" / "sh")
+    result = setidbits.strip_setid(tmp_path)
+    assert setid_left(tmp_path) == [str((deep / "deep-sh").relative_to(tmp_path))]  # past 64: named, below
+    assert {entry.path for entry in result.found} == {"tasks/sh1000", "tasks/z/sh"}
+    beyond = "tasks/a/" + "/".join(f"d{level}" for level in range(63))
+    assert result.skipped == [f"{beyond} (not looked into: deeper than 64 folders below the top)"]
+    assert not result.complete and result.looked_at == 1 + 3 + 1 + 63  # tasks; a, sh1000, z; z/sh; d0 to d62
+    assert setidbits.strip_setid(tmp_path, depth=80).complete
     assert setid_left(tmp_path) == []
+
+
+def test_the_entry_bound_strips_every_shallower_entry_first_and_names_what_it_left(tmp_path):
+    """Breadth first: past the bound on entries, only deeper (or later, at the bound's own level)
+    entries are left, and the folders holding them are named."""
     for index in range(30):
-        (tmp_path / f"f{index}").write_text("")
-    many = setidbits.strip_setid(tmp_path, most=10)
-    assert "more than 10 entries" in many.cut
+        (tmp_path / "wide" / f"f{index:02}").mkdir(parents=True)
+        plant(tmp_path / "wide" / f"f{index:02}" / "sh")
+    plant(tmp_path / "shallow")
+    result = setidbits.strip_setid(tmp_path, most=20)
+    assert result.looked_at == 20 and "shallow" not in setid_left(tmp_path)
+    assert stat.S_IMODE((tmp_path / "shallow").stat().st_mode) == 0o755
+    named = {entry.split(" (")[0] for entry in result.skipped}
+    assert len(named) == 19 and "wide" in named  # 18 of its folders listed but not entered (in listing order)
+    assert len(setid_left(tmp_path)) == 30
+    assert all(named_above(left, result) for left in setid_left(tmp_path))
+    assert "wide (only partly looked at: the walk looks at 20 entries of a tree at most)" in result.skipped
+    assert setidbits.strip_setid(tmp_path).complete and setid_left(tmp_path) == []
 
 
 @pytest.mark.skipif(not ROOT, reason="needs root to make a file of another uid")
@@ -281,16 +334,38 @@ def test_a_clean_run_says_nothing_of_set_id_bits(tmp_path):
     assert runfolder.read_lab_json(tmp_path, runfolder.SETID)["run"]["found"] == []
 
 
-def test_what_cannot_be_stripped_is_said_with_the_folder_closed(tmp_path, monkeypatch):
+def test_what_was_left_or_not_looked_at_is_said_with_what_truly_keeps_others_out(tmp_path, monkeypatch):
+    """Issue 56: the line said "the run folder is 0700" of a CLAIMS folder outside it. Each tree's
+    line now says what was left in it and which folder on its path keeps other users out, or that none does."""
     from tflab.supervisor import setid
 
+    run_dir, closed = tmp_path / "run", tmp_path / "closed"
+    for folder in (run_dir, closed / "out"):
+        folder.mkdir(parents=True)
+    run_dir.chmod(0o700)
+    closed.chmod(0o700)
+    (closed / "out").chmod(0o777)
+    open_claim = Path(tempfile.mkdtemp(prefix="tflab-open-claim-"))  # under /tmp: no folder on its path closed
+    open_claim.chmod(0o777)
+    left = setidbits.SetId("tasks/rootsh", 0, 0o104755, False, "Operation not permitted")
     monkeypatch.setattr(setidbits, "strip_setid", lambda folder, *a: setidbits.Stripping(
-        found=[setidbits.SetId("tasks/rootsh", 0, 0o104755, False, "Operation not permitted")], cut="more than 9"))
-    said = setid.strip_run(tmp_path)
-    assert said[0] == ("could not strip set-ID bits from tasks/rootsh (uid 0, mode 4755: Operation not permitted): the "
-                       "run folder is 0700, so no other user of this host can reach what is in it; remove these before "
-                       "you share or open it up")
-    assert said[1].startswith("the set-ID check stopped early in the run folder: more than 9")
+        found=[left] if folder == run_dir else [], skipped=["deep/d63 (not looked into: deeper than 64 folders)"]))
+    try:
+        said = setid.strip_run(run_dir, {"CLAIMS out": closed / "out", "CLAIMS open": open_claim})
+    finally:
+        shutil.rmtree(open_claim)
+    assert said == [
+        "could not strip set-ID bits from tasks/rootsh (uid 0, mode 4755: Operation not permitted); did not look for "
+        "set-ID bits in deep/d63 (not looked into: deeper than 64 folders): no other user of this host can reach the "
+        "run folder (mode 700); remove these before you share or open it up",
+        "did not look for set-ID bits in CLAIMS out:deep/d63 (not looked into: deeper than 64 folders): no other user "
+        f"of this host can reach CLAIMS out ({closed / 'out'}) ({closed} is 700, closed to them); remove these before "
+        "you share or open it up",
+        "did not look for set-ID bits in CLAIMS open:deep/d63 (not looked into: deeper than 64 folders): other users "
+        f"of this host can reach CLAIMS open ({open_claim}): no folder on its path is closed to them, so remove these "
+        "now"]
+    record = runfolder.read_lab_json(run_dir, runfolder.SETID)
+    assert record["CLAIMS out"]["skipped"] == ["deep/d63 (not looked into: deeper than 64 folders)"]
 
 
 def test_down_strips_a_run_whose_lab_died_and_its_writable_claims(tmp_path):

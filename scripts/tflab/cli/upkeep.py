@@ -52,7 +52,7 @@ def command_down(settings: Settings) -> int:
         print(f"tflab: removed {kind}{leftover.name}{ended}" if removed
               else f"tflab: {kind}{leftover.name} is still being removed")
         if removed and run_dir and owner is None:  # its lab died before its own set-ID check: done here
-            strip_dead_run(run_dir, runs)
+            check_dead_run(run_dir, runs)
     if not found:
         print(f"tflab: nothing of the runs in {console.display_path(scope)} is left on the engine")
     # A lab that died with nothing of its run left on the engine (its containers removed by hand,
@@ -60,24 +60,29 @@ def command_down(settings: Settings) -> int:
     stripped = {leftover.run_dir for leftover in found}
     for run_dir in unsummarised_runs(scope, runs):
         if run_dir not in stripped and runowner.owner_of(run_dir).pid is None:
-            strip_dead_run(run_dir, runs)
+            check_dead_run(run_dir, runs)
     return 0
 
 
-def strip_dead_run(run_dir: Path, runs: Path) -> None:
-    """The set-ID check of a run whose lab died before its own: the run folder and its writable CLAIMS."""
-    for line in setid.strip_run(run_dir, setid.outside_of(run_dir)):
+def check_dead_run(run_dir: Path, runs: Path) -> None:
+    """The set-ID check of a run whose lab died before its own: the run folder and its writable
+    CLAIMS stripped where the lab can prove it claimed the folder (runowner.unproven); else (no
+    owner.json, a run from before the two spaces) nothing is changed, and what has a bit is said."""
+    why = runowner.unproven(run_dir)
+    lines = setid.look_run(run_dir, why) if why else setid.strip_run(run_dir, setid.outside_of(run_dir))
+    for line in lines:
         print(f"tflab: run {run_name(run_dir, runs)}: {line}")
 
 
 def unsummarised_runs(scope: Path, runs: Path) -> list[Path]:
-    """The run folders in `scope` (a run, a compare's, or every run in RUNS_DIR) that the lab claimed
-    (owner.json) and never checked: the lab strips set-ID bits and records it (setid.json) before it
-    writes summary.json, so a run with neither had its lab die first. Links are never followed; a
-    compare folder's runs are one level further down."""
+    """The run folders in `scope` (a run, a compare's, or every run in RUNS_DIR) that seem the
+    lab's (owner.json, config.json or a tasks' space) and were never checked: the lab strips set-ID
+    bits and records it (setid.json) before it writes summary.json, so a run with neither had its
+    lab die first (or is from before the check). Links are never followed; a compare folder's runs
+    are one level further down."""
     def claimed(folder: Path) -> bool:
-        return ((folder / runfolder.OWNER).is_file()
-                and not any((folder / name).exists() for name in (runfolder.SUMMARY, runfolder.SETID)))
+        return (any(os.path.lexists(folder / name) for name in (runfolder.OWNER, runfolder.CONFIG, runfolder.TASKS))
+                and not any(os.path.lexists(folder / name) for name in (runfolder.SUMMARY, runfolder.SETID)))
 
     def folders(parent: Path) -> list[Path]:
         try:

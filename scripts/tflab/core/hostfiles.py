@@ -9,7 +9,10 @@ because these alone touch the file system.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -145,11 +148,60 @@ def open_to_others(folder: Path) -> bool:
     root's (issue 41: a writable claim is where a root replica could leave a set-ID program, and it
     lies outside the run folder, which is closed to them). A folder that cannot be looked at counts
     as open."""
+    return closed_by(folder) is None
+
+
+def closed_by(folder: Path) -> tuple[Path, int] | None:
+    """The nearest folder on `folder`'s path (itself included) that keeps every other user of this
+    host out, and its mode (open_to_others's rule); None where none does."""
     for step in (folder, *folder.parents):
         try:
             found = os.stat(step)
         except OSError:
-            return True
+            return None
         if found.st_mode & 0o011 == 0 and found.st_uid in (os.geteuid(), 0):
-            return False
-    return True
+            return step, found.st_mode & 0o7777
+    return None
+
+
+def others_may_write(folder: Path, sticky_here: bool = False) -> str:
+    """Where another user of this host could rename or replace what the lab makes in `folder` (an
+    existing folder: RUNS_DIR, or with `sticky_here` the nearest folder above a RUNS_DIR the lab
+    will make, 0700, which may be sticky as /tmp is): the first folder on its path, itself
+    first and then each above it, as its resolved path and as given, that is not the lab's user's or
+    root's, or that another may write. Empty where none is. The rule is OpenSSH's StrictModes
+    (auth.c, auth_secure_path: owner root or the user, no group or other write, every folder up to
+    the root), with Debian's user-group-modes patch (a group holding its owner alone may write, for
+    umask 002) and, above RUNS_DIR only, the sticky bit's exception systemd-tmpfiles and the kernel's
+    protected_symlinks make for /tmp: in a sticky folder only an entry's owner may rename it."""
+    me = os.geteuid()
+    steps = dict.fromkeys([folder, *folder.parents, folder.resolve(), *folder.resolve().parents])
+    for step in steps:
+        try:
+            found = os.stat(step)
+        except OSError as error:
+            return f"{step} cannot be looked at ({error.strerror or error})"
+        mode = stat.S_IMODE(found.st_mode)
+        said = f"{step} (uid {found.st_uid}, mode {mode:o})"
+        if found.st_uid not in (me, 0):
+            return f"{said} is another user's"
+        sticky = mode & stat.S_ISVTX and (sticky_here or step not in (folder, folder.resolve()))
+        if mode & 0o002 and not sticky:
+            return f"{said} is writable by every user"
+        if mode & 0o020 and not sticky and not group_of_one(found.st_gid, found.st_uid):
+            return f"{said} is writable by its group (gid {found.st_gid}), which holds other users"
+    return ""
+
+
+def group_of_one(gid: int, uid: int) -> bool:
+    """Whether a group's only member is `uid` (a user private group): Debian's user-group-modes patch
+    to OpenSSH counts primary and supplementary members alike."""
+    try:
+        group, owner = grp.getgrgid(gid), pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    if any(member != owner.pw_name for member in group.gr_mem):
+        return False
+    if owner.pw_gid != gid and owner.pw_name not in group.gr_mem:
+        return False  # a group without its owner: no user's private group
+    return all(user.pw_uid == uid for user in pwd.getpwall() if user.pw_gid == gid)

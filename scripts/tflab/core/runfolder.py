@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from tflab.core import beneath, foreign
+from tflab.core import beneath, foreign, hostfiles
 from tflab.core import task as task_contract
 from tflab.core.cluster import Cluster
 from tflab.core.commands import lab_command
@@ -257,6 +257,12 @@ def planned(settings: Settings) -> Path:
 RUNS_DIR_ALLOWED = "expected a folder the lab can write, whose latest (if any) is the lab's link to the newest run"
 
 
+def runs_dir_safe() -> str:
+    return (f"expected a folder on a path whose every folder is yours (uid {os.geteuid()}) or root's and writable by "
+            "no other user (a group of yours alone may write; above RUNS_DIR, everyone only with the sticky bit, as "
+            "/tmp)")
+
+
 def writable(runs: Path) -> None:
     """LabError, one line, where a run cannot be made in `runs` (RUNS_DIR): `latest` is not the
     lab's link (a folder or file there would stop the link's update, after the run folder and
@@ -271,6 +277,13 @@ def writable(runs: Path) -> None:
     existing = next((folder for folder in (runs, *runs.parents) if folder.exists()), Path("/"))
     if not existing.is_dir():
         raise LabError(f"RUNS_DIR={runs} is not allowed: {existing} is a file; {RUNS_DIR_ALLOWED}")
+    # Another user who may write RUNS_DIR (or a folder above it) could rename a live run's folder
+    # away (the lab then lost its run: exit 2, its containers left, no summary, no set-ID check) or
+    # plant `latest`: refused before anything starts (issue 56).
+    unsafe = hostfiles.others_may_write(existing, sticky_here=existing != runs)
+    if unsafe:
+        raise LabError(f"RUNS_DIR={runs} is not allowed: {unsafe}, so another user could rename or replace a run's "
+                       f"folder while it runs; {runs_dir_safe()}")
     try:  # only trying tells: root passes every permission check, yet /proc and /sys refuse a folder
         os.rmdir(tempfile.mkdtemp(prefix=".tflab-probe-", dir=existing))
     except OSError as error:

@@ -19,6 +19,7 @@ import socket
 from pathlib import Path
 
 from tflab.core import beneath, foreign
+from tflab.core.foreign import ForeignFile
 from tflab.core.processes import process_command, process_start
 from tflab.core.runfolder import ENDED, OWNER, lab_space, two_spaces
 
@@ -98,6 +99,25 @@ def owner_of(run_dir: Path) -> Owner:
         return Owner(doubt=f"{name} names pid {pid}, but that process's command line is not the one its lab "
                            "recorded when it claimed the run")
     return Owner(pid=pid)
+
+
+def unproven(run_dir: Path) -> str:
+    """Why the lab cannot prove it claimed this run folder, for `down`, which changes modes only in
+    a folder it can (empty where it can): owner.json is there, a file, not a link. The lab writes it
+    when it claims a run (runfolder.make) and before any task starts, so a run folder without one
+    never had a task of the lab's in it: it was made by hand, or by a lab from before owner.json.
+    (In a run from before the two spaces a task could have written owner.json too, but only in a
+    folder the lab made; and no other user may write RUNS_DIR to plant one.)"""
+    try:
+        with beneath.Beneath(run_dir) as folder:
+            kind = folder.kind(OWNER)
+    except (OSError, ForeignFile) as error:
+        return f"it cannot be looked at ({foreign.shown(error, 200)})"
+    if kind is None:
+        return f"it holds no {OWNER}, which the lab writes when it claims a run"
+    if kind != "file":
+        return f"its {OWNER} is a {kind}, not the file the lab writes"
+    return ""
 
 
 def live_owner(run_dir: Path) -> int | None:

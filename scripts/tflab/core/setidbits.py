@@ -2,7 +2,7 @@
 at a run's end (supervisor/setid.py) makes of each tree a run's tasks could write.
 
     result = strip_setid(run_dir, "tasks")   # every S_ISUID and S_ISGID under runs/<RUN>/tasks/ gone
-    result.found, result.unentered, result.cut, result.complete
+    result.found, result.unentered, result.skipped, result.complete
 
 A task or a replica (root, where its image's user or its pod says so) can leave a set-user-ID copy
 of a shell in whatever it may write; the bit is on the inode, so nosuid on the container's bind
@@ -17,6 +17,7 @@ never followed. The walk starts from a beneath.Beneath handle on the tree's top.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import os
@@ -30,8 +31,9 @@ SETID = stat.S_ISUID | stat.S_ISGID
 _PATH = getattr(os, "O_PATH", 0)
 ENTRY = (_PATH or (os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))) | os.O_NOFOLLOW | os.O_NONBLOCK \
     | getattr(os, "O_CLOEXEC", 0)
-STRIP_DEPTH = 64  # folders down from the tree's top; deeper ones are not walked (and said)
-STRIP_MOST = 200_000  # entries looked at in one tree; a tree with more is cut short (and said)
+STRIP_DEPTH = 64  # folders down from the tree's top; a deeper one is not entered, and is named
+STRIP_MOST = 200_000  # entries looked at in one tree; past it no further folder is entered, and each is named
+NAMED_MOST = 1_000  # subtrees not looked at that a Stripping names; the others are counted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,12 +55,15 @@ class SetId:
 @dataclasses.dataclass
 class Stripping:
     """What strip_setid found in one tree: every entry that had a bit, the folders it could not
-    enter (another user's, a non-root lab), and where a bound cut the walk short."""
+    enter (another user's, a non-root lab), and the subtrees a bound kept it from looking into,
+    each named (`skipped`, "path (why)"; past NAMED_MOST only counted, in `skipped_more`)."""
 
     found: list[SetId] = dataclasses.field(default_factory=list)
     unentered: list[str] = dataclasses.field(default_factory=list)
-    cut: str = ""
+    skipped: list[str] = dataclasses.field(default_factory=list)
+    skipped_more: int = 0
     looked_at: int = 0
+    look_only: bool = False  # bits only looked for, none taken away (a folder the lab cannot prove is its run)
 
     @property
     def left(self) -> list[SetId]:
@@ -67,7 +72,13 @@ class Stripping:
     @property
     def complete(self) -> bool:
         """Whether every entry was seen and every bit taken away."""
-        return not self.left and not self.unentered and not self.cut
+        return not self.left and not self.unentered and not self.skipped and not self.skipped_more
+
+    def skip(self, path: str, why: str) -> None:
+        if len(self.skipped) < NAMED_MOST:
+            self.skipped.append(f"{path} ({why})")
+        else:
+            self.skipped_more += 1
 
 
 def _chmod_handle(fd: int, mode: int) -> None:
@@ -79,12 +90,16 @@ def _chmod_handle(fd: int, mode: int) -> None:
         os.chmod(f"/proc/self/fd/{fd}", mode)  # an O_PATH handle: the magic link names its own inode
 
 
-def strip_setid(root: Path, relative: str = "", depth: int = STRIP_DEPTH, most: int = STRIP_MOST) -> Stripping:
+def strip_setid(root: Path, relative: str = "", depth: int = STRIP_DEPTH, most: int = STRIP_MOST,
+                look_only: bool = False) -> Stripping:
     """Takes S_ISUID and S_ISGID away from every file and folder (not a link) under `root/relative`
     (`root` itself when empty), never following a link; records each one, and what it could not
     do (EPERM on another user's file where the lab is not root, a folder it cannot enter). A
-    missing tree is an empty Stripping. Bounded: `depth` folders down, `most` entries."""
-    result = Stripping()
+    missing tree is an empty Stripping. Bounded, `depth` folders down and `most` entries, and a
+    bound never ends the walk unsaid: each subtree it kept the walk out of is named (`skipped`),
+    and being breadth first, the walk has stripped every shallower entry by then. With `look_only`
+    the same walk changes nothing: each entry with a bit is recorded, not stripped."""
+    result = Stripping(look_only=look_only)
     try:
         top = Beneath(root)
     except FileNotFoundError:
@@ -112,7 +127,7 @@ def strip_setid(root: Path, relative: str = "", depth: int = STRIP_DEPTH, most: 
                 os.close(fd)
         else:
             start = os.dup(top.fd)
-    _strip_folder(start, relative or ".", 0, depth, most, result)
+    _walk(start, relative or ".", depth, most, result)
     return result
 
 
@@ -120,6 +135,9 @@ def _strip_entry(fd: int, path: str, result: Stripping) -> None:
     found = os.fstat(fd)
     if not found.st_mode & SETID or stat.S_ISLNK(found.st_mode):
         return  # (a FIFO's or device's bit runs nothing, but none is left: "no set-ID bit" is simpler to hold)
+    if result.look_only:
+        result.found.append(SetId(path, found.st_uid, found.st_mode, False, "left as it is"))
+        return
     try:
         _chmod_handle(fd, stat.S_IMODE(found.st_mode) & ~SETID)
     except OSError as error:
@@ -143,23 +161,74 @@ def _strip_other(parent: int, name: str, path: str, result: Stripping) -> None:
         os.close(fd)
 
 
-def _strip_folder(fd: int, path: str, level: int, depth: int, most: int, result: Stripping) -> None:
-    """The folder behind `fd` (closed here) and what lies beneath it, depth first, one handle open
-    per level."""
+def _walk(start: int, top: str, depth: int, most: int, result: Stripping) -> None:
+    """The folder behind `start` (closed here) and what lies beneath it, breadth first: every entry
+    of one level before any of the next, so a bound reached leaves only deeper or later folders
+    unlooked-at, and each of those is named (result.skip), never passed over in silence. A folder
+    waiting its turn is kept as its names from the top and opened again step by step from `start`
+    (no link followed at any step), so one handle per step is open, however wide the tree."""
+    waiting: collections.deque[tuple[str, ...]] = collections.deque([()])
     try:
-        _strip_entry(fd, path, result)
+        _strip_entry(start, top, result)
+        while waiting:
+            parts = waiting.popleft()
+            path = _joined(top, parts)
+            if result.looked_at >= most:
+                result.skip(path, f"not looked into: the walk looks at {most} entries of a tree at most")
+                continue
+            fd = _reopen(start, parts, path, result)
+            if fd is None:
+                continue
+            try:
+                for child in _folder(fd, path, len(parts), depth, most, result):
+                    waiting.append((*parts, child))
+            finally:
+                os.close(fd)
+    finally:
+        os.close(start)
+
+
+def _joined(top: str, parts: tuple[str, ...]) -> str:
+    return "/".join(parts) if top == "." and parts else "/".join((top, *parts))
+
+
+def _reopen(start: int, parts: tuple[str, ...], path: str, result: Stripping) -> int | None:
+    """A folder waiting its turn, opened from the top's handle one name at a time (O_NOFOLLOW |
+    O_DIRECTORY at each step); None where it is gone, or is no longer a folder (said)."""
+    fd = os.dup(start)
+    for part in parts:
         try:
-            names = os.listdir(fd)
+            child = os.open(part, DIRECTORY, dir_fd=fd)
         except OSError as error:
-            result.unentered.append(f"{path} ({error.strerror or error})")
-            return
-        for name in names:
-            if result.cut:
-                return
+            os.close(fd)
+            if error.errno in (errno.ENOTDIR, errno.ELOOP):
+                result.unentered.append(f"{path} (no longer a folder: a link or file since it was listed, "
+                                        "not followed)")
+            elif error.errno != errno.ENOENT:  # removed meanwhile: nothing there to strip
+                result.unentered.append(f"{path} ({error.strerror or error})")
+            return None
+        os.close(fd)
+        fd = child
+    return fd
+
+
+def _folder(fd: int, path: str, level: int, depth: int, most: int, result: Stripping) -> list[str]:
+    """Strips the entries of the folder behind `fd` (at `level` below the top), each folder's own
+    bit included; returns the names of its folders to walk next. A folder deeper than `depth` is
+    not entered, and named; past `most` entries the rest of this folder is named."""
+    folders: list[str] = []
+    try:
+        listing = os.scandir(fd)
+    except OSError as error:
+        result.unentered.append(f"{path} ({error.strerror or error})")
+        return folders
+    with listing as entries:
+        for entry in entries:
+            if result.looked_at >= most:
+                result.skip(path, f"only partly looked at: the walk looks at {most} entries of a tree at most")
+                break
             result.looked_at += 1
-            if result.looked_at > most:
-                result.cut = f"more than {most} entries (the walk stopped at {path}/{name})"
-                return
+            name = entry.name
             child_path = name if path == "." else f"{path}/{name}"
             try:  # a folder, relative to its parent's handle, no link followed (ELOOP for a link)
                 folder = os.open(name, DIRECTORY, dir_fd=fd)
@@ -169,10 +238,12 @@ def _strip_folder(fd: int, path: str, level: int, depth: int, most: int, result:
                 elif error.errno not in (errno.ENOENT, errno.ELOOP):  # removed meanwhile; a link
                     result.unentered.append(f"{child_path} ({error.strerror or error})")
                 continue
-            if level + 1 > depth:
+            try:
+                _strip_entry(folder, child_path, result)
+            finally:
                 os.close(folder)
-                result.cut = f"folders deeper than {depth} (the walk stopped at {child_path})"
-                return
-            _strip_folder(folder, child_path, level + 1, depth, most, result)
-    finally:
-        os.close(fd)
+            if level + 1 > depth:  # its own bit is gone; what it holds is named, and the walk goes on
+                result.skip(child_path, f"not looked into: deeper than {depth} folders below the top")
+            else:
+                folders.append(name)
+    return folders

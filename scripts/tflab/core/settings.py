@@ -196,7 +196,9 @@ class Settings(SettingsRules):
             "the first step's tracing included), at least 30 s and at most 300 s (300 s before its first step); "
             "N: after N s; off: never",
             tfjob=REPLAYED)
-    runs_dir: str = setting("runs", grammars.folder, "a folder, no ':' in its path", "where run folders are written",
+    runs_dir: str = setting("runs", grammars.folder,
+            "a folder, no ':' in its path, that no other user may write (nor one above it, unless sticky)",
+            "where run folders are written",
             on_host=hostfiles.folder_on_host,
             commands=(*RUNS, *RUN_FOLDERS, "tensorboard", "migrate"),
             tfjob=REPLAYED)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tflab import backends
 from tflab.backends.base import NO_OBSERVER, Backend, Observers, RunObserver
-from tflab.console import display_path, say
+from tflab.console import StdoutError, display_path, quiet_stdout, say
 from tflab.core import cluster, explain, runfolder, runowner
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
@@ -92,8 +92,8 @@ def strip_setid(kind: RunKind) -> list[str]:
     try:
         return setid.strip_run(kind.run_dir, kind.writable_outside(), kind.image())
     except (OSError, LabError, ForeignFile) as error:
-        return [f"the set-ID check of what the tasks wrote failed ({error}); the run folder is 0700, so no other "
-                "user of this host can reach it"]
+        return [f"the set-ID check of what the tasks wrote failed ({error}): look for set-ID files in the run folder "
+                "and any writable CLAIMS folder (find FOLDER -perm /6000) before you share them"]
 
 
 def up(settings: Settings, link_latest: bool = True, observer: RunObserver = NO_OBSERVER) -> int:
@@ -122,6 +122,7 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         backend.guard = guard
     started = time.time()
     outcome, interrupt, failure = "failed", None, None
+    unsaid: StdoutError | None = None
     stopped: list[str] = []
     codes: dict[str, int | None] = {task: None for task in backend.tasks}
     oom_killed: dict[str, bool] = {}
@@ -146,6 +147,15 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         say(str(error))
     except OSError as error:  # the run folder cannot be written (a full disk): said once, below
         failure = error
+    except StdoutError as error:
+        # `up > /dev/full`: nothing the lab says can be written, and a run no one can watch is not
+        # carried on. It ends whole all the same: its tasks stopped and removed, set-ID bits
+        # stripped, its summary written (outcome failed); main says the error on stderr, exit 1.
+        unsaid = error
+        quiet_stdout()
+        codes = backend.exit_codes()
+        stopped = [t for t, c in codes.items() if c is None]
+        backend.stop(stopped)
     finally:
         # Teardown first: what lives outside this process (containers, networks, processes) is
         # released whatever failed before, and before anything is written that could fail too.
@@ -166,6 +176,8 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         result = summary.summarise(run_dir, kind.rows(codes, stopped, outcome, oom_killed), outcome, started,
                                    time.time(), kind.restarts_made)
         result.stall = seen.stall_finding  # before the chaos section, whose verdict on a hang names it
+        if unsaid is not None:
+            result.notes.append(f"the lab stopped the run at once: its standard output could not be written ({unsaid})")
         result.chaos = observers.result(run_dir, result)
         result.write(run_dir)
     except OSError as error:
@@ -177,6 +189,8 @@ def run(kind: RunKind, link_latest: bool = True, observer: RunObserver = NO_OBSE
         say(line)
     if failure is not None:
         raise LabError(unwritable(run_dir, failure))
+    if unsaid is not None:
+        raise unsaid
     if interrupt is not None:
         raise interrupt
     return 0 if result.ok else 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tflab.core import runfolder, setidbits
+from tflab.core import hostfiles, runfolder, setidbits
 from tflab.core.errors import LabError
 from tflab.core.foreign import ForeignFile
 from tflab.core.grammars import claim_folders, claims
@@ -49,43 +49,78 @@ def strip_run(run_dir: Path, outside: dict[str, Path] | None = None, image: str 
     its path), records what was found in setid.json (the lab's space) and returns the lines to
     say: none where nothing had a set-ID bit. Never raises for what it finds."""
     trees = {"": Path(run_dir), **{name: Path(path) for name, path in (outside or {}).items()}}
-    record, found, left, short = {}, [], [], []
+    record, found, unfinished = {}, [], []
     for name, folder in trees.items():
         result = strip_tree(folder, image)
         prefix = f"{name}:" if name else ""
         found += [(f"{prefix}{entry.path}", entry) for entry in result.found]
-        left += [f"{prefix}{entry.path} (uid {entry.uid}, mode {entry.mode & 0o7777:o}: {entry.why})"
-                 for entry in result.left]
-        left += [f"{prefix}{where}" for where in result.unentered]
-        if result.cut:
-            short.append(f"{name or 'the run folder'}: {result.cut}")
-        record[name or "run"] = {"folder": str(folder), "looked_at": result.looked_at, "cut": result.cut,
+        if not result.complete:
+            unfinished.append((name, folder, result))
+        record[name or "run"] = {"folder": str(folder), "looked_at": result.looked_at,
                                  "found": [entry.to_dict() for entry in result.found],
-                                 "unentered": result.unentered}
+                                 "unentered": result.unentered, "skipped": result.skipped,
+                                 "skipped_more": result.skipped_more}
     try:
         runfolder.write_lab_json(run_dir, runfolder.SETID, record)
     except (OSError, LabError, ForeignFile):
         pass  # the lines below still say it; a full disk is said by the run's own summary
-    return lines(found, left, short)
+    return lines(found) + [unfinished_line(*tree) for tree in unfinished]
 
 
-def lines(found: list[tuple[str, setidbits.SetId]], left: list[str], short: list[str]) -> list[str]:
-    said = []
+def lines(found: list[tuple[str, setidbits.SetId]]) -> list[str]:
     stripped = [(path, entry) for path, entry in found if entry.stripped]
-    if stripped:
-        files = "file" if len(stripped) == 1 else "files"
-        bits = "bit" if len(stripped) == 1 else "bits"
-        named = ", ".join(f"{path} (uid {entry.uid}, was {entry.mode & 0o7777:o})" for path, entry in stripped[:SHOWN])
-        more = f" and {len(stripped) - SHOWN} more ({runfolder.SETID})" if len(stripped) > SHOWN else ""
-        said.append(f"stripped the set-ID {bits} from {len(stripped)} {files} a task wrote: {named}{more}")
+    if not stripped:
+        return []
+    files = "file" if len(stripped) == 1 else "files"
+    bits = "bit" if len(stripped) == 1 else "bits"
+    named = ", ".join(f"{path} (uid {entry.uid}, was {entry.mode & 0o7777:o})" for path, entry in stripped[:SHOWN])
+    more = f" and {len(stripped) - SHOWN} more ({runfolder.SETID})" if len(stripped) > SHOWN else ""
+    return [f"stripped the set-ID {bits} from {len(stripped)} {files} a task wrote: {named}{more}"]
+
+
+def unfinished_line(name: str, folder: Path, result: setidbits.Stripping) -> str:
+    """One tree's line where its check is not complete: what keeps a set-ID bit, what was not
+    looked at (a bound's subtree, a folder it could not enter), and what in truth keeps the other
+    users of this host from it, looked at now: the folder on its path that is closed to them (the
+    run folder, 0700, for its own tree; for a CLAIMS folder whichever the user closed), or that
+    none is."""
+    prefix = f"{name}:" if name else ""
+    left = [f"{prefix}{entry.path} (uid {entry.uid}, mode {entry.mode & 0o7777:o}: {entry.why})"
+            for entry in result.left]
+    unseen = [f"{prefix}{where}" for where in result.unentered + result.skipped]
+    unseen_count = len(unseen) + result.skipped_more
+    said = []
     if left:
         more = f" and {len(left) - SHOWN} more" if len(left) > SHOWN else ""
-        said.append(f"could not strip set-ID bits from {'; '.join(left[:SHOWN])}{more}: the run folder is 0700, so no "
-                    "other user of this host can reach what is in it; remove these before you share or open it up")
-    for cut in short:
-        said.append(f"the set-ID check stopped early in {cut}; the run folder is 0700, so no other user of this host "
-                    "can reach what was not looked at")
-    return said
+        said.append(f"could not strip set-ID bits from {'; '.join(left[:SHOWN])}{more}")
+    if unseen:
+        more = f" and {unseen_count - SHOWN} more ({runfolder.SETID})" if unseen_count > SHOWN else ""
+        said.append(f"did not look for set-ID bits in {'; '.join(unseen[:SHOWN])}{more}")
+    where = "the run folder" if not name else f"{name} ({folder})"
+    closed = hostfiles.closed_by(Path(folder).absolute())
+    if closed is None:
+        guard = (f"other users of this host can reach {where}: no folder on its path is closed to them, so "
+                 "remove these now")
+    else:
+        closing, mode = closed
+        why = f"mode {mode:o}" if closing == Path(folder).absolute() else f"{closing} is {mode:o}, closed to them"
+        guard = f"no other user of this host can reach {where} ({why}); remove these before you share or open it up"
+    return f"{'; '.join(said)}: {guard}"
+
+
+def look_run(run_dir: Path, why: str) -> list[str]:
+    """`tflab down`'s look at a folder that seems a run whose lab died, but which the lab cannot
+    prove it claimed (`why`, runowner.unproven): nothing is changed in it, nor in a CLAIMS folder
+    its config.json may name; what has a set-ID bit, or was not looked at, is said."""
+    result = setidbits.strip_setid(Path(run_dir), look_only=True)
+    if not result.found and not result.unentered and not result.skipped:
+        return []
+    named = [f"{entry.path} (uid {entry.uid}, mode {entry.mode & 0o7777:o})" for entry in result.found]
+    named += [f"{where}, not looked at" for where in result.unentered + result.skipped]
+    more = f" and {len(named) - SHOWN} more" if len(named) > SHOWN else ""
+    return [f"set-ID bits left as they are in {'; '.join(named[:SHOWN])}{more}: the lab cannot prove it claimed this "
+            f"folder ({why}), so it changes nothing there; check them (find {run_dir} -perm /6000), then chmod "
+            "u-s,g-s what should not keep its bit"]
 
 
 def outside_of(run_dir: Path) -> dict[str, Path]:

@@ -43,6 +43,13 @@ for folder in ("links", "metadata", "volumes"):  # folders the lab might make, e
     os.makedirs(os.path.join(space, f"{folder}-{task}"), exist_ok=True)
     plant(os.path.join(space, f"{folder}-{task}", f"{task}.json"))
 
+# Issue 56: first a chain of folders deeper than the set-ID walk's bound (64), a set-user-ID shell at
+# its bottom: the walk once stopped there, and every set-ID program listed after it kept its bit.
+deep = os.path.join(space, f"deep-{task}", *(f"d{level}" for level in range(70)))
+os.makedirs(deep, exist_ok=True)
+shutil.copyfile("/bin/sh", os.path.join(deep, f"su-{task}"))
+os.chmod(os.path.join(deep, f"su-{task}"), 0o4755)
+
 # Issue 41: set-ID programs where a host user might run them, as the task's own user (1000): a
 # set-user-ID and a set-group-ID copy of the shell and a set-group-ID folder, in the tasks' space
 # and in the task's working folder.
