@@ -51,7 +51,7 @@ def test_a_blank_value_is_the_default_only_where_empty_is_allowed():
         Settings.from_env({}, {"COMPARE": " "})
     assert str(refused.value) == (
         "COMPARE=' ' is not allowed: an empty or blank value is not the default; expected entries single, "
-        "mirrored-N (N: 1..32), multiworker-N, parameter-server-N (N: 1 or more) (leave COMPARE out for the default, "
+        "mirrored-N (N: 1..32), multiworker-N, parameter-server-N (N: 1+) (leave COMPARE out for the default, "
         "single mirrored-2 mirrored-4 multiworker-1 multiworker-2 multiworker-4 parameter-server-2)")
 
 

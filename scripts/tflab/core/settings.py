@@ -33,8 +33,6 @@ from tflab.core.grammars import (
     K8S_NAME_MAX,
     K8S_NAME_PATTERN,
     MATRIX_STRATEGIES,
-    MAX_REPLICAS,
-    MAX_WORKERS,
     MIN_CPUS,
     MIN_MEMORY,
     PRECISIONS,
@@ -103,12 +101,11 @@ class Settings(SettingsRules):
             "multiworker: WORKERS processes, one replica each; parameter_server: a chief, "
             "WORKERS workers and PS parameter servers, asynchronous",
             tfjob="the TFJob's replica types set the strategy; edit spec.tfReplicaSpecs")
-    workers: int = setting(2, grammars.integer(1, MAX_WORKERS), "1 or more",
-            "worker containers (or local processes) for multiworker and parameter_server; a run takes as many as "
-            "the memory holds, config and k8s as many as TF_CONFIG's size and Kubernetes' names allow",
+    workers: int = setting(2, grammars.integer(1, grammars.MAX_WORKERS), "1 or more", "worker containers (or local "
+            "processes) for multiworker and parameter_server; a run: as many as the memory holds (said up front)",
             tfjob="the TFJob's Worker replicas set the workers; "
                   "edit spec.tfReplicaSpecs.Worker.replicas")
-    replicas: int = setting(2, grammars.integer(1, MAX_REPLICAS), f"1..{MAX_REPLICAS}",
+    replicas: int = setting(2, grammars.integer(1, grammars.MAX_REPLICAS), f"1..{grammars.MAX_REPLICAS}",
             "mirrored replicas: every GPU if any are visible, else this many logical CPUs",
             tfjob="the TFJob's replicas set the tasks; edit spec.tfReplicaSpecs.<type>.replicas")
     gpus: str = setting("", grammars.gpus, "empty | all | GPU indexes such as 0,1",
@@ -117,7 +114,7 @@ class Settings(SettingsRules):
             commands=(*RUNS, "images", "wheels", "tensorboard"),
             tfjob="the replay gives no GPUs (it lists a TFJob's nvidia.com/gpu limits as not applied); "
                   "leave GPUS out")
-    ps: int = setting(1, grammars.integer(0, MAX_WORKERS), "1 or more for parameter_server",
+    ps: int = setting(1, grammars.integer(0, grammars.MAX_WORKERS), "1 or more for parameter_server",
             "parameter servers for parameter_server (its chief and workers are the other tasks)",
             tfjob="the TFJob's PS replicas set the parameter servers; "
                   "edit spec.tfReplicaSpecs.PS.replicas")
@@ -238,7 +235,7 @@ class Settings(SettingsRules):
             "of its precision; empty: PRECISION alone",
             commands=("compare", "matrix"))
     compare: str = setting(DEFAULT_COMPARE, grammars.compare,
-            f"entries single, mirrored-N (N: 1..{MAX_REPLICAS}), multiworker-N, parameter-server-N (N: 1 or more)",
+            f"entries single, mirrored-N (N: 1..{grammars.MAX_REPLICAS}), multiworker-N, parameter-server-N (N: 1+)",
             "the runs `make compare` makes, side by side, with every other setting shared",
             commands=("compare",))
     restarts: int = setting(2, grammars.integer(0, 10), "0..10",

@@ -362,11 +362,10 @@ def run_isolated(image: str, entrypoint: str, *args: str, timeout: float = 120) 
 
 
 def strip_setid_in(image: str, folder: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Set-ID bits removed from everything under a host folder by a throwaway container of `image`
-    (supervisor/setid.py's fallback where the lab is not root and a root replica's file is not its
-    to change): no network, user 0 with no capability but FOWNER (chmod another's file) and
-    DAC_READ_SEARCH (enter its 0700 folders), only that folder mounted, so a link a task left
-    there resolves inside the container, never on the host."""
+    """Set-ID bits removed from everything under a host folder by a throwaway container of `image` (supervisor/
+    setid.py's fallback where the lab is not root and a root replica's file is not its to change): no network,
+    user 0 with no capability but FOWNER (chmod another's file) and DAC_READ_SEARCH (enter its 0700 folders), only
+    that folder mounted, so a link a task left there resolves inside the container, never on the host."""
     return run("run", "--rm", "--network", "none", "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "FOWNER",
                "--cap-add", "DAC_READ_SEARCH", "--security-opt", "no-new-privileges",
                "--mount", f"type=bind,source={folder},target=/d", "--entrypoint", "find", image,
@@ -380,15 +379,13 @@ def create(name: str, image: str, command_args: list[str], options: list[str]) -
 
 
 def copy_out(container: str, path: str, to: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`path` of a created or stopped container copied to the host's `to` (which must not exist yet),
-    modes and times kept."""
+    """`path` of a created or stopped container copied to the host's new `to`, modes and times kept."""
     return run("cp", f"{container}:{path}", str(to), timeout=timeout)
 
 
 def copy_between(source: str, path: str, target: str, into: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    """`path` (a folder) of container `source` copied into the folder `into` of container `target`,
-    both created or stopped, as a tar stream through this client: `docker cp` out, `docker cp` in.
-    Nothing runs in either container, so neither's platform matters."""
+    """`path` (a folder) of container `source` copied into the folder `into` of container `target`, both created
+    or stopped, as a tar stream through this client (`docker cp` out, then in): neither runs, whatever its platform."""
     out = subprocess.Popen(command("cp", f"{source}:{path}", "-"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert out.stdout is not None and out.stderr is not None  # both piped
     try:
