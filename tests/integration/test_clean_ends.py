@@ -368,10 +368,8 @@ def test_sigterm_mid_chaos_is_interrupted_with_no_verdict_on_the_fault(engine, t
         while lab.poll() is None and not (log.exists() and '"injected"' in log.read_text()):
             time.sleep(0.5)
         lab.send_signal(signal.SIGTERM)
-        output, _ = lab.communicate(timeout=CLEANUP_BOUND)
     finally:
-        if lab.poll() is None:
-            lab.kill()
+        output = finish(lab, CLEANUP_BOUND)
     assert lab.returncode == 128 + signal.SIGTERM, output
     chaos = json.loads((tmp_path / "chaos" / "summary.json").read_text())["chaos"]
     assert (chaos["injected"], chaos["outcome"], chaos["verdict"]["kind"]) == (True, "interrupted", "interrupted")
