@@ -20,7 +20,7 @@ from tflab.core import versions
 from tflab.core.backends import capabilities, those_with
 from tflab.core.commands import MAKE_VARIABLES_ENV, RUNS, check_make_variables
 from tflab.core.explain import KERAS3_NO_EVALUATOR
-from tflab.core.grammars import MAX_WORKERS, SettingsError, script_env_hint
+from tflab.core.grammars import SettingsError, script_env_hint
 
 # The Settings dataclass (core/settings.py) is built on these rules; they name it by this bound
 # type, so neither module imports the other back.
@@ -220,7 +220,7 @@ class SettingsRules:
                                 f"expected STRATEGY={' or '.join(EVALUATOR_STRATEGIES)}, or EVALUATOR=0")
         if self.strategy == "parameter_server" and self.ps < 1:
             raise SettingsError(f"PS={self.ps} is not allowed with STRATEGY=parameter_server: "
-                                f"expected 1..{MAX_WORKERS} parameter servers")
+                                "expected 1 or more parameter servers")
         if self.loop == "custom" and self.strategy == "parameter_server":
             raise SettingsError("LOOP=custom is not allowed with STRATEGY=parameter_server: "
                                 "expected LOOP=fit (the custom loop is for the synchronous strategies)")
