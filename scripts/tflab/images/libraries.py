@@ -24,7 +24,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from tflab.console import say
+from tflab.console import display_path, say
 from tflab.core.errors import LabError
 from tflab.engine import docker
 from tflab.home import LAB_HOME
@@ -57,7 +57,7 @@ def ensure(image: str) -> Path:
     staging = FOLDER / f".staging-{uuid.uuid4().hex[:12]}"
     staging.mkdir()
     container = f"tflab-libraries-{uuid.uuid4().hex[:12]}"
-    say(f"copying {image}'s TensorFlow to {FOLDER / key} once, for its tasks to share (seconds) ...")
+    say(f"copying {image}'s TensorFlow to {display_path(FOLDER / key)} once, for its tasks to share (seconds) ...")
     try:
         created = docker.create(container, image, ["true"], ["--network", "none"])
         if created.returncode != 0:
