@@ -178,7 +178,7 @@ HOSTILE = [
     ("data: {config.json: \"{}\"}", "data: {..: x}", "data key is \"..\""),
     ("data: {config.json: \"{}\"}", "data: {..data: x}", "data key is \"..data\""),
     ("data: {config.json: \"{}\"}", "data: {a: x, a: y}", "has the key \"a\" twice in one mapping"),
-    ("replicas: 2", "replicas: 60", "has 60 replicas in all; the lab runs at most"),
+    ("replicas: 2", "replicas: 60", "has 60 replicas in all; a replay runs at most"),
     ("data: {config.json: \"{}\"}", "data: {\"\": x}", "data key is \"\""),
     ("data: {config.json: \"{}\"}", "data: {\"a\\x1b[31m\": x}", "\\u001b[31m"),
     ("metadata: {name: settings}", "metadata: {name: ../../evil}", "ConfigMap.metadata.name is \"../../evil\""),

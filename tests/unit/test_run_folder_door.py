@@ -41,6 +41,7 @@ ALLOWED = {
     "reports/imagebench.py": "a scratch copy of the checkout for a code-only rebuild",
     "images/__init__.py": "wheels and stamps under images/, a script's constraints in its build context",
     "images/record.py": ".built.json and its lock under images/trainer",
+    "images/libraries.py": "the copies of images' TensorFlow under images/trainer/.libraries, the lab's own",
     "images/platforms.py": "binfmt_misc under /proc",
     "k8s/manifest.py": "the user's manifest and the lab's vendored schemas",
     "reports/matrix.py": "matrix.json of a matrix folder (the lab's own, beside its runs)",
