@@ -267,7 +267,8 @@ def test_a_full_disk_removes_the_run_first_and_says_so_in_one_line(engine, train
     """RUNS_DIR on a 2 MB tmpfs that another writer fills while the run trains."""
     runs = tmp_path / "small"
     runs.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(runs)], check=True)
+    # mode 755: a tmpfs is 1777 by default, a RUNS_DIR every user may write, which the lab refuses
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=755", "tmpfs", str(runs)], check=True)
     try:
         lab = start_lab(runs, "full", TIMEOUT="60")
         try:

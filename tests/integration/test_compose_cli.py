@@ -170,7 +170,7 @@ def test_issue_10_inputs_start_no_container_and_write_nothing(engine, tmp_path):
             ("up", ["BASE_IMAGE=--help"], "BASE_IMAGE='--help' is not allowed"),
             ("up", ["RUN=latest"], "RUN=latest is not allowed"),
             ("compare", ["COMPARE=multiworker-0"], "COMPARE='multiworker-0' is not allowed"),
-            ("compare", ["COMPARE=multiworker-33"], "COMPARE='multiworker-33' is not allowed"),
+            ("compare", ["COMPARE=mirrored-33"], "COMPARE='mirrored-33' is not allowed"),
             ("soak", ["EPOCHS=1"], "EPOCHS=1 is not allowed with make soak"),
             ("tensorboard", [f"TENSORBOARD_PORT={port}"], f"TENSORBOARD_PORT={port} is not free on 127.0.0.1"),
         ]
