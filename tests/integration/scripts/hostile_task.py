@@ -37,6 +37,16 @@ def plant(path: str) -> None:
 SECONDS = float(os.environ.get("HOSTILE_SECONDS", "0"))
 if SECONDS:
     NAMES = [name for name in NAMES if not name.endswith(".jsonl")]
+# Each peer's launcher makes its working folder, work/<task>, before the script runs: planting a link
+# at `work` before a slower peer's launcher got there (a start skew on a busy machine) failed that
+# peer at its start, a failure of the test's, not the lab's. So the planting waits for every peer's.
+# (Not under make chaos, whose restarted tasks find `work` planted already.)
+work = os.path.join(space, "work")
+peers = [os.path.join(work, peer) for peer in ("worker-0", "worker-1")]
+started = time.monotonic()
+while not SECONDS and not all(os.path.isdir(peer) for peer in peers) and time.monotonic() - started < 240 \
+        and os.path.isdir(work) and not os.path.islink(work):
+    time.sleep(0.1)
 for name in NAMES:
     plant(os.path.join(space, name))
 for folder in ("links", "metadata", "volumes"):  # folders the lab might make, each full of links
