@@ -99,3 +99,18 @@ def test_make_config_says_the_longest_tf_config_and_shows_a_big_cluster_short():
     size = len(cluster.build(workers(2000)).tf_config_env("worker-1999")["TF_CONFIG"])
     assert lines[-1] == (f"tflab: the longest TF_CONFIG is worker-1999's, {size:,} bytes, of the 131,061 Linux takes "
                          "for one environment variable")
+
+
+def test_a_cluster_too_big_for_its_parameter_servers_names_ps():
+    """PS=100000 once read "WORKERS=2 is not allowed ... at most N workers fit": the setting named is
+    the one whose job makes TF_CONFIG too long."""
+    settings = Settings(strategy="parameter_server", workers=2, ps=100_000)
+    with pytest.raises(SettingsError) as refused:
+        cluster.build(settings)
+    message = str(refused.value)
+    assert message.startswith("PS=100000 is not allowed: ps-99999's TF_CONFIG would be at least "), message
+    largest = int(message.split("at most ")[1].split(" parameter servers fit")[0].replace(",", ""))
+    assert "beside chief: 1, worker: 2 at these addresses (ps-0:2222 ...)" in message
+    cluster.build(Settings(strategy="parameter_server", workers=2, ps=largest))
+    with pytest.raises(SettingsError):
+        cluster.build(Settings(strategy="parameter_server", workers=2, ps=largest + 1))

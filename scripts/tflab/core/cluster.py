@@ -155,20 +155,27 @@ def longest_tf_config(jobs: Mapping[str, int], address, render=lab_tf_config) ->
     return max((len(render(spec, task).encode()), True, task) for task in last)
 
 
-def check_tf_config(settings: Settings, address, render=lab_tf_config, jobs: Mapping[str, int] | None = None) -> None:
+# The settings that size a job of the cluster, for check_tf_config's words (the chief is always one).
+SIZED_BY = {"worker": ("WORKERS", "workers"), "ps": ("PS", "parameter servers")}
+
+
+def check_tf_config(settings: Settings, address, render=lab_tf_config) -> None:
     """Refuses, in one line, settings whose cluster gives a task a TF_CONFIG over Linux's limit for
-    one environment string (core/limits.py), and says how many workers would fit."""
-    jobs = dict(job_sizes(settings) if jobs is None else jobs)
+    one environment string (core/limits.py), naming the setting of the largest job and how many of
+    that job would fit beside the others."""
+    jobs = job_sizes(settings)
     size, exact, task = longest_tf_config(jobs, address, render)
     too_long = limits.env_too_long("TF_CONFIG", size, exact)
     if not too_long:
         return
-    largest = limits.largest_fitting(lambda workers: longest_tf_config({**jobs, "worker": workers}, address, render)[0],
-                                     limits.env_value_max("TF_CONFIG"), jobs.get("worker", 0))
-    others = ", ".join(f"{job}: {size}" for job, size in jobs.items() if job != "worker")
-    raise SettingsError(f"WORKERS={settings.workers} is not allowed: {task}'s TF_CONFIG would be {too_long}; at most "
-                        f"{largest:,} workers fit" + (f" beside {others}" if others else "") + " at these addresses "
-                        f"({address('worker', 0)} ...)")
+    job = max((job for job in jobs if job in SIZED_BY), key=lambda job: jobs[job])
+    largest = limits.largest_fitting(lambda count: longest_tf_config({**jobs, job: count}, address, render)[0],
+                                     limits.env_value_max("TF_CONFIG"), jobs[job])
+    others = ", ".join(f"{other}: {count}" for other, count in jobs.items() if other != job)
+    setting, plural = SIZED_BY[job]
+    raise SettingsError(f"{setting}={jobs[job]} is not allowed: {task}'s TF_CONFIG would be {too_long}; at most "
+                        f"{largest:,} {plural} fit" + (f" beside {others}" if others else "") + " at these "
+                        f"addresses ({address(job, 0)} ...)")
 
 
 def recorded(settings: Settings, spec: Mapping[str, Sequence[str]]) -> Cluster:
